@@ -1,0 +1,55 @@
+"""hypha-celery: durable, distributed AI-agent graph executions on Celery."""
+
+from hypha_celery.client.hypha import Hypha
+from hypha_celery.client.run import RunHandle, RunStatus
+from hypha_celery.errors import (
+    FailureReason,
+    GraphSpecError,
+    HyphaError,
+    InvalidNotify,
+    LaneBusy,
+    RunCancelled,
+    RunFailed,
+    RunNotFound,
+    RunTimeout,
+    SpecError,
+    UnknownGraph,
+    WaitTimeout,
+)
+from hypha_celery.events import Event
+from hypha_celery.graph import Context, ErrorInfo, FanOut, Finish, Graph, Next, Node, Outcome
+from hypha_celery.runtime.config import Settings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # application
+    "Hypha",
+    "RunHandle",
+    "RunStatus",
+    "Settings",
+    # graph model
+    "Context",
+    "ErrorInfo",
+    "FanOut",
+    "Finish",
+    "Graph",
+    "Next",
+    "Node",
+    "Outcome",
+    # events
+    "Event",
+    # errors
+    "FailureReason",
+    "GraphSpecError",
+    "HyphaError",
+    "InvalidNotify",
+    "LaneBusy",
+    "RunCancelled",
+    "RunFailed",
+    "RunNotFound",
+    "RunTimeout",
+    "SpecError",
+    "UnknownGraph",
+    "WaitTimeout",
+]

@@ -1,0 +1,1 @@
+"""The application-facing API: ``Hypha`` and run handles."""

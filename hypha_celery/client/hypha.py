@@ -1,0 +1,216 @@
+"""``Hypha``: register graphs, start runs, observe them."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Literal
+
+from celery import Celery
+from celery.canvas import Signature
+
+from hypha_celery.client.notifier import LocalNotifier, Notifier, RedisNotifier
+from hypha_celery.client.run import RunHandle
+from hypha_celery.embedded import EmbeddedWorker
+from hypha_celery.errors import (
+    GraphSpecError,
+    InvalidNotify,
+    LaneBusy,
+    RunNotFound,
+    SpecError,
+    StoreConflict,
+    UnknownGraph,
+)
+from hypha_celery.events import new_view
+from hypha_celery.graph import Graph
+from hypha_celery.runtime import canvas, tasks
+from hypha_celery.runtime.config import (
+    COORDINATOR_QUEUE,
+    DEAD_LETTER_QUEUE,
+    NODES_QUEUE,
+    Settings,
+    celery_config,
+)
+from hypha_celery.runtime.coordinator import terminal
+from hypha_celery.runtime.core import Runtime
+from hypha_celery.runtime.jsonsafe import is_json
+from hypha_celery.runtime.lanes import kickoff_id, lane_key
+from hypha_celery.store import EventStore
+
+OnBusy = Literal["queue", "reject"]
+
+
+def new_run_id() -> str:
+    """Module-level so tests can make ids deterministic."""
+    return uuid.uuid4().hex
+
+
+class Hypha:
+    """One hypha application: a Celery app, an event store and registered graphs.
+
+    ``Hypha.from_env()`` reads ``HYPHA_BROKER_URL``, ``HYPHA_RESULT_BACKEND`` and
+    ``HYPHA_STORE_URL``; with no broker it is *embedded*: an in-process worker
+    thread on the memory transport and a SQLite store under ``./.hypha/``.
+    """
+
+    def __init__(self, settings: Settings, *, name: str = "hypha") -> None:
+        self.settings = settings
+        self.celery = Celery(name)
+        self.celery.config_from_object(celery_config(settings))
+        self.store = EventStore(settings.store_url)
+        self.notifier: Notifier = _notifier(settings)
+        self._rt = Runtime(self.celery, self.store, self.notifier, settings.inline_coordinator)
+        tasks.register_coordinator(self._rt)
+        self._embedded: EmbeddedWorker | None = None
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Hypha:
+        return cls(Settings.from_env(), **overrides)
+
+    # -- graphs ------------------------------------------------------------
+    @property
+    def graphs(self) -> dict[str, Graph]:
+        return dict(self._rt.graphs)
+
+    def register(self, graph: Graph) -> Graph:
+        """Register ``graph``: one Celery task per node (``graph.node``) and reducer."""
+        if not isinstance(graph, Graph):
+            raise GraphSpecError(f"register() takes a Graph, got {type(graph).__name__}")
+        known = self._rt.graphs.get(graph.id)
+        if known is graph:
+            return graph
+        if known is not None:
+            raise GraphSpecError(f"a different graph {graph.id!r} is already registered")
+        tasks.register_graph(self._rt, graph)
+        self._rt.graphs[graph.id] = graph
+        return graph
+
+    def _graph(self, graph: Graph | str) -> Graph:
+        graph_id = graph.id if isinstance(graph, Graph) else graph
+        found = self._rt.graphs.get(graph_id)
+        if found is None:
+            raise UnknownGraph(f"no graph {graph_id!r} is registered (known: "
+                               f"{', '.join(sorted(self._rt.graphs)) or 'none'})")
+        return found
+
+    # -- runs --------------------------------------------------------------
+    def start(
+        self,
+        graph: Graph | str,
+        input: Any = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        notify: Signature | None = None,
+        on_busy: OnBusy = "queue",
+        idempotency_key: str | None = None,
+    ) -> RunHandle:
+        """Record ``run.created`` and enqueue the coordinator; returns at once.
+
+        Runs with the same ``(user_id, session_id)`` go one at a time, FIFO;
+        ``on_busy="reject"`` raises :class:`LaneBusy` instead of queueing.
+        """
+        g = self._graph(graph)
+        _check_start_args(input, notify, on_busy)
+        if idempotency_key is not None:
+            existing = self.store.find_idempotent(idempotency_key)
+            if existing is not None:
+                return RunHandle(self, existing)
+        run_id = new_run_id()
+        data = {"graph_id": g.id, "input": input, "user_id": user_id, "session_id": session_id,
+                "lane": lane_key(user_id, session_id),
+                "deadline": time.time() + g.execution_timeout, "max_steps": g.max_steps,
+                "notify": dict(notify) if notify is not None else None,
+                "idempotency_key": idempotency_key}
+        try:
+            self._create(run_id, data, on_busy)
+        except StoreConflict:
+            if idempotency_key is None:
+                raise
+            existing = self.store.find_idempotent(idempotency_key)
+            if existing is None:
+                raise
+            return RunHandle(self, existing)
+        self._ensure_worker()
+        return RunHandle(self, run_id)
+
+    def _create(self, run_id: str, data: dict[str, Any], on_busy: OnBusy) -> None:
+        lane = data["lane"]
+        with self.store.transaction() as tx:
+            tx.create(new_view(run_id))
+            tx.append(run_id, "run.created", data)
+            active = tx.lane_active(lane) if lane is not None else None
+            if active is not None:
+                if on_busy == "reject":
+                    raise LaneBusy(lane, active)
+                tx.append(run_id, "run.queued", {"behind": active})
+                return
+            if lane is not None:
+                tx.set_lane_active(lane, run_id)
+            tx.append(run_id, "run.started", {"execution_id": kickoff_id(run_id)})
+            tx.after_commit(lambda: canvas.kickoff(self.celery, run_id, kickoff_id(run_id)))
+
+    def get_run(self, run_id: str) -> RunHandle:
+        if self.store.load(run_id) is None:
+            raise RunNotFound(f"no run {run_id!r} in the event store")
+        return RunHandle(self, run_id)
+
+    def cancel(self, run_id: str) -> bool:
+        """End the run ``run.cancelled`` now; a result arriving later is stale."""
+        with self.store.transaction() as tx:
+            view = tx.lock(run_id)
+            if view is None:
+                raise RunNotFound(f"no run {run_id!r} in the event store")
+            if view["status"] in ("completed", "failed", "cancelled"):
+                return False
+            tx.append(run_id, "run.cancel_requested", {})
+            terminal(tx, self._rt, view, "run.cancelled", {"reason": "cancelled",
+                                                           "message": "cancelled by request"})
+        return True
+
+    # -- workers -----------------------------------------------------------
+    def _ensure_worker(self) -> None:
+        if self.settings.embedded:
+            self.start_embedded_worker()
+
+    def start_embedded_worker(self) -> None:
+        if self._embedded is None:
+            queues = sorted(self.queues())
+            self._embedded = EmbeddedWorker(self.celery, queues,
+                                            self.settings.embedded_concurrency)
+        self._embedded.start()
+
+    def queues(self) -> set[str]:
+        """Every queue this app's tasks are routed to."""
+        names = {COORDINATOR_QUEUE, NODES_QUEUE, DEAD_LETTER_QUEUE}
+        for g in self._rt.graphs.values():
+            names.update(n.queue for n in g.nodes.values() if n.queue)
+        return names
+
+    def close(self) -> None:
+        if self._embedded is not None:
+            self._embedded.stop()
+            self._embedded = None
+        self.store.dispose()
+
+
+def _check_start_args(input: Any, notify: Any, on_busy: str) -> None:
+    if notify is not None and not isinstance(notify, Signature):
+        raise InvalidNotify(
+            f"notify must be a Celery signature (task.s(...)), got {type(notify).__name__}"
+        )
+    if notify is not None and not is_json(dict(notify)):
+        raise InvalidNotify("notify signature arguments must be JSON-serializable")
+    if on_busy not in ("queue", "reject"):
+        raise SpecError(f"on_busy must be 'queue' or 'reject', got {on_busy!r}")
+    if not is_json(input):
+        raise SpecError("run input must be JSON-serializable")
+
+
+def _notifier(settings: Settings) -> Notifier:
+    if settings.embedded:
+        return LocalNotifier()
+    for url in (settings.result_backend, settings.broker_url):
+        if url.startswith(("redis://", "rediss://")):
+            return RedisNotifier(url)
+    return LocalNotifier()

@@ -1,0 +1,94 @@
+"""A handle on one run: status, events, cancel, wait."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hypha_celery.errors import (
+    FailureReason,
+    RunCancelled,
+    RunFailed,
+    RunTimeout,
+    WaitTimeout,
+)
+from hypha_celery.events import Event
+from hypha_celery.client.notifier import POLL_INTERVAL
+
+if TYPE_CHECKING:
+    from hypha_celery.client.hypha import Hypha
+
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """A snapshot of the run projection, without state or input (which may hold
+    prompt text): safe to log and print."""
+
+    run_id: str
+    graph_id: str
+    status: str
+    step: int
+    waiting_nodes: list[str]
+    error: dict[str, Any] | None
+    created_at: float
+    updated_at: float
+    seq: int
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL
+
+
+class RunHandle:
+    """Returned by :meth:`Hypha.start`; also :meth:`Hypha.get_run` for any id."""
+
+    def __init__(self, hypha: Hypha, run_id: str) -> None:
+        self._hypha = hypha
+        self.id = run_id
+
+    def __repr__(self) -> str:
+        return f"RunHandle({self.id!r})"
+
+    def status(self) -> RunStatus:
+        v = self._hypha.store.get(self.id)
+        return RunStatus(run_id=v["run_id"], graph_id=v["graph_id"], status=v["status"],
+                         step=v["step"], waiting_nodes=list(v["waiting_nodes"]),
+                         error=v["error"], created_at=v["created_at"],
+                         updated_at=v["updated_at"], seq=v["seq"])
+
+    def events(self, after_seq: int = 0) -> list[Event]:
+        return self._hypha.store.events(self.id, after_seq=after_seq)
+
+    def cancel(self) -> bool:
+        """Cancel the run; False when it had already ended."""
+        return self._hypha.cancel(self.id)
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """The ``Finish`` result, or raise RunFailed / RunTimeout / RunCancelled.
+        ``WaitTimeout`` when ``timeout`` passes first (the run goes on)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        store = self._hypha.store
+        with self._hypha.notifier.listen(self.id) as listener:
+            while True:
+                view = store.get(self.id)
+                if view["status"] in TERMINAL:
+                    return _result(view)
+                left = POLL_INTERVAL if end is None else end - time.monotonic()
+                if left <= 0:
+                    raise WaitTimeout(f"run {self.id} still {view['status']} after {timeout}s")
+                listener.wait(min(left, POLL_INTERVAL))
+
+
+def _result(view: dict[str, Any]) -> Any:
+    if view["status"] == "completed":
+        return view["result"]
+    err = view["error"] or {}
+    reason, message = err.get("reason", view["status"]), err.get("message", "")
+    if view["status"] == "cancelled":
+        raise RunCancelled(view["run_id"], reason, message)
+    if reason == FailureReason.DEADLINE_EXCEEDED:
+        raise RunTimeout(view["run_id"], reason, message)
+    raise RunFailed(view["run_id"], reason, message)

@@ -1,0 +1,65 @@
+"""An in-process worker thread, threads pool, on the memory transport.
+
+Threads pools have no time limits: node timeouts are enforced by fencing the
+late result (see docs/architecture.md)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from celery import Celery
+from celery.worker import WorkController
+
+from hypha_celery.runtime import canvas
+
+
+class _Controller(WorkController):
+    """A WorkController that tells when its consumer is ready."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.ready = threading.Event()
+        super().__init__(*args, **kwargs)
+
+    def on_consumer_ready(self, consumer: Any) -> None:
+        super().on_consumer_ready(consumer)
+        self.ready.set()
+
+
+class EmbeddedWorker:
+    def __init__(self, app: Celery, queues: list[str], concurrency: int = 4) -> None:
+        self._app = app
+        self._queues = queues
+        self._concurrency = concurrency
+        self._worker: Any = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        if self.running:
+            return
+        self._app.finalize()
+        self._app.set_current()
+        self._app.set_default()  # the threads pool resolves tasks through the default app
+        self._app.amqp.queues.select(self._queues)
+        canvas.set_consumed_queues(self._app, frozenset(self._queues))
+        self._worker = _Controller(
+            app=self._app, pool_cls="threads", concurrency=self._concurrency,
+            queues=self._queues, loglevel="WARNING", without_heartbeat=True,
+            without_mingle=True, without_gossip=True, hostname="hypha-embedded@localhost",
+        )
+        self._thread = threading.Thread(target=self._worker.start, name="hypha-embedded-worker",
+                                        daemon=True)
+        self._thread.start()
+        self._worker.ready.wait(10)
+
+    def stop(self) -> None:
+        if self._worker is not None:
+            self._worker.stop(in_sighandler=False)
+        if self._thread is not None:
+            self._thread.join(10)
+        self._worker = None
+        self._thread = None

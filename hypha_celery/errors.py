@@ -1,0 +1,124 @@
+"""Every exception hypha-celery raises on purpose.
+
+The tree, split by phase::
+
+    HyphaError
+    ├── SpecError (TypeError)            invalid graph / spec, raised at definition time
+    │   ├── GraphSpecError               bad nodes, reducers, limits, names
+    │   ├── UnknownGraph (LookupError)   a graph id nobody registered
+    │   └── InvalidNotify                ``notify=`` that is not a Celery signature
+    ├── SetupError (RuntimeError)        configuration: URLs, missing extras, store schema
+    │   └── ExtraNotInstalled (ImportError)
+    ├── HyphaRuntimeError (RuntimeError) things that happen while runs execute
+    │   ├── LaneBusy                     ``on_busy="reject"`` and the lane has an active run
+    │   ├── RunNotFound (LookupError)
+    │   ├── WaitTimeout (TimeoutError)   ``run.wait(timeout=)`` elapsed; the run goes on
+    │   ├── StoreConflict                optimistic append lost a race (internal, retried)
+    │   └── RunFailed                    the run ended ``run.failed``; ``.reason`` says why
+    │       ├── RunTimeout               ... because its ``execution_timeout`` passed
+    │       └── RunCancelled             the run ended ``run.cancelled``
+    └── ImportFormatError (ValueError)   a JSONL line that is not a hypha event
+
+Run failures are *events* first (``run.failed`` with a :class:`FailureReason`);
+the exceptions are how a waiting client sees them.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class FailureReason(StrEnum):
+    """Why a run ended ``run.failed`` (the ``reason`` field of the event)."""
+
+    MAX_STEPS_EXCEEDED = "max_steps_exceeded"
+    DEADLINE_EXCEEDED = "deadline_exceeded"
+    UNKNOWN_NODE = "unknown_node"
+    UNKNOWN_REDUCER = "unknown_reducer"
+    INVALID_STATE = "invalid_state"
+    STATE_TOO_LARGE = "state_too_large"
+    INVALID_DECISION = "invalid_decision"
+    POLICY_ERROR = "policy_error"
+    NODE_FAILED = "node_failed"
+    REDUCER_FAILED = "reducer_failed"
+    UNKNOWN_GRAPH = "unknown_graph"
+
+
+class HyphaError(Exception):
+    """Root of every error hypha-celery raises on purpose."""
+
+
+class SpecError(HyphaError, TypeError):
+    """A spec or graph is invalid; raised at definition time, nothing is enqueued."""
+
+
+class GraphSpecError(SpecError):
+    """A graph definition is invalid (nodes, reducers, limits, names)."""
+
+
+class UnknownGraph(SpecError, LookupError):
+    """No graph with this id is registered on this Hypha instance."""
+
+
+class InvalidNotify(SpecError):
+    """``notify=`` must be a Celery signature; nothing was enqueued."""
+
+
+class SetupError(HyphaError, RuntimeError):
+    """Configuration or environment problem (URLs, schema, extras)."""
+
+
+class ExtraNotInstalled(SetupError, ImportError):
+    """An optional dependency is missing; the message names the extra to install."""
+
+
+class HyphaRuntimeError(HyphaError, RuntimeError):
+    """Raised while runs execute or are observed."""
+
+
+class LaneBusy(HyphaRuntimeError):
+    """``on_busy="reject"``: the (user_id, session_id) lane already has an active run."""
+
+    def __init__(self, lane: str, active_run_id: str) -> None:
+        super().__init__(f"lane {lane!r} is busy with run {active_run_id}")
+        self.lane = lane
+        self.active_run_id = active_run_id
+
+
+class RunNotFound(HyphaRuntimeError, LookupError):
+    """No run with this id in the event store."""
+
+
+class WaitTimeout(HyphaRuntimeError, TimeoutError):
+    """``wait(timeout=)`` elapsed before the run ended; the run itself goes on."""
+
+
+class StoreConflict(HyphaRuntimeError):
+    """An append lost a race on the run's sequence (handled internally)."""
+
+
+class RunFailed(HyphaRuntimeError):
+    """The run ended ``run.failed``; ``reason`` is a :class:`FailureReason` value."""
+
+    def __init__(self, run_id: str, reason: str, message: str = "", **details: Any) -> None:
+        super().__init__(f"run {run_id} failed: {reason}" + (f": {message}" if message else ""))
+        self.run_id = run_id
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+
+class RunTimeout(RunFailed):
+    """The run failed because its ``execution_timeout`` deadline passed."""
+
+
+class RunCancelled(RunFailed):
+    """The run was cancelled."""
+
+    def __init__(self, run_id: str, reason: str = "cancelled", message: str = "", **details: Any):
+        super().__init__(run_id, reason, message, **details)
+
+
+class ImportFormatError(HyphaError, ValueError):
+    """A JSONL line given to ``import`` is not a hypha event."""

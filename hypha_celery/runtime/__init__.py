@@ -1,0 +1,1 @@
+"""The runtime: Celery configuration, canvas, node/reducer/coordinator task bodies."""

@@ -1,0 +1,106 @@
+"""The one place that speaks Celery canvas.
+
+* a one-node step is ``chain(node, coordinator)``;
+* a fan-out is ``chord([edge, ...], reducer) | coordinator``;
+* the coordinator link may run *inline*: when the worker that finished the node
+  (or the reducer) also consumes the coordinator queue, the task pops the
+  coordinator signature off its own chain and runs the step itself, saving a
+  broker hop. Otherwise Celery publishes the coordinator message as usual.
+
+Task ids are execution ids, so a duplicate publish carries the same id and
+Flower shows ``graph.node`` names with the run's execution ids.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from celery import Celery, chain, chord
+from celery.canvas import Signature
+
+from hypha_celery.runtime.config import COORDINATOR_QUEUE, COORDINATOR_TASK
+
+_consumes: weakref.WeakKeyDictionary[Celery, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCall:
+    """One node (or edge) task to publish."""
+
+    task: str
+    env: dict[str, Any]
+    queue: str
+    timeout: float
+
+    def signature(self, app: Celery, *, keep_result: bool) -> Signature:
+        return app.signature(
+            self.task,
+            args=(self.env,),
+            queue=self.queue,
+            task_id=self.env["execution_id"],
+            soft_time_limit=self.timeout,
+            time_limit=hard_limit(self.timeout),
+            ignore_result=not keep_result,
+        )
+
+
+def hard_limit(timeout: float) -> float:
+    """The prefork hard kill comes a grace period after the soft limit."""
+    return timeout + max(5.0, timeout * 0.25)
+
+
+def coordinator(app: Celery) -> Signature:
+    return app.signature(COORDINATOR_TASK, queue=COORDINATOR_QUEUE, ignore_result=True)
+
+
+def kickoff(app: Celery, run_id: str, execution_id: str) -> None:
+    """First coordinator message of a run."""
+    coordinator(app).clone(
+        args=({"run_id": run_id, "execution_id": execution_id},),
+        task_id=f"{execution_id}.c",
+    ).apply_async()
+
+
+def step(app: Celery, call: NodeCall) -> None:
+    """``chain(node, coordinator)``."""
+    chain(call.signature(app, keep_result=False), coordinator(app)).apply_async()
+
+
+def fanout(app: Celery, edges: list[NodeCall], reducer_task: str, meta: dict[str, Any],
+           queue: str) -> None:
+    """``chord([edge, ...], reducer) | coordinator``."""
+    header = [e.signature(app, keep_result=True) for e in edges]
+    body = app.signature(reducer_task, args=(meta,), queue=queue,
+                         task_id=f"{meta['execution_id']}.r", ignore_result=True)
+    (chord(header, body) | coordinator(app)).apply_async()
+
+
+def notify(app: Celery, sig: dict[str, Any], outcome: dict[str, Any]) -> None:
+    """Call the subscriber's signature with the terminal outcome."""
+    app.signature(sig).apply_async(args=(outcome,))
+
+
+# -- the inline coordinator link ------------------------------------------
+def set_consumed_queues(app: Celery, queues: frozenset[str]) -> None:
+    """Record which queues this worker consumes (called from ``celeryd_after_setup``)."""
+    _consumes[app] = queues
+
+
+def take_coordinator(app: Celery, request: Any, enabled: bool) -> bool:
+    """Pop the coordinator link off the running task's chain if this worker may
+    run it inline. Returns True when the caller must run the step itself."""
+    pending = request.chain
+    if not enabled or not pending or COORDINATOR_QUEUE not in _consumes.get(app, ()):
+        return False
+    if pending[-1].get("task") != COORDINATOR_TASK or len(pending) != 1:
+        return False
+    pending.pop()
+    return True
+
+
+def drop_continuation(request: Any) -> None:
+    """A stale task must not wake the coordinator."""
+    if request.chain:
+        request.chain.clear()

@@ -1,0 +1,81 @@
+"""Settings: where the broker, result backend and store are, and the Celery profile."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from kombu import Queue
+
+from hypha_celery.errors import SetupError
+
+COORDINATOR_QUEUE = "hypha.coordinator"
+NODES_QUEUE = "hypha.nodes"
+DEAD_LETTER_QUEUE = "hypha.dead_letter"
+COORDINATOR_TASK = "hypha.coordinator"
+EMBEDDED_STORE_URL = "sqlite:///.hypha/hypha.db"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved configuration. ``embedded`` means no broker was configured."""
+
+    broker_url: str
+    result_backend: str
+    store_url: str
+    embedded: bool
+    inline_coordinator: bool = True
+    embedded_concurrency: int = 4
+    celery_overrides: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        env = dict(os.environ) if env is None else env
+        broker = env.get("HYPHA_BROKER_URL", "").strip()
+        store = env.get("HYPHA_STORE_URL", "").strip() or EMBEDDED_STORE_URL
+        inline = env.get("HYPHA_INLINE_COORDINATOR", "1").strip().lower() not in ("0", "false")
+        if not broker:
+            return cls("memory://", "cache+memory://", store, True, inline)
+        backend = env.get("HYPHA_RESULT_BACKEND", "").strip() or _default_backend(broker)
+        return cls(broker, backend, store, False, inline)
+
+
+def _default_backend(broker: str) -> str:
+    if broker.startswith(("redis://", "rediss://")):
+        return broker
+    raise SetupError(
+        f"HYPHA_RESULT_BACKEND is required with broker {broker.split('@')[-1]!r}: "
+        "fan-out joins need a result backend with native chord support, e.g. redis://..."
+    )
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """The Celery profile hypha runs with (JSON only, named queues, task events on)."""
+    conf: dict[str, Any] = {
+        "broker_url": settings.broker_url,
+        "result_backend": settings.result_backend,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "event_serializer": "json",
+        "task_default_queue": NODES_QUEUE,
+        "task_queues": [Queue(COORDINATOR_QUEUE), Queue(NODES_QUEUE), Queue(DEAD_LETTER_QUEUE)],
+        "task_create_missing_queues": True,
+        "task_routes": {COORDINATOR_TASK: {"queue": COORDINATOR_QUEUE}},
+        "worker_send_task_events": not settings.embedded,
+        "task_send_sent_event": not settings.embedded,
+        "task_track_started": False,
+        "result_extended": False,
+        "result_expires": 86400,
+        "broker_connection_retry_on_startup": True,
+        "worker_hijack_root_logger": False,
+        "worker_redirect_stdouts": False,
+        "enable_utc": True,
+    }
+    if settings.embedded:
+        # the memory transport polls; its 1 s default would cost a second per hop
+        conf["broker_transport_options"] = {"polling_interval": 0.005}
+    conf.update(settings.celery_overrides)
+    return conf

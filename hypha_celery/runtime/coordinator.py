@@ -1,0 +1,224 @@
+"""The coordinator step: fence, record the outcome, decide, record, publish.
+
+All of it happens in one store transaction on the locked run row, so a
+duplicate or stale message can never advance a run twice (it finds the run no
+longer waiting for its execution id) and exactly one terminal event is written.
+Publishing happens after the commit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hypha_celery.errors import FailureReason
+from hypha_celery.graph import FanOut, Finish, Graph, Next
+from hypha_celery.runtime import canvas
+from hypha_celery.runtime.config import NODES_QUEUE
+from hypha_celery.runtime.core import Runtime
+from hypha_celery.runtime.jsonsafe import error_json, is_json, json_size
+from hypha_celery.runtime.lanes import kickoff_id, release
+from hypha_celery.runtime.nodes import FATAL_ERRORS, Envelope
+from hypha_celery.store import Tx
+from hypha_celery.store.sql import View
+
+
+class _Fail(Exception):
+    def __init__(self, reason: FailureReason, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def coordinate(rt: Runtime, payload: Envelope) -> None:
+    """One coordinator step for ``payload`` (a kickoff or an outcome envelope)."""
+    run_id, execution_id = payload["run_id"], payload["execution_id"]
+    with rt.store.transaction() as tx:
+        view = tx.lock(run_id)
+        if view is None:
+            return
+        if view["status"] != "running" or view["waiting"] != execution_id:
+            _not_awaited(tx, view, payload)
+            return
+        if execution_id != kickoff_id(run_id):
+            _record_outcome(tx, rt, view, payload)
+        _decide_and_record(tx, rt, view)
+
+
+def _not_awaited(tx: Tx, view: View, payload: Envelope) -> None:
+    """Duplicate (already recorded) or stale (late) result: record, apply nothing."""
+    if payload.get("stale") or "duration" not in payload:
+        return
+    if tx.recorded(f"{payload['execution_id']}:done") is not None:
+        return
+    reason = "cancelled" if view["status"] == "cancelled" else (
+        "run_ended" if view["status"] != "running" else "superseded")
+    tx.append(view["run_id"], "node.late_result",
+              {"execution_id": payload["execution_id"],
+               "node_id": payload.get("node_id") or payload.get("reducer"), "reason": reason})
+
+
+def _record_outcome(tx: Tx, rt: Runtime, view: View, env: Envelope) -> None:
+    run_id, execution_id = view["run_id"], env["execution_id"]
+    name_key = "reducer" if "reducer" in env else "node_id"
+    data: dict[str, Any] = {"execution_id": execution_id, name_key: env[name_key],
+                            "duration": env.get("duration")}
+    if env.get("stale"):
+        data["error"] = {"type": "StaleEdge", "message": "an edge result was not awaited"}
+    elif "error" in env:
+        data["error"] = env["error"]
+    else:
+        data["update"] = env["update"]
+    if env.get("late"):
+        tx.append(run_id, "node.late_result",
+                  {"execution_id": execution_id, "node_id": env[name_key], "reason": "timeout"})
+    ok = "update" in data
+    kind = ("reducer." if name_key == "reducer" else "node.") + ("completed" if ok else "failed")
+    tx.append(run_id, kind, data, idem=f"{execution_id}:done")
+
+
+def _decide_and_record(tx: Tx, rt: Runtime, view: View) -> None:
+    run_id = view["run_id"]
+    graph = rt.graphs.get(view["graph_id"])
+    try:
+        if graph is None:
+            raise _Fail(FailureReason.UNKNOWN_GRAPH,
+                        f"graph {view['graph_id']!r} is not registered on this worker")
+        decision = _decide(graph, view)
+    except _Fail as fail:
+        terminal(tx, rt, view, "run.failed", {"reason": fail.reason.value,
+                                               "message": fail.message})
+        return
+    step = int(view["step"])
+    tx.append(run_id, "decision.recorded", {"step": step, **_summary(decision)})
+    if isinstance(decision, Finish):
+        terminal(tx, rt, view, "run.completed", {"result": decision.result})
+    elif isinstance(decision, Next):
+        _schedule_next(tx, rt, graph, view, decision)  # type: ignore[arg-type]
+    else:
+        _schedule_fanout(tx, rt, graph, view, decision)  # type: ignore[arg-type]
+
+
+def _decide(graph: Graph, view: View) -> Next | FanOut | Finish:
+    if view["deadline"] is not None and time.time() > view["deadline"]:
+        raise _Fail(FailureReason.DEADLINE_EXCEEDED,
+                    f"execution_timeout of {graph.execution_timeout}s passed")
+    _check_last(graph, view)
+    try:
+        decision = graph.decision_policy(graph.context(view))
+    except Exception as exc:
+        err = error_json(exc)
+        raise _Fail(FailureReason.POLICY_ERROR, f"{err['type']}: {err['message']}") from None
+    _validate(graph, view, decision)
+    return decision  # type: ignore[no-any-return]
+
+
+def _check_last(graph: Graph, view: View) -> None:
+    last = view["last"]
+    if last is None:
+        return
+    size = json_size(view["state"])
+    if size > graph.max_state_bytes:
+        raise _Fail(FailureReason.STATE_TOO_LARGE,
+                    f"state is {size} bytes, max_state_bytes is {graph.max_state_bytes}")
+    if last["ok"]:
+        return
+    err = last["error"]
+    where = f"{last['node_id']}: {err['type']}: {err['message']}"
+    if err["type"] in FATAL_ERRORS:
+        raise _Fail(FailureReason.INVALID_STATE, where)
+    if graph.on_node_error == "fail":
+        reason = (FailureReason.REDUCER_FAILED if last["node_id"] in graph.reducers
+                  else FailureReason.NODE_FAILED)
+        raise _Fail(reason, where)
+
+
+def _validate(graph: Graph, view: View, decision: object) -> None:
+    if isinstance(decision, Finish):
+        if not is_json(decision.result):
+            raise _Fail(FailureReason.INVALID_DECISION, "Finish result is not JSON-serializable")
+        return
+    if isinstance(decision, Next):
+        nexts = [decision]
+    elif isinstance(decision, FanOut):
+        if decision.reducer not in graph.reducers:
+            raise _Fail(FailureReason.UNKNOWN_REDUCER,
+                        f"policy returned unknown reducer {decision.reducer!r}")
+        nexts = list(decision.edges)
+    else:
+        raise _Fail(FailureReason.INVALID_DECISION,
+                    f"policy must return Next, FanOut or Finish, got {type(decision).__name__}")
+    for n in nexts:
+        if n.node_id not in graph.nodes:
+            raise _Fail(FailureReason.UNKNOWN_NODE, f"policy returned unknown node {n.node_id!r}")
+        if not is_json(n.input):
+            raise _Fail(FailureReason.INVALID_DECISION, f"input for {n.node_id!r} is not JSON")
+    if int(view["step"]) >= graph.max_steps:
+        raise _Fail(FailureReason.MAX_STEPS_EXCEEDED,
+                    f"max_steps={graph.max_steps} reached")
+
+
+def _summary(decision: Next | FanOut | Finish) -> dict[str, Any]:
+    if isinstance(decision, Next):
+        return {"type": "next", "node_ids": [decision.node_id]}
+    if isinstance(decision, FanOut):
+        return {"type": "fanout", "reducer": decision.reducer,
+                "node_ids": [e.node_id for e in decision.edges]}
+    return {"type": "finish"}
+
+
+def _call(graph: Graph, node_id: str, env: Envelope) -> canvas.NodeCall:
+    node = graph.nodes[node_id]
+    return canvas.NodeCall(task=f"{graph.id}.{node_id}", env=env,
+                           queue=node.queue or NODES_QUEUE, timeout=graph.timeout_for(node_id))
+
+
+def _schedule_next(tx: Tx, rt: Runtime, graph: Graph, view: View, d: Next) -> None:
+    run_id, step = view["run_id"], int(view["step"]) + 1
+    execution_id = f"{run_id}.{step}"
+    tx.append(run_id, "node.scheduled", {"execution_id": execution_id, "node_id": d.node_id,
+                                         "input": d.input, "step": step})
+    call = _call(graph, d.node_id, {"run_id": run_id, "execution_id": execution_id,
+                                     "node_id": d.node_id, "input": d.input})
+    tx.after_commit(lambda: canvas.step(rt.app, call))
+
+
+def _schedule_fanout(tx: Tx, rt: Runtime, graph: Graph, view: View, d: FanOut) -> None:
+    run_id, step = view["run_id"], int(view["step"]) + 1
+    fid = f"{run_id}.{step}"
+    edges = [{"execution_id": f"{fid}.{i}", "node_id": e.node_id, "input": e.input}
+             for i, e in enumerate(d.edges)]
+    tx.append(run_id, "fanout.scheduled",
+              {"execution_id": fid, "step": step, "reducer": d.reducer, "edges": edges})
+    calls = [_call(graph, e["node_id"], {"run_id": run_id, "edge_of": fid, "index": i, **e})
+             for i, e in enumerate(edges)]
+    meta = {"run_id": run_id, "execution_id": fid, "reducer": d.reducer, "width": len(edges)}
+    tx.after_commit(lambda: canvas.fanout(rt.app, calls, f"{graph.id}.{d.reducer}", meta,
+                                          NODES_QUEUE))
+
+
+def terminal(tx: Tx, rt: Runtime, view: View, kind: str, data: dict[str, Any]) -> None:
+    """Append the one terminal event, hand the lane on, notify after commit."""
+    run_id = view["run_id"]
+    tx.append(run_id, kind, data, idem=f"{run_id}:terminal")
+    nxt = release(tx, run_id, view["lane"])
+    outcome = outcome_of(view)
+    sig = view.get("notify")
+    actions: list[Callable[[], None]] = [lambda: rt.notifier.publish(run_id)]
+    if sig:
+        actions.append(lambda: canvas.notify(rt.app, sig, outcome))
+    if nxt is not None:
+        actions.append(lambda: canvas.kickoff(rt.app, nxt, kickoff_id(nxt)))
+    for action in actions:
+        tx.after_commit(action)
+
+
+def outcome_of(view: View) -> dict[str, Any]:
+    """The terminal outcome handed to ``notify`` subscribers."""
+    out: dict[str, Any] = {"run_id": view["run_id"], "status": view["status"]}
+    if view["status"] == "completed":
+        out["result"] = view["result"]
+    else:
+        out["error"] = view["error"]
+    return out

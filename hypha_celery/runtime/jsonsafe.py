@@ -1,0 +1,26 @@
+"""JSON checks: only JSON goes on the wire and into the store."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+_dumps = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+
+
+def json_size(value: Any) -> int:
+    """Encoded size in bytes; raises TypeError/ValueError for non-JSON values."""
+    return len(_dumps(value).encode())
+
+
+def is_json(value: Any) -> bool:
+    try:
+        _dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def error_json(exc: BaseException) -> dict[str, str]:
+    """An exception as data: type name and message (no traceback, no locals)."""
+    return {"type": type(exc).__name__, "message": str(exc)[:2000]}

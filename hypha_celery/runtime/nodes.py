@@ -1,0 +1,166 @@
+"""Node, edge and reducer execution. Each returns an outcome envelope (a JSON
+dict) and never raises into the canvas, so a failing edge cannot strand a chord.
+
+Envelope keys: ``run_id``, ``execution_id``, ``node_id`` | ``reducer``, then
+``update`` (ok) or ``error`` (``{type, message}``), ``duration``; edges add
+``edge_of`` and ``index``; a result past its node timeout carries ``late``;
+a task that found its execution no longer awaited returns ``stale``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+
+from hypha_celery.errors import StoreConflict
+from hypha_celery.graph import ErrorInfo, Graph, Outcome
+from hypha_celery.runtime.core import Runtime
+from hypha_celery.runtime.jsonsafe import error_json, is_json
+
+Envelope = dict[str, Any]
+_WORKER = f"{socket.gethostname()}:{os.getpid()}"
+
+#: Error types that end the run whatever ``on_node_error`` says.
+FATAL_ERRORS = frozenset({"InvalidState", "InvalidNodeOutput"})
+
+
+def run_node(rt: Runtime, graph: Graph, env: Envelope, attempt: int = 1) -> Envelope | None:
+    """Run one node or edge execution. ``None``: the run no longer awaits it."""
+    run_id, execution_id, node_id = env["run_id"], env["execution_id"], env["node_id"]
+    awaited = env.get("edge_of") or execution_id
+    with rt.store.transaction(durable=False) as tx:
+        view = tx.lock(run_id)
+        if view is None or view["status"] != "running" or view["waiting"] != awaited:
+            return None
+        if env.get("edge_of"):
+            recorded = tx.recorded(f"{execution_id}:done")
+            if recorded is not None:
+                return {"run_id": run_id, **recorded}  # duplicate delivery: same outcome
+        tx.append(run_id, "node.started",
+                  {"execution_id": execution_id, "node_id": node_id, "attempt": attempt,
+                   "worker": _WORKER})
+        state = view["state"]
+    envelope = _execute(graph, node_id, state, env)
+    if env.get("edge_of"):
+        return _record_edge(rt, envelope)
+    return envelope
+
+
+def _execute(graph: Graph, node_id: str, state: dict[str, Any], env: Envelope) -> Envelope:
+    out: Envelope = {"run_id": env["run_id"], "execution_id": env["execution_id"],
+                     "node_id": node_id}
+    if env.get("edge_of"):
+        out["edge_of"] = env["edge_of"]
+        out["index"] = env["index"]
+    timeout = graph.timeout_for(node_id)
+    started = time.monotonic()
+    try:
+        value = graph.nodes[node_id].fn(state, env.get("input"))
+        out.update(_checked_update(value))
+    except SoftTimeLimitExceeded:
+        out["error"] = {"type": "NodeTimeout", "message": f"node ran past its {timeout}s timeout"}
+    except Exception as exc:
+        out["error"] = error_json(exc)
+    duration = time.monotonic() - started
+    out["duration"] = round(duration, 6)
+    if duration > timeout and "error" not in out:
+        del out["update"]  # a late result is never applied
+        out["late"] = True
+        out["error"] = {"type": "NodeTimeout",
+                        "message": f"finished after {duration:.3f}s, timeout {timeout}s"}
+    return out
+
+
+def _checked_update(value: Any) -> Envelope:
+    if value is None:
+        return {"update": {}}
+    if not isinstance(value, Mapping):
+        return {"error": {"type": "InvalidNodeOutput",
+                          "message": f"a node must return a dict, got {type(value).__name__}"}}
+    update = dict(value)
+    if not all(isinstance(k, str) for k in update) or not is_json(update):
+        return {"error": {"type": "InvalidState",
+                          "message": "node output is not JSON-serializable"}}
+    return {"update": update}
+
+
+def _record_edge(rt: Runtime, envelope: Envelope) -> Envelope:
+    """Edges record their own outcome (idempotently) so that a redelivered edge
+    returns byte-identical data and the chord join counts it once."""
+    run_id, execution_id = envelope["run_id"], envelope["execution_id"]
+    data = {k: v for k, v in envelope.items() if k != "run_id"}
+    kind = "node.failed" if "error" in data else "node.completed"
+    try:
+        with rt.store.transaction() as tx:
+            view = tx.lock(run_id)
+            if view is None or view["status"] != "running" or view["waiting"] != data["edge_of"]:
+                tx.append(run_id, "node.late_result",
+                          {"execution_id": execution_id, "node_id": data["node_id"],
+                           "reason": _stale_reason(view)})
+                return {**envelope, "stale": True}
+            if data.get("late"):
+                tx.append(run_id, "node.late_result",
+                          {"execution_id": execution_id, "node_id": data["node_id"],
+                           "reason": "timeout"})
+            tx.append(run_id, kind, data, idem=f"{execution_id}:done")
+    except StoreConflict:
+        with rt.store.transaction() as tx:
+            recorded = tx.recorded(f"{execution_id}:done")
+        if recorded is None:
+            raise
+        return {"run_id": run_id, **recorded}
+    return envelope
+
+
+def _stale_reason(view: Mapping[str, Any] | None) -> str:
+    if view is None:
+        return "unknown_run"
+    if view["status"] == "cancelled":
+        return "cancelled"
+    return "superseded" if view["status"] == "running" else "run_ended"
+
+
+def run_reducer(rt: Runtime, graph: Graph, meta: Envelope, results: list[Any]) -> Envelope:
+    """The chord callback: consolidate edge outcomes in declaration order."""
+    out: Envelope = {"run_id": meta["run_id"], "execution_id": meta["execution_id"],
+                     "reducer": meta["reducer"]}
+    edges = _declaration_order(results, meta["width"])
+    if edges is None:
+        return {**out, "stale": True}
+    started = time.monotonic()
+    view = rt.store.load(meta["run_id"])
+    try:
+        outcomes = [_outcome(e) for e in edges]
+        value = graph.reducers[meta["reducer"]]((view or {}).get("state", {}), outcomes)
+        out.update(_checked_update(value))
+    except Exception as exc:
+        out["error"] = error_json(exc)
+    out["duration"] = round(time.monotonic() - started, 6)
+    return out
+
+
+def _declaration_order(results: list[Any], width: int) -> list[Envelope] | None:
+    by_index: dict[int, Envelope] = {}
+    for item in results:
+        if not isinstance(item, dict) or item.get("stale"):
+            return None
+        by_index.setdefault(int(item["index"]), item)
+    if sorted(by_index) != list(range(width)):
+        return None
+    return [by_index[i] for i in range(width)]
+
+
+def _outcome(envelope: Envelope) -> Outcome:
+    err = envelope.get("error")
+    return Outcome(
+        node_id=envelope["node_id"],
+        ok=err is None,
+        value=envelope.get("update"),
+        error=ErrorInfo.from_json(err) if err else None,
+        execution_id=envelope["execution_id"],
+    )

@@ -1,0 +1,358 @@
+"""SQLAlchemy event store (SQLite for the embedded default, PostgreSQL for production).
+
+Every write is one transaction that locks the run row (``SELECT ... FOR UPDATE``
+on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite), appends events with the next
+``seq`` values, folds them into the projection and writes both. Two writers of
+one run are therefore serialized; the fencing checks the caller makes on the
+locked view are race-free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from hypha_celery.errors import ExtraNotInstalled, RunNotFound, SetupError, StoreConflict
+from hypha_celery.events.envelope import Event
+from hypha_celery.events.fold import PASSIVE_KINDS, View, apply_event, fold
+from hypha_celery.store.schema import events, lanes, runs
+
+_dumps = partial(json.dumps, allow_nan=False, separators=(",", ":"))
+_VIEW_COLUMNS = ("graph_id", "status", "user_id", "session_id", "lane", "waiting", "deadline",
+                 "idempotency_key", "created_at", "updated_at")
+
+
+class Tx:
+    """One store transaction. Use through :meth:`EventStore.transaction`."""
+
+    def __init__(self, conn: Connection, dialect: str) -> None:
+        self.conn = conn
+        self._dialect = dialect
+        self._views: dict[str, View] = {}
+        self._new: set[str] = set()
+        self._active: set[str] = set()  # runs whose doc changed
+        self._rows: list[dict[str, Any]] = []
+        self._after: list[Callable[[], None]] = []
+
+    # -- reads -----------------------------------------------------------
+    def lock(self, run_id: str) -> View | None:
+        """Lock the run row for this transaction and return its projection."""
+        if run_id in self._views:
+            return self._views[run_id]
+        q = sa.select(runs.c.doc, runs.c.seq, runs.c.updated_at).where(runs.c.run_id == run_id)
+        if self._dialect == "postgresql":
+            q = q.with_for_update()
+        row = self.conn.execute(q).first()
+        if row is None:
+            return None
+        view = dict(row.doc)
+        view["seq"] = row.seq
+        view["updated_at"] = row.updated_at
+        self._views[run_id] = view
+        return view
+
+    def recorded(self, idem: str) -> dict[str, Any] | None:
+        """The data of the event recorded under idempotency key ``idem``, if any."""
+        row = self.conn.execute(sa.select(events.c.data).where(events.c.idem == idem)).first()
+        return dict(row.data) if row else None
+
+    # -- writes ----------------------------------------------------------
+    def create(self, view: View) -> None:
+        """Register a brand-new run whose events follow via :meth:`append`."""
+        view["seq"] = 0
+        self._views[view["run_id"]] = view
+        self._new.add(view["run_id"])
+
+    def append(
+        self, run_id: str, kind: str, data: Mapping[str, Any], idem: str | None = None
+    ) -> View:
+        view = self._views[run_id]
+        ts = time.time()
+        apply_event(view, kind, data, ts)
+        view["seq"] += 1
+        if kind not in PASSIVE_KINDS:
+            self._active.add(run_id)
+        self._rows.append(
+            {"run_id": run_id, "seq": view["seq"], "kind": kind, "ts": ts, "data": data,
+             "idem": idem}
+        )
+        return view
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        self._after.append(fn)
+
+    def lane_active(self, lane: str) -> str | None:
+        """Lock the lane row (creating it) and return its active run id."""
+        ins = _insert(self._dialect)(lanes).values(lane=lane, active_run_id=None)
+        self.conn.execute(ins.on_conflict_do_nothing(index_elements=["lane"]))
+        q = sa.select(lanes.c.active_run_id).where(lanes.c.lane == lane)
+        if self._dialect == "postgresql":
+            q = q.with_for_update()
+        return self.conn.execute(q).scalar_one()  # type: ignore[no-any-return]
+
+    def set_lane_active(self, lane: str, run_id: str | None) -> None:
+        self.conn.execute(
+            lanes.update().where(lanes.c.lane == lane).values(active_run_id=run_id)
+        )
+
+    def queued_in_lane(self, lane: str) -> list[str]:
+        q = (sa.select(runs.c.run_id)
+             .where(runs.c.lane == lane, runs.c.status == "queued").order_by(runs.c.id))
+        return list(self.conn.execute(q).scalars())
+
+    # -- commit ----------------------------------------------------------
+    def _flush(self) -> None:
+        for run_id in self._new:
+            view = self._views[run_id]
+            self.conn.execute(runs.insert().values(run_id=run_id, seq=view["seq"],
+                                                   doc=_doc(view), **_cols(view)))
+        if self._rows:
+            self.conn.execute(events.insert(), self._rows)
+        for run_id, view in self._views.items():
+            if run_id in self._new or view["seq"] == 0:
+                continue
+            values: dict[str, Any] = {"seq": view["seq"], "updated_at": view["updated_at"]}
+            if run_id in self._active:
+                values.update(doc=_doc(view), **_cols(view))
+            self.conn.execute(runs.update().where(runs.c.run_id == run_id).values(**values))
+
+    @property
+    def wrote(self) -> bool:
+        return bool(self._rows)
+
+
+def _doc(view: View) -> dict[str, Any]:
+    return {k: v for k, v in view.items() if k not in ("seq", "updated_at")}
+
+
+def _cols(view: View) -> dict[str, Any]:
+    return {k: view[k] for k in _VIEW_COLUMNS}
+
+
+def _insert(dialect: str) -> Any:
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert
+
+
+class EventStore:
+    """Append-only events with a per-run projection. Safe to share across threads;
+    each process (after fork) builds its own engine."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._engine: Engine | None = None
+        self._reader: Engine | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+        self._migrated = False
+
+    # -- engine ----------------------------------------------------------
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None or self._pid != os.getpid():
+            with self._lock:
+                if self._engine is None or self._pid != os.getpid():
+                    for old in (self._engine, self._reader):
+                        if old is not None:
+                            old.dispose(close=False)
+                    self._engine = _make_engine(self.url)
+                    self._reader = (_make_engine(self.url, writer=False)
+                                    if self.url.startswith("sqlite") else self._engine)
+                    self._pid = os.getpid()
+        return self._engine
+
+    @property
+    def reader(self) -> Engine:
+        """Engine for read-only queries (on SQLite: without the write lock)."""
+        self.engine  # noqa: B018  (builds both engines for this process)
+        assert self._reader is not None
+        return self._reader
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest Alembic revision (idempotent, race-safe)."""
+        from alembic import command
+        from alembic.config import Config
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+        with self.engine.begin() as conn:
+            if self.dialect == "postgresql":
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(7405219)"))
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+        self._migrated = True
+
+    def ensure_schema(self) -> None:
+        if not self._migrated:
+            self.migrate()
+
+    # -- transactions ----------------------------------------------------
+    @contextmanager
+    def transaction(self, *, durable: bool = True) -> Iterator[Tx]:
+        """A write transaction. ``durable=False`` lets PostgreSQL acknowledge the
+        commit before it is flushed to disk (used for purely observational events)."""
+        self.ensure_schema()
+        try:
+            with self.engine.begin() as conn:
+                if not durable and self.dialect == "postgresql":
+                    conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+                tx = Tx(conn, self.dialect)
+                yield tx
+                tx._flush()
+        except IntegrityError as exc:
+            raise StoreConflict(f"concurrent append lost a race: {exc.orig}") from None
+        for fn in tx._after:
+            fn()
+
+    # -- reads -----------------------------------------------------------
+    def load(self, run_id: str) -> View | None:
+        self.ensure_schema()
+        with self.reader.connect() as conn:
+            row = conn.execute(
+                sa.select(runs.c.doc, runs.c.seq, runs.c.updated_at).where(runs.c.run_id == run_id)
+            ).first()
+        if row is None:
+            return None
+        view = dict(row.doc)
+        view["seq"] = row.seq
+        view["updated_at"] = row.updated_at
+        return view
+
+    def get(self, run_id: str) -> View:
+        view = self.load(run_id)
+        if view is None:
+            raise RunNotFound(f"no run {run_id!r} in the event store")
+        return view
+
+    def events(self, run_id: str, after_seq: int = 0, limit: int | None = None) -> list[Event]:
+        self.ensure_schema()
+        q = (sa.select(events.c.run_id, events.c.seq, events.c.kind, events.c.ts, events.c.data)
+             .where(events.c.run_id == run_id, events.c.seq > after_seq)
+             .order_by(events.c.seq))
+        if limit is not None:
+            q = q.limit(limit)
+        with self.reader.connect() as conn:
+            rows = conn.execute(q).all()
+        return [Event(run_id=r.run_id, seq=r.seq, kind=r.kind, ts=r.ts, data=dict(r.data))
+                for r in rows]
+
+    def rebuild(self, run_id: str) -> View:
+        """The projection computed from the events alone."""
+        evs = self.events(run_id)
+        if not evs:
+            raise RunNotFound(f"no events for run {run_id!r}")
+        view = fold(run_id, ((e.kind, e.data, e.ts) for e in evs))
+        view["seq"] = evs[-1].seq
+        return view
+
+    def find_idempotent(self, key: str) -> str | None:
+        self.ensure_schema()
+        with self.reader.connect() as conn:
+            return conn.execute(  # type: ignore[no-any-return]
+                sa.select(runs.c.run_id).where(runs.c.idempotency_key == key)
+            ).scalar()
+
+    def run_ids(self, *, status: str | None = None, limit: int = 100) -> list[str]:
+        self.ensure_schema()
+        q = sa.select(runs.c.run_id).order_by(runs.c.id.desc()).limit(limit)
+        if status:
+            q = q.where(runs.c.status == status)
+        with self.reader.connect() as conn:
+            return list(conn.execute(q).scalars())
+
+    # -- export / import -------------------------------------------------
+    def export(self, run_ids: Iterable[str] | None = None) -> Iterator[Event]:
+        ids = list(run_ids) if run_ids is not None else list(reversed(self.run_ids(limit=10**9)))
+        for run_id in ids:
+            yield from self.events(run_id)
+
+    def import_events(self, evs: Iterable[Event]) -> tuple[int, int]:
+        """Import events of runs this store does not have; returns (runs, events) added.
+        Runs already present are skipped whole, so importing twice is harmless."""
+        by_run: dict[str, list[Event]] = {}
+        for ev in evs:
+            by_run.setdefault(ev.run_id, []).append(ev)
+        added_runs = added_events = 0
+        for run_id, run_events in by_run.items():
+            run_events.sort(key=lambda e: e.seq)
+            if self.load(run_id) is not None:
+                continue
+            self._import_run(run_id, run_events)
+            added_runs += 1
+            added_events += len(run_events)
+        return added_runs, added_events
+
+    def _import_run(self, run_id: str, run_events: list[Event]) -> None:
+        view = fold(run_id, ((e.kind, e.data, e.ts) for e in run_events))
+        view["seq"] = run_events[-1].seq
+        rows = [{"run_id": run_id, "seq": e.seq, "kind": e.kind, "ts": e.ts, "data": e.data,
+                 "idem": None} for e in run_events]
+        view["idempotency_key"] = None  # keys belong to the origin store
+        with self.engine.begin() as conn:
+            conn.execute(runs.insert().values(run_id=run_id, seq=view["seq"], doc=_doc(view),
+                                              **_cols(view)))
+            conn.execute(events.insert(), rows)
+
+    def dispose(self) -> None:
+        for engine in {id(e): e for e in (self._engine, self._reader) if e is not None}.values():
+            engine.dispose()
+        self._engine = self._reader = None
+
+
+def _make_engine(url: str, *, writer: bool = True) -> Engine:
+    try:
+        if url.startswith("sqlite"):
+            return _sqlite_engine(url, writer=writer)
+        if url.startswith("postgresql://"):
+            url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+        return sa.create_engine(url, json_serializer=_dumps, pool_pre_ping=True,
+                                pool_size=5, max_overflow=10)
+    except ModuleNotFoundError as exc:
+        raise ExtraNotInstalled(
+            f"the store URL {url.split('@')[-1]!r} needs {exc.name}: "
+            "pip install 'hypha-celery[postgres]'"
+        ) from None
+    except (SQLAlchemyError, ValueError) as exc:
+        raise SetupError(f"invalid store URL: {exc}") from None
+
+
+def _sqlite_engine(url: str, *, writer: bool = True) -> Engine:
+    path = url.split("///", 1)[-1]
+    if path and path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, json_serializer=_dumps,
+                              connect_args={"timeout": 30, "check_same_thread": False})
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # writers take the lock up front (no deadlocking lock upgrades); readers don't
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+
+    return engine
