@@ -5,6 +5,7 @@ one polling interval (``POLL_INTERVAL``)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -70,10 +71,8 @@ class RedisNotifier:
         return self._client
 
     def publish(self, run_id: str) -> None:
-        try:
+        with contextlib.suppress(self._redis.RedisError):  # a hint only: waiters poll
             self.client.publish(CHANNEL_PREFIX + run_id, b"1")
-        except self._redis.RedisError:
-            pass  # a hint only: waiters poll the store anyway
 
     @contextmanager
     def listen(self, run_id: str) -> Iterator[_RedisListener]:

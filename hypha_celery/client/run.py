@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hypha_celery.client.notifier import POLL_INTERVAL
 from hypha_celery.errors import (
     FailureReason,
     RunCancelled,
@@ -14,7 +15,6 @@ from hypha_celery.errors import (
     WaitTimeout,
 )
 from hypha_celery.events import Event
-from hypha_celery.client.notifier import POLL_INTERVAL
 
 if TYPE_CHECKING:
     from hypha_celery.client.hypha import Hypha

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from kombu import Queue
+from kombu.entity import Queue
 
 from hypha_celery.errors import SetupError
 

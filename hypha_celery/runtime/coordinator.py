@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hypha_celery.errors import FailureReason
+from hypha_celery.events.fold import View
 from hypha_celery.graph import FanOut, Finish, Graph, Next
 from hypha_celery.runtime import canvas
 from hypha_celery.runtime.config import NODES_QUEUE
@@ -21,7 +22,6 @@ from hypha_celery.runtime.jsonsafe import error_json, is_json, json_size
 from hypha_celery.runtime.lanes import kickoff_id, release
 from hypha_celery.runtime.nodes import FATAL_ERRORS, Envelope
 from hypha_celery.store import Tx
-from hypha_celery.store.sql import View
 
 
 class _Fail(Exception):
@@ -95,9 +95,9 @@ def _decide_and_record(tx: Tx, rt: Runtime, view: View) -> None:
     if isinstance(decision, Finish):
         terminal(tx, rt, view, "run.completed", {"result": decision.result})
     elif isinstance(decision, Next):
-        _schedule_next(tx, rt, graph, view, decision)  # type: ignore[arg-type]
+        _schedule_next(tx, rt, graph, view, decision)
     else:
-        _schedule_fanout(tx, rt, graph, view, decision)  # type: ignore[arg-type]
+        _schedule_fanout(tx, rt, graph, view, decision)
 
 
 def _decide(graph: Graph, view: View) -> Next | FanOut | Finish:

@@ -24,7 +24,7 @@ def _remember_queues(sender: Any, instance: Any, **kwargs: Any) -> None:
 
 def register_coordinator(rt: Runtime) -> None:
     @rt.app.task(name=COORDINATOR_TASK, bind=True, ignore_result=True)
-    def coordinator(self: Task, payload: Envelope) -> None:  # type: ignore[type-arg]
+    def coordinator(self: Task, payload: Envelope) -> None:
         if payload is not None:
             coordinate(rt, payload)
 
@@ -36,7 +36,7 @@ def register_graph(rt: Runtime, graph: Graph) -> None:
         _register_reducer(rt, graph, name)
 
 
-def _continue(rt: Runtime, task: Task, outcome: Envelope) -> Envelope | None:  # type: ignore[type-arg]
+def _continue(rt: Runtime, task: Task, outcome: Envelope) -> Envelope | None:
     """Run the coordinator link inline when possible, else let the chain carry it."""
     if canvas.take_coordinator(rt.app, task.request, rt.inline_coordinator):
         coordinate(rt, outcome)
@@ -46,7 +46,7 @@ def _continue(rt: Runtime, task: Task, outcome: Envelope) -> Envelope | None:  #
 
 def _register_node(rt: Runtime, graph: Graph, node_id: str) -> None:
     @rt.app.task(name=f"{graph.id}.{node_id}", bind=True, ignore_result=False)
-    def node(self: Task, env: Envelope) -> Envelope | None:  # type: ignore[type-arg]
+    def node(self: Task, env: Envelope) -> Envelope | None:
         outcome = run_node(rt, graph, env, attempt=self.request.retries + 1)
         if env.get("edge_of"):
             return outcome or {"execution_id": env["execution_id"], "stale": True}
@@ -58,5 +58,5 @@ def _register_node(rt: Runtime, graph: Graph, node_id: str) -> None:
 
 def _register_reducer(rt: Runtime, graph: Graph, name: str) -> None:
     @rt.app.task(name=f"{graph.id}.{name}", bind=True, ignore_result=True)
-    def reducer(self: Task, results: list[Any], meta: Envelope) -> Envelope | None:  # type: ignore[type-arg]
+    def reducer(self: Task, results: list[Any], meta: Envelope) -> Envelope | None:
         return _continue(rt, self, run_reducer(rt, graph, meta, results))

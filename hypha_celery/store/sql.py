@@ -142,10 +142,12 @@ def _cols(view: View) -> dict[str, Any]:
 
 def _insert(dialect: str) -> Any:
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert
 
 
 class EventStore:
@@ -266,7 +268,7 @@ class EventStore:
     def find_idempotent(self, key: str) -> str | None:
         self.ensure_schema()
         with self.reader.connect() as conn:
-            return conn.execute(  # type: ignore[no-any-return]
+            return conn.execute(
                 sa.select(runs.c.run_id).where(runs.c.idempotency_key == key)
             ).scalar()
 

@@ -1,0 +1,67 @@
+"""Shared fixtures: real Redis / PostgreSQL / RabbitMQ (see tests/services.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import services
+
+pytest_plugins = ("celery.contrib.pytest",)
+
+# Tests must never pick up a developer's environment.
+for _var in ("HYPHA_BROKER_URL", "HYPHA_RESULT_BACKEND", "HYPHA_STORE_URL"):
+    os.environ.pop(_var, None)
+
+
+@pytest.fixture(scope="session")
+def redis_base() -> Iterator[str]:
+    with services.redis_server() as url:
+        if url is None:
+            services.unavailable("Redis (127.0.0.1:6379 or a redis-server binary)")
+        assert url is not None
+        yield url
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_base: str) -> str:
+    """A Redis URL on a database reserved for the test session (flushed first)."""
+    import redis
+
+    url = f"{redis_base}/9"
+    redis.Redis.from_url(url).flushdb()
+    return url
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    with services.postgres_server() as url:
+        if url is None:
+            services.unavailable("PostgreSQL (127.0.0.1:5432, database 'test')")
+        assert url is not None
+        yield url
+
+
+@pytest.fixture(scope="session")
+def amqp_url() -> str:
+    url = services.rabbitmq_url()
+    if url is None:
+        services.unavailable("RabbitMQ (127.0.0.1:5672)")
+    assert url is not None
+    return url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'hypha.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Contract tests run once per store backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'hypha.db'}"
+    return str(request.getfixturevalue("pg_url"))
