@@ -1,0 +1,27 @@
+"""The README's example runs as shown (embedded default, fresh directory)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_readme_example_runs_as_shown(tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text()
+    code = re.search(r"```python\n(.*?)```", text, re.S)
+    assert code is not None
+    script = tmp_path / "example.py"
+    script.write_text(code.group(1))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYPHA_")}
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "billing: 14 hits"
+    assert "'run.completed'" in lines[1]
+    assert (tmp_path / ".hypha" / "hypha.db").exists()
