@@ -83,6 +83,8 @@ class Hypha:
             raise GraphSpecError(f"a different graph {graph.id!r} is already registered")
         tasks.register_graph(self._rt, graph)
         self._rt.graphs[graph.id] = graph
+        if self._embedded is not None:
+            self._embedded.refresh(sorted(self.queues()))
         return graph
 
     def _graph(self, graph: Graph | str) -> Graph:

@@ -6,6 +6,7 @@ late result (see docs/architecture.md)."""
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Any
 
 from celery import Celery
@@ -55,6 +56,21 @@ class EmbeddedWorker:
                                         daemon=True)
         self._thread.start()
         self._worker.ready.wait(10)
+
+    def refresh(self, queues: list[str]) -> None:
+        """Pick up tasks and queues registered after :meth:`start` (a graph
+        registered once the worker runs): the consumer only knows the tasks it saw
+        at start-up and would drop the new ones' messages as unregistered."""
+        if not self.running:
+            self._queues = queues
+            return
+        consumer = self._worker.consumer
+        consumer.update_strategies()
+        for queue in queues:
+            if queue not in self._queues:
+                consumer.call_soon(partial(consumer.add_task_queue, queue))
+        self._queues = queues
+        canvas.set_consumed_queues(self._app, frozenset(queues))
 
     def stop(self) -> None:
         if self._worker is not None:

@@ -17,7 +17,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from celery import Celery, chain, chord
+from celery import Celery, chord
 from celery.canvas import Signature
 
 from hypha_celery.runtime.config import COORDINATOR_QUEUE, COORDINATOR_TASK
@@ -64,8 +64,10 @@ def kickoff(app: Celery, run_id: str, execution_id: str) -> None:
 
 
 def step(app: Celery, call: NodeCall) -> None:
-    """``chain(node, coordinator)``."""
-    chain(call.signature(app, keep_result=False), coordinator(app)).apply_async()
+    """``chain(node, coordinator)``, published the way Celery publishes the rest of
+    a running chain (the ``chain`` message option) — the same message as
+    ``chain(...).apply_async()`` without re-preparing the canvas each step."""
+    call.signature(app, keep_result=False).apply_async(chain=[coordinator(app)])
 
 
 def fanout(app: Celery, edges: list[NodeCall], reducer_task: str, meta: dict[str, Any],

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hypha_celery.errors import FailureReason
+from hypha_celery.errors import FailureReason, StoreConflict
 from hypha_celery.events.fold import View
 from hypha_celery.graph import FanOut, Finish, Graph, Next
 from hypha_celery.runtime import canvas
@@ -20,7 +20,7 @@ from hypha_celery.runtime.config import NODES_QUEUE
 from hypha_celery.runtime.core import Runtime
 from hypha_celery.runtime.jsonsafe import error_json, is_json, json_size
 from hypha_celery.runtime.lanes import kickoff_id, release
-from hypha_celery.runtime.nodes import FATAL_ERRORS, Envelope
+from hypha_celery.runtime.nodes import FATAL_ERRORS, Envelope, awaits
 from hypha_celery.store import Tx
 
 
@@ -31,19 +31,35 @@ class _Fail(Exception):
         self.message = message
 
 
-def coordinate(rt: Runtime, payload: Envelope) -> None:
-    """One coordinator step for ``payload`` (a kickoff or an outcome envelope)."""
-    run_id, execution_id = payload["run_id"], payload["execution_id"]
+def coordinate(rt: Runtime, payload: Envelope, seen: View | None = None) -> None:
+    """One coordinator step for ``payload`` (a kickoff or an outcome envelope).
+
+    ``seen`` is the run view the node task read before running: if the run has not
+    moved since (the common case), the step is written optimistically without a
+    row lock; on conflict it is redone on the locked row (the policy is
+    deterministic, so deciding twice is harmless).
+    """
+    if seen is not None and awaits(seen, payload["execution_id"]):
+        try:
+            with rt.store.transaction() as tx:
+                _step(tx, rt, tx.expect(seen), payload)
+            return
+        except StoreConflict:
+            pass
     with rt.store.transaction() as tx:
-        view = tx.lock(run_id)
+        view = tx.lock(payload["run_id"])
         if view is None:
             return
-        if view["status"] != "running" or view["waiting"] != execution_id:
+        if not awaits(view, payload["execution_id"]):
             _not_awaited(tx, view, payload)
             return
-        if execution_id != kickoff_id(run_id):
-            _record_outcome(tx, rt, view, payload)
-        _decide_and_record(tx, rt, view)
+        _step(tx, rt, view, payload)
+
+
+def _step(tx: Tx, rt: Runtime, view: View, payload: Envelope) -> None:
+    if payload["execution_id"] != kickoff_id(view["run_id"]):
+        _record_outcome(tx, rt, view, payload)
+    _decide_and_record(tx, rt, view)
 
 
 def _not_awaited(tx: Tx, view: View, payload: Envelope) -> None:
@@ -70,6 +86,10 @@ def _record_outcome(tx: Tx, rt: Runtime, view: View, env: Envelope) -> None:
         data["error"] = env["error"]
     else:
         data["update"] = env["update"]
+    started = env.get("started")
+    if started:
+        tx.append(run_id, "node.started", {k: v for k, v in started.items() if k != "at"},
+                  ts=started["at"])
     if env.get("late"):
         tx.append(run_id, "node.late_result",
                   {"execution_id": execution_id, "node_id": env[name_key], "reason": "timeout"})

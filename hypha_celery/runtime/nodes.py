@@ -9,6 +9,7 @@ a task that found its execution no longer awaited returns ``stale``.
 
 from __future__ import annotations
 
+import copy
 import os
 import socket
 import time
@@ -18,6 +19,7 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 
 from hypha_celery.errors import StoreConflict
+from hypha_celery.events.fold import View
 from hypha_celery.graph import ErrorInfo, Graph, Outcome
 from hypha_celery.runtime.core import Runtime
 from hypha_celery.runtime.jsonsafe import error_json, is_json
@@ -29,26 +31,36 @@ _WORKER = f"{socket.gethostname()}:{os.getpid()}"
 FATAL_ERRORS = frozenset({"InvalidState", "InvalidNodeOutput"})
 
 
-def run_node(rt: Runtime, graph: Graph, env: Envelope, attempt: int = 1) -> Envelope | None:
-    """Run one node or edge execution. ``None``: the run no longer awaits it."""
-    run_id, execution_id, node_id = env["run_id"], env["execution_id"], env["node_id"]
-    awaited = env.get("edge_of") or execution_id
-    with rt.store.transaction(durable=False) as tx:
-        view = tx.lock(run_id)
-        if view is None or view["status"] != "running" or view["waiting"] != awaited:
-            return None
-        if env.get("edge_of"):
-            recorded = tx.recorded(f"{execution_id}:done")
-            if recorded is not None:
-                return {"run_id": run_id, **recorded}  # duplicate delivery: same outcome
-        tx.append(run_id, "node.started",
-                  {"execution_id": execution_id, "node_id": node_id, "attempt": attempt,
-                   "worker": _WORKER})
-        state = view["state"]
-    envelope = _execute(graph, node_id, state, env)
+def awaits(view: Mapping[str, Any] | None, execution_id: str) -> bool:
+    return view is not None and view["status"] == "running" and view["waiting"] == execution_id
+
+
+def run_node(
+    rt: Runtime, graph: Graph, env: Envelope, attempt: int = 1
+) -> tuple[Envelope | None, View | None]:
+    """Run one node or edge execution; returns the outcome envelope (``None``: the
+    run no longer awaits it) and the run view read before running (for the
+    coordinator's optimistic write).
+
+    Nothing is written before the node runs: ``node.started`` (with the real start
+    time) is appended in the same transaction as the outcome — one commit per step.
+    """
+    run_id, execution_id = env["run_id"], env["execution_id"]
+    view = rt.store.read(run_id)
+    if not awaits(view, env.get("edge_of") or execution_id):
+        return None, None
+    assert view is not None
     if env.get("edge_of"):
-        return _record_edge(rt, envelope)
-    return envelope
+        recorded = rt.store.recorded(f"{execution_id}:done")
+        if recorded is not None:
+            return {"run_id": run_id, **recorded}, None  # duplicate delivery: same outcome
+    started = {"execution_id": execution_id, "node_id": env["node_id"], "attempt": attempt,
+               "worker": _WORKER, "at": time.time()}
+    envelope = _execute(graph, env["node_id"], copy.deepcopy(view["state"]), env)
+    envelope["started"] = started
+    if env.get("edge_of"):
+        return _record_edge(rt, envelope), None
+    return envelope, view
 
 
 def _execute(graph: Graph, node_id: str, state: dict[str, Any], env: Envelope) -> Envelope:
@@ -93,16 +105,18 @@ def _record_edge(rt: Runtime, envelope: Envelope) -> Envelope:
     """Edges record their own outcome (idempotently) so that a redelivered edge
     returns byte-identical data and the chord join counts it once."""
     run_id, execution_id = envelope["run_id"], envelope["execution_id"]
+    started = envelope.pop("started")
     data = {k: v for k, v in envelope.items() if k != "run_id"}
     kind = "node.failed" if "error" in data else "node.completed"
     try:
         with rt.store.transaction() as tx:
             view = tx.lock(run_id)
-            if view is None or view["status"] != "running" or view["waiting"] != data["edge_of"]:
+            if not awaits(view, data["edge_of"]):
                 tx.append(run_id, "node.late_result",
                           {"execution_id": execution_id, "node_id": data["node_id"],
                            "reason": _stale_reason(view)})
                 return {**envelope, "stale": True}
+            tx.append(run_id, "node.started", _started_data(started), ts=started["at"])
             if data.get("late"):
                 tx.append(run_id, "node.late_result",
                           {"execution_id": execution_id, "node_id": data["node_id"],
@@ -115,6 +129,10 @@ def _record_edge(rt: Runtime, envelope: Envelope) -> Envelope:
             raise
         return {"run_id": run_id, **recorded}
     return envelope
+
+
+def _started_data(started: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in started.items() if k != "at"}
 
 
 def _stale_reason(view: Mapping[str, Any] | None) -> str:

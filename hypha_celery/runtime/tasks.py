@@ -8,6 +8,7 @@ from typing import Any
 from celery import Task
 from celery.signals import celeryd_after_setup
 
+from hypha_celery.events.fold import View
 from hypha_celery.graph import Graph
 from hypha_celery.runtime import canvas
 from hypha_celery.runtime.config import COORDINATOR_TASK
@@ -23,7 +24,7 @@ def _remember_queues(sender: Any, instance: Any, **kwargs: Any) -> None:
 
 
 def register_coordinator(rt: Runtime) -> None:
-    @rt.app.task(name=COORDINATOR_TASK, bind=True, ignore_result=True)
+    @rt.app.task(name=COORDINATOR_TASK, bind=True, ignore_result=True, shared=False)
     def coordinator(self: Task, payload: Envelope) -> None:
         if payload is not None:
             coordinate(rt, payload)
@@ -36,27 +37,29 @@ def register_graph(rt: Runtime, graph: Graph) -> None:
         _register_reducer(rt, graph, name)
 
 
-def _continue(rt: Runtime, task: Task, outcome: Envelope) -> Envelope | None:
+def _continue(
+    rt: Runtime, task: Task, outcome: Envelope, seen: View | None = None
+) -> Envelope | None:
     """Run the coordinator link inline when possible, else let the chain carry it."""
     if canvas.take_coordinator(rt.app, task.request, rt.inline_coordinator):
-        coordinate(rt, outcome)
+        coordinate(rt, outcome, seen)
         return None
     return outcome
 
 
 def _register_node(rt: Runtime, graph: Graph, node_id: str) -> None:
-    @rt.app.task(name=f"{graph.id}.{node_id}", bind=True, ignore_result=False)
+    @rt.app.task(name=f"{graph.id}.{node_id}", bind=True, ignore_result=False, shared=False)
     def node(self: Task, env: Envelope) -> Envelope | None:
-        outcome = run_node(rt, graph, env, attempt=self.request.retries + 1)
+        outcome, seen = run_node(rt, graph, env, attempt=self.request.retries + 1)
         if env.get("edge_of"):
             return outcome or {"execution_id": env["execution_id"], "stale": True}
         if outcome is None:
             canvas.drop_continuation(self.request)
             return None
-        return _continue(rt, self, outcome)
+        return _continue(rt, self, outcome, seen)
 
 
 def _register_reducer(rt: Runtime, graph: Graph, name: str) -> None:
-    @rt.app.task(name=f"{graph.id}.{name}", bind=True, ignore_result=True)
+    @rt.app.task(name=f"{graph.id}.{name}", bind=True, ignore_result=True, shared=False)
     def reducer(self: Task, results: list[Any], meta: Envelope) -> Envelope | None:
         return _continue(rt, self, run_reducer(rt, graph, meta, results))

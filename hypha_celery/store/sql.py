@@ -42,6 +42,7 @@ class Tx:
         self._views: dict[str, View] = {}
         self._new: set[str] = set()
         self._active: set[str] = set()  # runs whose doc changed
+        self._expected: dict[str, int] = {}  # optimistic writes: run_id -> seq read
         self._rows: list[dict[str, Any]] = []
         self._after: list[Callable[[], None]] = []
 
@@ -62,6 +63,14 @@ class Tx:
         self._views[run_id] = view
         return view
 
+    def expect(self, view: View) -> View:
+        """Write ``view`` (read earlier, without a lock) optimistically: the commit
+        fails with :class:`StoreConflict` if the run moved past ``view["seq"]``."""
+        run_id = view["run_id"]
+        self._views[run_id] = view
+        self._expected[run_id] = view["seq"]
+        return view
+
     def recorded(self, idem: str) -> dict[str, Any] | None:
         """The data of the event recorded under idempotency key ``idem``, if any."""
         row = self.conn.execute(sa.select(events.c.data).where(events.c.idem == idem)).first()
@@ -75,10 +84,11 @@ class Tx:
         self._new.add(view["run_id"])
 
     def append(
-        self, run_id: str, kind: str, data: Mapping[str, Any], idem: str | None = None
+        self, run_id: str, kind: str, data: Mapping[str, Any], idem: str | None = None,
+        ts: float | None = None,
     ) -> View:
         view = self._views[run_id]
-        ts = time.time()
+        ts = time.time() if ts is None else ts
         apply_event(view, kind, data, ts)
         view["seq"] += 1
         if kind not in PASSIVE_KINDS:
@@ -117,15 +127,20 @@ class Tx:
             view = self._views[run_id]
             self.conn.execute(runs.insert().values(run_id=run_id, seq=view["seq"],
                                                    doc=_doc(view), **_cols(view)))
-        if self._rows:
-            self.conn.execute(events.insert(), self._rows)
         for run_id, view in self._views.items():
             if run_id in self._new or view["seq"] == 0:
                 continue
             values: dict[str, Any] = {"seq": view["seq"], "updated_at": view["updated_at"]}
             if run_id in self._active:
                 values.update(doc=_doc(view), **_cols(view))
-            self.conn.execute(runs.update().where(runs.c.run_id == run_id).values(**values))
+            where = runs.c.run_id == run_id
+            if run_id in self._expected:
+                where = sa.and_(where, runs.c.seq == self._expected[run_id])
+            done = self.conn.execute(runs.update().where(where).values(**values))
+            if done.rowcount != 1:
+                raise StoreConflict(f"run {run_id} moved on (optimistic write)")
+        if self._rows:
+            self.conn.execute(events.insert(), self._rows)
 
     @property
     def wrote(self) -> bool:
@@ -172,8 +187,9 @@ class EventStore:
                         if old is not None:
                             old.dispose(close=False)
                     self._engine = _make_engine(self.url)
-                    self._reader = (_make_engine(self.url, writer=False)
-                                    if self.url.startswith("sqlite") else self._engine)
+                    self._reader = (
+                        _make_engine(self.url, writer=False) if self.url.startswith("sqlite")
+                        else self._engine.execution_options(isolation_level="AUTOCOMMIT"))
                     self._pid = os.getpid()
         return self._engine
 
@@ -237,6 +253,14 @@ class EventStore:
         view["seq"] = row.seq
         view["updated_at"] = row.updated_at
         return view
+
+    read = load  # a read without a lock; autocommit on PostgreSQL
+
+    def recorded(self, idem: str) -> dict[str, Any] | None:
+        """Data of the event recorded under ``idem``, read without a transaction."""
+        with self.reader.connect() as conn:
+            row = conn.execute(sa.select(events.c.data).where(events.c.idem == idem)).first()
+        return dict(row.data) if row else None
 
     def get(self, run_id: str) -> View:
         view = self.load(run_id)
