@@ -24,7 +24,21 @@ class _Controller(WorkController):
 
     def on_consumer_ready(self, consumer: Any) -> None:
         super().on_consumer_ready(consumer)
+        _cap_drain_timeout(consumer.connection.transport)
         self.ready.set()
+
+
+def _cap_drain_timeout(transport: Any, cap: float = 0.05) -> None:
+    """Celery's loop for polling transports calls ``drain_events(timeout=2.0)`` and
+    only sees a stop request when that returns: on the memory transport ``stop()``
+    would take up to 2 s. Cap the wait of this one transport instance."""
+    drain = transport.drain_events
+
+    def drain_events(connection: Any, timeout: float | None = None, **kwargs: Any) -> Any:
+        return drain(connection, timeout=None if timeout is None else min(timeout, cap),
+                     **kwargs)
+
+    transport.drain_events = drain_events
 
 
 class EmbeddedWorker:

@@ -36,7 +36,9 @@ runs = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("doc", JSON, nullable=False),
-    Index("ix_hypha_runs_status_updated", "status", "updated_at"),
+    # No per-step column is indexed (updated_at, seq, doc change every step), so
+    # PostgreSQL can update the row in place (HOT) on the hot path.
+    Index("ix_hypha_runs_status", "status"),
     Index("ix_hypha_runs_lane_status", "lane", "status", "id"),
 )
 

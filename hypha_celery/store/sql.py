@@ -349,8 +349,10 @@ def _make_engine(url: str, *, writer: bool = True) -> Engine:
             return _sqlite_engine(url, writer=writer)
         if url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-        return sa.create_engine(url, json_serializer=_dumps, pool_pre_ping=True,
-                                pool_size=5, max_overflow=10)
+        # no pre-ping: it would add a round trip to every step; a dead connection
+        # fails its transaction, which is retried by the caller or the supervisor
+        return sa.create_engine(url, json_serializer=_dumps, pool_size=5, max_overflow=10,
+                                pool_recycle=3600)
     except ModuleNotFoundError as exc:
         raise ExtraNotInstalled(
             f"the store URL {url.split('@')[-1]!r} needs {exc.name}: "
@@ -358,6 +360,23 @@ def _make_engine(url: str, *, writer: bool = True) -> Engine:
         ) from None
     except (SQLAlchemyError, ValueError) as exc:
         raise SetupError(f"invalid store URL: {exc}") from None
+
+
+def _journal_wal(cur: Any, wait: float = 30.0) -> None:
+    """Switch to WAL. On a fresh database the switch needs an exclusive lock and
+    SQLite answers "database is locked" at once instead of using the busy timeout
+    when another connection is opening the file too: retry for up to ``wait`` s."""
+    import sqlite3
+
+    end = time.monotonic() + wait
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > end:
+                raise
+            time.sleep(0.01)
 
 
 def _sqlite_engine(url: str, *, writer: bool = True) -> Engine:
@@ -371,9 +390,9 @@ def _sqlite_engine(url: str, *, writer: bool = True) -> Engine:
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute("PRAGMA busy_timeout=30000")
+        _journal_wal(cur)
+        cur.execute("PRAGMA synchronous=NORMAL")
         cur.close()
 
     @sa.event.listens_for(engine, "begin")

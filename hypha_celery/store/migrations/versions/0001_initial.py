@@ -33,7 +33,7 @@ def upgrade() -> None:
         sa.Column("updated_at", sa.Float, nullable=False),
         sa.Column("doc", sa.JSON, nullable=False),
     )
-    op.create_index("ix_hypha_runs_status_updated", "hypha_runs", ["status", "updated_at"])
+    op.create_index("ix_hypha_runs_status", "hypha_runs", ["status"])
     op.create_index("ix_hypha_runs_lane_status", "hypha_runs", ["lane", "status", "id"])
     op.create_table(
         "hypha_events",
@@ -57,5 +57,5 @@ def downgrade() -> None:
     op.drop_table("hypha_lanes")
     op.drop_table("hypha_events")
     op.drop_index("ix_hypha_runs_lane_status", "hypha_runs")
-    op.drop_index("ix_hypha_runs_status_updated", "hypha_runs")
+    op.drop_index("ix_hypha_runs_status", "hypha_runs")
     op.drop_table("hypha_runs")

@@ -1,0 +1,233 @@
+"""Shared benchmark harness: services, the one worker process tree, statistics, output.
+
+``BenchEnv`` flushes a dedicated Redis database, creates a fresh PostgreSQL database,
+imports :mod:`bench.app` (the hypha graphs and the raw Celery tasks on one Celery app),
+migrates the store and spawns ONE ``celery worker -P prefork -c 2 -E`` that consumes
+``hypha.coordinator,hypha.nodes,celery``. Every measurement, hypha or raw, talks to it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+QUEUES = "hypha.coordinator,hypha.nodes,celery"
+CONCURRENCY = 2
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, "").strip() or default
+
+
+REDIS_URL = _env("BENCH_REDIS_URL", "redis://127.0.0.1:6379/11")
+PG_ADMIN_URL = _env("BENCH_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+class BenchEnv:
+    """Context manager owning the Redis db, the PostgreSQL db and the worker process."""
+
+    def __init__(self, *, profile_dir: str | None = None) -> None:
+        self.redis_url = REDIS_URL
+        self.db_name = f"hypha_bench_{uuid.uuid4().hex[:10]}"
+        base, _, _ = PG_ADMIN_URL.rpartition("/")
+        self.store_url = f"{base}/{self.db_name}"
+        self.profile_dir = profile_dir
+        self.worker: subprocess.Popen[bytes] | None = None
+        self.app: ModuleType | None = None
+        self.log_path = RESULTS / f"worker-{self.db_name}.log"
+
+    # -- lifecycle ---------------------------------------------------------
+    def __enter__(self) -> BenchEnv:
+        import redis
+        import sqlalchemy as sa
+
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        redis.Redis.from_url(self.redis_url).flushdb()
+        admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{self.db_name}"')
+        admin.dispose()
+        os.environ["BENCH_REDIS_URL"] = self.redis_url
+        os.environ["BENCH_STORE_URL"] = self.store_url
+        if self.profile_dir:
+            os.environ["BENCH_PROFILE"] = self.profile_dir
+        sys.path.insert(0, str(ROOT))
+        try:
+            self.app = importlib.import_module("bench.app")
+            self.app.hypha.store.migrate()
+            self._start_worker()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop_worker()
+        if self.app is not None:
+            self.app.hypha.close()
+        import sqlalchemy as sa
+
+        admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{self.db_name}" WITH (FORCE)')
+        admin.dispose()
+
+    def _start_worker(self) -> None:
+        cmd = [sys.executable, "-m", "celery", "-A", "bench.app:celery", "worker",
+               "-P", "prefork", "-c", str(CONCURRENCY), "-Q", QUEUES, "-E",
+               "--without-gossip", "--without-mingle", "--loglevel=WARNING",
+               "-n", f"{self.db_name}@%h"]
+        path = os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH")) if x)
+        env = dict(os.environ, PYTHONPATH=path)
+        log = self.log_path.open("wb")
+        self.worker = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log,
+                                       stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 60.0) -> None:
+        assert self.app is not None and self.worker is not None
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.worker.poll() is not None:
+                raise RuntimeError(f"worker exited early, see {self.log_path}")
+            if self.app.celery.control.ping(timeout=0.5):
+                self.app.add.delay(1, 1).get(timeout=30)
+                return
+        raise RuntimeError(f"worker not ready after {timeout}s, see {self.log_path}")
+
+    def _stop_worker(self) -> None:
+        if self.worker is None or self.worker.poll() is not None:
+            return
+        self.worker.send_signal(signal.SIGTERM)  # warm shutdown
+        try:
+            self.worker.wait(30)
+        except subprocess.TimeoutExpired:
+            self.worker.kill()
+            self.worker.wait(10)
+
+    # -- helpers for the scripts -------------------------------------------
+    def worker_memory(self) -> dict[str, Any]:
+        """Resident memory of the worker main process and of its pool children (MB)."""
+        import psutil
+
+        assert self.worker is not None
+        main = psutil.Process(self.worker.pid)
+        kids = main.children(recursive=True)
+        mb = 1024 * 1024
+
+        def uss(p: psutil.Process) -> float:
+            return float(p.memory_full_info().uss) / mb
+
+        main_rss = main.memory_info().rss / mb
+        kids_rss = [k.memory_info().rss / mb for k in kids]
+        return {
+            "main_rss_mb": round(main_rss, 2),
+            "children_rss_mb": [round(x, 2) for x in kids_rss],
+            "children_pids": [k.pid for k in kids],
+            "total_rss_mb": round(main_rss + sum(kids_rss), 2),
+            "total_uss_mb": round(uss(main) + sum(uss(k) for k in kids), 2),
+        }
+
+
+# -- statistics and output -------------------------------------------------------
+def summary(samples: Sequence[float], scale: float = 1.0, digits: int = 3) -> dict[str, Any]:
+    """Median / min / max of ``samples`` times ``scale`` (e.g. 1000 for ms)."""
+    xs = [x * scale for x in samples]
+    return {"median": round(statistics.median(xs), digits), "min": round(min(xs), digits),
+            "max": round(max(xs), digits), "n": len(xs),
+            "samples": [round(x, digits) for x in xs]}
+
+
+def interleaved(repeats: int, *fns: Callable[[], float]) -> list[list[float]]:
+    """Run ``fns`` round-robin ``repeats`` times (so drift hits every side alike)."""
+    out: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            out[i].append(fn())
+    return out
+
+
+def target(name: str, value: float, op: str, limit: float) -> dict[str, Any]:
+    ok = value <= limit if op == "<=" else value >= limit
+    return {"name": name, "value": round(value, 3), "op": op, "target": limit, "pass": ok}
+
+
+def machine_info() -> dict[str, Any]:
+    import celery
+    import kombu
+    import psycopg
+    import redis
+    import sqlalchemy
+
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info: dict[str, Any] = {
+        "nproc": os.cpu_count(), "cpu": cpu, "platform": platform.platform(),
+        "python": platform.python_version(), "celery": celery.__version__,
+        "kombu": kombu.__version__, "redis_py": redis.__version__,
+        "sqlalchemy": sqlalchemy.__version__, "psycopg": psycopg.__version__,
+        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+    try:
+        info["redis_server"] = redis.Redis.from_url(REDIS_URL).info("server")["redis_version"]
+    except redis.RedisError:
+        info["redis_server"] = None
+    return info
+
+
+def _git(*args: str) -> str:
+    try:
+        out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip()
+
+
+def setup_info(env: BenchEnv) -> dict[str, Any]:
+    return {"hypha_commit": _git("rev-parse", "--short", "HEAD"),
+            "hypha_uncommitted_changes": bool(_git("status", "--porcelain", "--",
+                                                   "hypha_celery")),
+            "broker": env.redis_url, "result_backend": env.redis_url,
+            "store": env.store_url.split("@")[-1],
+            "worker": f"celery worker -P prefork -c {CONCURRENCY} -Q {QUEUES} -E "
+                      "--without-gossip --without-mingle"}
+
+
+def emit(name: str, doc: dict[str, Any]) -> None:
+    """Write ``bench/results/<name>.json`` and print the document to stdout."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(doc, indent=2)
+    (RESULTS / f"{name}.json").write_text(text + "\n")
+    print(text)
+
+
+def standalone(name: str, bench: Callable[[BenchEnv], dict[str, Any]]) -> None:
+    """``python bench/<name>.py``: own environment, one benchmark, JSON out."""
+    t0 = time.monotonic()
+    with BenchEnv() as env:
+        doc = {"machine": machine_info(), "setup": setup_info(env), name: bench(env)}
+    doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    doc["targets"] = doc[name].pop("targets")
+    doc["all_pass"] = all(t["pass"] for t in doc["targets"])
+    doc["duration_s"] = round(time.monotonic() - t0, 1)
+    emit(name, doc)

@@ -1,0 +1,157 @@
+"""The benchmark application: hypha graphs AND raw Celery tasks on ONE Celery app.
+
+One worker process tree (``celery -A bench.app:celery worker -P prefork -c 2 -E``,
+consuming ``hypha.coordinator,hypha.nodes,celery``) serves both sides, so broker,
+result backend, serializer, prefetch and event settings are identical.
+
+Environment (the bench scripts set these before importing this module):
+
+* ``BENCH_REDIS_URL``  broker and result backend (default ``redis://127.0.0.1:6379/11``)
+* ``BENCH_STORE_URL``  hypha event store (the scripts create a fresh PostgreSQL database)
+* ``BENCH_PROFILE``    a directory: each pool process profiles itself with cProfile and
+  dumps ``worker-<pid>.prof`` there (see ``bench/profile_worker.py``)
+* ``BENCH_PRELOAD``    a module imported first, in the driver and in the worker (for trying
+  out a patched copy of a library function; never set by the scripts)
+"""
+
+from __future__ import annotations
+
+import cProfile
+import importlib
+import os
+from typing import Any
+
+import redis
+from celery.signals import (
+    task_postrun,
+    worker_init,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_shutdown,
+)
+
+from hypha_celery import FanOut, Finish, Graph, Hypha, Next, Settings
+from hypha_celery.graph import Context, Outcome
+
+if os.environ.get("BENCH_PRELOAD"):
+    importlib.import_module(os.environ["BENCH_PRELOAD"])
+
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/11")
+STORE_URL = os.environ.get("BENCH_STORE_URL", "sqlite:///.hypha/bench.db")
+RAW_QUEUE = "celery"
+COUNTER_KEY = "bench:noop:count"
+
+hypha = Hypha(Settings(broker_url=REDIS_URL, result_backend=REDIS_URL, store_url=STORE_URL,
+                       embedded=False))
+celery = hypha.celery
+
+# -- hypha graphs ------------------------------------------------------------
+
+
+def noop_node(state: dict[str, Any], input: Any) -> dict[str, Any]:
+    return {}
+
+
+def linear_graph(graph_id: str, length: int) -> Graph:
+    """``length`` no-op nodes one after the other, then Finish."""
+
+    def policy(ctx: Context) -> Next | Finish:
+        return Next("noop") if ctx.step < length else Finish({"steps": ctx.step})
+
+    return Graph(id=graph_id, nodes={"noop": noop_node}, decision_policy=policy,
+                 max_steps=length + 1, execution_timeout=600.0, node_timeout=60.0)
+
+
+FANOUT_WIDTH = 100
+
+
+def merge(state: dict[str, Any], outcomes: list[Outcome]) -> dict[str, Any]:
+    return {"ok": sum(1 for o in outcomes if o.ok)}
+
+
+def fanout_policy(ctx: Context) -> FanOut | Finish:
+    if ctx.step == 0:
+        return FanOut([Next("edge", i) for i in range(FANOUT_WIDTH)], reducer="merge")
+    return Finish({"ok": ctx.state.get("ok")})
+
+
+LINEAR = hypha.register(linear_graph("bench_linear20", 20))
+SHORT = hypha.register(linear_graph("bench_linear5", 5))
+PAIR = hypha.register(linear_graph("bench_pair", 2))
+FANOUT = hypha.register(Graph(id="bench_fanout100", nodes={"edge": noop_node},
+                              reducers={"merge": merge}, decision_policy=fanout_policy,
+                              max_steps=3, execution_timeout=600.0))
+
+# -- raw Celery tasks (same app, own queue) ---------------------------------
+
+_counter: dict[int, Any] = {}
+
+
+def counter_client() -> Any:
+    client = _counter.get(os.getpid())
+    if client is None:
+        client = _counter[os.getpid()] = redis.Redis.from_url(REDIS_URL)
+    return client
+
+
+@celery.task(name="bench.noop", queue=RAW_QUEUE, ignore_result=True)
+def noop() -> None:
+    """A no-op whose only trace is one INCR, so the driver can count completions."""
+    counter_client().incr(COUNTER_KEY)
+
+
+@celery.task(name="bench.one", queue=RAW_QUEUE)
+def one() -> int:
+    """No-op with a stored result (a chord header needs results)."""
+    return 1
+
+
+@celery.task(name="bench.add", queue=RAW_QUEUE)
+def add(x: int, y: int = 1) -> int:
+    return x + y
+
+
+@celery.task(name="bench.tsum", queue=RAW_QUEUE)
+def tsum(xs: list[int]) -> int:
+    return sum(xs)
+
+
+# -- optional in-worker profiling ----------------------------------------------
+
+PROFILE_DIR = os.environ.get("BENCH_PROFILE", "")
+_prof: dict[str, Any] = {}
+
+
+def _dump(kind: str = "worker") -> None:
+    prof = _prof.get("p")
+    if prof is not None:
+        prof.dump_stats(os.path.join(PROFILE_DIR, f"{kind}-{os.getpid()}.prof"))
+        prof.enable()  # dump_stats() disables the profiler
+
+
+if PROFILE_DIR:
+
+    @worker_init.connect
+    def _start_main_profile(**_: Any) -> None:
+        _prof["p"] = cProfile.Profile()
+        _prof["p"].enable()
+
+    @worker_shutdown.connect
+    def _stop_main_profile(**_: Any) -> None:
+        _dump("main")
+
+    @worker_process_init.connect
+    def _start_profile(**_: Any) -> None:
+        _prof["p"] = cProfile.Profile()
+        _prof["n"] = 0
+        _prof["p"].enable()
+
+    @task_postrun.connect
+    def _count(**_: Any) -> None:
+        _prof["n"] = _prof.get("n", 0) + 1
+        if _prof["n"] % 200 == 0:
+            _dump()
+
+    @worker_process_shutdown.connect
+    def _stop_profile(**_: Any) -> None:
+        _dump()

@@ -1,0 +1,1 @@
+"""Runnable example apps (``hypha worker --app examples.support:hypha``)."""

@@ -1,0 +1,313 @@
+"""The ``hypha`` command. Thin: parse, load the app, call the library, print."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import IO, Any, NoReturn, TypeVar
+
+import click
+import kombu.exceptions
+import redis.exceptions
+import sqlalchemy.engine
+import sqlalchemy.exc
+
+from hypha_celery import __version__
+from hypha_celery.cli.follow import follow as follow_events
+from hypha_celery.cli.jsonl import read_jsonl, write_jsonl
+from hypha_celery.cli.loading import app_from, embedded_settings, load_app
+from hypha_celery.cli.status import status_json, status_lines
+from hypha_celery.cli.timeline import format_event, timeline, use_colour
+from hypha_celery.cli.worker import POOLS, parse_queues, worker_argv
+from hypha_celery.client.hypha import Hypha
+from hypha_celery.errors import HyphaError
+
+#: Failures of the user's making (configuration, input, unknown ids, unreachable
+#: services): one line on stderr, no traceback. ``HYPHA_DEBUG=1`` shows it.
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    HyphaError, sqlalchemy.exc.OperationalError, kombu.exceptions.OperationalError,
+    redis.exceptions.ConnectionError, ConnectionError,
+)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"hypha: error: {' '.join(str(message).split())}", err=True)
+    sys.exit(code)
+
+
+def _usage_hint(exc: click.ClickException) -> str:
+    ctx = getattr(exc, "ctx", None)
+    if isinstance(exc, click.UsageError) and ctx is not None:
+        return f" (see '{ctx.command_path} --help')"
+    return ""
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, sqlalchemy.exc.DBAPIError):
+        return f"event store unavailable: {exc.orig}"
+    if isinstance(exc, kombu.exceptions.OperationalError | ConnectionError):
+        return f"broker unavailable: {exc}"
+    if isinstance(exc, redis.exceptions.ConnectionError):
+        return f"Redis unavailable: {exc}"
+    return str(exc) or type(exc).__name__
+
+
+class HyphaGroup(click.Group):
+    """Turns every expected error into ``hypha: error: ...`` on one line: exit 2
+    for usage errors, 1 otherwise, 130 on Ctrl-C."""
+
+    def main(self, args: Any = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        debug = bool(os.environ.get("HYPHA_DEBUG"))
+        try:
+            rv = super().main(args, prog_name or "hypha", complete_var,
+                              standalone_mode=False, **extra)
+        except click.Abort:
+            sys.exit(130)
+        except click.ClickException as exc:
+            _fail(exc.format_message() + _usage_hint(exc), exc.exit_code)
+        except USER_ERRORS as exc:
+            if debug:
+                raise
+            _fail(_describe(exc), 1)
+        code = rv if isinstance(rv, int) else 0
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+APP_HELP = "the Hypha object, e.g. examples.support:hypha (env HYPHA_APP)"
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def app_option(required: bool = False) -> Callable[[_F], _F]:
+    return click.option("--app", "app_spec", envvar="HYPHA_APP", metavar="MODULE:ATTR",
+                        required=required, help=APP_HELP + ("" if required else
+                        "; default Hypha.from_env()"))
+
+
+@contextmanager
+def opened(app_spec: str | None) -> Iterator[Hypha]:
+    hypha = app_from(app_spec)
+    try:
+        yield hypha
+    finally:
+        hypha.close()
+
+
+def parse_input(value: str | None) -> Any:
+    """``--input``: JSON text, or ``@FILE`` holding JSON."""
+    if value is None:
+        return None
+    text = value
+    if value.startswith("@"):
+        try:
+            text = Path(value[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise click.BadParameter(f"cannot read {value[1:]}: {exc.strerror}",
+                                     param_hint="'--input'") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON ({exc})", param_hint="'--input'") from None
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+@click.group(cls=HyphaGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="hypha")
+def cli() -> None:
+    """Durable graph agents on Celery.
+
+    Configuration comes from HYPHA_BROKER_URL, HYPHA_RESULT_BACKEND and
+    HYPHA_STORE_URL; with no broker everything runs embedded in this process
+    (memory transport, SQLite store under ./.hypha/).
+    """
+
+
+@cli.command()
+@click.option("--question", default=None, help="the question the demo agent answers")
+def demo(question: str | None) -> None:
+    """Run the demo graph (classify -> 3 lookups in parallel -> merge -> answer)
+    embedded in this process; print the event timeline and the result."""
+    from hypha_celery.demo import QUESTION, run_demo
+
+    if os.environ.get("HYPHA_BROKER_URL", "").strip():
+        click.echo("hypha: note: the demo runs embedded; HYPHA_BROKER_URL is ignored", err=True)
+    hypha = Hypha(embedded_settings())
+    try:
+        run, result = run_demo(hypha, question or QUESTION)
+        store = sqlalchemy.engine.make_url(hypha.settings.store_url)
+        click.echo(f"run {run.id}  graph support  store "
+                   f"{store.render_as_string(hide_password=True)}")
+        for line in timeline(run.events(), colour=use_colour(sys.stdout)):
+            click.echo(line)
+        click.echo("result:")
+        _echo_json(result)
+    finally:
+        hypha.close()
+
+
+@cli.command()
+@click.argument("graph")
+@app_option(required=True)
+@click.option("--input", "input_json", metavar="JSON", help="run input as JSON, or @FILE")
+@click.option("--user-id", help="runs of one (user id, session id) go one at a time")
+@click.option("--session-id")
+@click.option("--on-busy", type=click.Choice(["queue", "reject"]), default="queue",
+              show_default=True, help="when the session already has an active run")
+@click.option("--idempotency-key", help="a second start with this key returns the same run")
+@click.option("--wait/--no-wait", default=False, show_default=True,
+              help="wait for the result (the failure reason exits 1)")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="with --wait: give up waiting after this long (the run goes on)")
+def run(graph: str, app_spec: str, input_json: str | None, user_id: str | None,
+        session_id: str | None, on_busy: str, idempotency_key: str | None, wait: bool,
+        timeout: float | None) -> None:
+    """Start a run of GRAPH and print its id (then, with --wait, its result)."""
+    payload = parse_input(input_json)
+    with opened(app_spec) as hypha:
+        handle = hypha.start(graph, payload, user_id=user_id, session_id=session_id,
+                             on_busy=on_busy,  # type: ignore[arg-type]
+                             idempotency_key=idempotency_key)
+        click.echo(handle.id)
+        if not wait and hypha.settings.embedded:
+            click.echo("hypha: note: no HYPHA_BROKER_URL, the run executes in this process; "
+                       "waiting for it", err=True)
+            wait = True
+        if wait:
+            _echo_json(handle.wait(timeout=timeout))
+
+
+@cli.command()
+@click.argument("run_id")
+@app_option()
+@click.option("--json", "as_json", is_flag=True, help="one JSON object")
+def status(run_id: str, app_spec: str | None, as_json: bool) -> None:
+    """Show a run's status (never its input or state)."""
+    with opened(app_spec) as hypha:
+        st = hypha.get_run(run_id).status()
+    if as_json:
+        click.echo(status_json(st))
+    else:
+        for line in status_lines(st):
+            click.echo(line)
+
+
+@cli.command()
+@click.argument("run_id")
+@app_option()
+@click.option("--follow", "-f", is_flag=True, help="keep printing new events until the run ends")
+@click.option("--json", "as_json", is_flag=True,
+              help="raw events, one JSON object a line (includes input and state)")
+def events(run_id: str, app_spec: str | None, follow: bool, as_json: bool) -> None:
+    """Print a run's events as a timeline."""
+    with opened(app_spec) as hypha:
+        handle = hypha.get_run(run_id)
+        stream = follow_events(hypha.store, run_id) if follow else iter(handle.events())
+        colour = not as_json and use_colour(sys.stdout)
+        t0: float | None = None
+        for event in stream:
+            t0 = event.ts if t0 is None else t0
+            click.echo(event.model_dump_json() if as_json else format_event(event, t0,
+                                                                            colour=colour))
+
+
+@cli.command()
+@click.argument("run_id")
+@app_option()
+def cancel(run_id: str, app_spec: str | None) -> None:
+    """Cancel a run (a result arriving later is recorded as late and ignored)."""
+    with opened(app_spec) as hypha:
+        if hypha.cancel(run_id):
+            click.echo(f"cancelled {run_id}")
+        else:
+            st = hypha.get_run(run_id).status()
+            click.echo(f"run {run_id} had already ended ({st.status}); nothing to cancel")
+
+
+@cli.command()
+@click.argument("run_ids", nargs=-1, metavar="[RUN_ID]...")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default="-",
+              help="file to write (default: stdout)")
+@app_option()
+def export(run_ids: tuple[str, ...], output: str, app_spec: str | None) -> None:
+    """Export runs' events as JSONL (all runs when no RUN_ID is given)."""
+    with opened(app_spec) as hypha:
+        for run_id in run_ids:
+            hypha.get_run(run_id)  # unknown ids are an error, not an empty export
+        evs = hypha.store.export(list(run_ids) or None)
+        if output == "-":
+            runs, count = write_jsonl(evs, sys.stdout)
+        else:
+            runs, count = _write_file(output, lambda out: write_jsonl(evs, out))
+    click.echo(f"exported {count} events of {runs} runs", err=True)
+
+
+def _write_file(path: str, write: Any) -> tuple[int, int]:
+    """Write through a temporary file in the same directory: no half-written export."""
+    target = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    except OSError as exc:
+        raise click.FileError(path, exc.strerror) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            result: tuple[int, int] = write(out)
+        os.replace(tmp, target)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return result
+
+
+@cli.command("import")
+@click.argument("file", type=click.File("r", encoding="utf-8"))
+@app_option()
+def import_(file: IO[str], app_spec: str | None) -> None:
+    """Import a JSONL export into the store (runs it already has are skipped).
+    The whole file is checked first: a bad line imports nothing."""
+    evs = read_jsonl(file, source=getattr(file, "name", "<stdin>"))
+    with opened(app_spec) as hypha:
+        runs, count = hypha.store.import_events(evs)
+    total = len({e.run_id for e in evs})
+    click.echo(f"imported {runs} runs ({count} events); {total - runs} already present, "
+               "skipped")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True,
+                               "allow_interspersed_args": True})
+@app_option(required=True)
+@click.option("--queues", "-Q", metavar="Q1,Q2", help="queues to consume (default: all of the "
+              "app's: coordinator, nodes, dead letter and nodes' own)")
+@click.option("--pool", "-P", type=click.Choice(POOLS), default="prefork", show_default=True)
+@click.option("--concurrency", "-c", type=click.IntRange(min=1),
+              help="worker processes / threads (default: CPU count)")
+@click.option("--loglevel", "-l", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                                case_sensitive=False))
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED, metavar="[CELERY OPTIONS]...")
+def worker(app_spec: str, queues: str | None, pool: str, concurrency: int | None,
+           loglevel: str, celery_args: tuple[str, ...]) -> None:
+    """Run a Celery worker for the app (task events on). Other options are passed
+    to `celery worker`, e.g. --hostname."""
+    hypha = load_app(app_spec)
+    argv = worker_argv(hypha, queues=parse_queues(queues), pool=pool, concurrency=concurrency,
+                       loglevel=loglevel.upper(), extra=celery_args)
+    hypha.celery.worker_main(argv)
+
+
+def main() -> None:
+    """Console entry point (``hypha``)."""
+    cli.main(prog_name="hypha")

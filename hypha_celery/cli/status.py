@@ -1,0 +1,39 @@
+"""``hypha status``: the run projection without input or state."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from typing import Any
+
+from hypha_celery.client.run import RunStatus
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "-"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
+
+
+def status_lines(status: RunStatus) -> list[str]:
+    """Aligned ``key  value`` lines (the error shows its reason and message)."""
+    err = status.error
+    error = f"{err.get('reason')}: {err.get('message')}" if err else "-"
+    elapsed = (status.updated_at - status.created_at) * 1000
+    rows: list[tuple[str, Any]] = [
+        ("run", status.run_id),
+        ("graph", status.graph_id),
+        ("status", status.status),
+        ("step", status.step),
+        ("waiting", ", ".join(status.waiting_nodes) or "-"),
+        ("error", error),
+        ("created", _when(status.created_at)),
+        ("updated", f"{_when(status.updated_at)} (+{elapsed:.1f}ms)"),
+        ("events", status.seq),
+    ]
+    return [f"{key:<8} {value}" for key, value in rows]
+
+
+def status_json(status: RunStatus) -> str:
+    return json.dumps(dataclasses.asdict(status), sort_keys=True)

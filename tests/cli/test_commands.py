@@ -1,0 +1,164 @@
+"""The commands against a local SQLite store (in-process, click's CliRunner), and
+their error paths: one ``hypha: error:`` line, exit 2 for usage, 1 otherwise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from hypha_celery import Event
+from hypha_celery.cli import cli
+from hypha_celery.store import EventStore
+from tests.cli.conftest import DemoRun
+from tests.cli.helpers import ROOT, assert_one_line_error, clean_env, hypha
+
+
+def invoke(*args: str, store_url: str | None = None, **env: str) -> Result:
+    if store_url is not None:
+        env["HYPHA_STORE_URL"] = store_url
+    return CliRunner().invoke(cli, list(args), env={"HYPHA_BROKER_URL": None, **env},
+                              catch_exceptions=False)
+
+
+def one_line_error(result: Result, code: int) -> str:
+    assert result.exit_code == code, (result.exit_code, result.output)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("hypha: error: ")
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_status(demo_run: DemoRun) -> None:
+    result = invoke("status", demo_run.run_id, store_url=demo_run.store_url)
+    assert result.exit_code == 0, result.output
+    rows = dict(line.split(None, 1) for line in result.stdout.splitlines())
+    assert rows["run"] == demo_run.run_id
+    assert rows["status"] == "completed" and rows["graph"] == "support"
+    assert rows["events"] == str(len(demo_run.events))
+    as_json = json.loads(invoke("status", demo_run.run_id, "--json",
+                                store_url=demo_run.store_url).stdout)
+    assert as_json["status"] == "completed" and "state" not in as_json and "input" not in as_json
+
+
+def test_events_timeline_and_json(demo_run: DemoRun) -> None:
+    result = invoke("events", demo_run.run_id, store_url=demo_run.store_url)
+    assert result.exit_code == 0, result.output
+    assert [line.split()[2] for line in result.stdout.splitlines()] == [
+        e.kind for e in demo_run.events]
+    raw = invoke("events", demo_run.run_id, "--json", store_url=demo_run.store_url).stdout
+    assert [Event.model_validate_json(line) for line in raw.splitlines()] == demo_run.events
+    followed = invoke("events", demo_run.run_id, "--follow", store_url=demo_run.store_url)
+    assert followed.stdout == result.stdout  # a finished run: prints all, returns
+
+
+def test_cancel_of_a_finished_run_changes_nothing(demo_run: DemoRun) -> None:
+    result = invoke("cancel", demo_run.run_id, store_url=demo_run.store_url)
+    assert result.exit_code == 0
+    assert "already ended (completed)" in result.stdout
+    assert len(EventStore(demo_run.store_url).events(demo_run.run_id)) == len(demo_run.events)
+
+
+def test_export_then_import_into_a_fresh_store(demo_run: DemoRun, tmp_path: Path) -> None:
+    out = tmp_path / "runs.jsonl"
+    result = invoke("export", "-o", str(out), store_url=demo_run.store_url)
+    assert result.exit_code == 0, result.output
+    assert f"exported {len(demo_run.events)} events of 1 runs" in result.stderr
+    assert out.read_text().splitlines() == [e.model_dump_json() for e in demo_run.events]
+    stdout = invoke("export", demo_run.run_id, store_url=demo_run.store_url).stdout
+    assert stdout == out.read_text()
+
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    result = invoke("import", str(out), store_url=fresh)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"imported 1 runs ({len(demo_run.events)} events)")
+    assert EventStore(fresh).events(demo_run.run_id) == demo_run.events
+    again = invoke("import", str(out), store_url=fresh)
+    assert "imported 0 runs (0 events); 1 already present" in again.stdout
+
+
+def test_a_bad_import_file_imports_nothing(demo_run: DemoRun, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    lines = [e.model_dump_json() for e in demo_run.events]
+    bad.write_text("\n".join([*lines, '{"run_id": "other", "seq": "x"}']) + "\n")
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    error = one_line_error(invoke("import", str(bad), store_url=fresh), 1)
+    assert f"bad.jsonl:{len(lines) + 1}: not a hypha event" in error
+    assert not (tmp_path / "fresh.db").exists() or EventStore(fresh).run_ids() == []
+
+
+@pytest.mark.parametrize(("args", "code", "needle"), [
+    (["status", "no-such-run"], 1, "no run 'no-such-run'"),
+    (["events", "no-such-run"], 1, "no run 'no-such-run'"),
+    (["events", "no-such-run", "--follow"], 1, "no run 'no-such-run'"),
+    (["cancel", "no-such-run"], 1, "no run 'no-such-run'"),
+    (["export", "no-such-run"], 1, "no run 'no-such-run'"),
+    (["run", "support", "--app", "examples.support:hypha", "--input", "{bad"], 2,
+     "Invalid value for '--input': not valid JSON"),
+    (["run", "support", "--app", "examples.support:hypha", "--input", "@/no/such/file"], 2,
+     "cannot read /no/such/file"),
+    (["run", "support", "--app", "no_such_module_xyz:hypha"], 1, "no module named"),
+    (["run", "support", "--app", "examples.support"], 1, "MODULE:ATTR"),
+    (["run", "support", "--app", "examples.support:celery"], 1, "not a Hypha instance"),
+    (["run", "nope", "--app", "examples.support:hypha"], 1, "no graph 'nope' is registered"),
+    (["run", "support"], 2, "Missing option '--app'"),
+    (["status", "x", "--app", "examples.support:nope"], 1, "has no attribute 'nope'"),
+    (["import", "/no/such/file.jsonl"], 2, "No such file or directory"),
+    (["worker", "--app", "examples.support:hypha"], 1, "needs a broker"),
+    (["worker", "--app", "examples.support:hypha", "--pool", "gevent"], 2, "--pool"),
+    (["frobnicate"], 2, "No such command 'frobnicate'"),
+    (["status"], 2, "Missing argument 'RUN_ID'"),
+])
+def test_errors_are_one_line_without_traceback(
+    demo_run: DemoRun, monkeypatch: pytest.MonkeyPatch, args: list[str], code: int, needle: str
+) -> None:
+    monkeypatch.chdir(ROOT)
+    error = one_line_error(invoke(*args, store_url=demo_run.store_url), code)
+    assert needle in error
+
+
+def test_help_and_version() -> None:
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for command in ("demo", "run", "status", "events", "cancel", "export", "import", "worker"):
+        assert command in result.stdout
+    assert invoke("--version").stdout.strip() == "hypha, version 0.1.0"
+
+
+def test_the_console_script_prints_one_line_and_exits_1(tmp_path: Path) -> None:
+    env = clean_env(HYPHA_STORE_URL=f"sqlite:///{tmp_path / 'x.db'}")
+    assert "no run 'nope'" in assert_one_line_error(hypha("status", "nope", env=env))
+    assert_one_line_error(hypha("run", "support", "--input", "[", env=env), 2)
+
+
+def test_run_on_the_embedded_default_waits_in_process(tmp_path: Path) -> None:
+    env = clean_env(PYTHONPATH=str(ROOT))
+    proc = hypha("run", "support", "--app", "examples.support:hypha",
+                 "--input", '{"question": "why a double charge?"}', cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    run_id, _, result = proc.stdout.partition("\n")
+    assert len(run_id) == 32
+    assert json.loads(result) == {"answer": "billing: 14 hits",
+                                  "sources": ["faq", "tickets", "wiki"]}
+    assert "executes in this process" in proc.stderr
+    failed = hypha("run", "support", "--app", "examples.support:hypha", "--input", "{}",
+                   cwd=tmp_path, env=env)
+    assert failed.returncode == 1
+    note, error = failed.stderr.splitlines()  # the embedded note, then the one error line
+    assert "executes in this process" in note
+    assert error.startswith("hypha: error: run ")
+    assert "failed: node_failed: classify: ValueError" in error
+    assert "Traceback" not in failed.stderr
+
+
+def test_unreachable_services_are_one_line_errors(tmp_path: Path) -> None:
+    down = invoke("status", "x", store_url="postgresql+psycopg://nobody@127.0.0.1:1/x")
+    assert "event store unavailable: connection failed" in one_line_error(down, 1)
+    env = clean_env(HYPHA_BROKER_URL="redis://127.0.0.1:1/0",
+                    HYPHA_STORE_URL=f"sqlite:///{tmp_path / 'x.db'}")
+    no_broker = hypha("run", "support", "--app", "examples.support:hypha", "--input", "{}",
+                      env=env)
+    assert "broker unavailable" in assert_one_line_error(no_broker)

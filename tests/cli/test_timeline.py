@@ -1,0 +1,82 @@
+"""The human timeline: one line per event, names and reasons, never payloads."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from hypha_celery import Event
+from hypha_celery.cli.timeline import format_event, summary, timeline, use_colour
+
+RUN = "r1"
+SECRET = "sk-secret-prompt-text"
+
+
+def ev(seq: int, kind: str, ts: float = 100.0, **data: object) -> Event:
+    return Event(run_id=RUN, seq=seq, kind=kind, ts=ts, data=data)  # type: ignore[arg-type]
+
+
+def test_one_line_per_event_with_relative_ms_seq_kind_and_duration() -> None:
+    evs = [
+        ev(1, "run.created", 100.0, graph_id="support", input={"question": SECRET}),
+        ev(2, "node.completed", 100.25, execution_id=f"{RUN}.1", node_id="classify",
+           update={"topic": SECRET}, duration=0.0123),
+        ev(3, "run.completed", 100.5, result={"answer": SECRET}),
+    ]
+    lines = list(timeline(evs))
+    assert len(lines) == 3
+    assert lines[0].split() == ["+0.0ms", "1", "run.created", "graph", "support"]
+    assert lines[1].split() == ["+250.0ms", "2", "node.completed", "classify", "12.3ms"]
+    assert lines[2].split() == ["+500.0ms", "3", "run.completed", "total", "500.0ms"]
+
+
+@pytest.mark.parametrize(("event", "expected"), [
+    (ev(1, "decision.recorded", step=1, type="fanout", reducer="merge",
+        node_ids=["lookup", "lookup", "lookup"]), "step 1: fan-out lookup x3 -> merge"),
+    (ev(1, "decision.recorded", step=0, type="next", node_ids=["classify"]),
+     "step 0: next classify"),
+    (ev(1, "decision.recorded", step=3, type="finish"), "step 3: finish"),
+    (ev(1, "fanout.scheduled", execution_id=f"{RUN}.2", step=2, reducer="merge",
+        edges=[{"node_id": "lookup", "input": SECRET}, {"node_id": "wiki", "input": SECRET}]),
+     "lookup#0, wiki#1 -> merge (step 2)"),
+    (ev(1, "node.started", execution_id=f"{RUN}.2.1", node_id="lookup", attempt=2,
+        worker="h:1"), "lookup#1  attempt 2"),
+    (ev(1, "node.failed", execution_id=f"{RUN}.2.0", node_id="lookup", edge_of=f"{RUN}.2",
+        error={"type": "ValueError", "message": SECRET}, duration=0.1), "lookup#0  ValueError"),
+    (ev(1, "reducer.completed", execution_id=f"{RUN}.2", reducer="merge",
+        update={"docs": SECRET}), "merge"),
+    (ev(1, "node.late_result", execution_id=f"{RUN}.4", node_id="answer", reason="timeout"),
+     "answer  timeout"),
+    (ev(1, "run.failed", reason="node_failed", message=f"classify: ValueError: {SECRET}"),
+     "node_failed"),
+    (ev(1, "run.queued", behind="r0"), "behind r0"),
+])
+def test_summaries_name_nodes_and_reasons_but_never_payloads(event: Event, expected: str) -> None:
+    assert summary(event) == expected
+    assert SECRET not in format_event(event, 100.0)
+
+
+def test_colour_only_when_asked() -> None:
+    event = ev(1, "run.completed", 100.0)
+    assert "\x1b[" not in format_event(event, 100.0)
+    coloured = format_event(event, 100.0, colour=True)
+    assert "\x1b[" in coloured
+    assert coloured.count("\n") == 0
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self._tty = tty
+
+    def isatty(self) -> bool:
+        return self._tty
+
+
+def test_use_colour_needs_a_terminal_and_no_NO_COLOR(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert use_colour(_Stream(tty=True))
+    assert not use_colour(_Stream(tty=False))
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not use_colour(_Stream(tty=True))

@@ -1,0 +1,127 @@
+"""The event envelope and the fold that turns events into the run projection."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pydantic
+import pytest
+
+from hypha_celery import Event
+from hypha_celery.events import KINDS, TERMINAL_KINDS, apply_event, fold, new_view
+from hypha_celery.events.fold import PASSIVE_KINDS
+
+R = "run1"
+
+
+def created(**extra: Any) -> tuple[str, dict[str, Any], float]:
+    data = {"graph_id": "g", "input": {"q": 1}, "user_id": "u", "session_id": "s",
+            "lane": '["u", "s"]', "deadline": 99.0, "max_steps": 5, "notify": None,
+            "idempotency_key": "k", **extra}
+    return ("run.created", data, 1.0)
+
+
+LINEAR = [
+    created(),
+    ("run.started", {"execution_id": f"{R}.0"}, 2.0),
+    ("decision.recorded", {"step": 0, "type": "next", "node_ids": ["a"]}, 3.0),
+    ("node.scheduled", {"execution_id": f"{R}.1", "node_id": "a", "input": None, "step": 1}, 3.0),
+    ("node.started", {"execution_id": f"{R}.1", "node_id": "a", "attempt": 1}, 4.0),
+    ("node.completed", {"execution_id": f"{R}.1", "node_id": "a", "update": {"x": 1}}, 5.0),
+    ("decision.recorded", {"step": 1, "type": "fanout"}, 6.0),
+    ("fanout.scheduled", {"execution_id": f"{R}.2", "step": 2, "reducer": "m", "edges": [
+        {"execution_id": f"{R}.2.0", "node_id": "b"},
+        {"execution_id": f"{R}.2.1", "node_id": "c"}]}, 6.0),
+    ("node.completed", {"execution_id": f"{R}.2.0", "node_id": "b", "edge_of": f"{R}.2",
+                        "index": 0, "update": {"edge": "b"}}, 7.0),
+    ("node.failed", {"execution_id": f"{R}.2.1", "node_id": "c", "edge_of": f"{R}.2",
+                     "index": 1, "error": {"type": "E", "message": "m"}}, 7.5),
+    ("reducer.completed", {"execution_id": f"{R}.2", "reducer": "m", "update": {"y": 2}}, 8.0),
+    ("decision.recorded", {"step": 2, "type": "finish"}, 9.0),
+    ("run.completed", {"result": {"ok": True}}, 9.0),
+    ("node.late_result", {"execution_id": f"{R}.2.1", "node_id": "c", "reason": "x"}, 10.0),
+]
+
+
+def test_kinds() -> None:
+    assert {"run.completed", "run.failed", "run.cancelled"} == TERMINAL_KINDS
+    assert TERMINAL_KINDS <= KINDS and PASSIVE_KINDS <= KINDS
+    assert len(KINDS) == 16
+    assert {"node.late_result", "node.started", "decision.recorded"} <= PASSIVE_KINDS
+    assert not TERMINAL_KINDS & PASSIVE_KINDS
+
+
+def test_fold_of_a_completed_run() -> None:
+    v = fold(R, LINEAR)
+    assert v["status"] == "completed" and v["result"] == {"ok": True}
+    assert v["state"] == {"x": 1, "y": 2}  # edge values reach the state only via the reducer
+    assert v["step"] == 2 and v["waiting"] is None and v["waiting_nodes"] == []
+    assert v["last"] == {"node_id": "m", "execution_id": f"{R}.2", "ok": True,
+                         "value": {"y": 2}, "error": None}
+    assert (v["graph_id"], v["user_id"], v["session_id"], v["lane"]) == (
+        "g", "u", "s", '["u", "s"]')
+    assert (v["deadline"], v["max_steps"], v["idempotency_key"]) == (99.0, 5, "k")
+    assert (v["created_at"], v["updated_at"]) == (1.0, 10.0)
+
+
+def test_fold_tracks_what_the_run_waits_for() -> None:
+    v = fold(R, LINEAR[:2])
+    assert (v["status"], v["waiting"]) == ("running", f"{R}.0")
+    v = fold(R, LINEAR[:4])
+    assert (v["waiting"], v["waiting_nodes"], v["step"]) == (f"{R}.1", ["a"], 1)
+    v = fold(R, LINEAR[:8])
+    assert (v["waiting"], v["waiting_nodes"]) == (f"{R}.2", ["b", "c"])
+    v = fold(R, LINEAR[:10])  # edge outcomes do not end the wait
+    assert v["waiting"] == f"{R}.2" and v["state"] == {"x": 1}
+
+
+def test_failed_node_sets_last_and_merges_nothing() -> None:
+    evs = [*LINEAR[:4], ("node.failed", {"execution_id": f"{R}.1", "node_id": "a",
+                                         "error": {"type": "ValueError", "message": "no"}}, 5.0),
+           ("run.failed", {"reason": "node_failed", "message": "a: ValueError: no"}, 6.0)]
+    v = fold(R, evs)
+    assert v["state"] == {} and v["status"] == "failed"
+    assert v["last"]["ok"] is False and v["last"]["error"]["type"] == "ValueError"
+    assert v["error"] == {"reason": "node_failed", "message": "a: ValueError: no"}
+    assert v["result"] is None
+
+
+def test_cancelled_and_queued() -> None:
+    v = fold(R, [created(), ("run.queued", {"behind": "r0"}, 2.0)])
+    assert v["status"] == "queued"
+    v = fold(R, [*LINEAR[:4], ("run.cancel_requested", {}, 5.0),
+                 ("run.cancelled", {"reason": "cancelled", "message": "by request"}, 5.0)])
+    assert v["status"] == "cancelled" and v["cancel_requested"] is True
+    assert v["error"] == {"reason": "cancelled", "message": "by request"}
+    assert v["waiting"] is None
+
+
+@pytest.mark.parametrize("kind", sorted(PASSIVE_KINDS))
+def test_passive_kinds_change_only_updated_at(kind: str) -> None:
+    v = fold(R, LINEAR[:4])
+    before = copy.deepcopy(v)
+    apply_event(v, kind, {"execution_id": "x", "node_id": "a", "step": 9, "reason": "r"}, 50.0)
+    assert v.pop("updated_at") == 50.0
+    before.pop("updated_at")
+    assert v == before
+
+
+def test_every_kind_has_a_handler() -> None:
+    for kind in KINDS:
+        v = new_view(R)
+        data: dict[str, Any] = {"execution_id": "e", "node_id": "a", "step": 1, "edges": [],
+                                "update": {}, "reason": "r", "result": None}
+        apply_event(v, kind, data, 1.0)
+
+
+def test_event_envelope_is_strict() -> None:
+    e = Event(run_id=R, seq=1, kind="run.created", ts=1.5, data={"a": 1})
+    assert Event.model_validate_json(e.model_dump_json()) == e
+    with pytest.raises(pydantic.ValidationError):
+        Event(run_id=R, seq=1, kind="run.exploded", ts=1.0, data={})  # type: ignore[arg-type]
+    with pytest.raises(pydantic.ValidationError):
+        Event.model_validate({"run_id": R, "seq": 1, "kind": "run.created", "ts": 1.0,
+                              "data": {}, "extra": 1})
+    with pytest.raises(pydantic.ValidationError):
+        e.seq = 2  # type: ignore[misc]

@@ -1,0 +1,222 @@
+"""Real worker processes for the integration tests, and assertions on event logs."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+from celery import Celery
+from kombu import Connection
+
+from hypha_celery import Event, Hypha, RunHandle, Settings
+from hypha_celery.events import TERMINAL_KINDS
+from tests.integration import app as itest
+
+REPO = Path(__file__).resolve().parents[2]
+APP = "tests.integration.app:celery"
+BASE_QUEUES = ("hypha.coordinator", "hypha.nodes", "hypha.dead_letter")
+#: Upper bound for anything a test waits on (runs take well under a second).
+WAIT = 30.0
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "",
+               log: Callable[[], str] | None = None) -> Any:
+    """Poll ``predicate`` until it returns something truthy, and return that."""
+    end = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > end:
+            tail = f"\n--- worker log ---\n{log()}" if log else ""
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}{tail}")
+        time.sleep(0.02)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYPHA_")}
+    env.update(extra)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def flushed_db(redis_base: str, db: int) -> str:
+    url = f"{redis_base}/{db}"
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+    return url
+
+
+def purge(broker_url: str, queues: Sequence[str]) -> None:
+    """Drop messages a previous session may have left in the broker's queues."""
+    with Connection(broker_url) as conn:
+        for name in queues:
+            channel = conn.channel()
+            try:
+                channel.queue_purge(name)
+            except conn.channel_errors:
+                pass  # no such queue yet
+            finally:
+                with contextlib.suppress(*conn.channel_errors, *conn.connection_errors):
+                    channel.close()
+
+
+@dataclass(frozen=True)
+class Backends:
+    """Where a worker and its client meet: broker, result backend, event store."""
+
+    name: str
+    broker_url: str
+    result_backend: str
+    store_url: str
+
+    def settings(self) -> Settings:
+        return Settings(broker_url=self.broker_url, result_backend=self.result_backend,
+                        store_url=self.store_url, embedded=False)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return clean_env(HYPHA_BROKER_URL=self.broker_url,
+                         HYPHA_RESULT_BACKEND=self.result_backend,
+                         HYPHA_STORE_URL=self.store_url, **extra)
+
+
+class Worker:
+    """One ``celery worker`` process of :data:`APP`."""
+
+    def __init__(self, backends: Backends, log: Path, *, queues: Sequence[str],
+                 pool: str = "prefork", concurrency: int = 2, app: str = APP,
+                 env: dict[str, str] | None = None) -> None:
+        self.name = f"w{uuid.uuid4().hex[:12]}@{socket.gethostname()}"
+        self.log_path = log
+        self.argv = [sys.executable, "-m", "celery", "-A", app, "worker", "-P", pool,
+                     "-c", str(concurrency), "-Q", ",".join(queues), "-E",
+                     "--without-mingle", "--without-gossip", "-l", os.environ.get("HYPHA_ITEST_LOGLEVEL", "WARNING"),
+                     "-n", self.name.split("@")[0] + "@%h"]
+        self.env = backends.env(**(env or {}))
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, control: Celery, timeout: float = 60.0) -> Worker:
+        with self.log_path.open("ab") as out:
+            self.proc = subprocess.Popen(self.argv, cwd=REPO, env=self.env, stdout=out,
+                                         stderr=subprocess.STDOUT)
+        wait_until(lambda: self._pong(control), timeout, f"worker {self.name} to answer ping",
+                   self.tail)
+        return self
+
+    def _pong(self, control: Celery) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"worker exited with {self.proc.returncode}:\n{self.tail()}")
+        return bool(control.control.ping(destination=[self.name], timeout=1.0))
+
+    def tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+
+
+@dataclass
+class Stack:
+    """A client Hypha and a worker process on the same backends."""
+
+    backends: Backends
+    client: Hypha
+    worker: Worker
+    redis: redis.Redis
+
+    def wait(self, run: RunHandle, timeout: float = WAIT) -> Any:
+        try:
+            return run.wait(timeout=timeout)
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}\n--- worker log ---\n{self.worker.tail()}") from None
+
+
+def queues_of(client: Hypha) -> list[str]:
+    return sorted(client.queues())
+
+
+@contextmanager
+def stack(backends: Backends, log: Path, *, duplicate: bool = False, pool: str = "prefork",
+          env: dict[str, str] | None = None) -> Iterator[Stack]:
+    """Start a client and a worker on ``backends``; stop both at the end."""
+    client = itest.build(backends.settings(), duplicate=duplicate)
+    client.store.migrate()
+    names = queues_of(client)
+    purge(backends.broker_url, names)
+    extra = dict(env or {})
+    if duplicate:
+        extra[itest.DUPLICATE_ENV] = "1"
+    worker = Worker(backends, log, queues=names, pool=pool, env=extra)
+    side = redis.Redis.from_url(backends.result_backend)
+    try:
+        worker.start(client.celery)
+        yield Stack(backends, client, worker, side)
+    finally:
+        worker.stop()
+        client.close()
+        side.close()
+
+
+# -- event-log assertions -----------------------------------------------------
+def of_kind(events: Sequence[Event], *kinds: str) -> list[Event]:
+    return [e for e in events if e.kind in kinds]
+
+
+def assert_well_formed(events: Sequence[Event]) -> Event:
+    """Gap-free seq from 1, exactly one terminal event (returned), nothing after
+    it but late results."""
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    terminal = [i for i, e in enumerate(events) if e.kind in TERMINAL_KINDS]
+    assert len(terminal) == 1, [e.kind for e in events]
+    assert all(e.kind == "node.late_result" for e in events[terminal[0] + 1:])
+    return events[terminal[0]]
+
+
+def assert_exactly_once(events: Sequence[Event]) -> None:
+    """Every scheduled execution (node or edge) has exactly one ``node.started`` and
+    one outcome; every fan-out exactly one reducer outcome."""
+    expected: list[str] = []
+    fanouts: list[str] = []
+    for e in events:
+        if e.kind == "node.scheduled":
+            expected.append(e.data["execution_id"])
+        elif e.kind == "fanout.scheduled":
+            fanouts.append(e.data["execution_id"])
+            expected.extend(edge["execution_id"] for edge in e.data["edges"])
+    outcomes = Counter(e.data["execution_id"]
+                       for e in of_kind(events, "node.completed", "node.failed"))
+    started = Counter(e.data["execution_id"] for e in of_kind(events, "node.started"))
+    reduced = Counter(e.data["execution_id"]
+                      for e in of_kind(events, "reducer.completed", "reducer.failed"))
+    assert outcomes == Counter(expected), (outcomes, expected)
+    assert started == Counter(expected), (started, expected)
+    assert reduced == Counter(fanouts), (reduced, fanouts)

@@ -1,0 +1,63 @@
+"""Helpers for tests that drive the real embedded runtime (memory transport,
+in-process threads worker, a real SQL store)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from hypha_celery import Event, Hypha, RunHandle, Settings
+from hypha_celery.events import TERMINAL_KINDS
+
+#: Upper bound for anything the tests wait on; runs here take well under a second.
+WAIT = 15.0
+
+
+def embedded(store_url: str) -> Hypha:
+    return Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
+                          store_url=store_url, embedded=True))
+
+
+@contextmanager
+def running(store_url: str) -> Iterator[Hypha]:
+    hypha = embedded(store_url)
+    try:
+        yield hypha
+    finally:
+        hypha.close()
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "") -> Any:
+    """Poll ``predicate`` until it returns something truthy (and return that)."""
+    end = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(0.01)
+
+
+def kinds(run: RunHandle) -> list[str]:
+    return [e.kind for e in run.events()]
+
+
+def of_kind(run: RunHandle, kind: str) -> list[Event]:
+    return [e for e in run.events() if e.kind == kind]
+
+
+def terminal_events(run: RunHandle) -> list[Event]:
+    return [e for e in run.events() if e.kind in TERMINAL_KINDS]
+
+
+def assert_well_formed(run: RunHandle) -> None:
+    """Gap-free seq from 1, exactly one terminal event, nothing but late
+    results after it."""
+    evs = run.events()
+    assert [e.seq for e in evs] == list(range(1, len(evs) + 1))
+    terminal = [i for i, e in enumerate(evs) if e.kind in TERMINAL_KINDS]
+    assert len(terminal) == 1, [e.kind for e in evs]
+    assert all(e.kind == "node.late_result" for e in evs[terminal[0] + 1:])

@@ -1,0 +1,102 @@
+"""Runs sharing (user_id, session_id) go one at a time, FIFO."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from celery.signals import before_task_publish
+
+from hypha_celery import Context, Finish, Graph, Hypha, LaneBusy, Next
+from tests.runtime.support import WAIT, assert_well_formed, of_kind
+
+
+@pytest.fixture
+def published() -> Iterator[list[str]]:
+    """Names of the tasks published while the test runs."""
+    names: list[str] = []
+
+    def record(sender: Any = None, **kwargs: Any) -> None:
+        names.append(str(sender))
+
+    before_task_publish.connect(record, weak=False)
+    yield names
+    before_task_publish.disconnect(record)
+
+
+def _graph(spans: list[tuple[str, float, float]], gate: threading.Event | None = None,
+           entered: threading.Event | None = None) -> Graph:
+    def work(state: dict[str, Any], inp: Any) -> dict[str, Any]:
+        began = time.monotonic()
+        if gate is not None and inp == "gated":
+            if entered is not None:
+                entered.set()
+            gate.wait(WAIT)
+        time.sleep(0.05)
+        spans.append((inp, began, time.monotonic()))
+        return {"done": inp}
+
+    def policy(ctx: Context) -> Next | Finish:
+        return Next("work", ctx.input) if ctx.step == 0 else Finish(ctx.state["done"])
+
+    return Graph(id="lane", nodes={"work": work}, decision_policy=policy)
+
+
+def test_same_lane_runs_one_at_a_time_fifo(hypha: Hypha) -> None:
+    spans: list[tuple[str, float, float]] = []
+    gate = threading.Event()
+    hypha.register(_graph(spans, gate))
+    runs = [hypha.start("lane", tag, user_id="u", session_id="s")
+            for tag in ("gated", "second", "third")]
+    other = hypha.start("lane", "other", user_id="u", session_id="other-session")
+    assert other.wait(WAIT) == "other"  # another lane is not blocked by this one
+    assert [r.status().status for r in runs] == ["running", "queued", "queued"]
+    gate.set()
+    assert [r.wait(WAIT) for r in runs] == ["gated", "second", "third"]
+
+    mine = [s for s in spans if s[0] != "other"]
+    assert [s[0] for s in mine] == ["gated", "second", "third"]
+    for (_, _, end), (_, begin, _) in zip(mine, mine[1:], strict=False):
+        assert end <= begin  # no overlap
+    started = [of_kind(r, "run.started")[0] for r in runs]
+    ended = [of_kind(r, "run.completed")[0] for r in runs]
+    assert started[0].ts < started[1].ts < started[2].ts
+    assert ended[0].ts <= started[1].ts and ended[1].ts <= started[2].ts
+    assert not of_kind(runs[0], "run.queued")
+    assert [of_kind(r, "run.queued")[0].data["behind"] for r in runs[1:]] == [runs[0].id] * 2
+    for r in [*runs, other]:
+        assert_well_formed(r)
+    # the lane is free again: a new run starts at once
+    nxt = hypha.start("lane", "fourth", user_id="u", session_id="s")
+    assert not of_kind(nxt, "run.queued")
+    assert nxt.wait(WAIT) == "fourth"
+
+
+def test_on_busy_reject_raises_and_writes_nothing(hypha: Hypha, published: list[str]) -> None:
+    calls: list[Any] = []
+
+    @hypha.celery.task(name="tests.lane_notify", shared=False)
+    def sink(outcome: dict[str, Any]) -> None:
+        calls.append(outcome)
+
+    gate, entered = threading.Event(), threading.Event()
+    hypha.register(_graph([], gate, entered))
+    active = hypha.start("lane", "gated", user_id="u", session_id="s")
+    assert entered.wait(WAIT)  # nothing else is published until the gate opens
+    before = (hypha.store.run_ids(), active.events())
+    published.clear()
+    with pytest.raises(LaneBusy) as info:
+        hypha.start("lane", "rejected", user_id="u", session_id="s", on_busy="reject",
+                    notify=sink.s().set(queue="hypha.nodes"))
+    assert info.value.active_run_id == active.id
+    assert published == []
+    assert (hypha.store.run_ids(), active.events()) == before
+    gate.set()
+    assert active.wait(WAIT) == "gated"
+    assert calls == []  # the rejected request is never notified
+    # once the lane is idle, reject lets a run through
+    assert hypha.start("lane", "now", user_id="u", session_id="s",
+                       on_busy="reject").wait(WAIT) == "now"
