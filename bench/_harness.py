@@ -1,6 +1,6 @@
 """Shared benchmark harness: services, the one worker process tree, statistics, output.
 
-``BenchEnv`` flushes a dedicated Redis database, creates a fresh PostgreSQL database,
+``BenchEnv`` claims an empty Redis database, creates a fresh PostgreSQL database,
 imports :mod:`bench.app` (the hypha graphs and the raw Celery tasks on one Celery app),
 migrates the store and spawns ONE ``celery worker -P prefork -c 2 -E`` that consumes
 ``hypha.coordinator,hypha.nodes,celery``. Every measurement, hypha or raw, talks to it.
@@ -33,15 +33,65 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(name, "").strip() or default
 
 
-REDIS_URL = _env("BENCH_REDIS_URL", "redis://127.0.0.1:6379/11")
+REDIS_BASE = _env("BENCH_REDIS_BASE", "redis://127.0.0.1:6379")
+#: Databases the bench may claim when ``BENCH_REDIS_URL`` is not set (db 11 first: the
+#: integration tests leave it to bench/). A database is claimed only when it is EMPTY,
+#: with the same claim key the integration tests use, so neither side steals the other's.
+CANDIDATE_DBS = (11, 5, 4, 3, 2, 1)
+CLAIM_KEY = "hypha-itest:claim"
+CLAIM_TTL = 3600
+MARKER_KEY = "hypha-bench:db"  # no TTL: marks leftovers of a bench whose claim expired
 PG_ADMIN_URL = _env("BENCH_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+def _claim_redis(token: str) -> str:
+    """``BENCH_REDIS_URL`` (flushed: the caller said so), else the first empty candidate
+    database, claimed."""
+    import redis
+
+    explicit = os.environ.get("BENCH_REDIS_URL", "").strip()
+    if explicit and not os.environ.get("BENCH_REDIS_CLAIMED"):
+        redis.Redis.from_url(explicit).flushdb()
+        return explicit
+    for db in CANDIDATE_DBS:
+        url = f"{REDIS_BASE}/{db}"
+        client = redis.Redis.from_url(url)
+        try:
+            ours = client.exists(MARKER_KEY) and not client.exists(CLAIM_KEY)
+            if (client.dbsize() == 0 or ours) and client.set(CLAIM_KEY, token, nx=True,
+                                                             ex=CLAIM_TTL):
+                for key in client.scan_iter(count=1000):  # a dead bench's leftovers
+                    if key != CLAIM_KEY.encode():
+                        client.delete(key)
+                client.set(MARKER_KEY, token)
+                os.environ["BENCH_REDIS_CLAIMED"] = "1"
+                return url
+        finally:
+            client.close()
+    raise RuntimeError(f"no empty Redis database among {CANDIDATE_DBS} on {REDIS_BASE}; "
+                       "set BENCH_REDIS_URL to one the bench may flush")
+
+
+def _release_redis(url: str, token: str) -> None:
+    """Empty a database we claimed (only if the claim is still ours)."""
+    import redis
+
+    if not url or not os.environ.get("BENCH_REDIS_CLAIMED"):
+        return
+    client = redis.Redis.from_url(url)
+    try:
+        if client.get(CLAIM_KEY) == token.encode():
+            client.flushdb()
+    finally:
+        client.close()
 
 
 class BenchEnv:
     """Context manager owning the Redis db, the PostgreSQL db and the worker process."""
 
     def __init__(self, *, profile_dir: str | None = None) -> None:
-        self.redis_url = REDIS_URL
+        self.redis_url = ""
+        self.token = f"bench-{uuid.uuid4().hex}"
         self.db_name = f"hypha_bench_{uuid.uuid4().hex[:10]}"
         base, _, _ = PG_ADMIN_URL.rpartition("/")
         self.store_url = f"{base}/{self.db_name}"
@@ -52,11 +102,10 @@ class BenchEnv:
 
     # -- lifecycle ---------------------------------------------------------
     def __enter__(self) -> BenchEnv:
-        import redis
         import sqlalchemy as sa
 
         RESULTS.mkdir(parents=True, exist_ok=True)
-        redis.Redis.from_url(self.redis_url).flushdb()
+        self.redis_url = _claim_redis(self.token)
         admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
         with admin.connect() as conn:
             conn.exec_driver_sql(f'CREATE DATABASE "{self.db_name}"')
@@ -79,6 +128,7 @@ class BenchEnv:
         self._stop_worker()
         if self.app is not None:
             self.app.hypha.close()
+        _release_redis(self.redis_url, self.token)
         import sqlalchemy as sa
 
         admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
@@ -118,6 +168,14 @@ class BenchEnv:
         except subprocess.TimeoutExpired:
             self.worker.kill()
             self.worker.wait(10)
+
+    def foreign_messages(self) -> int:
+        """Messages the worker received for tasks it does not know: someone else is
+        using this broker database, and the numbers are not to be trusted."""
+        try:
+            return self.log_path.read_text(errors="replace").count("Received unregistered task")
+        except OSError:
+            return 0
 
     # -- helpers for the scripts -------------------------------------------
     def worker_memory(self) -> dict[str, Any]:
@@ -189,7 +247,7 @@ def machine_info() -> dict[str, Any]:
         "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
     }
     try:
-        info["redis_server"] = redis.Redis.from_url(REDIS_URL).info("server")["redis_version"]
+        info["redis_server"] = redis.Redis.from_url(REDIS_BASE).info("server")["redis_version"]
     except redis.RedisError:
         info["redis_server"] = None
     return info
@@ -226,6 +284,7 @@ def standalone(name: str, bench: Callable[[BenchEnv], dict[str, Any]]) -> None:
     t0 = time.monotonic()
     with BenchEnv() as env:
         doc = {"machine": machine_info(), "setup": setup_info(env), name: bench(env)}
+        doc["setup"]["foreign_messages_in_worker_log"] = env.foreign_messages()
     doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     doc["targets"] = doc[name].pop("targets")
     doc["all_pass"] = all(t["pass"] for t in doc["targets"])

@@ -44,12 +44,16 @@ def main(argv: list[str]) -> int:
             result = BENCHES[name](env)
             result["duration_s"] = round(time.monotonic() - t, 1)
             targets.extend(result["targets"])
-            (env.log_path.parent / f"{name}.json").write_text(
-                json.dumps({"machine": doc["machine"], "setup": doc["setup"],
-                                          name: result}, indent=2) + "\n")
+            (env.log_path.parent / f"{name}.json").write_text(json.dumps(
+                {"machine": doc["machine"], "setup": doc["setup"], name: result}, indent=2) + "\n")
             doc[name] = result
             print(f"[bench] {name}: {', '.join(_fmt(x) for x in result['targets'])} "
                   f"({result['duration_s']}s)", file=sys.stderr)
+        doc["setup"]["foreign_messages_in_worker_log"] = foreign = env.foreign_messages()
+    if foreign:
+        print(f"[bench] WARNING: the worker received {foreign} message(s) for unknown tasks: "
+              "another process uses this Redis database; do not trust these numbers",
+              file=sys.stderr)
     doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     doc["targets"] = targets
     doc["all_pass"] = all(t["pass"] for t in targets)

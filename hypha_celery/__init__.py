@@ -3,6 +3,7 @@
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.client.run import RunHandle, RunStatus
 from hypha_celery.errors import (
+    BrokerUnavailable,
     FailureReason,
     GraphSpecError,
     HyphaError,
@@ -40,6 +41,7 @@ __all__ = [
     # events
     "Event",
     # errors
+    "BrokerUnavailable",
     "FailureReason",
     "GraphSpecError",
     "HyphaError",

@@ -14,6 +14,7 @@ The tree, split by phase::
     │   ├── RunNotFound (LookupError)
     │   ├── WaitTimeout (TimeoutError)   ``run.wait(timeout=)`` elapsed; the run goes on
     │   ├── StoreConflict                optimistic append lost a race (internal, retried)
+    │   ├── BrokerUnavailable            ``start`` could not enqueue; the run is failed
     │   └── RunFailed                    the run ended ``run.failed``; ``.reason`` says why
     │       ├── RunTimeout               ... because its ``execution_timeout`` passed
     │       └── RunCancelled             the run ended ``run.cancelled``
@@ -43,6 +44,7 @@ class FailureReason(StrEnum):
     NODE_FAILED = "node_failed"
     REDUCER_FAILED = "reducer_failed"
     UNKNOWN_GRAPH = "unknown_graph"
+    ENQUEUE_FAILED = "enqueue_failed"
 
 
 class HyphaError(Exception):
@@ -96,6 +98,11 @@ class WaitTimeout(HyphaRuntimeError, TimeoutError):
 
 class StoreConflict(HyphaRuntimeError):
     """An append lost a race on the run's sequence (handled internally)."""
+
+
+class BrokerUnavailable(HyphaRuntimeError):
+    """``start`` recorded the run but could not publish it: the run is ended
+    ``run.failed`` (reason ``enqueue_failed``) so it is never left hanging."""
 
 
 class RunFailed(HyphaRuntimeError):

@@ -12,7 +12,8 @@ PUBLIC = {
     "Hypha", "RunHandle", "RunStatus", "Settings",
     "Context", "ErrorInfo", "FanOut", "Finish", "Graph", "Next", "Node", "Outcome",
     "Event",
-    "FailureReason", "GraphSpecError", "HyphaError", "InvalidNotify", "LaneBusy",
+    "BrokerUnavailable", "FailureReason", "GraphSpecError", "HyphaError", "InvalidNotify",
+    "LaneBusy",
     "RunCancelled", "RunFailed", "RunNotFound", "RunTimeout", "SpecError", "UnknownGraph",
     "WaitTimeout",
 }

@@ -13,6 +13,8 @@ from hypha_celery.client.notifier import LocalNotifier, Notifier, RedisNotifier
 from hypha_celery.client.run import RunHandle
 from hypha_celery.embedded import EmbeddedWorker
 from hypha_celery.errors import (
+    BrokerUnavailable,
+    FailureReason,
     GraphSpecError,
     InvalidNotify,
     LaneBusy,
@@ -125,7 +127,7 @@ class Hypha:
                 "notify": dict(notify) if notify is not None else None,
                 "idempotency_key": idempotency_key}
         try:
-            self._create(run_id, data, on_busy)
+            started = self._create(run_id, data, on_busy)
         except StoreConflict:
             if idempotency_key is None:
                 raise
@@ -133,10 +135,27 @@ class Hypha:
             if existing is None:
                 raise
             return RunHandle(self, existing)
+        if started:
+            self._kickoff(run_id)
         self._ensure_worker()
         return RunHandle(self, run_id)
 
-    def _create(self, run_id: str, data: dict[str, Any], on_busy: OnBusy) -> None:
+    def _kickoff(self, run_id: str) -> None:
+        try:
+            canvas.kickoff(self.celery, run_id, kickoff_id(run_id))
+        except Exception as exc:  # kombu raises OperationalError and socket errors
+            with self.store.transaction() as tx:
+                view = tx.lock(run_id)
+                if view is not None and view["status"] == "running":
+                    terminal(tx, self._rt, view, "run.failed",
+                             {"reason": FailureReason.ENQUEUE_FAILED.value,
+                              "message": f"broker unavailable: {type(exc).__name__}"})
+            raise BrokerUnavailable(
+                f"could not enqueue run {run_id} ({type(exc).__name__}: {exc}); "
+                "it was recorded as run.failed (enqueue_failed)"
+            ) from None
+
+    def _create(self, run_id: str, data: dict[str, Any], on_busy: OnBusy) -> bool:
         lane = data["lane"]
         with self.store.transaction() as tx:
             tx.create(new_view(run_id))
@@ -146,11 +165,11 @@ class Hypha:
                 if on_busy == "reject":
                     raise LaneBusy(lane, active)
                 tx.append(run_id, "run.queued", {"behind": active})
-                return
+                return False
             if lane is not None:
                 tx.set_lane_active(lane, run_id)
             tx.append(run_id, "run.started", {"execution_id": kickoff_id(run_id)})
-            tx.after_commit(lambda: canvas.kickoff(self.celery, run_id, kickoff_id(run_id)))
+        return True
 
     def get_run(self, run_id: str) -> RunHandle:
         if self.store.load(run_id) is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -79,9 +80,19 @@ class RedisNotifier:
         pubsub = self.client.pubsub(ignore_subscribe_messages=True)
         try:
             pubsub.subscribe(CHANNEL_PREFIX + run_id)
+        except self._redis.RedisError:
+            pubsub.close()
+            yield _Sleeper()  # Redis down: waiters fall back to polling the store
+            return
+        try:
             yield _RedisListener(pubsub)
         finally:
             pubsub.close()
+
+
+class _Sleeper:
+    def wait(self, timeout: float) -> None:
+        time.sleep(timeout)
 
 
 class _RedisListener:

@@ -40,6 +40,7 @@ class NodeCall:
             args=(self.env,),
             queue=self.queue,
             task_id=self.env["execution_id"],
+            argsrepr=f"(<{self.env['execution_id']}>,)",  # never node input in logs/Flower
             soft_time_limit=self.timeout,
             time_limit=hard_limit(self.timeout),
             ignore_result=not keep_result,
@@ -52,7 +53,8 @@ def hard_limit(timeout: float) -> float:
 
 
 def coordinator(app: Celery) -> Signature:
-    return app.signature(COORDINATOR_TASK, queue=COORDINATOR_QUEUE, ignore_result=True)
+    return app.signature(COORDINATOR_TASK, queue=COORDINATOR_QUEUE, ignore_result=True,
+                         argsrepr="(<outcome>,)")
 
 
 def kickoff(app: Celery, run_id: str, execution_id: str) -> None:

@@ -143,13 +143,25 @@ def _stale_reason(view: Mapping[str, Any] | None) -> str:
     return "superseded" if view["status"] == "running" else "run_ended"
 
 
+def edge_ref(env: Envelope, outcome: Envelope | None) -> Envelope:
+    """What an edge hands the chord join: a reference, not the node's output.
+    The outcome itself is in the event store; the result backend (and Flower,
+    and worker logs) only ever see ids."""
+    ref: Envelope = {"execution_id": env["execution_id"], "index": env["index"]}
+    if outcome is None or outcome.get("stale"):
+        ref["stale"] = True
+    return ref
+
+
 def run_reducer(rt: Runtime, graph: Graph, meta: Envelope, results: list[Any]) -> Envelope:
     """The chord callback: consolidate edge outcomes in declaration order."""
     out: Envelope = {"run_id": meta["run_id"], "execution_id": meta["execution_id"],
                      "reducer": meta["reducer"]}
-    edges = _declaration_order(results, meta["width"])
-    if edges is None:
+    refs = _declaration_order(results, meta["width"])
+    recorded = rt.store.recorded_many([f"{r['execution_id']}:done" for r in refs or []])
+    if refs is None or len(recorded) != len(refs):
         return {**out, "stale": True}
+    edges = [recorded[f"{r['execution_id']}:done"] for r in refs]
     started = time.monotonic()
     view = rt.store.load(meta["run_id"])
     try:

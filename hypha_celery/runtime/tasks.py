@@ -14,7 +14,11 @@ from hypha_celery.runtime import canvas
 from hypha_celery.runtime.config import COORDINATOR_TASK
 from hypha_celery.runtime.coordinator import coordinate
 from hypha_celery.runtime.core import Runtime
-from hypha_celery.runtime.nodes import Envelope, run_node, run_reducer
+from hypha_celery.runtime.nodes import Envelope, edge_ref, run_node, run_reducer
+
+#: Worker logs and task events show results cut to this many characters: a node's
+#: output (possibly prompt text) never reaches logs or Flower.
+RESULT_REPR = 8
 
 
 @celeryd_after_setup.connect
@@ -48,11 +52,12 @@ def _continue(
 
 
 def _register_node(rt: Runtime, graph: Graph, node_id: str) -> None:
-    @rt.app.task(name=f"{graph.id}.{node_id}", bind=True, ignore_result=False, shared=False)
+    @rt.app.task(name=f"{graph.id}.{node_id}", bind=True, ignore_result=False, shared=False,
+                 resultrepr_maxsize=RESULT_REPR)
     def node(self: Task, env: Envelope) -> Envelope | None:
         outcome, seen = run_node(rt, graph, env, attempt=self.request.retries + 1)
         if env.get("edge_of"):
-            return outcome or {"execution_id": env["execution_id"], "stale": True}
+            return edge_ref(env, outcome)
         if outcome is None:
             canvas.drop_continuation(self.request)
             return None
@@ -60,6 +65,7 @@ def _register_node(rt: Runtime, graph: Graph, node_id: str) -> None:
 
 
 def _register_reducer(rt: Runtime, graph: Graph, name: str) -> None:
-    @rt.app.task(name=f"{graph.id}.{name}", bind=True, ignore_result=True, shared=False)
+    @rt.app.task(name=f"{graph.id}.{name}", bind=True, ignore_result=True, shared=False,
+                 resultrepr_maxsize=RESULT_REPR)
     def reducer(self: Task, results: list[Any], meta: Envelope) -> Envelope | None:
         return _continue(rt, self, run_reducer(rt, graph, meta, results))

@@ -147,6 +147,18 @@ class Tx:
         return bool(self._rows)
 
 
+def _run_all(actions: list[Callable[[], None]]) -> None:
+    """Run every after-commit action even if one fails; re-raise the first error."""
+    first: BaseException | None = None
+    for fn in actions:
+        try:
+            fn()
+        except Exception as exc:
+            first = first or exc
+    if first is not None:
+        raise first
+
+
 def _doc(view: View) -> dict[str, Any]:
     return {k: v for k, v in view.items() if k not in ("seq", "updated_at")}
 
@@ -237,8 +249,7 @@ class EventStore:
                 tx._flush()
         except IntegrityError as exc:
             raise StoreConflict(f"concurrent append lost a race: {exc.orig}") from None
-        for fn in tx._after:
-            fn()
+        _run_all(tx._after)
 
     # -- reads -----------------------------------------------------------
     def load(self, run_id: str) -> View | None:
@@ -261,6 +272,14 @@ class EventStore:
         with self.reader.connect() as conn:
             row = conn.execute(sa.select(events.c.data).where(events.c.idem == idem)).first()
         return dict(row.data) if row else None
+
+    def recorded_many(self, idems: list[str]) -> dict[str, dict[str, Any]]:
+        """``idem -> data`` for the events recorded under these keys (one query)."""
+        if not idems:
+            return {}
+        q = sa.select(events.c.idem, events.c.data).where(events.c.idem.in_(idems))
+        with self.reader.connect() as conn:
+            return {row.idem: dict(row.data) for row in conn.execute(q)}
 
     def get(self, run_id: str) -> View:
         view = self.load(run_id)
@@ -331,10 +350,12 @@ class EventStore:
         view["seq"] = run_events[-1].seq
         rows = [{"run_id": run_id, "seq": e.seq, "kind": e.kind, "ts": e.ts, "data": e.data,
                  "idem": None} for e in run_events]
-        view["idempotency_key"] = None  # keys belong to the origin store
+        # the key stays in the events and the projection document, but is not claimed
+        # in this store's unique column: keys belong to the store that issued them
+        cols = {**_cols(view), "idempotency_key": None}
         with self.engine.begin() as conn:
             conn.execute(runs.insert().values(run_id=run_id, seq=view["seq"], doc=_doc(view),
-                                              **_cols(view)))
+                                              **cols))
             conn.execute(events.insert(), rows)
 
     def dispose(self) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -148,6 +149,9 @@ def inc(state: dict[str, Any], inp: Any) -> dict[str, Any]:
 
 
 def edge(state: dict[str, Any], inp: dict[str, Any]) -> dict[str, Any]:
+    """Takes a random while (up to ``jitter`` s): the two copies of a duplicated
+    edge finish at different times, like real model calls."""
+    time.sleep(random.random() * inp.get("jitter", 0.0))
     return {"v": inp["k"] * 10}
 
 
@@ -160,7 +164,9 @@ def dup_policy(ctx: Context) -> Next | FanOut | Finish:
     if ctx.step in (0, 1, 3):
         return Next("inc")
     if ctx.step == 2:
-        return FanOut([Next("edge", {"k": k}) for k in (1, 2, 3)], reducer="total")
+        jitter = (ctx.input or {}).get("jitter", 0.0)
+        return FanOut([Next("edge", {"k": k, "jitter": jitter}) for k in (1, 2, 3)],
+                      reducer="total")
     return Finish({"n": ctx.state["n"], "sum": ctx.state["sum"],
                    "failed_edges": ctx.state["failed_edges"]})
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from celery import Celery
@@ -53,14 +55,76 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def flushed_db(redis_base: str, db: int) -> str:
-    url = f"{redis_base}/{db}"
+# -- isolation: a Redis database and a RabbitMQ vhost of this session's own ----------
+#: Redis databases the integration tests may claim (db 0: README examples, db 9: the
+#: rest of the suite, db 11: bench/). A claim is a key in the database itself.
+CANDIDATE_DBS = (13, 14, 15, 12, 10, 8, 7, 6)
+CLAIM_KEY = "hypha-itest:claim"
+CLAIM_TTL = 1800
+
+
+def claim_db(redis_base: str, token: str, skip: Sequence[str] = ()) -> str:
+    """A Redis URL on a database no concurrent test session uses, emptied."""
+    for db in CANDIDATE_DBS:
+        url = f"{redis_base}/{db}"
+        if url in skip:
+            continue
+        client = redis.Redis.from_url(url)
+        try:
+            if client.set(CLAIM_KEY, token, nx=True, ex=CLAIM_TTL):
+                clear_db(url)
+                return url
+        finally:
+            client.close()
+    raise RuntimeError(f"no free Redis database among {CANDIDATE_DBS} (claimed by other "
+                       f"test sessions; a claim expires after {CLAIM_TTL}s)")
+
+
+def clear_db(url: str) -> None:
+    """Delete every key but the claim (a worker may have left messages behind)."""
     client = redis.Redis.from_url(url)
     try:
-        client.flushdb()
+        for key in client.scan_iter(count=1000):
+            if key != CLAIM_KEY.encode():
+                client.delete(key)
     finally:
         client.close()
-    return url
+
+
+def release_db(url: str, token: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        if client.get(CLAIM_KEY) == token.encode():
+            client.delete(CLAIM_KEY)
+    finally:
+        client.close()
+
+
+@contextmanager
+def rabbit_vhost(amqp_url: str) -> Iterator[str]:
+    """``amqp_url`` on a private vhost (made with ``rabbitmqctl`` when this machine
+    runs the broker), so that no other session's worker shares its queues; else
+    ``amqp_url`` itself."""
+    ctl = shutil.which("rabbitmqctl")
+    parts = urlsplit(amqp_url)
+    name = f"hypha_itest_{uuid.uuid4().hex[:10]}"
+    if ctl is None or not _rabbitmqctl(ctl, "add_vhost", name):
+        yield amqp_url
+        return
+    try:
+        _rabbitmqctl(ctl, "set_permissions", "-p", name, parts.username or "guest",
+                     ".*", ".*", ".*")
+        yield urlunsplit((parts.scheme, parts.netloc, f"/{name}", "", ""))
+    finally:
+        _rabbitmqctl(ctl, "delete_vhost", name)
+
+
+def _rabbitmqctl(ctl: str, *args: str) -> bool:
+    try:
+        done = subprocess.run([ctl, *args], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def purge(broker_url: str, queues: Sequence[str]) -> None:
@@ -106,7 +170,7 @@ class Worker:
         self.log_path = log
         self.argv = [sys.executable, "-m", "celery", "-A", app, "worker", "-P", pool,
                      "-c", str(concurrency), "-Q", ",".join(queues), "-E",
-                     "--without-mingle", "--without-gossip", "-l", os.environ.get("HYPHA_ITEST_LOGLEVEL", "WARNING"),
+                     "--without-mingle", "--without-gossip", "-l", (env or {}).get("HYPHA_ITEST_LOGLEVEL", os.environ.get("HYPHA_ITEST_LOGLEVEL", "WARNING")),
                      "-n", self.name.split("@")[0] + "@%h"]
         self.env = backends.env(**(env or {}))
         self.proc: subprocess.Popen[bytes] | None = None
