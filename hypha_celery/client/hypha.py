@@ -61,7 +61,8 @@ class Hypha:
         self.celery.config_from_object(celery_config(settings))
         self.store = EventStore(settings.store_url)
         self.notifier: Notifier = _notifier(settings)
-        self._rt = Runtime(self.celery, self.store, self.notifier, settings.inline_coordinator)
+        self._rt = Runtime(self.celery, self.store, self.notifier, settings.inline_coordinator,
+                           settings.local_budget if settings.inline_coordinator else 0.0)
         tasks.register_coordinator(self._rt)
         self._embedded: EmbeddedWorker | None = None
 

@@ -76,7 +76,7 @@ class RedisNotifier:
             self.client.publish(CHANNEL_PREFIX + run_id, b"1")
 
     @contextmanager
-    def listen(self, run_id: str) -> Iterator[_RedisListener]:
+    def listen(self, run_id: str) -> Iterator[Listener]:
         pubsub = self.client.pubsub(ignore_subscribe_messages=True)
         try:
             pubsub.subscribe(CHANNEL_PREFIX + run_id)

@@ -13,6 +13,7 @@ Flower shows ``graph.node`` names with the run's execution ids.
 
 from __future__ import annotations
 
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,10 @@ from hypha_celery.runtime.config import COORDINATOR_QUEUE, COORDINATOR_TASK
 _consumes: weakref.WeakKeyDictionary[Celery, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
+#: Seconds a task may keep running the next steps of its run itself (see LocalSteps).
+DEFAULT_LOCAL_BUDGET = 0.05
+
+
 @dataclass(frozen=True, slots=True)
 class NodeCall:
     """One node (or edge) task to publish."""
@@ -33,6 +38,7 @@ class NodeCall:
     env: dict[str, Any]
     queue: str
     timeout: float
+    local_budget: float = 0.0
 
     def signature(self, app: Celery, *, keep_result: bool) -> Signature:
         return app.signature(
@@ -41,8 +47,8 @@ class NodeCall:
             queue=self.queue,
             task_id=self.env["execution_id"],
             argsrepr=f"(<{self.env['execution_id']}>,)",  # never node input in logs/Flower
-            soft_time_limit=self.timeout,
-            time_limit=hard_limit(self.timeout),
+            soft_time_limit=self.timeout + self.local_budget,
+            time_limit=hard_limit(self.timeout + self.local_budget),
             ignore_result=not keep_result,
         )
 
@@ -102,6 +108,37 @@ def take_coordinator(app: Celery, request: Any, enabled: bool) -> bool:
         return False
     pending.pop()
     return True
+
+
+class LocalSteps:
+    """Zero-hop steps: the task that just ran a step may run the *next* node itself
+    instead of publishing it — only while it has spent less than ``budget`` seconds,
+    the next node's timeout still fits the task's soft time limit, and this worker
+    consumes the next node's queue. Slow nodes (an LLM call) therefore always hop and
+    spread over workers; fast nodes (tools, transforms) don't pay a broker hop each.
+    """
+
+    def __init__(self, app: Celery, request: Any, budget: float) -> None:
+        self._queues = _consumes.get(app, frozenset())
+        self._budget = budget
+        self._started = time.monotonic()
+        limits = request.timelimit or (None, None)
+        self._soft = limits[1]
+        self.next: NodeCall | None = None
+
+    def offer(self, call: NodeCall) -> bool:
+        """Take ``call`` to run locally after the commit (True) or let it be published."""
+        elapsed = time.monotonic() - self._started
+        if elapsed > self._budget or call.queue not in self._queues:
+            return False
+        if self._soft is not None and elapsed + call.timeout > float(self._soft):
+            return False
+        self.next = call
+        return True
+
+    def take(self) -> NodeCall | None:
+        call, self.next = self.next, None
+        return call
 
 
 def drop_continuation(request: Any) -> None:

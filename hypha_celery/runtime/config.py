@@ -26,6 +26,7 @@ class Settings:
     store_url: str
     embedded: bool
     inline_coordinator: bool = True
+    local_budget: float = 0.05
     embedded_concurrency: int = 4
     celery_overrides: dict[str, Any] = field(default_factory=dict)
 
@@ -35,10 +36,24 @@ class Settings:
         broker = env.get("HYPHA_BROKER_URL", "").strip()
         store = env.get("HYPHA_STORE_URL", "").strip() or EMBEDDED_STORE_URL
         inline = env.get("HYPHA_INLINE_COORDINATOR", "1").strip().lower() not in ("0", "false")
+        budget = _seconds(env, "HYPHA_LOCAL_STEPS_BUDGET", 0.05) if inline else 0.0
         if not broker:
-            return cls("memory://", "cache+memory://", store, True, inline)
+            return cls("memory://", "cache+memory://", store, True, inline, budget)
         backend = env.get("HYPHA_RESULT_BACKEND", "").strip() or _default_backend(broker)
-        return cls(broker, backend, store, False, inline)
+        return cls(broker, backend, store, False, inline, budget)
+
+
+def _seconds(env: dict[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SetupError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if value < 0:
+        raise SetupError(f"{name} must be >= 0, got {raw!r}")
+    return value
 
 
 def _default_backend(broker: str) -> str:

@@ -31,35 +31,45 @@ class _Fail(Exception):
         self.message = message
 
 
-def coordinate(rt: Runtime, payload: Envelope, seen: View | None = None) -> None:
+def coordinate(
+    rt: Runtime, payload: Envelope, seen: View | None = None,
+    local: canvas.LocalSteps | None = None,
+) -> canvas.NodeCall | None:
     """One coordinator step for ``payload`` (a kickoff or an outcome envelope).
 
     ``seen`` is the run view the node task read before running: if the run has not
     moved since (the common case), the step is written optimistically without a
     row lock; on conflict it is redone on the locked row (the policy is
     deterministic, so deciding twice is harmless).
+
+    With ``local``, the next node may be handed back to the calling task to run
+    itself (returned) instead of being published.
     """
     if seen is not None and awaits(seen, payload["execution_id"]):
         try:
             with rt.store.transaction() as tx:
-                _step(tx, rt, tx.expect(seen), payload)
-            return
+                _step(tx, rt, tx.expect(seen), payload, local)
+            return local.take() if local else None
         except StoreConflict:
-            pass
+            if local:
+                local.take()
     with rt.store.transaction() as tx:
         view = tx.lock(payload["run_id"])
         if view is None:
-            return
+            return None
         if not awaits(view, payload["execution_id"]):
             _not_awaited(tx, view, payload)
-            return
-        _step(tx, rt, view, payload)
+            return None
+        _step(tx, rt, view, payload, local)
+    return local.take() if local else None
 
 
-def _step(tx: Tx, rt: Runtime, view: View, payload: Envelope) -> None:
+def _step(
+    tx: Tx, rt: Runtime, view: View, payload: Envelope, local: canvas.LocalSteps | None
+) -> None:
     if payload["execution_id"] != kickoff_id(view["run_id"]):
         _record_outcome(tx, rt, view, payload)
-    _decide_and_record(tx, rt, view)
+    _decide_and_record(tx, rt, view, local)
 
 
 def _not_awaited(tx: Tx, view: View, payload: Envelope) -> None:
@@ -98,7 +108,9 @@ def _record_outcome(tx: Tx, rt: Runtime, view: View, env: Envelope) -> None:
     tx.append(run_id, kind, data, idem=f"{execution_id}:done")
 
 
-def _decide_and_record(tx: Tx, rt: Runtime, view: View) -> None:
+def _decide_and_record(
+    tx: Tx, rt: Runtime, view: View, local: canvas.LocalSteps | None = None
+) -> None:
     run_id = view["run_id"]
     graph = rt.graphs.get(view["graph_id"])
     try:
@@ -115,7 +127,7 @@ def _decide_and_record(tx: Tx, rt: Runtime, view: View) -> None:
     if isinstance(decision, Finish):
         terminal(tx, rt, view, "run.completed", {"result": decision.result})
     elif isinstance(decision, Next):
-        _schedule_next(tx, rt, graph, view, decision)
+        _schedule_next(tx, rt, graph, view, decision, local)
     else:
         _schedule_fanout(tx, rt, graph, view, decision)
 
@@ -188,20 +200,23 @@ def _summary(decision: Next | FanOut | Finish) -> dict[str, Any]:
     return {"type": "finish"}
 
 
-def _call(graph: Graph, node_id: str, env: Envelope) -> canvas.NodeCall:
+def _call(rt: Runtime, graph: Graph, node_id: str, env: Envelope) -> canvas.NodeCall:
     node = graph.nodes[node_id]
     return canvas.NodeCall(task=f"{graph.id}.{node_id}", env=env,
-                           queue=node.queue or NODES_QUEUE, timeout=graph.timeout_for(node_id))
+                           queue=node.queue or NODES_QUEUE, timeout=graph.timeout_for(node_id),
+                           local_budget=rt.local_budget)
 
 
-def _schedule_next(tx: Tx, rt: Runtime, graph: Graph, view: View, d: Next) -> None:
+def _schedule_next(tx: Tx, rt: Runtime, graph: Graph, view: View, d: Next,
+                   local: canvas.LocalSteps | None) -> None:
     run_id, step = view["run_id"], int(view["step"]) + 1
     execution_id = f"{run_id}.{step}"
     tx.append(run_id, "node.scheduled", {"execution_id": execution_id, "node_id": d.node_id,
                                          "input": d.input, "step": step})
-    call = _call(graph, d.node_id, {"run_id": run_id, "execution_id": execution_id,
-                                     "node_id": d.node_id, "input": d.input})
-    tx.after_commit(lambda: canvas.step(rt.app, call))
+    call = _call(rt, graph, d.node_id, {"run_id": run_id, "execution_id": execution_id,
+                                         "node_id": d.node_id, "input": d.input})
+    if local is None or not local.offer(call):
+        tx.after_commit(lambda: canvas.step(rt.app, call))
 
 
 def _schedule_fanout(tx: Tx, rt: Runtime, graph: Graph, view: View, d: FanOut) -> None:
@@ -211,7 +226,7 @@ def _schedule_fanout(tx: Tx, rt: Runtime, graph: Graph, view: View, d: FanOut) -
              for i, e in enumerate(d.edges)]
     tx.append(run_id, "fanout.scheduled",
               {"execution_id": fid, "step": step, "reducer": d.reducer, "edges": edges})
-    calls = [_call(graph, e["node_id"], {"run_id": run_id, "edge_of": fid, "index": i, **e})
+    calls = [_call(rt, graph, e["node_id"], {"run_id": run_id, "edge_of": fid, "index": i, **e})
              for i, e in enumerate(edges)]
     meta = {"run_id": run_id, "execution_id": fid, "reducer": d.reducer, "width": len(edges)}
     tx.after_commit(lambda: canvas.fanout(rt.app, calls, f"{graph.id}.{d.reducer}", meta,

@@ -20,4 +20,5 @@ class Runtime:
     store: EventStore
     notifier: Notifier
     inline_coordinator: bool = True
+    local_budget: float = 0.0
     graphs: dict[str, Graph] = field(default_factory=dict)

@@ -25,7 +25,14 @@ from hypha_celery.runtime.core import Runtime
 from hypha_celery.runtime.jsonsafe import error_json, is_json
 
 Envelope = dict[str, Any]
-_WORKER = f"{socket.gethostname()}:{os.getpid()}"
+_HOST = socket.gethostname()
+
+
+def _worker() -> str:
+    """``host:pid`` of the process running the node: read per call, because a
+    prefork child imports this module in its parent, before the fork."""
+    return f"{_HOST}:{os.getpid()}"
+
 
 #: Error types that end the run whatever ``on_node_error`` says.
 FATAL_ERRORS = frozenset({"InvalidState", "InvalidNodeOutput"})
@@ -55,7 +62,7 @@ def run_node(
         if recorded is not None:
             return {"run_id": run_id, **recorded}, None  # duplicate delivery: same outcome
     started = {"execution_id": execution_id, "node_id": env["node_id"], "attempt": attempt,
-               "worker": _WORKER, "at": time.time()}
+               "worker": _worker(), "at": time.time()}
     envelope = _execute(graph, env["node_id"], copy.deepcopy(view["state"]), env)
     envelope["started"] = started
     if env.get("edge_of"):
@@ -109,7 +116,9 @@ def _record_edge(rt: Runtime, envelope: Envelope) -> Envelope:
     data = {k: v for k, v in envelope.items() if k != "run_id"}
     kind = "node.failed" if "error" in data else "node.completed"
     try:
-        with rt.store.transaction() as tx:
+        # not fsynced on its own: the reducer's durable commit flushes it (PostgreSQL
+        # flushes the WAL in order); a crash in between loses an edge, never a decision
+        with rt.store.transaction(durable=False) as tx:
             view = tx.lock(run_id)
             if not awaits(view, data["edge_of"]):
                 tx.append(run_id, "node.late_result",

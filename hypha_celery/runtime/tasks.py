@@ -61,7 +61,15 @@ def _register_node(rt: Runtime, graph: Graph, node_id: str) -> None:
         if outcome is None:
             canvas.drop_continuation(self.request)
             return None
-        return _continue(rt, self, outcome, seen)
+        if not canvas.take_coordinator(rt.app, self.request, rt.inline_coordinator):
+            return outcome
+        local = canvas.LocalSteps(rt.app, self.request, rt.local_budget) \
+            if rt.local_budget > 0 else None
+        while (call := coordinate(rt, outcome, seen, local)) is not None:
+            outcome, seen = run_node(rt, graph, call.env)
+            if outcome is None:
+                return None
+        return None
 
 
 def _register_reducer(rt: Runtime, graph: Graph, name: str) -> None:

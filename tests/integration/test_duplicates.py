@@ -21,7 +21,6 @@ from tests.integration.helpers import Stack, assert_exactly_once, assert_well_fo
 pytestmark = pytest.mark.services
 
 RUNS = 20
-WAVE = 4
 EXPECTED = {"n": 3, "sum": 60, "failed_edges": 0}
 
 
@@ -47,11 +46,13 @@ def test_every_message_delivered_twice_still_records_everything_once(
     """``inline=0``: every coordinator step is its own broker message, so the
     coordinator itself is delivered twice as well."""
     with dedicated(duplicate=True, env={"HYPHA_INLINE_COORDINATOR": inline}) as s:
-        runs, results = [], []
-        for _ in range(RUNS // WAVE):  # waves: the two copies of a message run side by side
-            wave = [s.client.start("itest_dup", {"jitter": 0.1}) for _ in range(WAVE)]
-            results.extend(s.wait(run, timeout=60) for run in wave)
-            runs.extend(wave)
+        # half at once (contention), half one at a time (the two copies of each
+        # message run side by side, and a slower copy finishes after the run)
+        runs = [s.client.start("itest_dup", {"jitter": 0.1}) for _ in range(RUNS // 2)]
+        results = [s.wait(run, timeout=60) for run in runs]
+        for _ in range(RUNS - len(runs)):
+            runs.append(s.client.start("itest_dup", {"jitter": 0.1}))
+            results.append(s.wait(runs[-1], timeout=60))
         assert results == [EXPECTED] * RUNS
         deliveries = settled_deliveries(s)  # the second copies have run too
         for run in runs:
