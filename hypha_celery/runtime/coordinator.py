@@ -80,9 +80,29 @@ def _not_awaited(tx: Tx, view: View, payload: Envelope) -> None:
         return
     reason = "cancelled" if view["status"] == "cancelled" else (
         "run_ended" if view["status"] != "running" else "superseded")
-    tx.append(view["run_id"], "node.late_result",
-              {"execution_id": payload["execution_id"],
-               "node_id": payload.get("node_id") or payload.get("reducer"), "reason": reason})
+    for late in payload.get("edges") or [payload]:  # a fan-out: its edges were late
+        tx.append(view["run_id"], "node.late_result",
+                  {"execution_id": late["execution_id"],
+                   "node_id": late.get("node_id") or late.get("reducer"), "reason": reason})
+
+
+def _record_node(tx: Tx, run_id: str, env: Envelope, data: dict[str, Any]) -> None:
+    """``node.started`` (at its real time), a ``node.late_result`` if it ran past its
+    timeout, then the outcome — once per execution (idempotency key)."""
+    started = env.get("started")
+    if started:
+        tx.append(run_id, "node.started", {k: v for k, v in started.items() if k != "at"},
+                  ts=started["at"])
+    if env.get("late"):
+        tx.append(run_id, "node.late_result",
+                  {"execution_id": env["execution_id"], "node_id": env["node_id"],
+                   "reason": "timeout"})
+    kind = "node.completed" if "update" in data else "node.failed"
+    tx.append(run_id, kind, data, idem=f"{env['execution_id']}:done")
+
+
+def _edge_data(edge: Envelope) -> dict[str, Any]:
+    return {k: v for k, v in edge.items() if k not in ("started", "late", "run_id")}
 
 
 def _record_outcome(tx: Tx, rt: Runtime, view: View, env: Envelope) -> None:
@@ -96,15 +116,12 @@ def _record_outcome(tx: Tx, rt: Runtime, view: View, env: Envelope) -> None:
         data["error"] = env["error"]
     else:
         data["update"] = env["update"]
-    started = env.get("started")
-    if started:
-        tx.append(run_id, "node.started", {k: v for k, v in started.items() if k != "at"},
-                  ts=started["at"])
-    if env.get("late"):
-        tx.append(run_id, "node.late_result",
-                  {"execution_id": execution_id, "node_id": env[name_key], "reason": "timeout"})
-    ok = "update" in data
-    kind = ("reducer." if name_key == "reducer" else "node.") + ("completed" if ok else "failed")
+    if name_key == "node_id":
+        _record_node(tx, run_id, env, data)
+        return
+    for edge in env.get("edges", []):
+        _record_node(tx, run_id, edge, _edge_data(edge))
+    kind = "reducer.completed" if "update" in data else "reducer.failed"
     tx.append(run_id, kind, data, idem=f"{execution_id}:done")
 
 

@@ -18,7 +18,6 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from hypha_celery.errors import StoreConflict
 from hypha_celery.events.fold import View
 from hypha_celery.graph import ErrorInfo, Graph, Outcome
 from hypha_celery.runtime.core import Runtime
@@ -53,14 +52,15 @@ def run_node(
     time) is appended in the same transaction as the outcome — one commit per step.
     """
     run_id, execution_id = env["run_id"], env["execution_id"]
-    view = rt.store.read(run_id)
+    if env.get("edge_of"):
+        view, stored = rt.store.read_edge(run_id, f"{execution_id}:done")
+        if stored is not None:
+            return {"run_id": run_id, **stored}, None  # redelivered: not run again
+    else:
+        view = rt.store.read(run_id)
     if not awaits(view, env.get("edge_of") or execution_id):
         return None, None
     assert view is not None
-    if env.get("edge_of"):
-        recorded = rt.store.recorded(f"{execution_id}:done")
-        if recorded is not None:
-            return {"run_id": run_id, **recorded}, None  # duplicate delivery: same outcome
     started = {"execution_id": execution_id, "node_id": env["node_id"], "attempt": attempt,
                "worker": _worker(), "at": time.time()}
     envelope = _execute(graph, env["node_id"], copy.deepcopy(view["state"]), env)
@@ -109,47 +109,11 @@ def _checked_update(value: Any) -> Envelope:
 
 
 def _record_edge(rt: Runtime, envelope: Envelope) -> Envelope:
-    """Edges record their own outcome (idempotently) so that a redelivered edge
-    returns byte-identical data and the chord join counts it once."""
-    run_id, execution_id = envelope["run_id"], envelope["execution_id"]
-    started = envelope.pop("started")
+    """Store the edge outcome once (first writer wins); the reducer's coordinator
+    step writes it to the event log together with the reducer's outcome."""
     data = {k: v for k, v in envelope.items() if k != "run_id"}
-    kind = "node.failed" if "error" in data else "node.completed"
-    try:
-        # not fsynced on its own: the reducer's durable commit flushes it (PostgreSQL
-        # flushes the WAL in order); a crash in between loses an edge, never a decision
-        with rt.store.transaction(durable=False) as tx:
-            view = tx.lock(run_id)
-            if not awaits(view, data["edge_of"]):
-                tx.append(run_id, "node.late_result",
-                          {"execution_id": execution_id, "node_id": data["node_id"],
-                           "reason": _stale_reason(view)})
-                return {**envelope, "stale": True}
-            tx.append(run_id, "node.started", _started_data(started), ts=started["at"])
-            if data.get("late"):
-                tx.append(run_id, "node.late_result",
-                          {"execution_id": execution_id, "node_id": data["node_id"],
-                           "reason": "timeout"})
-            tx.append(run_id, kind, data, idem=f"{execution_id}:done")
-    except StoreConflict:
-        with rt.store.transaction() as tx:
-            recorded = tx.recorded(f"{execution_id}:done")
-        if recorded is None:
-            raise
-        return {"run_id": run_id, **recorded}
-    return envelope
-
-
-def _started_data(started: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in started.items() if k != "at"}
-
-
-def _stale_reason(view: Mapping[str, Any] | None) -> str:
-    if view is None:
-        return "unknown_run"
-    if view["status"] == "cancelled":
-        return "cancelled"
-    return "superseded" if view["status"] == "running" else "run_ended"
+    stored = rt.store.put_outcome(envelope["run_id"], f"{envelope['execution_id']}:done", data)
+    return {"run_id": envelope["run_id"], **stored}
 
 
 def edge_ref(env: Envelope, outcome: Envelope | None) -> Envelope:
@@ -167,10 +131,11 @@ def run_reducer(rt: Runtime, graph: Graph, meta: Envelope, results: list[Any]) -
     out: Envelope = {"run_id": meta["run_id"], "execution_id": meta["execution_id"],
                      "reducer": meta["reducer"]}
     refs = _declaration_order(results, meta["width"])
-    recorded = rt.store.recorded_many([f"{r['execution_id']}:done" for r in refs or []])
-    if refs is None or len(recorded) != len(refs):
+    stored = rt.store.outcomes([f"{r['execution_id']}:done" for r in refs or []])
+    if refs is None or len(stored) != len(refs):
         return {**out, "stale": True}
-    edges = [recorded[f"{r['execution_id']}:done"] for r in refs]
+    edges = [stored[f"{r['execution_id']}:done"] for r in refs]
+    out["edges"] = edges
     started = time.monotonic()
     view = rt.store.load(meta["run_id"])
     try:

@@ -61,3 +61,15 @@ lanes = Table(
     Column("lane", String(420), primary_key=True),
     Column("active_run_id", String(64)),
 )
+
+# Edge outcomes as they arrive, before the reducer's step writes them to the log as
+# node.started / node.completed events. Keyed "<execution>:done": a redelivered edge
+# finds its outcome here and is not run again; no run-row lock is taken per edge.
+outcomes = Table(
+    "hypha_outcomes",
+    metadata,
+    Column("idem", String(200), primary_key=True),
+    Column("run_id", String(64), nullable=False),
+    Column("data", JSON, nullable=False),
+    Index("ix_hypha_outcomes_run", "run_id"),
+)

@@ -26,7 +26,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from hypha_celery.errors import ExtraNotInstalled, RunNotFound, SetupError, StoreConflict
 from hypha_celery.events.envelope import Event
 from hypha_celery.events.fold import PASSIVE_KINDS, View, apply_event, fold
-from hypha_celery.store.schema import events, lanes, runs
+from hypha_celery.store.schema import events, lanes, outcomes, runs
 
 _dumps = partial(json.dumps, allow_nan=False, separators=(",", ":"))
 _VIEW_COLUMNS = ("graph_id", "status", "user_id", "session_id", "lane", "waiting", "deadline",
@@ -273,11 +273,38 @@ class EventStore:
             row = conn.execute(sa.select(events.c.data).where(events.c.idem == idem)).first()
         return dict(row.data) if row else None
 
-    def recorded_many(self, idems: list[str]) -> dict[str, dict[str, Any]]:
-        """``idem -> data`` for the events recorded under these keys (one query)."""
+    def read_edge(self, run_id: str, idem: str) -> tuple[View | None, dict[str, Any] | None]:
+        """The run view and the edge outcome already stored under ``idem`` (one query)."""
+        self.ensure_schema()
+        found = sa.select(outcomes.c.data).where(outcomes.c.idem == idem).scalar_subquery()
+        q = sa.select(runs.c.doc, runs.c.seq, runs.c.updated_at, found.label("found")).where(
+            runs.c.run_id == run_id)
+        with self.reader.connect() as conn:
+            row = conn.execute(q).first()
+        if row is None:
+            return None, None
+        view = {**row.doc, "seq": row.seq, "updated_at": row.updated_at}
+        return view, (dict(row.found) if row.found is not None else None)
+
+    def put_outcome(self, run_id: str, idem: str, data: dict[str, Any]) -> dict[str, Any]:
+        """Store an edge outcome once; returns the stored one (the first writer wins).
+        Not fsynced on its own: the reducer's durable commit flushes it."""
+        self.ensure_schema()
+        ins = _insert(self.dialect)(outcomes).values(idem=idem, run_id=run_id, data=data)
+        with self.engine.begin() as conn:
+            if self.dialect == "postgresql":
+                conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+            done = conn.execute(ins.on_conflict_do_nothing(index_elements=["idem"]))
+            if done.rowcount == 1:
+                return data
+            stored = conn.execute(sa.select(outcomes.c.data).where(outcomes.c.idem == idem))
+            return dict(stored.scalar_one())
+
+    def outcomes(self, idems: list[str]) -> dict[str, dict[str, Any]]:
+        """``idem -> data`` of stored edge outcomes (one query)."""
         if not idems:
             return {}
-        q = sa.select(events.c.idem, events.c.data).where(events.c.idem.in_(idems))
+        q = sa.select(outcomes.c.idem, outcomes.c.data).where(outcomes.c.idem.in_(idems))
         with self.reader.connect() as conn:
             return {row.idem: dict(row.data) for row in conn.execute(q)}
 

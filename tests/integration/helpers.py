@@ -230,7 +230,7 @@ def queues_of(client: Hypha) -> list[str]:
 
 @contextmanager
 def stack(backends: Backends, log: Path, *, duplicate: bool = False, pool: str = "prefork",
-          env: dict[str, str] | None = None) -> Iterator[Stack]:
+          env: dict[str, str] | None = None, app: str = APP) -> Iterator[Stack]:
     """Start a client and a worker on ``backends``; stop both at the end."""
     client = itest.build(backends.settings(), duplicate=duplicate)
     client.store.migrate()
@@ -239,7 +239,7 @@ def stack(backends: Backends, log: Path, *, duplicate: bool = False, pool: str =
     extra = dict(env or {})
     if duplicate:
         extra[itest.DUPLICATE_ENV] = "1"
-    worker = Worker(backends, log, queues=names, pool=pool, env=extra)
+    worker = Worker(backends, log, queues=names, pool=pool, env=extra, app=app)
     side = redis.Redis.from_url(backends.result_backend)
     try:
         worker.start(client.celery)

@@ -11,7 +11,7 @@ from alembic.migration import MigrationContext
 from hypha_celery.store import EventStore
 from hypha_celery.store.schema import metadata
 
-TABLES = {"hypha_runs", "hypha_events", "hypha_lanes", "alembic_version"}
+TABLES = {"hypha_runs", "hypha_events", "hypha_lanes", "hypha_outcomes", "alembic_version"}
 
 
 def diff(store: EventStore, target: sa.MetaData = metadata) -> list[object]:

@@ -1,4 +1,4 @@
-"""initial schema: runs, events, lanes
+"""initial schema: runs, events, lanes, outcomes
 
 Revision ID: 0001
 Revises:
@@ -53,7 +53,18 @@ def upgrade() -> None:
     )
 
 
+    op.create_table(
+        "hypha_outcomes",
+        sa.Column("idem", sa.String(200), primary_key=True),
+        sa.Column("run_id", sa.String(64), nullable=False),
+        sa.Column("data", sa.JSON, nullable=False),
+    )
+    op.create_index("ix_hypha_outcomes_run", "hypha_outcomes", ["run_id"])
+
+
 def downgrade() -> None:
+    op.drop_index("ix_hypha_outcomes_run", "hypha_outcomes")
+    op.drop_table("hypha_outcomes")
     op.drop_table("hypha_lanes")
     op.drop_table("hypha_events")
     op.drop_index("ix_hypha_runs_lane_status", "hypha_runs")
