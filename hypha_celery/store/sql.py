@@ -185,6 +185,8 @@ class EventStore:
         self.url = url
         self._engine: Engine | None = None
         self._reader: Engine | None = None
+        self._unflushed: Engine | None = None
+        self._unflushed_pid = 0
         self._pid = 0
         self._lock = threading.Lock()
         self._migrated = False
@@ -204,6 +206,18 @@ class EventStore:
                         else self._engine.execution_options(isolation_level="AUTOCOMMIT"))
                     self._pid = os.getpid()
         return self._engine
+
+    @property
+    def unflushed(self) -> Engine:
+        """Autocommit engine whose commits PostgreSQL acknowledges before the WAL
+        flush (``synchronous_commit=off``): for records a later durable commit
+        covers. On SQLite, the writer."""
+        if self.dialect == "sqlite":
+            return self.engine
+        if self._unflushed is None or self._unflushed_pid != os.getpid():
+            self._unflushed = _make_engine(self.url, unflushed=True)
+            self._unflushed_pid = os.getpid()
+        return self._unflushed
 
     @property
     def reader(self) -> Engine:
@@ -291,9 +305,7 @@ class EventStore:
         Not fsynced on its own: the reducer's durable commit flushes it."""
         self.ensure_schema()
         ins = _insert(self.dialect)(outcomes).values(idem=idem, run_id=run_id, data=data)
-        with self.engine.begin() as conn:
-            if self.dialect == "postgresql":
-                conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
+        with self.unflushed.begin() as conn:
             done = conn.execute(ins.on_conflict_do_nothing(index_elements=["idem"]))
             if done.rowcount == 1:
                 return data
@@ -386,12 +398,13 @@ class EventStore:
             conn.execute(events.insert(), rows)
 
     def dispose(self) -> None:
-        for engine in {id(e): e for e in (self._engine, self._reader) if e is not None}.values():
+        engines = (self._engine, self._reader, self._unflushed)
+        for engine in {id(e): e for e in engines if e is not None}.values():
             engine.dispose()
-        self._engine = self._reader = None
+        self._engine = self._reader = self._unflushed = None
 
 
-def _make_engine(url: str, *, writer: bool = True) -> Engine:
+def _make_engine(url: str, *, writer: bool = True, unflushed: bool = False) -> Engine:
     try:
         if url.startswith("sqlite"):
             return _sqlite_engine(url, writer=writer)
@@ -399,6 +412,10 @@ def _make_engine(url: str, *, writer: bool = True) -> Engine:
             url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
         # no pre-ping: it would add a round trip to every step; a dead connection
         # fails its transaction, which is retried by the caller or the supervisor
+        if unflushed:
+            return sa.create_engine(url, json_serializer=_dumps, pool_size=2, max_overflow=10,
+                                    pool_recycle=3600, isolation_level="AUTOCOMMIT",
+                                    connect_args={"options": "-c synchronous_commit=off"})
         return sa.create_engine(url, json_serializer=_dumps, pool_size=5, max_overflow=10,
                                 pool_recycle=3600)
     except ModuleNotFoundError as exc:

@@ -170,7 +170,7 @@ class Worker:
         self.log_path = log
         self.argv = [sys.executable, "-m", "celery", "-A", app, "worker", "-P", pool,
                      "-c", str(concurrency), "-Q", ",".join(queues), "-E",
-                     "--without-mingle", "--without-gossip", "-l", (env or {}).get("HYPHA_ITEST_LOGLEVEL", os.environ.get("HYPHA_ITEST_LOGLEVEL", "WARNING")),
+                     "--without-mingle", "--without-gossip", "-l", os.environ.get("HYPHA_ITEST_LOGLEVEL", "WARNING"),
                      "-n", self.name.split("@")[0] + "@%h"]
         self.env = backends.env(**(env or {}))
         self.proc: subprocess.Popen[bytes] | None = None
@@ -247,6 +247,7 @@ def stack(backends: Backends, log: Path, *, duplicate: bool = False, pool: str =
     finally:
         worker.stop()
         client.close()
+        client.celery.close()
         side.close()
 
 

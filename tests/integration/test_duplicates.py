@@ -27,7 +27,7 @@ EXPECTED = {"n": 3, "sum": 60, "failed_edges": 0}
 def settled_deliveries(s: Stack, quiet: float = 1.0, timeout: float = 30.0) -> dict[str, int]:
     """Per task id, how often a worker process started it (once nothing moves)."""
     end = time.monotonic() + timeout
-    last: dict[bytes, bytes] = {}
+    last: dict[Any, Any] = {}
     stable_since = time.monotonic()
     while time.monotonic() < end:
         now = s.redis.hgetall(itest.DELIVERIES)

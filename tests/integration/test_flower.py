@@ -90,6 +90,6 @@ def _poll(flower: Flower, run_id: str, until: float) -> dict[str, str] | None:
         tasks = flower.get("/api/tasks") or {}
         names = {tid: t.get("name") for tid, t in tasks.items() if tid in wanted}
         if len(names) == len(wanted) and all(names.values()):
-            return names  # type: ignore[return-value]
+            return {tid: str(name) for tid, name in names.items()}
         time.sleep(0.2)
     return None
