@@ -250,14 +250,11 @@ class EventStore:
 
     # -- transactions ----------------------------------------------------
     @contextmanager
-    def transaction(self, *, durable: bool = True) -> Iterator[Tx]:
-        """A write transaction. ``durable=False`` lets PostgreSQL acknowledge the
-        commit before it is flushed to disk (used for purely observational events)."""
+    def transaction(self) -> Iterator[Tx]:
+        """A durable write transaction; after-commit actions run once it committed."""
         self.ensure_schema()
         try:
             with self.engine.begin() as conn:
-                if not durable and self.dialect == "postgresql":
-                    conn.exec_driver_sql("SET LOCAL synchronous_commit TO OFF")
                 tx = Tx(conn, self.dialect)
                 yield tx
                 tx._flush()
