@@ -98,7 +98,8 @@ def _record_node(tx: Tx, run_id: str, env: Envelope, data: dict[str, Any]) -> No
                   {"execution_id": env["execution_id"], "node_id": env["node_id"],
                    "reason": "timeout"})
     kind = "node.completed" if "update" in data else "node.failed"
-    tx.append(run_id, kind, data, idem=f"{env['execution_id']}:done")
+    ended = started["at"] + (env.get("duration") or 0.0) if started else None
+    tx.append(run_id, kind, data, idem=f"{env['execution_id']}:done", ts=ended)
 
 
 def _edge_data(edge: Envelope) -> dict[str, Any]:
