@@ -129,6 +129,7 @@ class BenchEnv:
         if self.app is not None:
             self.app.hypha.close()
         _release_redis(self.redis_url, self.token)
+        self._drop_clean_log()
         import sqlalchemy as sa
 
         admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
@@ -168,6 +169,17 @@ class BenchEnv:
         except subprocess.TimeoutExpired:
             self.worker.kill()
             self.worker.wait(10)
+
+    def _drop_clean_log(self) -> None:
+        """Keep the worker log only when it has something to say."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return
+        if "ERROR" not in text and "Traceback" not in text and "CRITICAL" not in text:
+            self.log_path.unlink(missing_ok=True)
+        else:
+            print(f"[bench] worker log kept: {self.log_path}", file=sys.stderr)
 
     def foreign_messages(self) -> int:
         """Messages the worker received for tasks it does not know: someone else is
@@ -262,7 +274,11 @@ def _git(*args: str) -> str:
 
 
 def setup_info(env: BenchEnv) -> dict[str, Any]:
+    assert env.app is not None
+    settings = env.app.hypha.settings
     return {"hypha_commit": _git("rev-parse", "--short", "HEAD"),
+            "inline_coordinator": settings.inline_coordinator,
+            "local_steps_budget_s": getattr(settings, "local_budget", None),
             "hypha_uncommitted_changes": bool(_git("status", "--porcelain", "--",
                                                    "hypha_celery")),
             "broker": env.redis_url, "result_backend": env.redis_url,

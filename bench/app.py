@@ -17,6 +17,7 @@ Environment (the bench scripts set these before importing this module):
 from __future__ import annotations
 
 import cProfile
+import dataclasses
 import importlib
 import os
 from typing import Any
@@ -41,8 +42,24 @@ STORE_URL = os.environ.get("BENCH_STORE_URL", "sqlite:///.hypha/bench.db")
 RAW_QUEUE = "celery"
 COUNTER_KEY = "bench:noop:count"
 
-hypha = Hypha(Settings(broker_url=REDIS_URL, result_backend=REDIS_URL, store_url=STORE_URL,
-                       embedded=False))
+_KNOBS = ("HYPHA_INLINE_COORDINATOR", "HYPHA_LOCAL_STEPS_BUDGET")
+
+
+def _settings() -> Settings:
+    """The bench settings; ``HYPHA_INLINE_COORDINATOR`` / ``HYPHA_LOCAL_STEPS_BUDGET`` from
+    the environment still apply (e.g. ``HYPHA_LOCAL_STEPS_BUDGET=0``: one hop per step)."""
+    settings = Settings(broker_url=REDIS_URL, result_backend=REDIS_URL, store_url=STORE_URL,
+                        embedded=False)
+    knobs = {k: os.environ[k] for k in _KNOBS if k in os.environ}
+    if not knobs:
+        return settings
+    env = Settings.from_env({"HYPHA_BROKER_URL": REDIS_URL, "HYPHA_STORE_URL": STORE_URL,
+                             **knobs})
+    return dataclasses.replace(settings, inline_coordinator=env.inline_coordinator,
+                               local_budget=env.local_budget)
+
+
+hypha = Hypha(_settings())
 celery = hypha.celery
 
 # -- hypha graphs ------------------------------------------------------------

@@ -66,6 +66,7 @@ def classify(state: dict[str, Any], question: Any) -> dict[str, Any]:
 
 
 def lookup(state: dict[str, Any], inp: dict[str, Any]) -> dict[str, Any]:
+    _announce(inp)
     time.sleep(inp["sleep"])
     return {"name": inp["name"], "done_at": time.time()}
 
@@ -98,7 +99,8 @@ def itest_policy(ctx: Context) -> Next | FanOut | Finish:
     if ctx.last is None:
         return Next("classify", inp.get("question", ""))
     if ctx.last.node_id == "classify":
-        edges = [Next("boom" if fail else "lookup", {"name": name, "sleep": sleep})
+        edges = [Next("boom" if fail else "lookup",
+                      {"name": name, "sleep": sleep, "token": inp.get("token")})
                  for name, sleep, fail in inp.get("edges", DEFAULT_EDGES)]
         return FanOut(edges, reducer="merge")
     if ctx.last.node_id == "merge":

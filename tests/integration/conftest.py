@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,7 @@ from tests.integration.helpers import (
     clear_db,
     rabbit_vhost,
     release_db,
+    release_pools,
     stack,
 )
 
@@ -52,6 +54,7 @@ def itest_redis(redis_base: str) -> Iterator[RedisDbs]:
     finally:
         release_db(shared, token)
         release_db(dedicated, token)
+        release_pools()  # every worker and client of this package is gone by now
 
 
 @pytest.fixture(scope="package")
@@ -84,15 +87,22 @@ Dedicated = Callable[..., AbstractContextManager[Stack]]
 
 
 @pytest.fixture
-def dedicated(itest_redis: RedisDbs, pg_url: str, tmp_path_factory: pytest.TempPathFactory
-              ) -> Dedicated:
-    """``with dedicated(pool=..., duplicate=..., env=...) as s:`` a worker alone on its
-    Redis database (broker and result backend), emptied first."""
+def dedicated(itest_redis: RedisDbs, pg_url: str, tmp_path_factory: pytest.TempPathFactory,
+              request: pytest.FixtureRequest) -> Iterator[Dedicated]:
+    """``with dedicated(broker=..., pool=..., duplicate=..., env=...) as s:`` a worker
+    alone on its broker: the ``dedicated`` Redis database (also the result backend),
+    emptied first, or with ``broker="rabbitmq"`` a fresh RabbitMQ vhost."""
+    with ExitStack() as cleanup:
 
-    def start(**kwargs: object) -> AbstractContextManager[Stack]:
-        url = itest_redis.dedicated
-        clear_db(url)
-        log = tmp_path_factory.mktemp("dedicated-worker") / "worker.log"
-        return stack(Backends("redis", url, url, pg_url), log, **kwargs)  # type: ignore[arg-type]
+        def start(broker: str = "redis", **kwargs: Any) -> AbstractContextManager[Stack]:
+            url = itest_redis.dedicated
+            clear_db(url)
+            if broker == "rabbitmq":
+                amqp_url = str(request.getfixturevalue("amqp_url"))
+                broker_url = cleanup.enter_context(rabbit_vhost(amqp_url))
+            else:
+                broker_url = url
+            log = tmp_path_factory.mktemp("dedicated-worker") / "worker.log"
+            return stack(Backends(broker, broker_url, url, pg_url), log, **kwargs)
 
-    return start
+        yield start

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import kombu.pools
 import redis
 from celery import Celery
 from kombu import Connection
@@ -29,7 +30,8 @@ from tests.integration import app as itest
 
 REPO = Path(__file__).resolve().parents[2]
 APP = "tests.integration.app:celery"
-BASE_QUEUES = ("hypha.coordinator", "hypha.nodes", "hypha.dead_letter")
+#: Worker log level (``HYPHA_ITEST_LOGLEVEL=INFO`` to see every task in the logs).
+LOGLEVEL = os.environ.get("HYPHA_ITEST_LOGLEVEL", "WARNING")
 #: Upper bound for anything a test waits on (runs take well under a second).
 WAIT = 30.0
 
@@ -170,7 +172,7 @@ class Worker:
         self.log_path = log
         self.argv = [sys.executable, "-m", "celery", "-A", app, "worker", "-P", pool,
                      "-c", str(concurrency), "-Q", ",".join(queues), "-E",
-                     "--without-mingle", "--without-gossip", "-l", os.environ.get("HYPHA_ITEST_LOGLEVEL", "WARNING"),
+                     "--without-mingle", "--without-gossip", "-l", LOGLEVEL,
                      "-n", self.name.split("@")[0] + "@%h"]
         self.env = backends.env(**(env or {}))
         self.proc: subprocess.Popen[bytes] | None = None
@@ -224,6 +226,20 @@ class Stack:
             raise AssertionError(f"{exc}\n--- worker log ---\n{self.worker.tail()}") from None
 
 
+def close_client(client: Hypha) -> None:
+    """``Hypha.close()`` and the Celery app. Its broker connections stay in kombu's
+    process-wide pools (shared by apps on the same URL); the session closes those
+    at its very end (``release_pools``)."""
+    client.close()
+    client.celery.close()
+
+
+def release_pools() -> None:
+    """Close kombu's process-wide connection and producer pools (control commands
+    over AMQP leave connections in them: ResourceWarning at exit otherwise)."""
+    kombu.pools.reset()
+
+
 def queues_of(client: Hypha) -> list[str]:
     return sorted(client.queues())
 
@@ -246,8 +262,7 @@ def stack(backends: Backends, log: Path, *, duplicate: bool = False, pool: str =
         yield Stack(backends, client, worker, side)
     finally:
         worker.stop()
-        client.close()
-        client.celery.close()
+        close_client(client)
         side.close()
 
 

@@ -40,12 +40,14 @@ def settled_deliveries(s: Stack, quiet: float = 1.0, timeout: float = 30.0) -> d
 
 
 @pytest.mark.parametrize("inline", ["1", "0"], ids=["inline-coordinator", "coordinator-hop"])
+@pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
 def test_every_message_delivered_twice_still_records_everything_once(
-    dedicated: Dedicated, inline: str
+    dedicated: Dedicated, broker: str, inline: str
 ) -> None:
     """``inline=0``: every coordinator step is its own broker message, so the
     coordinator itself is delivered twice as well."""
-    with dedicated(duplicate=True, env={"HYPHA_INLINE_COORDINATOR": inline}) as s:
+    env = {"HYPHA_INLINE_COORDINATOR": inline}
+    with dedicated(broker=broker, duplicate=True, env=env) as s:
         # half at once (contention), half one at a time (the two copies of each
         # message run side by side, and a slower copy finishes after the run)
         runs = [s.client.start("itest_dup", {"jitter": 0.1}) for _ in range(RUNS // 2)]

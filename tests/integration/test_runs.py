@@ -167,15 +167,13 @@ def test_prefork_soft_time_limit_fails_the_node_with_node_timeout(any_stack: Sta
     interrupted, ``node.failed`` says NodeTimeout and nothing is merged."""
     s = any_stack
     run = start(s, "itest_slow", {"node": "slow", "sleep": 6.0})
-    t0 = time.monotonic()
     result = s.wait(run)
-    assert time.monotonic() - t0 < 6.0  # interrupted, not waited out
     assert result == {"state": {}, "last_ok": False, "last_error": "NodeTimeout"}
     events = run.events()
     assert assert_well_formed(events).kind == "run.completed"
     (failed,) = of_kind(events, "node.failed")
     assert failed.data["error"]["type"] == "NodeTimeout"
-    assert failed.data["duration"] < 6.0
+    assert failed.data["duration"] < 6.0  # interrupted, not waited out
     assert of_kind(events, "node.late_result") == []
 
 
@@ -201,3 +199,21 @@ def test_cancel_during_a_node_fences_its_late_result(any_stack: Stack) -> None:
     outcome = notified_once(s, key)
     assert outcome["status"] == "cancelled" and outcome["run_id"] == run.id
     assert run.cancel() is False
+
+
+def test_cancel_during_a_fan_out_fences_the_edges_that_finish_later(any_stack: Stack) -> None:
+    s = any_stack
+    token = uuid.uuid4().hex
+    run = start(s, "itest", {"question": "q", "token": token,
+                             "edges": [["a", 1.0, False], ["b", 1.0, False]]})
+    wait_until(lambda: s.redis.llen(itest.started_key(token)) == 2,
+               what="both edges to start (2 worker processes)", log=s.worker.tail)
+    assert run.cancel() is True
+    late = wait_until(lambda: len(found := of_kind(run.events(), "node.late_result")) == 2
+                      and found, what="a node.late_result per edge", log=s.worker.tail)
+    assert sorted(e.data["execution_id"] for e in late) == [f"{run.id}.2.0", f"{run.id}.2.1"]
+    assert {(e.data["node_id"], e.data["reason"]) for e in late} == {("lookup", "cancelled")}
+    events = run.events()
+    assert assert_well_formed(events).kind == "run.cancelled"
+    assert of_kind(events, "reducer.completed", "reducer.failed") == []
+    assert "order" not in s.client.store.get(run.id)["state"]
