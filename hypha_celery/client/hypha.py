@@ -152,7 +152,7 @@ class Hypha:
                              {"reason": FailureReason.ENQUEUE_FAILED.value,
                               "message": f"broker unavailable: {type(exc).__name__}"})
             raise BrokerUnavailable(
-                f"could not enqueue run {run_id} ({type(exc).__name__}: {exc}); "
+                f"broker unavailable: could not enqueue run {run_id} ({type(exc).__name__}); "
                 "it was recorded as run.failed (enqueue_failed)"
             ) from None
 

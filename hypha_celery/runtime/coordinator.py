@@ -74,16 +74,21 @@ def _step(
 
 def _not_awaited(tx: Tx, view: View, payload: Envelope) -> None:
     """Duplicate (already recorded) or stale (late) result: record, apply nothing."""
-    if payload.get("stale") or "duration" not in payload:
+    if "edges" in payload:
+        late = payload["edges"]  # a fan-out: the edges that ran were late
+    elif payload.get("stale") or "duration" not in payload:
         return
-    if tx.recorded(f"{payload['execution_id']}:done") is not None:
-        return
+    else:
+        late = [payload]
     reason = "cancelled" if view["status"] == "cancelled" else (
         "run_ended" if view["status"] != "running" else "superseded")
-    for late in payload.get("edges") or [payload]:  # a fan-out: its edges were late
+    for item in late:
+        eid = item["execution_id"]
+        if tx.recorded(f"{eid}:done") is not None or tx.recorded(f"{eid}:late") is not None:
+            continue  # already logged: a duplicate delivery
         tx.append(view["run_id"], "node.late_result",
-                  {"execution_id": late["execution_id"],
-                   "node_id": late.get("node_id") or late.get("reducer"), "reason": reason})
+                  {"execution_id": eid, "node_id": item.get("node_id") or item.get("reducer"),
+                   "reason": reason}, idem=f"{eid}:late")
 
 
 def _record_node(tx: Tx, run_id: str, env: Envelope, data: dict[str, Any]) -> None:

@@ -130,12 +130,12 @@ def run_reducer(rt: Runtime, graph: Graph, meta: Envelope, results: list[Any]) -
     """The chord callback: consolidate edge outcomes in declaration order."""
     out: Envelope = {"run_id": meta["run_id"], "execution_id": meta["execution_id"],
                      "reducer": meta["reducer"]}
-    refs = _declaration_order(results, meta["width"])
-    stored = rt.store.outcomes([f"{r['execution_id']}:done" for r in refs or []])
-    if refs is None or len(stored) != len(refs):
-        return {**out, "stale": True}
-    edges = [stored[f"{r['execution_id']}:done"] for r in refs]
+    refs, complete = _declaration_order(results, meta["width"])
+    stored = rt.store.outcomes([f"{r['execution_id']}:done" for r in refs])
+    edges = [stored[key] for r in refs if (key := f"{r['execution_id']}:done") in stored]
     out["edges"] = edges
+    if not complete or len(edges) != len(refs):
+        return {**out, "stale": True}  # the run stopped awaiting this fan-out
     started = time.monotonic()
     view = rt.store.load(meta["run_id"])
     try:
@@ -148,15 +148,17 @@ def run_reducer(rt: Runtime, graph: Graph, meta: Envelope, results: list[Any]) -
     return out
 
 
-def _declaration_order(results: list[Any], width: int) -> list[Envelope] | None:
+def _declaration_order(results: list[Any], width: int) -> tuple[list[Envelope], bool]:
+    """Edge references by declaration index, and whether all of them ran."""
     by_index: dict[int, Envelope] = {}
+    complete = True
     for item in results:
-        if not isinstance(item, dict) or item.get("stale"):
-            return None
+        if not isinstance(item, dict) or "index" not in item or item.get("stale"):
+            complete = False
+            continue
         by_index.setdefault(int(item["index"]), item)
-    if sorted(by_index) != list(range(width)):
-        return None
-    return [by_index[i] for i in range(width)]
+    complete = complete and sorted(by_index) == list(range(width))
+    return [by_index[i] for i in sorted(by_index)], complete
 
 
 def _outcome(envelope: Envelope) -> Outcome:
