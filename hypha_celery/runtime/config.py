@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from kombu.entity import Queue
+from kombu.entity import Exchange, Queue
 
 from hypha_celery.errors import SetupError
 
@@ -65,6 +65,11 @@ def _default_backend(broker: str) -> str:
     )
 
 
+def _queue(name: str) -> Queue:
+    """A queue on its own direct exchange, so no other queue receives its messages."""
+    return Queue(name, Exchange(name, "direct"), routing_key=name)
+
+
 def celery_config(settings: Settings) -> dict[str, Any]:
     """The Celery profile hypha runs with (JSON only, named queues, task events on)."""
     conf: dict[str, Any] = {
@@ -76,7 +81,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_accept_content": ["json"],
         "event_serializer": "json",
         "task_default_queue": NODES_QUEUE,
-        "task_queues": [Queue(COORDINATOR_QUEUE), Queue(NODES_QUEUE), Queue(DEAD_LETTER_QUEUE)],
+        "task_queues": [_queue(COORDINATOR_QUEUE), _queue(NODES_QUEUE), _queue(DEAD_LETTER_QUEUE)],
         "task_create_missing_queues": True,
         "task_routes": {COORDINATOR_TASK: {"queue": COORDINATOR_QUEUE}},
         "worker_send_task_events": not settings.embedded,
