@@ -26,10 +26,6 @@ from hypha_celery.runtime.config import COORDINATOR_QUEUE, COORDINATOR_TASK
 _consumes: weakref.WeakKeyDictionary[Celery, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
-#: Seconds a task may keep running the next steps of its run itself (see LocalSteps).
-DEFAULT_LOCAL_BUDGET = 0.05
-
-
 @dataclass(frozen=True, slots=True)
 class NodeCall:
     """One node (or edge) task to publish."""

@@ -8,7 +8,6 @@ from typing import Any
 from celery import Task
 from celery.signals import celeryd_after_setup
 
-from hypha_celery.events.fold import View
 from hypha_celery.graph import Graph
 from hypha_celery.runtime import canvas
 from hypha_celery.runtime.config import COORDINATOR_TASK
@@ -41,12 +40,10 @@ def register_graph(rt: Runtime, graph: Graph) -> None:
         _register_reducer(rt, graph, name)
 
 
-def _continue(
-    rt: Runtime, task: Task, outcome: Envelope, seen: View | None = None
-) -> Envelope | None:
+def _continue(rt: Runtime, task: Task, outcome: Envelope) -> Envelope | None:
     """Run the coordinator link inline when possible, else let the chain carry it."""
     if canvas.take_coordinator(rt.app, task.request, rt.inline_coordinator):
-        coordinate(rt, outcome, seen)
+        coordinate(rt, outcome)
         return None
     return outcome
 

@@ -142,10 +142,6 @@ class Tx:
         if self._rows:
             self.conn.execute(events.insert(), self._rows)
 
-    @property
-    def wrote(self) -> bool:
-        return bool(self._rows)
-
 
 def _run_all(actions: list[Callable[[], None]]) -> None:
     """Run every after-commit action even if one fails; re-raise the first error."""
@@ -277,12 +273,6 @@ class EventStore:
         return view
 
     read = load  # a read without a lock; autocommit on PostgreSQL
-
-    def recorded(self, idem: str) -> dict[str, Any] | None:
-        """Data of the event recorded under ``idem``, read without a transaction."""
-        with self.reader.connect() as conn:
-            row = conn.execute(sa.select(events.c.data).where(events.c.idem == idem)).first()
-        return dict(row.data) if row else None
 
     def read_edge(self, run_id: str, idem: str) -> tuple[View | None, dict[str, Any] | None]:
         """The run view and the edge outcome already stored under ``idem`` (one query)."""
