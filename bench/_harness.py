@@ -222,6 +222,22 @@ def summary(samples: Sequence[float], scale: float = 1.0, digits: int = 3) -> di
             "samples": [round(x, digits) for x in xs]}
 
 
+def timed_run(hypha: Any, graph_id: str, expected: Any, run_ids: list[str],
+              timeout: float = 120.0) -> Callable[[], float]:
+    """A sample function: wall time of one ``start -> wait`` of ``graph_id``."""
+
+    def sample() -> float:
+        t0 = time.perf_counter()
+        run = hypha.start(graph_id)
+        result = run.wait(timeout=timeout)
+        dt = time.perf_counter() - t0
+        assert result == expected, result
+        run_ids.append(run.id)
+        return dt
+
+    return sample
+
+
 def interleaved(repeats: int, *fns: Callable[[], float]) -> list[list[float]]:
     """Run ``fns`` round-robin ``repeats`` times (so drift hits every side alike)."""
     out: list[list[float]] = [[] for _ in fns]

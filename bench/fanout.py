@@ -19,7 +19,7 @@ from typing import Any
 
 from celery import chord
 
-from bench._harness import BenchEnv, interleaved, standalone, summary, target
+from bench._harness import BenchEnv, interleaved, standalone, summary, target, timed_run
 
 WIDTH = 100
 WARMUP = 2
@@ -33,14 +33,7 @@ def bench(env: BenchEnv) -> dict[str, Any]:
     hypha = app.hypha
     run_ids: list[str] = []
 
-    def hypha_run() -> float:
-        t0 = time.perf_counter()
-        run = hypha.start("bench_fanout100")
-        result = run.wait(timeout=120)
-        dt = time.perf_counter() - t0
-        assert result == {"ok": WIDTH}, result
-        run_ids.append(run.id)
-        return dt
+    hypha_run = timed_run(hypha, "bench_fanout100", {"ok": WIDTH}, run_ids, timeout=120)
 
     def raw_chord() -> float:
         t0 = time.perf_counter()

@@ -16,7 +16,7 @@ from typing import Any
 
 from celery import chain
 
-from bench._harness import BenchEnv, interleaved, standalone, summary, target
+from bench._harness import BenchEnv, interleaved, standalone, summary, target, timed_run
 
 STEPS = 20
 WARMUP = 3
@@ -30,14 +30,7 @@ def bench(env: BenchEnv) -> dict[str, Any]:
     hypha = app.hypha
     run_ids: list[str] = []
 
-    def hypha_run() -> float:
-        t0 = time.perf_counter()
-        run = hypha.start("bench_linear20")
-        result = run.wait(timeout=60)
-        dt = time.perf_counter() - t0
-        assert result == {"steps": STEPS}, result
-        run_ids.append(run.id)
-        return dt
+    hypha_run = timed_run(hypha, "bench_linear20", {"steps": STEPS}, run_ids, timeout=60)
 
     def raw_chain(strict: bool) -> float:
         hops = [app.add.s(0)] + [app.add.s() for _ in range(STEPS - 1)]

@@ -213,6 +213,7 @@ class Hypha:
         if self._embedded is not None:
             self._embedded.stop()
             self._embedded = None
+        self.notifier.close()
         self.store.dispose()
 
 

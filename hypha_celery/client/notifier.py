@@ -25,6 +25,8 @@ class Notifier(Protocol):
 
     def listen(self, run_id: str) -> Any: ...
 
+    def close(self) -> None: ...
+
 
 class LocalNotifier:
     """In-process wake-ups (the embedded default)."""
@@ -32,6 +34,9 @@ class LocalNotifier:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._version = 0
+
+    def close(self) -> None:
+        return None
 
     def publish(self, run_id: str) -> None:
         with self._cond:
@@ -70,6 +75,11 @@ class RedisNotifier:
         if self._client is None:
             self._client = self._redis.Redis.from_url(self._url)
         return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     def publish(self, run_id: str) -> None:
         with contextlib.suppress(self._redis.RedisError):  # a hint only: waiters poll
