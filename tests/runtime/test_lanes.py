@@ -4,27 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from celery.signals import before_task_publish
 
 from hypha_celery import Context, Finish, Graph, Hypha, LaneBusy, Next
 from tests.runtime.support import WAIT, assert_well_formed, of_kind
-
-
-@pytest.fixture
-def published() -> Iterator[list[str]]:
-    """Names of the tasks published while the test runs."""
-    names: list[str] = []
-
-    def record(sender: Any = None, **kwargs: Any) -> None:
-        names.append(str(sender))
-
-    before_task_publish.connect(record, weak=False)
-    yield names
-    before_task_publish.disconnect(record)
 
 
 def _graph(spans: list[tuple[str, float, float]], gate: threading.Event | None = None,

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from celery.signals import before_task_publish
 
 from hypha_celery import (
     Context,
@@ -23,18 +21,6 @@ from hypha_celery import (
     UnknownGraph,
 )
 from tests.runtime.support import WAIT, assert_well_formed, wait_until
-
-
-@pytest.fixture
-def published() -> Iterator[list[str]]:
-    names: list[str] = []
-
-    def record(sender: Any = None, **kwargs: Any) -> None:
-        names.append(str(sender))
-
-    before_task_publish.connect(record, weak=False)
-    yield names
-    before_task_publish.disconnect(record)
 
 
 def _graph(gate: threading.Event | None = None) -> Graph:
