@@ -45,6 +45,9 @@ class FailureReason(StrEnum):
     REDUCER_FAILED = "reducer_failed"
     UNKNOWN_GRAPH = "unknown_graph"
     ENQUEUE_FAILED = "enqueue_failed"
+    DEAD_LETTERED = "dead_lettered"
+    RECOVERY_EXHAUSTED = "recovery_exhausted"
+    QUARANTINED = "quarantined"
 
 
 class HyphaError(Exception):

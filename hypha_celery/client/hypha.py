@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from typing import Any, Literal
@@ -28,7 +29,7 @@ from hypha_celery.graph import Graph
 from hypha_celery.runtime import canvas, tasks
 from hypha_celery.runtime.config import (
     COORDINATOR_QUEUE,
-    DEAD_LETTER_QUEUE,
+    EFFECTS_QUEUE,
     NODES_QUEUE,
     Settings,
     celery_config,
@@ -37,9 +38,11 @@ from hypha_celery.runtime.coordinator import terminal
 from hypha_celery.runtime.core import Runtime
 from hypha_celery.runtime.jsonsafe import is_json
 from hypha_celery.runtime.lanes import kickoff_id, lane_key
+from hypha_celery.runtime.leases import LeaseKeeper
 from hypha_celery.store import EventStore
 
 OnBusy = Literal["queue", "reject"]
+log = logging.getLogger(__name__)
 
 
 def new_run_id() -> str:
@@ -60,9 +63,12 @@ class Hypha:
         self.celery = Celery(name)
         self.celery.config_from_object(celery_config(settings))
         self.store = EventStore(settings.store_url)
+        self.celery.hypha_store = self.store  # type: ignore[attr-defined]  # for the consumer
         self.notifier: Notifier = _notifier(settings)
         self._rt = Runtime(self.celery, self.store, self.notifier, settings.inline_coordinator,
-                           settings.local_budget if settings.inline_coordinator else 0.0)
+                           settings.local_budget if settings.inline_coordinator else 0.0,
+                           delivery_limit=settings.delivery_limit,
+                           leases=LeaseKeeper(self.store, settings.lease_interval))
         tasks.register_coordinator(self._rt)
         self._embedded: EmbeddedWorker | None = None
 
@@ -84,6 +90,7 @@ class Hypha:
             return graph
         if known is not None:
             raise GraphSpecError(f"a different graph {graph.id!r} is already registered")
+        _check_visibility(graph, self.settings)
         tasks.register_graph(self._rt, graph)
         self._rt.graphs[graph.id] = graph
         if self._embedded is not None:
@@ -178,17 +185,45 @@ class Hypha:
         return RunHandle(self, run_id)
 
     def cancel(self, run_id: str) -> bool:
-        """End the run ``run.cancelled`` now; a result arriving later is stale."""
+        """End the run ``run.cancelled`` now (one commit), revoke its queued node tasks
+        and raise ``ctx.cancelled()`` for node code; a result arriving later is stale."""
         with self.store.transaction() as tx:
             view = tx.lock(run_id)
             if view is None:
                 raise RunNotFound(f"no run {run_id!r} in the event store")
             if view["status"] in ("completed", "failed", "cancelled"):
                 return False
-            tx.append(run_id, "run.cancel_requested", {})
+            awaited = awaited_task_ids(view)
+            tx.append(run_id, "run.cancel_requested", {"revoked": awaited})
             terminal(tx, self._rt, view, "run.cancelled", {"reason": "cancelled",
                                                            "message": "cancelled by request"})
+            tx.after_commit(lambda: _best_effort(canvas.revoke, self.celery, awaited))
         return True
+
+    # -- operators: dead letters, quarantine, the supervisor ---------------
+    def sweep(self) -> list[dict[str, Any]]:
+        """Run one recovery-supervisor sweep now; returns its decisions."""
+        from hypha_celery.beat.supervisor import sweep
+
+        return sweep(self._rt)
+
+    def redrive(self, dead_letter_id: int) -> str:
+        """Re-enqueue a dead-lettered message; a parked run continues."""
+        from hypha_celery.beat.operator import redrive
+
+        return redrive(self._rt, dead_letter_id)
+
+    def release(self, run_id: str) -> None:
+        """A human checked a quarantined run's effect did not happen: run the node again."""
+        from hypha_celery.beat.operator import release
+
+        release(self._rt, run_id)
+
+    def fail_quarantined(self, run_id: str, message: str = "failed by an operator") -> None:
+        """End a quarantined run ``run.failed`` (reason ``quarantined``)."""
+        from hypha_celery.beat.operator import fail_quarantined
+
+        fail_quarantined(self._rt, run_id, message)
 
     # -- workers -----------------------------------------------------------
     def _ensure_worker(self) -> None:
@@ -204,7 +239,7 @@ class Hypha:
 
     def queues(self) -> set[str]:
         """Every queue this app's tasks are routed to."""
-        names = {COORDINATOR_QUEUE, NODES_QUEUE, DEAD_LETTER_QUEUE}
+        names = {COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE}  # never hypha.dead_letter
         for g in self._rt.graphs.values():
             names.update(n.queue for n in g.nodes.values() if n.queue)
         return names
@@ -228,6 +263,39 @@ def _check_start_args(input: Any, notify: Any, on_busy: str) -> None:
         raise SpecError(f"on_busy must be 'queue' or 'reject', got {on_busy!r}")
     if not is_json(input):
         raise SpecError("run input must be JSON-serializable")
+
+
+def awaited_task_ids(view: dict[str, Any]) -> list[str]:
+    """Task ids of the node messages a run awaits (a fan-out: every edge; not the
+    reducer, which records the late results of edges that were already running)."""
+    waiting = view.get("waiting")
+    if not waiting or waiting == kickoff_id(view["run_id"]):
+        return []
+    edges = int(view.get("fanout") or 0)
+    if not edges:
+        return [waiting]
+    return [f"{waiting}.{i}" for i in range(edges)]
+
+
+def _best_effort(fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception as exc:  # revoke is a broadcast; a broker hiccup must not fail cancel
+        log.warning("hypha: revoke failed: %s", type(exc).__name__)
+
+
+def _check_visibility(graph: Graph, settings: Settings) -> None:
+    """An unacked message is redelivered after the visibility timeout: every node's
+    hard time limit plus its longest retry delay must fit inside it."""
+    for node_id in graph.nodes:
+        retry = graph.retry_for(node_id)
+        need = canvas.hard_limit(graph.timeout_for(node_id) + settings.local_budget) + (
+            retry.max_backoff if retry else 0.0)
+        if need >= settings.visibility_timeout:
+            raise GraphSpecError(
+                f"node {graph.id}.{node_id} needs {need:.0f}s (hard time limit + retry delay) "
+                f"but HYPHA_VISIBILITY_TIMEOUT is {settings.visibility_timeout:.0f}s: "
+                "raise it or lower the node timeout")
 
 
 def _notifier(settings: Settings) -> Notifier:

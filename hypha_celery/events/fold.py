@@ -35,6 +35,14 @@ def new_view(run_id: str) -> View:
         "notify": None,
         "idempotency_key": None,
         "cancel_requested": False,
+        # the awaited execution's failure bookkeeping (reset when a step is scheduled)
+        "attempt": 1,
+        "retry_at": None,
+        "deliveries": 1,
+        "recoveries": 0,
+        "quarantine": None,
+        "parked": None,
+        "fanout": 0,  # the awaited execution is a fan-out of this many edges
         "created_at": None,
         "updated_at": None,
     }
@@ -47,22 +55,62 @@ def _created(v: View, d: Mapping[str, Any]) -> None:
     v["status"] = "queued"
 
 
+def _await(v: View, execution_id: str, nodes: list[str], edges: int = 0) -> None:
+    v["waiting"] = execution_id
+    v["waiting_nodes"] = nodes
+    v.update(attempt=1, retry_at=None, deliveries=1, recoveries=0, fanout=edges)
+
+
 def _started(v: View, d: Mapping[str, Any]) -> None:
     v["status"] = "running"
-    v["waiting"] = d["execution_id"]
-    v["waiting_nodes"] = []
+    _await(v, d["execution_id"], [])
 
 
 def _scheduled(v: View, d: Mapping[str, Any]) -> None:
     v["step"] = d["step"]
-    v["waiting"] = d["execution_id"]
-    v["waiting_nodes"] = [d["node_id"]]
+    _await(v, d["execution_id"], [d["node_id"]])
 
 
 def _fanout(v: View, d: Mapping[str, Any]) -> None:
     v["step"] = d["step"]
-    v["waiting"] = d["execution_id"]
-    v["waiting_nodes"] = [e["node_id"] for e in d["edges"]]
+    _await(v, d["execution_id"], [e["node_id"] for e in d["edges"]], len(d["edges"]))
+
+
+def _retrying(v: View, d: Mapping[str, Any]) -> None:
+    if d["execution_id"] == v["waiting"]:  # an edge retry keeps the fan-out's counters
+        v["attempt"] = d["attempt"] + 1
+    v["retry_at"] = d.get("at")
+
+
+def _redelivered(v: View, d: Mapping[str, Any]) -> None:
+    v["deliveries"] = max(int(v.get("deliveries") or 1), int(d["delivery"]))
+
+
+def _redriven(v: View, d: Mapping[str, Any]) -> None:
+    v["recoveries"] = int(d["attempt"])
+
+
+def _quarantined(v: View, d: Mapping[str, Any]) -> None:
+    v["status"] = "quarantined"
+    v["quarantine"] = {"execution_id": d["execution_id"], "node_id": d.get("node_id"),
+                       "reason": d.get("reason")}
+
+
+def _released(v: View, d: Mapping[str, Any]) -> None:
+    v["status"] = "running"
+    v["quarantine"] = None
+    v["attempt"] = int(d.get("attempt") or v.get("attempt") or 1)
+
+
+def _parked(v: View, d: Mapping[str, Any]) -> None:
+    v["status"] = "parked"
+    v["parked"] = {"execution_id": d["execution_id"], "dead_letter_id": d["dead_letter_id"]}
+
+
+def _unparked(v: View, d: Mapping[str, Any]) -> None:
+    v["status"] = "running"
+    v["parked"] = None
+    _await(v, d["execution_id"], [d["node_id"]])
 
 
 def _outcome(v: View, d: Mapping[str, Any]) -> None:
@@ -79,8 +127,11 @@ def _outcome(v: View, d: Mapping[str, Any]) -> None:
         "value": d.get("update") if ok else None,
         "error": d.get("error"),
     }
+    if d.get("dead_letter_id") is not None:
+        v["last"]["dead_letter_id"] = d["dead_letter_id"]
     v["waiting"] = None
     v["waiting_nodes"] = []
+    v["retry_at"] = None
 
 
 def _cancel_requested(v: View, d: Mapping[str, Any]) -> None:
@@ -92,6 +143,7 @@ def _terminal(status: str) -> _Handler:
         v["status"] = status
         v["waiting"] = None
         v["waiting_nodes"] = []
+        v["quarantine"] = v["parked"] = None
         if status == "completed":
             v["result"] = d.get("result")
         else:
@@ -117,6 +169,18 @@ _HANDLERS: dict[str, _Handler] = {
     "node.late_result": _nothing,
     "reducer.completed": _outcome,
     "reducer.failed": _outcome,
+    "node.retrying": _retrying,
+    "node.redelivered": _redelivered,
+    "node.dead_lettered": _nothing,
+    "recovery.redriven": _redriven,
+    "recovery.timed_out": _nothing,
+    "recovery.reconciled": _nothing,
+    "recovery.exhausted": _nothing,
+    "recovery.circuit_opened": _nothing,
+    "run.quarantined": _quarantined,
+    "run.released": _released,
+    "run.parked": _parked,
+    "run.redriven": _unparked,
     "run.cancel_requested": _cancel_requested,
     "run.completed": _terminal("completed"),
     "run.failed": _terminal("failed"),

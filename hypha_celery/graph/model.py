@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hypha_celery.errors import GraphSpecError
+from hypha_celery.graph.retry import RetryPolicy
 
-NodeFn = Callable[[dict[str, Any], Any], Mapping[str, Any]]
+NodeFn = Callable[..., Mapping[str, Any] | None]
+ReceiptFn = Callable[[dict[str, Any], Any, "NodeContext"], Mapping[str, Any] | None]
+SideEffect = Literal["none", "read", "write", "external_effect", "irreversible"]
+SIDE_EFFECTS: tuple[str, ...] = get_args(SideEffect)
+#: Side-effect levels that run at most once (early ack, never silently re-executed).
+AT_MOST_ONCE: frozenset[str] = frozenset({"external_effect", "irreversible"})
 ReducerFn = Callable[[dict[str, Any], list["Outcome"]], Mapping[str, Any]]
 PolicyFn = Callable[["Context"], Any]
 
@@ -24,17 +31,29 @@ DEFAULT_MAX_STATE_BYTES = 1_048_576
 
 @dataclass(frozen=True, slots=True)
 class ErrorInfo:
-    """A node / reducer error as data: exception type name and message."""
+    """A node / reducer error as data: exception type name, message, and its class
+    (``transient``, ``rate_limit``, ``timeout``, ``validation``, ``policy``, ``unknown``;
+    ``dead_lettered`` when the message was given up on)."""
 
     type: str
     message: str
+    error_class: str = "unknown"
+    #: Why the message was dead-lettered (``retries_exhausted``, ``delivery_limit``,
+    #: ``recovery_exhausted``), or None.
+    dead_letter: str | None = None
 
-    def to_json(self) -> dict[str, str]:
-        return {"type": self.type, "message": self.message}
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type, "message": self.message,
+                               "class": self.error_class}
+        if self.dead_letter:
+            out["dead_letter"] = self.dead_letter
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ErrorInfo:
-        return cls(type=str(data["type"]), message=str(data.get("message", "")))
+        return cls(type=str(data["type"]), message=str(data.get("message", "")),
+                   error_class=str(data.get("class", "unknown")),
+                   dead_letter=data.get("dead_letter"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +92,57 @@ class Context:
     session_id: str | None = None
 
 
-class Node:
-    """A node function plus its placement: ``Node(fn, queue="gpu", timeout=5.0)``."""
+@dataclass(frozen=True, slots=True)
+class NodeContext:
+    """What a node function may take as its third argument: ids, the attempt
+    number, and the cooperative cancellation flag."""
 
-    __slots__ = ("fn", "queue", "timeout")
+    run_id: str
+    execution_id: str
+    node_id: str
+    attempt: int = 1
+    _cancelled: Callable[[], bool] = field(default=lambda: False, repr=False, compare=False)
+
+    def cancelled(self) -> bool:
+        """True once the run was cancelled (or ended): stop and return early."""
+        return self._cancelled()
+
+
+def _takes_ctx(fn: Callable[..., Any]) -> bool:
+    """A node function is ``fn(state, input)`` or ``fn(state, input, ctx)``."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) >= 3:
+        return True
+    return any(p.name == "ctx" and p.kind == p.KEYWORD_ONLY for p in params)
+
+
+class Node:
+    """A node function plus its placement and failure semantics::
+
+        Node(fn, queue="gpu", timeout=5.0, retry=RetryPolicy(max_attempts=4))
+        Node(send_mail, side_effect="external_effect", receipt=find_sent_mail)
+
+    ``fn(state, input)`` or ``fn(state, input, ctx)`` (a :class:`NodeContext`).
+    ``side_effect`` ``"external_effect"`` / ``"irreversible"`` makes the node
+    *at most once*: it runs on an early-ack queue, and if its worker dies mid-call
+    ``receipt(state, input, ctx)`` tells whether the effect happened (a dict: its
+    update; ``None``: it did not) — without one the run is quarantined for a human.
+    ``dependency`` names the circuit breaker the node's failures count against
+    (default: the node's own task name).
+    """
+
+    __slots__ = ("dependency", "fn", "queue", "receipt", "retry", "side_effect", "takes_ctx",
+                 "timeout")
 
     def __init__(
-        self, fn: NodeFn, *, queue: str | None = None, timeout: float | None = None
+        self, fn: NodeFn, *, queue: str | None = None, timeout: float | None = None,
+        retry: RetryPolicy | None = None, side_effect: SideEffect = "none",
+        receipt: ReceiptFn | None = None, dependency: str | None = None,
     ) -> None:
         if not callable(fn):
             raise GraphSpecError(f"node function must be callable, got {type(fn).__name__}")
@@ -87,9 +150,28 @@ class Node:
             raise GraphSpecError("node timeout must be > 0")
         if queue is not None and not queue:
             raise GraphSpecError("node queue must be a non-empty string")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise GraphSpecError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+        if side_effect not in SIDE_EFFECTS:
+            raise GraphSpecError(f"side_effect must be one of {list(SIDE_EFFECTS)}, "
+                                 f"got {side_effect!r}")
+        if receipt is not None and (not callable(receipt) or side_effect not in AT_MOST_ONCE):
+            raise GraphSpecError("receipt= needs a callable and side_effect="
+                                 "'external_effect' or 'irreversible'")
+        if dependency is not None and not (isinstance(dependency, str) and dependency):
+            raise GraphSpecError("dependency must be a non-empty string")
         self.fn = fn
         self.queue = queue
         self.timeout = timeout
+        self.retry = retry
+        self.side_effect = side_effect
+        self.receipt = receipt
+        self.dependency = dependency
+        self.takes_ctx = _takes_ctx(fn)
+
+    @property
+    def at_most_once(self) -> bool:
+        return self.side_effect in AT_MOST_ONCE
 
 
 class _Limits(BaseModel):
@@ -100,6 +182,7 @@ class _Limits(BaseModel):
     node_timeout: float = Field(default=60.0, gt=0)
     max_state_bytes: int = Field(default=DEFAULT_MAX_STATE_BYTES, gt=0)
     on_node_error: Literal["fail", "policy"] = "fail"
+    on_dead_letter: Literal["fail", "park"] = "fail"
 
 
 class Graph:
@@ -109,6 +192,14 @@ class Graph:
     :class:`~hypha_celery.errors.GraphSpecError` and is never registered.
     ``on_node_error="fail"`` (default) ends the run when a node fails;
     ``"policy"`` hands the failed outcome to the policy in ``ctx.last``.
+
+    ``retry`` is the default :class:`RetryPolicy` of nodes without their own (none:
+    no retries). A message delivered more than the delivery limit
+    (``HYPHA_DELIVERY_LIMIT``, default 3) times without
+    completing (it kills its worker every time), or whose retries are exhausted, is
+    *dead-lettered*; when the policy does not handle it, ``on_dead_letter="fail"``
+    (default) ends the run ``dead_lettered`` and ``"park"`` holds the run until
+    ``hypha dlq redrive`` re-enqueues the message.
     """
 
     def __init__(
@@ -123,6 +214,8 @@ class Graph:
         node_timeout: float = 60.0,
         max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
         on_node_error: Literal["fail", "policy"] = "fail",
+        retry: RetryPolicy | None = None,
+        on_dead_letter: Literal["fail", "park"] = "fail",
     ) -> None:
         _check_name("graph id", id)
         self.id = id
@@ -138,6 +231,7 @@ class Graph:
                 node_timeout=node_timeout,
                 max_state_bytes=max_state_bytes,
                 on_node_error=on_node_error,
+                on_dead_letter=on_dead_letter,
             )
         except ValidationError as exc:
             first = exc.errors()[0]
@@ -149,6 +243,18 @@ class Graph:
         self.node_timeout = limits.node_timeout
         self.max_state_bytes = limits.max_state_bytes
         self.on_node_error = limits.on_node_error
+        self.on_dead_letter = limits.on_dead_letter
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise GraphSpecError(f"retry must be a RetryPolicy, got {type(retry).__name__}")
+        self.retry = retry
+
+    def retry_for(self, node_id: str) -> RetryPolicy | None:
+        node = self.nodes.get(node_id)
+        return node.retry if node is not None and node.retry is not None else self.retry
+
+    def dependency_for(self, node_id: str) -> str:
+        node = self.nodes[node_id]
+        return node.dependency or f"{self.id}.{node_id}"
 
     def timeout_for(self, node_id: str) -> float:
         node = self.nodes[node_id]

@@ -35,6 +35,8 @@ class NodeCall:
     queue: str
     timeout: float
     local_budget: float = 0.0
+    #: False for at-most-once nodes: they always run as their own early-ack task.
+    local_ok: bool = True
 
     def signature(self, app: Celery, *, keep_result: bool) -> Signature:
         return app.signature(
@@ -67,11 +69,22 @@ def kickoff(app: Celery, run_id: str, execution_id: str) -> None:
     ).apply_async()
 
 
-def step(app: Celery, call: NodeCall) -> None:
+def step(app: Celery, call: NodeCall, countdown: float | None = None) -> None:
     """``chain(node, coordinator)``, published the way Celery publishes the rest of
     a running chain (the ``chain`` message option) — the same message as
-    ``chain(...).apply_async()`` without re-preparing the canvas each step."""
-    call.signature(app, keep_result=False).apply_async(chain=[coordinator(app)])
+    ``chain(...).apply_async()`` without re-preparing the canvas each step.
+    ``countdown``: a retry, delivered after that many seconds."""
+    options: dict[str, Any] = {"chain": [coordinator(app)]}
+    if countdown:
+        options["countdown"] = countdown
+    call.signature(app, keep_result=False).apply_async(**options)
+
+
+def revoke(app: Celery, task_ids: list[str]) -> None:
+    """Best-effort: workers drop these task ids if they have not started them. Never
+    ``terminate=True`` (it kills a process that may be running another task)."""
+    if task_ids:
+        app.control.revoke(task_ids)
 
 
 def fanout(app: Celery, edges: list[NodeCall], reducer_task: str, meta: dict[str, Any],
@@ -125,7 +138,7 @@ class LocalSteps:
     def offer(self, call: NodeCall) -> bool:
         """Take ``call`` to run locally after the commit (True) or let it be published."""
         elapsed = time.monotonic() - self._started
-        if elapsed > self._budget or call.queue not in self._queues:
+        if not call.local_ok or elapsed > self._budget or call.queue not in self._queues:
             return False
         if self._soft is not None and elapsed + call.timeout > float(self._soft):
             return False

@@ -13,7 +13,10 @@ from hypha_celery.errors import SetupError
 COORDINATOR_QUEUE = "hypha.coordinator"
 NODES_QUEUE = "hypha.nodes"
 DEAD_LETTER_QUEUE = "hypha.dead_letter"
+#: At-most-once nodes (side_effect external_effect / irreversible): early ack.
+EFFECTS_QUEUE = "hypha.effects"
 COORDINATOR_TASK = "hypha.coordinator"
+SUPERVISOR_TASK = "hypha.supervisor"
 EMBEDDED_STORE_URL = "sqlite:///.hypha/hypha.db"
 
 
@@ -28,6 +31,15 @@ class Settings:
     inline_coordinator: bool = True
     local_budget: float = 0.05
     embedded_concurrency: int = 4
+    #: Redis: an unacked message is redelivered after this many seconds. Must exceed
+    #: every node's hard time limit plus its longest retry delay (checked at register).
+    visibility_timeout: float = 3600.0
+    #: Deliveries of one message without completing before it is dead-lettered.
+    delivery_limit: int = 3
+    #: Seconds between recovery-supervisor sweeps (celery beat).
+    sweep_interval: float = 5.0
+    #: Seconds between lease heartbeats of a running node (0: no leases).
+    lease_interval: float = 1.0
     celery_overrides: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -37,10 +49,14 @@ class Settings:
         store = env.get("HYPHA_STORE_URL", "").strip() or EMBEDDED_STORE_URL
         inline = env.get("HYPHA_INLINE_COORDINATOR", "1").strip().lower() not in ("0", "false")
         budget = _seconds(env, "HYPHA_LOCAL_STEPS_BUDGET", 0.05) if inline else 0.0
+        extra = {"visibility_timeout": _seconds(env, "HYPHA_VISIBILITY_TIMEOUT", 3600.0),
+                 "sweep_interval": _seconds(env, "HYPHA_SWEEP_INTERVAL", 5.0),
+                 "delivery_limit": max(1, int(_seconds(env, "HYPHA_DELIVERY_LIMIT", 3))),
+                 "lease_interval": _seconds(env, "HYPHA_LEASE_INTERVAL", 1.0)}
         if not broker:
-            return cls("memory://", "cache+memory://", store, True, inline, budget)
+            return cls("memory://", "cache+memory://", store, True, inline, budget, **extra)
         backend = env.get("HYPHA_RESULT_BACKEND", "").strip() or _default_backend(broker)
-        return cls(broker, backend, store, False, inline, budget)
+        return cls(broker, backend, store, False, inline, budget, **extra)
 
 
 def _seconds(env: dict[str, str], name: str, default: float) -> float:
@@ -81,9 +97,19 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_accept_content": ["json"],
         "event_serializer": "json",
         "task_default_queue": NODES_QUEUE,
-        "task_queues": [_queue(COORDINATOR_QUEUE), _queue(NODES_QUEUE), _queue(DEAD_LETTER_QUEUE)],
+        "task_queues": [_queue(COORDINATOR_QUEUE), _queue(NODES_QUEUE), _queue(EFFECTS_QUEUE),
+                        _queue(DEAD_LETTER_QUEUE)],
         "task_create_missing_queues": True,
-        "task_routes": {COORDINATOR_TASK: {"queue": COORDINATOR_QUEUE}},
+        "task_routes": {COORDINATOR_TASK: {"queue": COORDINATOR_QUEUE},
+                        SUPERVISOR_TASK: {"queue": COORDINATOR_QUEUE}},
+        # at-least-once for idempotent tasks (each task sets acks_late itself; at-most-once
+        # node tasks ack early): a killed worker process's message is requeued
+        "task_reject_on_worker_lost": True,
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "beat_schedule": {"hypha-supervisor": {"task": SUPERVISOR_TASK,
+                                               "schedule": settings.sweep_interval,
+                                               "options": {"queue": COORDINATOR_QUEUE,
+                                                           "expires": settings.sweep_interval}}},
         "worker_send_task_events": not settings.embedded,
         "task_send_sent_event": not settings.embedded,
         "task_track_started": False,
@@ -94,6 +120,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_redirect_stdouts": False,
         "enable_utc": True,
     }
+    if settings.broker_url.startswith(("redis://", "rediss://")):
+        vt = {"visibility_timeout": settings.visibility_timeout}
+        conf["broker_transport_options"] = vt
+        conf["result_backend_transport_options"] = vt
+        conf["visibility_timeout"] = settings.visibility_timeout
     if settings.embedded:
         # the memory transport polls; its 1 s default would cost a second per hop
         conf["broker_transport_options"] = {"polling_interval": 0.005}

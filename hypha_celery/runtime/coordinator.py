@@ -16,11 +16,11 @@ from hypha_celery.errors import FailureReason, StoreConflict
 from hypha_celery.events.fold import View
 from hypha_celery.graph import FanOut, Finish, Graph, Next
 from hypha_celery.runtime import canvas
-from hypha_celery.runtime.config import NODES_QUEUE
-from hypha_celery.runtime.core import Runtime
+from hypha_celery.runtime.config import EFFECTS_QUEUE, NODES_QUEUE
+from hypha_celery.runtime.core import Envelope, Runtime, awaits
 from hypha_celery.runtime.jsonsafe import error_json, is_json, json_size
 from hypha_celery.runtime.lanes import kickoff_id, release
-from hypha_celery.runtime.nodes import FATAL_ERRORS, Envelope, awaits
+from hypha_celery.runtime.nodes import FATAL_ERRORS
 from hypha_celery.store import Tx
 
 
@@ -29,6 +29,10 @@ class _Fail(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
+
+
+class _Park(Exception):
+    """A dead-lettered node the policy does not handle, on a graph that parks."""
 
 
 def coordinate(
@@ -80,8 +84,9 @@ def _not_awaited(tx: Tx, view: View, payload: Envelope) -> None:
         return
     else:
         late = [payload]
-    reason = "cancelled" if view["status"] == "cancelled" else (
-        "run_ended" if view["status"] != "running" else "superseded")
+    status = view["status"]
+    reason = {"cancelled": "cancelled", "running": "superseded", "quarantined": "quarantined",
+              "parked": "parked"}.get(status, "run_ended")
     for item in late:
         eid = item["execution_id"]
         if tx.recorded(f"{eid}:done") is not None or tx.recorded(f"{eid}:late") is not None:
@@ -91,9 +96,25 @@ def _not_awaited(tx: Tx, view: View, payload: Envelope) -> None:
                    "reason": reason}, idem=f"{eid}:late")
 
 
-def _record_node(tx: Tx, run_id: str, env: Envelope, data: dict[str, Any]) -> None:
+def _record_dead_letter(tx: Tx, rt: Runtime, run_id: str, env: Envelope) -> int | None:
+    """Write the dead-letter record an outcome carries, and ``node.dead_lettered``."""
+    record = env.get("dead_letter")
+    if not record:
+        return None
+    dlid = rt.store.add_dead_letter({**record, "run_id": run_id,
+                                     "execution_id": env["execution_id"],
+                                     "error": env.get("error") or {}}, conn=tx.conn)
+    tx.append(run_id, "node.dead_lettered",
+              {"execution_id": env["execution_id"], "node_id": env.get("node_id"),
+               "dead_letter_id": dlid, "reason": record["reason"],
+               "attempts": record["attempts"], "error": env.get("error")})
+    return dlid
+
+
+def _record_node(tx: Tx, rt: Runtime, run_id: str, env: Envelope, data: dict[str, Any]
+                 ) -> None:
     """``node.started`` (at its real time), a ``node.late_result`` if it ran past its
-    timeout, then the outcome — once per execution (idempotency key)."""
+    timeout, a dead letter, then the outcome — once per execution (idempotency key)."""
     started = env.get("started")
     if started:
         tx.append(run_id, "node.started", {k: v for k, v in started.items() if k != "at"},
@@ -102,13 +123,19 @@ def _record_node(tx: Tx, run_id: str, env: Envelope, data: dict[str, Any]) -> No
         tx.append(run_id, "node.late_result",
                   {"execution_id": env["execution_id"], "node_id": env["node_id"],
                    "reason": "timeout"})
+    dlid = _record_dead_letter(tx, rt, run_id, env)
+    if dlid is not None:
+        data = {**data, "dead_letter_id": dlid}
     kind = "node.completed" if "update" in data else "node.failed"
     ended = started["at"] + (env.get("duration") or 0.0) if started else None
     tx.append(run_id, kind, data, idem=f"{env['execution_id']}:done", ts=ended)
 
 
+_NOT_EVENT_DATA = ("started", "late", "run_id", "settled", "dead_letter")
+
+
 def _edge_data(edge: Envelope) -> dict[str, Any]:
-    return {k: v for k, v in edge.items() if k not in ("started", "late", "run_id")}
+    return {k: v for k, v in edge.items() if k not in _NOT_EVENT_DATA}
 
 
 def _record_outcome(tx: Tx, rt: Runtime, view: View, env: Envelope) -> None:
@@ -123,10 +150,10 @@ def _record_outcome(tx: Tx, rt: Runtime, view: View, env: Envelope) -> None:
     else:
         data["update"] = env["update"]
     if name_key == "node_id":
-        _record_node(tx, run_id, env, data)
+        _record_node(tx, rt, run_id, env, data)
         return
     for edge in env.get("edges", []):
-        _record_node(tx, run_id, edge, _edge_data(edge))
+        _record_node(tx, rt, run_id, edge, _edge_data(edge))
     kind = "reducer.completed" if "update" in data else "reducer.failed"
     tx.append(run_id, kind, data, idem=f"{execution_id}:done")
 
@@ -144,6 +171,12 @@ def _decide_and_record(
     except _Fail as fail:
         terminal(tx, rt, view, "run.failed", {"reason": fail.reason.value,
                                                "message": fail.message})
+        return
+    except _Park:
+        last = view["last"]
+        tx.append(run_id, "run.parked", {"execution_id": last["execution_id"],
+                                         "node_id": last["node_id"],
+                                         "dead_letter_id": last.get("dead_letter_id")})
         return
     step = int(view["step"])
     tx.append(run_id, "decision.recorded", {"step": step, **_summary(decision)})
@@ -183,6 +216,10 @@ def _check_last(graph: Graph, view: View) -> None:
     where = f"{last['node_id']}: {err['type']}: {err['message']}"
     if err["type"] in FATAL_ERRORS:
         raise _Fail(FailureReason.INVALID_STATE, where)
+    if err.get("dead_letter") and graph.on_node_error == "fail":
+        if graph.on_dead_letter == "park" and last["node_id"] in graph.nodes:
+            raise _Park()
+        raise _Fail(FailureReason.DEAD_LETTERED, where)
     if graph.on_node_error == "fail":
         reason = (FailureReason.REDUCER_FAILED if last["node_id"] in graph.reducers
                   else FailureReason.NODE_FAILED)
@@ -223,11 +260,13 @@ def _summary(decision: Next | FanOut | Finish) -> dict[str, Any]:
     return {"type": "finish"}
 
 
-def _call(rt: Runtime, graph: Graph, node_id: str, env: Envelope) -> canvas.NodeCall:
+def node_call(rt: Runtime, graph: Graph, node_id: str, env: Envelope) -> canvas.NodeCall:
+    """The task message for one node execution (its queue, limits, locality)."""
     node = graph.nodes[node_id]
-    return canvas.NodeCall(task=f"{graph.id}.{node_id}", env=env,
-                           queue=node.queue or NODES_QUEUE, timeout=graph.timeout_for(node_id),
-                           local_budget=rt.local_budget)
+    queue = node.queue or (EFFECTS_QUEUE if node.at_most_once else NODES_QUEUE)
+    return canvas.NodeCall(task=f"{graph.id}.{node_id}", env=env, queue=queue,
+                           timeout=graph.timeout_for(node_id), local_budget=rt.local_budget,
+                           local_ok=not node.at_most_once)
 
 
 def _schedule_next(tx: Tx, rt: Runtime, graph: Graph, view: View, d: Next,
@@ -236,7 +275,7 @@ def _schedule_next(tx: Tx, rt: Runtime, graph: Graph, view: View, d: Next,
     execution_id = f"{run_id}.{step}"
     tx.append(run_id, "node.scheduled", {"execution_id": execution_id, "node_id": d.node_id,
                                          "input": d.input, "step": step})
-    call = _call(rt, graph, d.node_id, {"run_id": run_id, "execution_id": execution_id,
+    call = node_call(rt, graph, d.node_id, {"run_id": run_id, "execution_id": execution_id,
                                          "node_id": d.node_id, "input": d.input})
     if local is None or not local.offer(call):
         tx.after_commit(lambda: canvas.step(rt.app, call))
@@ -249,7 +288,8 @@ def _schedule_fanout(tx: Tx, rt: Runtime, graph: Graph, view: View, d: FanOut) -
              for i, e in enumerate(d.edges)]
     tx.append(run_id, "fanout.scheduled",
               {"execution_id": fid, "step": step, "reducer": d.reducer, "edges": edges})
-    calls = [_call(rt, graph, e["node_id"], {"run_id": run_id, "edge_of": fid, "index": i, **e})
+    calls = [node_call(rt, graph, e["node_id"],
+                       {"run_id": run_id, "edge_of": fid, "index": i, **e})
              for i, e in enumerate(edges)]
     meta = {"run_id": run_id, "execution_id": fid, "reducer": d.reducer, "width": len(edges)}
     tx.after_commit(lambda: canvas.fanout(rt.app, calls, f"{graph.id}.{d.reducer}", meta,

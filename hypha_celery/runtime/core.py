@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from celery import Celery
 
 from hypha_celery.graph import Graph
+from hypha_celery.runtime.leases import LeaseKeeper
 from hypha_celery.store import EventStore
 
 if TYPE_CHECKING:
     from hypha_celery.client.notifier import Notifier
+
+
+Envelope = dict[str, Any]
+
+
+def awaits(view: Mapping[str, Any] | None, execution_id: str) -> bool:
+    """Whether the run is running and waiting for exactly ``execution_id`` (fencing)."""
+    return view is not None and view["status"] == "running" and view["waiting"] == execution_id
 
 
 @dataclass
@@ -22,3 +32,9 @@ class Runtime:
     inline_coordinator: bool = True
     local_budget: float = 0.0
     graphs: dict[str, Graph] = field(default_factory=dict)
+    delivery_limit: int = 3
+    leases: LeaseKeeper = field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.leases is None:
+            self.leases = LeaseKeeper(self.store)

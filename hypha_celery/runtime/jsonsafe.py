@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypha_celery.graph.retry import classify
+
 _dumps = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 
 
@@ -22,5 +24,5 @@ def is_json(value: Any) -> bool:
 
 
 def error_json(exc: BaseException) -> dict[str, str]:
-    """An exception as data: type name and message (no traceback, no locals)."""
-    return {"type": type(exc).__name__, "message": str(exc)[:2000]}
+    """An exception as data: type name, message and class (no traceback, no locals)."""
+    return {"type": type(exc).__name__, "message": str(exc)[:2000], "class": classify(exc)}

@@ -19,12 +19,16 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 
 from hypha_celery.events.fold import View
-from hypha_celery.graph import ErrorInfo, Graph, Outcome
-from hypha_celery.runtime.core import Runtime
+from hypha_celery.graph import ErrorInfo, Graph, NodeContext, Outcome
+from hypha_celery.runtime import failures
+from hypha_celery.runtime.core import Envelope, Runtime, awaits
 from hypha_celery.runtime.jsonsafe import error_json, is_json
 
-Envelope = dict[str, Any]
+__all__ = ["Envelope", "awaits", "edge_ref", "run_node", "run_reducer"]
+
 _HOST = socket.gethostname()
+#: How long a ``ctx.cancelled()`` answer is reused before the store is asked again (s).
+CANCEL_CHECK_INTERVAL = 0.2
 
 
 def _worker() -> str:
@@ -37,8 +41,20 @@ def _worker() -> str:
 FATAL_ERRORS = frozenset({"InvalidState", "InvalidNodeOutput"})
 
 
-def awaits(view: Mapping[str, Any] | None, execution_id: str) -> bool:
-    return view is not None and view["status"] == "running" and view["waiting"] == execution_id
+def _cancel_flag(rt: Runtime, run_id: str, awaited: str) -> Any:
+    """``ctx.cancelled()``: true once the run stopped awaiting this execution
+    (cancelled, ended, or timed out); the store is read at most every 0.2 s."""
+    last = {"at": 0.0, "value": False}
+
+    def cancelled() -> bool:
+        now = time.monotonic()
+        if not last["value"] and now - last["at"] >= CANCEL_CHECK_INTERVAL:
+            view = rt.store.read(run_id)
+            last["value"] = bool(not awaits(view, awaited) or (view or {}).get("cancel_requested"))
+            last["at"] = now
+        return bool(last["value"])
+
+    return cancelled
 
 
 def run_node(
@@ -46,31 +62,59 @@ def run_node(
 ) -> tuple[Envelope | None, View | None]:
     """Run one node or edge execution; returns the outcome envelope (``None``: the
     run no longer awaits it) and the run view read before running (for the
-    coordinator's optimistic write).
+    coordinator's optimistic write). Pass the outcome through :func:`settle`
+    once it is final (after the retry decision).
 
-    Nothing is written before the node runs: ``node.started`` (with the real start
-    time) is appended in the same transaction as the outcome — one commit per step.
+    Nothing is written before an idempotent node runs: ``node.started`` (with the
+    real start time) is appended in the same transaction as the outcome — one
+    commit per step. An at-most-once node commits ``node.started`` first.
     """
     run_id, execution_id = env["run_id"], env["execution_id"]
     if env.get("edge_of"):
         view, stored = rt.store.read_edge(run_id, f"{execution_id}:done")
         if stored is not None:
-            return {"run_id": run_id, **stored}, None  # redelivered: not run again
+            return {"run_id": run_id, **stored, "settled": True}, None  # not run again
     else:
         view = rt.store.read(run_id)
-    if not awaits(view, env.get("edge_of") or execution_id):
+    awaited = env.get("edge_of") or execution_id
+    if not awaits(view, awaited):
         return None, None
     assert view is not None
+    node, worker = graph.nodes[env["node_id"]], _worker()
+    if node.at_most_once:
+        if not failures.begin_effect(rt, env, attempt, worker):
+            return None, None  # started before: never silently re-executed
+        view = rt.store.read(run_id)
     started = {"execution_id": execution_id, "node_id": env["node_id"], "attempt": attempt,
-               "worker": _worker(), "at": time.time()}
-    envelope = _execute(graph, env["node_id"], copy.deepcopy(view["state"]), env)
-    envelope["started"] = started
-    if env.get("edge_of"):
-        return _record_edge(rt, envelope), None
+               "worker": worker, "at": time.time()}
+    ctx = NodeContext(run_id, execution_id, env["node_id"], attempt,
+                      _cancel_flag(rt, run_id, awaited))
+    with rt.leases.track(execution_id, run_id, worker):
+        envelope = _execute(graph, env["node_id"], copy.deepcopy((view or {})["state"]), env, ctx)
+    if not node.at_most_once:  # an at-most-once start is already in the log
+        envelope["started"] = started
     return envelope, view
 
 
-def _execute(graph: Graph, node_id: str, state: dict[str, Any], env: Envelope) -> Envelope:
+def settle(rt: Runtime, graph: Graph, outcome: Envelope, attempt: int) -> Envelope:
+    """Store what must survive the task: an edge's outcome (the reducer loads it) and
+    an at-most-once node's outcome (the supervisor finds it if the coordinator
+    message is lost). First writer wins."""
+    if outcome.get("settled"):
+        return outcome
+    if outcome.get("edge_of"):
+        return _store_outcome(rt, outcome, f"{outcome['execution_id']}:done")
+    if graph.nodes[outcome["node_id"]].at_most_once:
+        return _store_outcome(rt, outcome, effect_key(outcome["execution_id"], attempt))
+    return outcome
+
+
+def effect_key(execution_id: str, attempt: int) -> str:
+    return f"{execution_id}:effect:{attempt}"
+
+
+def _execute(graph: Graph, node_id: str, state: dict[str, Any], env: Envelope,
+             ctx: NodeContext) -> Envelope:
     out: Envelope = {"run_id": env["run_id"], "execution_id": env["execution_id"],
                      "node_id": node_id}
     if env.get("edge_of"):
@@ -78,11 +122,16 @@ def _execute(graph: Graph, node_id: str, state: dict[str, Any], env: Envelope) -
         out["index"] = env["index"]
     timeout = graph.timeout_for(node_id)
     started = time.monotonic()
+    node = graph.nodes[node_id]
     try:
-        value = graph.nodes[node_id].fn(state, env.get("input"))
+        if node.takes_ctx:
+            value = node.fn(state, env.get("input"), ctx)
+        else:
+            value = node.fn(state, env.get("input"))
         out.update(_checked_update(value))
     except SoftTimeLimitExceeded:
-        out["error"] = {"type": "NodeTimeout", "message": f"node ran past its {timeout}s timeout"}
+        out["error"] = {"type": "NodeTimeout", "message": f"node ran past its {timeout}s timeout",
+                        "class": "timeout"}
     except Exception as exc:
         out["error"] = error_json(exc)
     duration = time.monotonic() - started
@@ -90,7 +139,7 @@ def _execute(graph: Graph, node_id: str, state: dict[str, Any], env: Envelope) -
     if duration > timeout and "error" not in out:
         del out["update"]  # a late result is never applied
         out["late"] = True
-        out["error"] = {"type": "NodeTimeout",
+        out["error"] = {"type": "NodeTimeout", "class": "timeout",
                         "message": f"finished after {duration:.3f}s, timeout {timeout}s"}
     return out
 
@@ -99,21 +148,21 @@ def _checked_update(value: Any) -> Envelope:
     if value is None:
         return {"update": {}}
     if not isinstance(value, Mapping):
-        return {"error": {"type": "InvalidNodeOutput",
+        return {"error": {"type": "InvalidNodeOutput", "class": "validation",
                           "message": f"a node must return a dict, got {type(value).__name__}"}}
     update = dict(value)
     if not all(isinstance(k, str) for k in update) or not is_json(update):
-        return {"error": {"type": "InvalidState",
+        return {"error": {"type": "InvalidState", "class": "validation",
                           "message": "node output is not JSON-serializable"}}
     return {"update": update}
 
 
-def _record_edge(rt: Runtime, envelope: Envelope) -> Envelope:
-    """Store the edge outcome once (first writer wins); the reducer's coordinator
-    step writes it to the event log together with the reducer's outcome."""
+def _store_outcome(rt: Runtime, envelope: Envelope, key: str) -> Envelope:
+    """Store an outcome once (first writer wins); the coordinator step writes it to
+    the event log (for edges: together with the reducer's outcome)."""
     data = {k: v for k, v in envelope.items() if k != "run_id"}
-    stored = rt.store.put_outcome(envelope["run_id"], f"{envelope['execution_id']}:done", data)
-    return {"run_id": envelope["run_id"], **stored}
+    stored = rt.store.put_outcome(envelope["run_id"], key, data)
+    return {"run_id": envelope["run_id"], **stored, "settled": True}
 
 
 def edge_ref(env: Envelope, outcome: Envelope | None) -> Envelope:

@@ -1,19 +1,25 @@
 """Celery task registration. The bodies stay short: the work is in
-:mod:`~hypha_celery.runtime.nodes` and :mod:`~hypha_celery.runtime.coordinator`."""
+:mod:`~hypha_celery.runtime.nodes`, :mod:`~hypha_celery.runtime.failures` and
+:mod:`~hypha_celery.runtime.coordinator`.
+
+Idempotent tasks (coordinator, nodes, edges, reducers) ack late and are
+requeued when their worker process dies; at-most-once nodes ack early.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from celery import Task
+from celery.exceptions import Ignore
 from celery.signals import celeryd_after_setup
 
 from hypha_celery.graph import Graph
-from hypha_celery.runtime import canvas
-from hypha_celery.runtime.config import COORDINATOR_TASK
-from hypha_celery.runtime.coordinator import coordinate
-from hypha_celery.runtime.core import Runtime
-from hypha_celery.runtime.nodes import Envelope, edge_ref, run_node, run_reducer
+from hypha_celery.runtime import canvas, failures
+from hypha_celery.runtime.config import COORDINATOR_TASK, SUPERVISOR_TASK
+from hypha_celery.runtime.coordinator import coordinate, node_call
+from hypha_celery.runtime.core import Envelope, Runtime
+from hypha_celery.runtime.nodes import edge_ref, run_node, run_reducer, settle
 
 #: Worker logs and task events show results cut to this many characters: a node's
 #: output (possibly prompt text) never reaches logs or Flower.
@@ -27,10 +33,20 @@ def _remember_queues(sender: Any, instance: Any, **kwargs: Any) -> None:
 
 
 def register_coordinator(rt: Runtime) -> None:
-    @rt.app.task(name=COORDINATOR_TASK, bind=True, ignore_result=True, shared=False)
+    @rt.app.task(name=COORDINATOR_TASK, bind=True, ignore_result=True, shared=False,
+                 acks_late=True, reject_on_worker_lost=True)
     def coordinator(self: Task, payload: Envelope) -> None:
-        if payload is not None:
+        if isinstance(payload, dict) and "run_id" in payload and "execution_id" in payload:
             coordinate(rt, payload)
+        elif payload is not None:
+            failures.malformed(rt, self.name, payload, "invalid_schema",
+                               "coordinator payload needs run_id and execution_id")
+
+    @rt.app.task(name=SUPERVISOR_TASK, ignore_result=True, shared=False)
+    def supervisor() -> None:
+        from hypha_celery.beat.supervisor import sweep
+
+        sweep(rt)
 
 
 def register_graph(rt: Runtime, graph: Graph) -> None:
@@ -49,28 +65,89 @@ def _continue(rt: Runtime, task: Task, outcome: Envelope) -> Envelope | None:
 
 
 def _register_node(rt: Runtime, graph: Graph, node_id: str) -> None:
+    late = not graph.nodes[node_id].at_most_once
+
     @rt.app.task(name=f"{graph.id}.{node_id}", bind=True, ignore_result=False, shared=False,
-                 resultrepr_maxsize=RESULT_REPR)
+                 resultrepr_maxsize=RESULT_REPR, acks_late=late, reject_on_worker_lost=late)
     def node(self: Task, env: Envelope) -> Envelope | None:
-        outcome, seen = run_node(rt, graph, env, attempt=self.request.retries + 1)
-        if env.get("edge_of"):
-            return edge_ref(env, outcome)
-        if outcome is None:
-            canvas.drop_continuation(self.request)
-            return None
-        if not canvas.take_coordinator(rt.app, self.request, rt.inline_coordinator):
-            return outcome
-        local = canvas.LocalSteps(rt.app, self.request, rt.local_budget) \
-            if rt.local_budget > 0 else None
-        while (call := coordinate(rt, outcome, seen, local)) is not None:
-            outcome, seen = run_node(rt, graph, call.env)
-            if outcome is None:
-                return None
-        return None
+        return node_task(rt, graph, self, env)
 
 
 def _register_reducer(rt: Runtime, graph: Graph, name: str) -> None:
     @rt.app.task(name=f"{graph.id}.{name}", bind=True, ignore_result=True, shared=False,
-                 resultrepr_maxsize=RESULT_REPR)
+                 resultrepr_maxsize=RESULT_REPR, acks_late=True, reject_on_worker_lost=True)
     def reducer(self: Task, results: list[Any], meta: Envelope) -> Envelope | None:
         return _continue(rt, self, run_reducer(rt, graph, meta, results))
+
+
+def node_task(rt: Runtime, graph: Graph, task: Task, env: Envelope) -> Envelope | None:
+    """One delivery of a node or edge message."""
+    problem = failures.envelope_problem(env, graph, task.name)
+    if problem is not None:
+        failures.malformed(rt, task.name, env, "invalid_schema", problem)
+        return None
+    attempt = int(env.get("attempt") or task.request.retries + 1)
+    queue = (task.request.delivery_info or {}).get("routing_key")
+    outcome, seen = _deliver(rt, graph, task, env, attempt, queue)
+    if outcome is None:
+        if env.get("edge_of"):
+            return edge_ref(env, None)
+        canvas.drop_continuation(task.request)
+        return None
+    delay, outcome = failures.retry_delay(rt, graph, env, outcome, attempt, task.name, queue)
+    if delay is not None:
+        return _retry(rt, graph, task, env, attempt, delay)
+    outcome = settle(rt, graph, outcome, attempt)
+    if env.get("edge_of"):
+        return edge_ref(env, outcome)
+    if not canvas.take_coordinator(rt.app, task.request, rt.inline_coordinator):
+        return outcome
+    _local_steps(rt, graph, task, outcome, seen)
+    return None
+
+
+def _deliver(rt: Runtime, graph: Graph, task: Task, env: Envelope, attempt: int,
+             queue: str | None) -> tuple[Envelope | None, Any]:
+    delivery = failures.deliveries(task.request)
+    if delivery > 1:
+        dead = failures.count_delivery(rt, env, delivery, task.name, queue)
+        if dead is not None:
+            return dead, None
+    return run_node(rt, graph, env, attempt)
+
+
+def _retry(rt: Runtime, graph: Graph, task: Task, env: Envelope, attempt: int,
+           delay: float) -> None:
+    """Publish the next attempt after ``delay`` s (an edge keeps its chord membership
+    through ``Task.retry``); a negative delay means another delivery already did."""
+    if delay < 0:
+        if env.get("edge_of"):
+            raise Ignore()  # never count a duplicate in the chord join
+        canvas.drop_continuation(task.request)
+        return None
+    if env.get("edge_of"):
+        raise task.retry(countdown=delay, max_retries=None)
+    canvas.drop_continuation(task.request)
+    publish_retry(rt, graph, env, attempt, delay)
+    return None
+
+
+def publish_retry(rt: Runtime, graph: Graph, env: Envelope, attempt: int, delay: float) -> None:
+    call = node_call(rt, graph, env["node_id"], {**env, "attempt": attempt + 1})
+    canvas.step(rt.app, call, countdown=delay)
+
+
+def _local_steps(rt: Runtime, graph: Graph, task: Task, outcome: Envelope, seen: Any) -> None:
+    """The inline coordinator step, then zero-hop steps while the budget lasts."""
+    local = canvas.LocalSteps(rt.app, task.request, rt.local_budget) \
+        if rt.local_budget > 0 else None
+    while (call := coordinate(rt, outcome, seen, local)) is not None:
+        result, seen = run_node(rt, graph, call.env)
+        if result is None:
+            return
+        delay, outcome = failures.retry_delay(rt, graph, call.env, result, 1, call.task,
+                                              call.queue)
+        if delay is not None:
+            if delay >= 0:
+                publish_retry(rt, graph, call.env, 1, delay)
+            return

@@ -73,3 +73,52 @@ outcomes = Table(
     Column("data", JSON, nullable=False),
     Index("ix_hypha_outcomes_run", "run_id"),
 )
+
+# Messages hypha gave up on: retries exhausted, delivered more than the delivery limit,
+# malformed (not JSON, unknown task, wrong schema) or abandoned by recovery. The project's
+# own dead-letter store on every broker (Redis has none; RabbitMQ's dead-letter queue is
+# drained into it). ``args`` is the task's JSON arguments, for ``hypha dlq redrive``.
+dead_letters = Table(
+    "hypha_dead_letters",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("run_id", String(64)),
+    Column("execution_id", String(120)),
+    Column("task", String(200), nullable=False),
+    Column("queue", String(200)),
+    Column("args", JSON, nullable=False),
+    Column("reason", String(40), nullable=False),
+    Column("error_class", String(40), nullable=False),
+    Column("error", JSON, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("redriven_at", Float),
+    Index("ix_hypha_dead_letters_status", "status", "id"),
+    Index("ix_hypha_dead_letters_run", "run_id"),
+)
+
+# Liveness of node executions that run longer than the lease interval: a worker-process
+# thread writes a row once a node has run for one interval and refreshes ``heartbeat_at``
+# while it runs. Fast nodes never write one. The supervisor reads them to tell "started,
+# still alive" from "started, worker gone" from "never started".
+leases = Table(
+    "hypha_leases",
+    metadata,
+    Column("execution_id", String(120), primary_key=True),
+    Column("run_id", String(64), nullable=False),
+    Column("worker", String(200), nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("heartbeat_at", Float, nullable=False),
+)
+
+# Circuit breakers per dependency key: ``failures`` within the window starting at
+# ``window_start``; the circuit is open until ``open_until``.
+circuits = Table(
+    "hypha_circuits",
+    metadata,
+    Column("key", String(200), primary_key=True),
+    Column("failures", Integer, nullable=False),
+    Column("window_start", Float, nullable=False),
+    Column("open_until", Float, nullable=False),
+)

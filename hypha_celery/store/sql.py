@@ -26,7 +26,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from hypha_celery.errors import ExtraNotInstalled, RunNotFound, SetupError, StoreConflict
 from hypha_celery.events.envelope import Event
 from hypha_celery.events.fold import PASSIVE_KINDS, View, apply_event, fold
-from hypha_celery.store.schema import events, lanes, outcomes, runs
+from hypha_celery.store.schema import circuits, dead_letters, events, lanes, leases, outcomes, runs
 
 _dumps = partial(json.dumps, allow_nan=False, separators=(",", ":"))
 _VIEW_COLUMNS = ("graph_id", "status", "user_id", "session_id", "lane", "waiting", "deadline",
@@ -411,6 +411,148 @@ class EventStore:
             conn.execute(runs.insert().values(run_id=run_id, seq=view["seq"], doc=_doc(view),
                                               **cols))
             conn.execute(events.insert(), rows)
+
+    # -- dead letters ------------------------------------------------------
+    def add_dead_letter(self, record: Mapping[str, Any], conn: Connection | None = None) -> int:
+        """Store a dead-letter record (keys: run_id, execution_id, task, queue, args,
+        reason, error_class, error, attempts); returns its id."""
+        self.ensure_schema()
+        row = {"run_id": None, "execution_id": None, "queue": None, "attempts": 1,
+               "error": {}, "error_class": "unknown", **record, "status": "open",
+               "created_at": time.time()}
+        if conn is not None:
+            return int(conn.execute(dead_letters.insert().values(**row)).inserted_primary_key[0])
+        with self.engine.begin() as c:
+            return int(c.execute(dead_letters.insert().values(**row)).inserted_primary_key[0])
+
+    def dead_letters(self, *, status: str | None = "open", run_id: str | None = None,
+                     limit: int = 100) -> list[dict[str, Any]]:
+        """Dead-letter records, newest first (``status=None``: all)."""
+        self.ensure_schema()
+        q = sa.select(dead_letters).order_by(dead_letters.c.id.desc()).limit(limit)
+        if status is not None:
+            q = q.where(dead_letters.c.status == status)
+        if run_id is not None:
+            q = q.where(dead_letters.c.run_id == run_id)
+        with self.reader.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def dead_letter(self, dead_letter_id: int) -> dict[str, Any] | None:
+        self.ensure_schema()
+        q = sa.select(dead_letters).where(dead_letters.c.id == dead_letter_id)
+        with self.reader.connect() as conn:
+            row = conn.execute(q).first()
+        return dict(row._mapping) if row else None
+
+    def mark_redriven(self, dead_letter_id: int, conn: Connection) -> bool:
+        """Mark an open record redriven (in the caller's transaction); False if it was not open."""
+        done = conn.execute(dead_letters.update().where(
+            dead_letters.c.id == dead_letter_id, dead_letters.c.status == "open"
+        ).values(status="redriven", redriven_at=time.time()))
+        return bool(done.rowcount == 1)
+
+    def purge_dead_letters(self, ids: Iterable[int] | None = None) -> int:
+        """Delete open dead-letter records (all, or ``ids``); returns how many."""
+        self.ensure_schema()
+        q = dead_letters.delete().where(dead_letters.c.status == "open")
+        if ids is not None:
+            q = q.where(dead_letters.c.id.in_(list(ids)))
+        with self.engine.begin() as conn:
+            return int(conn.execute(q).rowcount)
+
+    # -- leases ------------------------------------------------------------
+    def heartbeat(self, rows: list[dict[str, Any]]) -> None:
+        """Upsert lease rows ``{execution_id, run_id, worker, started_at, heartbeat_at}``
+        (unflushed: a lost heartbeat only delays recovery)."""
+        if not rows:
+            return
+        self.ensure_schema()
+        ins = _insert(self.dialect)(leases)
+        stmt = ins.on_conflict_do_update(index_elements=["execution_id"],
+                                         set_={"heartbeat_at": ins.excluded.heartbeat_at,
+                                               "worker": ins.excluded.worker})
+        with self.unflushed.begin() as conn:
+            conn.execute(stmt, rows)
+
+    def drop_leases(self, execution_ids: list[str]) -> None:
+        if not execution_ids:
+            return
+        self.ensure_schema()
+        with self.unflushed.begin() as conn:
+            conn.execute(leases.delete().where(leases.c.execution_id.in_(execution_ids)))
+
+    def leases(self, execution_ids: list[str]) -> dict[str, dict[str, Any]]:
+        if not execution_ids:
+            return {}
+        q = sa.select(leases).where(leases.c.execution_id.in_(execution_ids))
+        with self.reader.connect() as conn:
+            return {r.execution_id: dict(r._mapping) for r in conn.execute(q)}
+
+    # -- circuit breakers --------------------------------------------------
+    def circuit(self, key: str) -> dict[str, Any] | None:
+        self.ensure_schema()
+        with self.reader.connect() as conn:
+            row = conn.execute(sa.select(circuits).where(circuits.c.key == key)).first()
+        return dict(row._mapping) if row else None
+
+    def record_failure(self, key: str, now: float, threshold: int, reset: float
+                       ) -> tuple[bool, float]:
+        """Count one failure against ``key``'s circuit. Returns (opened_now, open_until).
+        ``threshold`` failures within ``reset`` seconds open it for ``reset`` seconds."""
+        self.ensure_schema()
+        with self.engine.begin() as conn:
+            ins = _insert(self.dialect)(circuits).values(key=key, failures=0, window_start=now,
+                                                         open_until=0.0)
+            conn.execute(ins.on_conflict_do_nothing(index_elements=["key"]))
+            q = sa.select(circuits).where(circuits.c.key == key)
+            if self.dialect == "postgresql":
+                q = q.with_for_update()
+            row = conn.execute(q).one()
+            failures = 1 if now - row.window_start > reset else row.failures + 1
+            start = now if failures == 1 else row.window_start
+            opened = failures >= threshold and row.open_until <= now
+            until = now + reset if opened else row.open_until
+            conn.execute(circuits.update().where(circuits.c.key == key).values(
+                failures=0 if opened else failures, window_start=now if opened else start,
+                open_until=until))
+        return opened, until
+
+    def record_success(self, key: str) -> None:
+        self.ensure_schema()
+        with self.unflushed.begin() as conn:
+            conn.execute(circuits.update().where(circuits.c.key == key, circuits.c.failures > 0)
+                         .values(failures=0))
+
+    # -- the supervisor's sweep query -------------------------------------
+    def stale_runs(self, *, idle_before: float, now: float, limit: int = 500
+                   ) -> list[dict[str, Any]]:
+        """Non-terminal runs with no event since ``idle_before``, or past their deadline:
+        ``{run_id, status, seq, waiting, deadline, updated_at}``, oldest first.
+        Served by the status index (no per-step column is indexed)."""
+        self.ensure_schema()
+        c = runs.c
+        q = (sa.select(c.run_id, c.status, c.seq, c.waiting, c.deadline, c.updated_at)
+             .where(c.status.in_(("running", "quarantined", "parked")),
+                    sa.or_(sa.and_(c.status == "running", c.updated_at < idle_before),
+                           c.deadline < now))
+             .order_by(c.updated_at).limit(limit))
+        with self.reader.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def last_event(self, run_id: str, kind: str) -> Event | None:
+        """The newest event of ``kind`` in a run."""
+        q = (sa.select(events.c.run_id, events.c.seq, events.c.kind, events.c.ts, events.c.data)
+             .where(events.c.run_id == run_id, events.c.kind == kind)
+             .order_by(events.c.seq.desc()).limit(1))
+        with self.reader.connect() as conn:
+            r = conn.execute(q).first()
+        return Event(run_id=r.run_id, seq=r.seq, kind=r.kind, ts=r.ts, data=dict(r.data)) \
+            if r else None
+
+    def recorded(self, idem: str) -> bool:
+        with self.reader.connect() as conn:
+            return conn.execute(sa.select(events.c.id).where(events.c.idem == idem)).first() \
+                is not None
 
     def dispose(self) -> None:
         engines = (self._engine, self._reader, self._unflushed)

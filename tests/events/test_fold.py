@@ -47,7 +47,7 @@ LINEAR = [
 def test_kinds() -> None:
     assert {"run.completed", "run.failed", "run.cancelled"} == TERMINAL_KINDS
     assert TERMINAL_KINDS <= KINDS and PASSIVE_KINDS <= KINDS
-    assert len(KINDS) == 16
+    assert len(KINDS) == 28
     assert {"node.late_result", "node.started", "decision.recorded"} <= PASSIVE_KINDS
     assert not TERMINAL_KINDS & PASSIVE_KINDS
 
@@ -111,7 +111,8 @@ def test_every_kind_has_a_handler() -> None:
     for kind in KINDS:
         v = new_view(R)
         data: dict[str, Any] = {"execution_id": "e", "node_id": "a", "step": 1, "edges": [],
-                                "update": {}, "reason": "r", "result": None}
+                                "update": {}, "reason": "r", "result": None, "attempt": 1,
+                                "delivery": 2, "dead_letter_id": 1}
         apply_event(v, kind, data, 1.0)
 
 

@@ -1,0 +1,174 @@
+"""Failure semantics of one node delivery: redelivery counting (poison messages),
+retries, dead letters, circuit breakers and at-most-once starts.
+
+Nothing here runs on the happy path of an idempotent node except two dict
+lookups: every write happens only after a redelivery or an error.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from hypha_celery.errors import StoreConflict
+from hypha_celery.graph import Graph
+from hypha_celery.runtime.core import Envelope, Runtime, awaits
+
+#: Circuit breaker defaults (hypha): failures within the window open it for ``RESET`` s.
+THRESHOLD = 3
+RESET = 30.0
+
+_failing: set[str] = set()  # dependency keys this process has counted failures for
+
+
+def deliveries(request: Any) -> int:
+    """How many times the broker says this message was delivered (1 = first time)."""
+    headers = getattr(request, "headers", None) or {}
+    count = headers.get("x-delivery-count") if isinstance(headers, dict) else None
+    if isinstance(count, int) and count > 0:
+        return count + 1
+    info = getattr(request, "delivery_info", None) or {}
+    return 2 if info.get("redelivered") else 1
+
+
+def count_delivery(rt: Runtime, env: Envelope, delivery: int, task: str, queue: str | None
+                   ) -> Envelope | None:
+    """Record a redelivery. Past the delivery limit, returns the dead-lettered outcome
+    envelope to hand the coordinator instead of running the node again."""
+    awaited = env.get("edge_of") or env["execution_id"]
+    with rt.store.transaction() as tx:
+        view = tx.lock(env["run_id"])
+        if not awaits(view, awaited):
+            return None
+        assert view is not None
+        if env.get("edge_of"):
+            counted = int(delivery)
+        else:
+            counted = max(int(view.get("deliveries") or 1) + 1, delivery)
+        tx.append(env["run_id"], "node.redelivered",
+                  {"execution_id": env["execution_id"], "node_id": env["node_id"],
+                   "delivery": counted})
+    if counted <= rt.delivery_limit:
+        return None
+    error = {"type": "DeliveryLimitExceeded", "class": "unknown", "dead_letter": "delivery_limit",
+             "message": f"delivered {counted} times without completing "
+                        f"(limit {rt.delivery_limit})"}
+    return dead_lettered(env, error, task, queue, attempts=counted, reason="delivery_limit")
+
+
+def dead_lettered(env: Envelope, error: dict[str, Any], task: str, queue: str | None, *,
+                  attempts: int, reason: str) -> Envelope:
+    """An outcome envelope carrying the dead-letter record the coordinator writes."""
+    args = {k: env[k] for k in ("run_id", "execution_id", "node_id", "input", "edge_of",
+                                "index") if k in env}
+    out: Envelope = {k: env[k] for k in ("run_id", "execution_id", "node_id", "edge_of", "index")
+                     if k in env}
+    out["error"] = {**error, "dead_letter": reason}
+    out["duration"] = env.get("duration") or 0.0
+    if env.get("started"):
+        out["started"] = env["started"]
+    out["dead_letter"] = {"task": task, "queue": queue, "args": [args], "reason": reason,
+                          "error_class": error.get("class", "unknown"), "attempts": attempts}
+    return out
+
+
+def retry_delay(rt: Runtime, graph: Graph, env: Envelope, outcome: Envelope, attempt: int,
+                task: str, queue: str | None) -> tuple[float | None, Envelope]:
+    """Decide what a failed attempt does: ``(delay, outcome)`` — retry after ``delay``
+    seconds (``node.retrying`` recorded), or ``(None, outcome)`` to hand on
+    (dead-lettered when a retryable error used up its attempts)."""
+    error = outcome.get("error")
+    if error is None:
+        _succeeded(rt, graph, outcome["node_id"])
+        return None, outcome
+    policy = graph.retry_for(outcome["node_id"])
+    if policy is None or error.get("class") not in policy.retry_on or outcome.get("late"):
+        return None, outcome
+    key = graph.dependency_for(outcome["node_id"])
+    now = time.time()
+    opened, open_until = rt.store.record_failure(key, now, THRESHOLD, RESET)
+    _failing.add(key)
+    if not policy.retries(error["class"], attempt):
+        done = {**env, "duration": outcome.get("duration"), "started": outcome.get("started")}
+        return None, dead_lettered(done, error, task, queue, attempts=attempt,
+                                   reason="retries_exhausted")
+    delay = max(policy.delay(outcome["execution_id"], attempt), open_until - now, 0.0)
+    delay = round(delay, 3)
+    if not _record_retry(rt, outcome, attempt, delay, error, key if opened else None,
+                         open_until):
+        return -1.0, outcome  # a duplicate delivery already scheduled this retry
+    return delay, outcome
+
+
+def _record_retry(rt: Runtime, outcome: Envelope, attempt: int, delay: float,
+                  error: dict[str, Any], opened: str | None, open_until: float) -> bool:
+    run_id, eid = outcome["run_id"], outcome["execution_id"]
+    try:
+        with rt.store.transaction() as tx:
+            view = tx.lock(run_id)
+            if not awaits(view, outcome.get("edge_of") or eid):
+                return False
+            if opened is not None:
+                tx.append(run_id, "recovery.circuit_opened", {"key": opened, "until": open_until})
+            tx.append(run_id, "node.retrying",
+                      {"execution_id": eid, "node_id": outcome["node_id"], "attempt": attempt,
+                       "delay": delay, "at": time.time() + delay, "error": error},
+                      idem=f"{eid}:retry:{attempt}")
+    except StoreConflict:
+        return False
+    return True
+
+
+def _succeeded(rt: Runtime, graph: Graph, node_id: str) -> None:
+    key = graph.dependency_for(node_id)
+    if key in _failing:  # only a process that saw failures pays for closing the circuit
+        _failing.discard(key)
+        rt.store.record_success(key)
+
+
+def begin_effect(rt: Runtime, env: Envelope, attempt: int, worker: str) -> bool:
+    """At-most-once: durably record ``node.started`` before the call. False when this
+    attempt was started before (a second delivery) or the run no longer awaits it."""
+    run_id, eid = env["run_id"], env["execution_id"]
+    try:
+        with rt.store.transaction() as tx:
+            view = tx.lock(run_id)
+            if not awaits(view, env.get("edge_of") or eid):
+                return False
+            tx.append(run_id, "node.started",
+                      {"execution_id": eid, "node_id": env["node_id"], "attempt": attempt,
+                       "worker": worker, "at_most_once": True},
+                      idem=f"{eid}:started:{attempt}")
+    except StoreConflict:
+        return False
+    return True
+
+
+def envelope_problem(env: Any, graph: Graph, task: str) -> str | None:
+    """Why a node message does not have the envelope schema (None: it does)."""
+    if not isinstance(env, dict):
+        return f"the node envelope must be an object, got {type(env).__name__}"
+    for key in ("run_id", "execution_id", "node_id"):
+        if not isinstance(env.get(key), str) or not env[key]:
+            return f"the node envelope needs a string {key!r}"
+    if task != f"{graph.id}.{env['node_id']}":
+        return f"node {env['node_id']!r} does not belong to task {task!r}"
+    if env.get("edge_of") is not None and not (
+            isinstance(env["edge_of"], str) and isinstance(env.get("index"), int)):
+        return "an edge envelope needs a string 'edge_of' and an integer 'index'"
+    attempt = env.get("attempt")
+    if attempt is not None and not (isinstance(attempt, int) and attempt >= 1):
+        return "'attempt' must be an integer >= 1"
+    return None
+
+
+def malformed(rt: Runtime, task: str, args: Any, reason: str, message: str) -> int:
+    """Dead-letter a message hypha cannot process; it is acked and the queue goes on."""
+    run_id = args.get("run_id") if isinstance(args, dict) else None
+    eid = args.get("execution_id") if isinstance(args, dict) else None
+    return rt.store.add_dead_letter({
+        "run_id": run_id if isinstance(run_id, str) else None,
+        "execution_id": eid if isinstance(eid, str) else None,
+        "task": task, "args": [args], "reason": reason, "error_class": "validation",
+        "error": {"type": "InvalidMessage", "message": message[:500], "class": "validation"},
+        "attempts": 1})
