@@ -1,5 +1,6 @@
 """hypha-celery: durable, distributed AI-agent graph executions on Celery."""
 
+from hypha_celery.beat import RecoveryPolicy
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.client.run import RunHandle, RunStatus
 from hypha_celery.errors import (
@@ -9,6 +10,7 @@ from hypha_celery.errors import (
     HyphaError,
     InvalidNotify,
     LaneBusy,
+    NotRedrivable,
     RunCancelled,
     RunFailed,
     RunNotFound,
@@ -18,7 +20,19 @@ from hypha_celery.errors import (
     WaitTimeout,
 )
 from hypha_celery.events import Event
-from hypha_celery.graph import Context, ErrorInfo, FanOut, Finish, Graph, Next, Node, Outcome
+from hypha_celery.graph import (
+    Context,
+    ErrorInfo,
+    FanOut,
+    Finish,
+    Graph,
+    Next,
+    Node,
+    NodeContext,
+    Outcome,
+    RetryPolicy,
+    classify,
+)
 from hypha_celery.runtime.config import Settings
 
 __version__ = "0.1.0"
@@ -37,7 +51,12 @@ __all__ = [
     "Graph",
     "Next",
     "Node",
+    "NodeContext",
     "Outcome",
+    "RetryPolicy",
+    "classify",
+    # recovery
+    "RecoveryPolicy",
     # events
     "Event",
     # errors
@@ -47,6 +66,7 @@ __all__ = [
     "HyphaError",
     "InvalidNotify",
     "LaneBusy",
+    "NotRedrivable",
     "RunCancelled",
     "RunFailed",
     "RunNotFound",

@@ -15,6 +15,7 @@ The tree, split by phase::
     │   ├── WaitTimeout (TimeoutError)   ``run.wait(timeout=)`` elapsed; the run goes on
     │   ├── StoreConflict                optimistic append lost a race (internal, retried)
     │   ├── BrokerUnavailable            ``start`` could not enqueue; the run is failed
+    │   ├── NotRedrivable                a dead letter / quarantined run an operator can't act on
     │   └── RunFailed                    the run ended ``run.failed``; ``.reason`` says why
     │       ├── RunTimeout               ... because its ``execution_timeout`` passed
     │       └── RunCancelled             the run ended ``run.cancelled``
@@ -106,6 +107,11 @@ class StoreConflict(HyphaRuntimeError):
 class BrokerUnavailable(HyphaRuntimeError):
     """``start`` recorded the run but could not publish it: the run is ended
     ``run.failed`` (reason ``enqueue_failed``) so it is never left hanging."""
+
+
+class NotRedrivable(HyphaRuntimeError):
+    """An operator action (``dlq redrive``, ``quarantine release|fail``) that does not
+    apply: unknown or already handled record, or a run that no longer awaits it."""
 
 
 class RunFailed(HyphaRuntimeError):

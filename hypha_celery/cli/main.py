@@ -6,10 +6,9 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
-from typing import IO, Any, NoReturn, TypeVar
+from typing import IO, Any, NoReturn
 
 import click
 import kombu.exceptions
@@ -18,9 +17,11 @@ import sqlalchemy.engine
 import sqlalchemy.exc
 
 from hypha_celery import __version__
+from hypha_celery.cli import recovery
+from hypha_celery.cli.common import app_option, echo_json, opened
 from hypha_celery.cli.follow import follow as follow_events
 from hypha_celery.cli.jsonl import read_jsonl, write_jsonl
-from hypha_celery.cli.loading import app_from, embedded_settings, load_app
+from hypha_celery.cli.loading import embedded_settings, load_app
 from hypha_celery.cli.status import status_json, status_lines
 from hypha_celery.cli.timeline import format_event, timeline, use_colour
 from hypha_celery.cli.worker import POOLS, parse_queues, worker_argv
@@ -82,27 +83,6 @@ class HyphaGroup(click.Group):
         return code
 
 
-APP_HELP = "the Hypha object, e.g. examples.support:hypha (env HYPHA_APP)"
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
-
-
-def app_option(required: bool = False) -> Callable[[_F], _F]:
-    return click.option("--app", "app_spec", envvar="HYPHA_APP", metavar="MODULE:ATTR",
-                        required=required, help=APP_HELP + ("" if required else
-                        "; default Hypha.from_env()"))
-
-
-@contextmanager
-def opened(app_spec: str | None) -> Iterator[Hypha]:
-    hypha = app_from(app_spec)
-    try:
-        yield hypha
-    finally:
-        hypha.close()
-
-
 def parse_input(value: str | None) -> Any:
     """``--input``: JSON text, or ``@FILE`` holding JSON."""
     if value is None:
@@ -118,10 +98,6 @@ def parse_input(value: str | None) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise click.BadParameter(f"not valid JSON ({exc})", param_hint="'--input'") from None
-
-
-def _echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 @click.group(cls=HyphaGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -153,7 +129,7 @@ def demo(question: str | None) -> None:
         for line in timeline(run.events(), colour=use_colour(sys.stdout)):
             click.echo(line)
         click.echo("result:")
-        _echo_json(result)
+        echo_json(result)
     finally:
         hypha.close()
 
@@ -186,7 +162,7 @@ def run(graph: str, app_spec: str, input_json: str | None, user_id: str | None,
                        "waiting for it", err=True)
             wait = True
         if wait:
-            _echo_json(handle.wait(timeout=timeout))
+            echo_json(handle.wait(timeout=timeout))
 
 
 @cli.command()
@@ -290,7 +266,7 @@ def import_(file: IO[str], app_spec: str | None) -> None:
                                "allow_interspersed_args": True})
 @app_option(required=True)
 @click.option("--queues", "-Q", metavar="Q1,Q2", help="queues to consume (default: all of the "
-              "app's: coordinator, nodes, dead letter and nodes' own)")
+              "app's: coordinator, nodes, effects and nodes' own; never hypha.dead_letter)")
 @click.option("--pool", "-P", type=click.Choice(POOLS), default="prefork", show_default=True)
 @click.option("--concurrency", "-c", type=click.IntRange(min=1),
               help="worker processes / threads (default: CPU count)")
@@ -306,6 +282,10 @@ def worker(app_spec: str, queues: str | None, pool: str, concurrency: int | None
     argv = worker_argv(hypha, queues=parse_queues(queues), pool=pool, concurrency=concurrency,
                        loglevel=loglevel.upper(), extra=celery_args)
     hypha.celery.worker_main(argv)
+
+
+for _command in recovery.COMMANDS:
+    cli.add_command(_command)
 
 
 def main() -> None:

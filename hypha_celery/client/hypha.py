@@ -63,7 +63,7 @@ class Hypha:
         self.celery = Celery(name)
         self.celery.config_from_object(celery_config(settings))
         self.store = EventStore(settings.store_url)
-        self.celery.hypha_store = self.store  # type: ignore[attr-defined]  # for the consumer
+        self.celery.hypha_store = self.store  # read by runtime.consumer
         self.notifier: Notifier = _notifier(settings)
         self._rt = Runtime(self.celery, self.store, self.notifier, settings.inline_coordinator,
                            settings.local_budget if settings.inline_coordinator else 0.0,

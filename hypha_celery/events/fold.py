@@ -88,12 +88,14 @@ def _redelivered(v: View, d: Mapping[str, Any]) -> None:
 
 def _redriven(v: View, d: Mapping[str, Any]) -> None:
     v["recoveries"] = int(d["attempt"])
+    if d.get("node_attempt"):
+        v["attempt"] = int(d["node_attempt"])
 
 
 def _quarantined(v: View, d: Mapping[str, Any]) -> None:
     v["status"] = "quarantined"
     v["quarantine"] = {"execution_id": d["execution_id"], "node_id": d.get("node_id"),
-                       "reason": d.get("reason")}
+                       "reason": d.get("reason"), "attempt": d.get("attempt", 1)}
 
 
 def _released(v: View, d: Mapping[str, Any]) -> None:

@@ -123,10 +123,10 @@ class RetryPolicy:
 
     def delay(self, execution_id: str, attempt: int) -> float:
         """Seconds to wait before the attempt after ``attempt``."""
-        base = min(self.max_backoff, self.backoff * 2 ** max(0, attempt - 1))
+        base = min(self.max_backoff, self.backoff * 2.0 ** max(0, attempt - 1))
         unit = fnv1a(f"{execution_id}:{attempt}") / 0xFFFFFFFF  # [0, 1]
         value = base * (1 + self.jitter * (2 * unit - 1))
-        return round(min(self.max_backoff, max(0.0, value)), 3)
+        return round(float(min(self.max_backoff, max(0.0, value))), 3)
 
     def to_json(self) -> dict[str, Any]:
         return {"max_attempts": self.max_attempts, "backoff": self.backoff,

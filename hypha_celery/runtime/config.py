@@ -49,10 +49,11 @@ class Settings:
         store = env.get("HYPHA_STORE_URL", "").strip() or EMBEDDED_STORE_URL
         inline = env.get("HYPHA_INLINE_COORDINATOR", "1").strip().lower() not in ("0", "false")
         budget = _seconds(env, "HYPHA_LOCAL_STEPS_BUDGET", 0.05) if inline else 0.0
-        extra = {"visibility_timeout": _seconds(env, "HYPHA_VISIBILITY_TIMEOUT", 3600.0),
-                 "sweep_interval": _seconds(env, "HYPHA_SWEEP_INTERVAL", 5.0),
-                 "delivery_limit": max(1, int(_seconds(env, "HYPHA_DELIVERY_LIMIT", 3))),
-                 "lease_interval": _seconds(env, "HYPHA_LEASE_INTERVAL", 1.0)}
+        extra: dict[str, Any] = {
+            "visibility_timeout": _seconds(env, "HYPHA_VISIBILITY_TIMEOUT", 3600.0),
+            "sweep_interval": _seconds(env, "HYPHA_SWEEP_INTERVAL", 5.0),
+            "delivery_limit": max(1, int(_seconds(env, "HYPHA_DELIVERY_LIMIT", 3))),
+            "lease_interval": _seconds(env, "HYPHA_LEASE_INTERVAL", 1.0)}
         if not broker:
             return cls("memory://", "cache+memory://", store, True, inline, budget, **extra)
         backend = env.get("HYPHA_RESULT_BACKEND", "").strip() or _default_backend(broker)
@@ -106,6 +107,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # node tasks ack early): a killed worker process's message is requeued
         "task_reject_on_worker_lost": True,
         "worker_cancel_long_running_tasks_on_connection_loss": True,
+        # beat keeps its (interval-only) schedule in memory: no shelve (pickle) file
+        "beat_scheduler": "celery.beat:Scheduler",
         "beat_schedule": {"hypha-supervisor": {"task": SUPERVISOR_TASK,
                                                "schedule": settings.sweep_interval,
                                                "options": {"queue": COORDINATOR_QUEUE,
@@ -128,5 +131,14 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     if settings.embedded:
         # the memory transport polls; its 1 s default would cost a second per hop
         conf["broker_transport_options"] = {"polling_interval": 0.005}
+    # malformed / unknown-task messages become dead-letter records, never a crash
+    conf["worker_consumer"] = "hypha_celery.runtime.consumer:HyphaConsumer"
+    from hypha_celery.runtime import rabbit  # rabbit imports this module
+
+    if rabbit.is_amqp(settings.broker_url):
+        # quorum queues dead-lettering after delivery_limit deliveries (global QoS off:
+        # Celery detects them, prefetch is static); direct exchanges, so countdowns are
+        # ETA messages held by the worker (native delayed delivery rejects < 1 s)
+        conf["task_queues"] = rabbit.hypha_queues(settings.delivery_limit)
     conf.update(settings.celery_overrides)
     return conf

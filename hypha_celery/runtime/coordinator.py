@@ -68,6 +68,12 @@ def coordinate(
     return local.take() if local else None
 
 
+def step_locked(tx: Tx, rt: Runtime, view: View, payload: Envelope) -> None:
+    """A coordinator step for ``payload`` on a run the caller has locked and checked
+    (the recovery supervisor feeds timeouts and reconciled outcomes this way)."""
+    _step(tx, rt, view, payload, None)
+
+
 def _step(
     tx: Tx, rt: Runtime, view: View, payload: Envelope, local: canvas.LocalSteps | None
 ) -> None:
@@ -89,11 +95,25 @@ def _not_awaited(tx: Tx, view: View, payload: Envelope) -> None:
               "parked": "parked"}.get(status, "run_ended")
     for item in late:
         eid = item["execution_id"]
-        if tx.recorded(f"{eid}:done") is not None or tx.recorded(f"{eid}:late") is not None:
+        done = tx.recorded(f"{eid}:done")
+        timed_out = done is not None and (done.get("error") or {}).get("by") == "supervisor"
+        if (done is not None and not timed_out) or tx.recorded(f"{eid}:late") is not None:
             continue  # already logged: a duplicate delivery
         tx.append(view["run_id"], "node.late_result",
                   {"execution_id": eid, "node_id": item.get("node_id") or item.get("reducer"),
-                   "reason": reason}, idem=f"{eid}:late")
+                   "reason": "timeout" if timed_out else reason}, idem=f"{eid}:late")
+
+
+def record_late(rt: Runtime, run_id: str, execution_id: str, node_id: str) -> None:
+    """An edge finished after its run stopped awaiting the fan-out: log it (once)."""
+    try:
+        with rt.store.transaction() as tx:
+            view = tx.lock(run_id)
+            if view is not None and not awaits(view, execution_id.rsplit(".", 1)[0]):
+                _not_awaited(tx, view, {"execution_id": execution_id, "node_id": node_id,
+                                        "duration": 0.0})
+    except StoreConflict:
+        pass  # the reducer's step logged it at the same moment
 
 
 def _record_dead_letter(tx: Tx, rt: Runtime, run_id: str, env: Envelope) -> int | None:
@@ -281,6 +301,19 @@ def _schedule_next(tx: Tx, rt: Runtime, graph: Graph, view: View, d: Next,
         tx.after_commit(lambda: canvas.step(rt.app, call))
 
 
+def fanout_calls(rt: Runtime, graph: Graph, run_id: str, fid: str, edges: list[Envelope]
+                 ) -> list[canvas.NodeCall]:
+    return [node_call(rt, graph, e["node_id"],
+                      {"run_id": run_id, "edge_of": fid, "index": i, **e})
+            for i, e in enumerate(edges)]
+
+
+def publish_fanout(rt: Runtime, graph: Graph, run_id: str, fid: str, reducer: str,
+                   calls: list[canvas.NodeCall]) -> None:
+    meta = {"run_id": run_id, "execution_id": fid, "reducer": reducer, "width": len(calls)}
+    canvas.fanout(rt.app, calls, f"{graph.id}.{reducer}", meta, NODES_QUEUE)
+
+
 def _schedule_fanout(tx: Tx, rt: Runtime, graph: Graph, view: View, d: FanOut) -> None:
     run_id, step = view["run_id"], int(view["step"]) + 1
     fid = f"{run_id}.{step}"
@@ -288,12 +321,8 @@ def _schedule_fanout(tx: Tx, rt: Runtime, graph: Graph, view: View, d: FanOut) -
              for i, e in enumerate(d.edges)]
     tx.append(run_id, "fanout.scheduled",
               {"execution_id": fid, "step": step, "reducer": d.reducer, "edges": edges})
-    calls = [node_call(rt, graph, e["node_id"],
-                       {"run_id": run_id, "edge_of": fid, "index": i, **e})
-             for i, e in enumerate(edges)]
-    meta = {"run_id": run_id, "execution_id": fid, "reducer": d.reducer, "width": len(edges)}
-    tx.after_commit(lambda: canvas.fanout(rt.app, calls, f"{graph.id}.{d.reducer}", meta,
-                                          NODES_QUEUE))
+    calls = fanout_calls(rt, graph, run_id, fid, edges)
+    tx.after_commit(lambda: publish_fanout(rt, graph, run_id, fid, d.reducer, calls))
 
 
 def terminal(tx: Tx, rt: Runtime, view: View, kind: str, data: dict[str, Any]) -> None:

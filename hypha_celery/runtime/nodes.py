@@ -103,7 +103,7 @@ def settle(rt: Runtime, graph: Graph, outcome: Envelope, attempt: int) -> Envelo
     if outcome.get("settled"):
         return outcome
     if outcome.get("edge_of"):
-        return _store_outcome(rt, outcome, f"{outcome['execution_id']}:done")
+        return _store_edge(rt, outcome)
     if graph.nodes[outcome["node_id"]].at_most_once:
         return _store_outcome(rt, outcome, effect_key(outcome["execution_id"], attempt))
     return outcome
@@ -155,6 +155,20 @@ def _checked_update(value: Any) -> Envelope:
         return {"error": {"type": "InvalidState", "class": "validation",
                           "message": "node output is not JSON-serializable"}}
     return {"update": update}
+
+
+def _store_edge(rt: Runtime, envelope: Envelope) -> Envelope:
+    """Store an edge outcome; if the run stopped awaiting the fan-out meanwhile (it was
+    cancelled, and its queued edges revoked, so the reducer may never run), the edge
+    records its own late result."""
+    data = {k: v for k, v in envelope.items() if k != "run_id"}
+    run_id, eid = envelope["run_id"], envelope["execution_id"]
+    stored, still = rt.store.put_edge_outcome(run_id, f"{eid}:done", data, envelope["edge_of"])
+    if not still:
+        from hypha_celery.runtime.coordinator import record_late
+
+        record_late(rt, run_id, eid, envelope["node_id"])
+    return {"run_id": run_id, **stored, "settled": True}
 
 
 def _store_outcome(rt: Runtime, envelope: Envelope, key: str) -> Envelope:

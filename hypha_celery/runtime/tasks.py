@@ -96,7 +96,8 @@ def node_task(rt: Runtime, graph: Graph, task: Task, env: Envelope) -> Envelope 
         return None
     delay, outcome = failures.retry_delay(rt, graph, env, outcome, attempt, task.name, queue)
     if delay is not None:
-        return _retry(rt, graph, task, env, attempt, delay)
+        _retry(rt, graph, task, env, attempt, delay)
+        return None
     outcome = settle(rt, graph, outcome, attempt)
     if env.get("edge_of"):
         return edge_ref(env, outcome)
@@ -124,12 +125,11 @@ def _retry(rt: Runtime, graph: Graph, task: Task, env: Envelope, attempt: int,
         if env.get("edge_of"):
             raise Ignore()  # never count a duplicate in the chord join
         canvas.drop_continuation(task.request)
-        return None
+        return
     if env.get("edge_of"):
         raise task.retry(countdown=delay, max_retries=None)
     canvas.drop_continuation(task.request)
     publish_retry(rt, graph, env, attempt, delay)
-    return None
 
 
 def publish_retry(rt: Runtime, graph: Graph, env: Envelope, attempt: int, delay: float) -> None:

@@ -45,6 +45,13 @@ _PG_PUT_OUTCOME = (
     "ON CONFLICT (idem) DO NOTHING"
 )
 _PG_GET_OUTCOME = "SELECT data FROM hypha_outcomes WHERE idem = %s"
+# the same insert, plus (in the same round trip) whether the run still awaits the fan-out
+_PG_PUT_EDGE = (
+    "WITH ins AS (INSERT INTO hypha_outcomes (idem, run_id, data) VALUES (%s, %s, %s::json) "
+    "ON CONFLICT (idem) DO NOTHING RETURNING 1) "
+    "SELECT (SELECT count(*) FROM ins), r.status, r.waiting FROM hypha_runs r "
+    "WHERE r.run_id = %s"
+)
 
 
 class Tx:
@@ -155,6 +162,12 @@ class Tx:
                 raise StoreConflict(f"run {run_id} moved on (optimistic write)")
         if self._rows:
             self.conn.execute(events.insert(), self._rows)
+
+
+def _inserted_id(result: Any) -> int:
+    key = result.inserted_primary_key
+    assert key is not None
+    return int(key[0])
 
 
 def _run_all(actions: list[Callable[[], None]]) -> None:
@@ -327,6 +340,24 @@ class EventStore:
             stored = conn.execute(sa.select(outcomes.c.data).where(outcomes.c.idem == idem))
             return dict(stored.scalar_one())
 
+    def put_edge_outcome(self, run_id: str, idem: str, data: dict[str, Any], awaited: str
+                         ) -> tuple[dict[str, Any], bool]:
+        """:meth:`put_outcome` for an edge, also telling whether the run still awaits
+        ``awaited`` (its fan-out) — one round trip on PostgreSQL."""
+        if self.dialect != "postgresql":
+            stored = self.put_outcome(run_id, idem, data)
+            view = self.read(run_id)
+            return stored, bool(view and view["status"] == "running"
+                                and view["waiting"] == awaited)
+        self.ensure_schema()
+        with self.unflushed.connect() as conn:
+            row = conn.exec_driver_sql(_PG_PUT_EDGE, (idem, run_id, _dumps(data), run_id)).first()
+            still = row is not None and row[1] == "running" and row[2] == awaited
+            if row is not None and row[0] == 1:
+                return data, still
+            stored = conn.exec_driver_sql(_PG_GET_OUTCOME, (idem,)).scalar_one()
+            return dict(stored), still
+
     def outcomes(self, idems: list[str]) -> dict[str, dict[str, Any]]:
         """``idem -> data`` of stored edge outcomes (one query)."""
         if not idems:
@@ -421,9 +452,9 @@ class EventStore:
                "error": {}, "error_class": "unknown", **record, "status": "open",
                "created_at": time.time()}
         if conn is not None:
-            return int(conn.execute(dead_letters.insert().values(**row)).inserted_primary_key[0])
+            return _inserted_id(conn.execute(dead_letters.insert().values(**row)))
         with self.engine.begin() as c:
-            return int(c.execute(dead_letters.insert().values(**row)).inserted_primary_key[0])
+            return _inserted_id(c.execute(dead_letters.insert().values(**row)))
 
     def dead_letters(self, *, status: str | None = "open", run_id: str | None = None,
                      limit: int = 100) -> list[dict[str, Any]]:
@@ -480,6 +511,13 @@ class EventStore:
         self.ensure_schema()
         with self.unflushed.begin() as conn:
             conn.execute(leases.delete().where(leases.c.execution_id.in_(execution_ids)))
+
+    def prune_leases(self, older_than: float) -> int:
+        """Delete lease rows whose heartbeat is older than ``older_than`` (bounded table)."""
+        self.ensure_schema()
+        with self.unflushed.begin() as conn:
+            done = conn.execute(leases.delete().where(leases.c.heartbeat_at < older_than))
+            return int(done.rowcount)
 
     def leases(self, execution_ids: list[str]) -> dict[str, dict[str, Any]]:
         if not execution_ids:

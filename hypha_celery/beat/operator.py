@@ -1,0 +1,123 @@
+"""What an operator does by hand: redrive a dead letter, release or fail a
+quarantined run. Each is one transaction on the locked run and an event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypha_celery.errors import FailureReason, NotRedrivable, RunNotFound
+from hypha_celery.events.fold import View
+from hypha_celery.runtime import canvas
+from hypha_celery.runtime.coordinator import fanout_calls, node_call, publish_fanout, terminal
+from hypha_celery.runtime.core import Runtime, awaits
+from hypha_celery.store import Tx
+
+
+def redrive(rt: Runtime, dead_letter_id: int) -> str:
+    """Re-enqueue a dead-lettered message. A run parked on it continues with a new
+    execution of the node; a message whose run still awaits it (a malformed or
+    unknown-task message fixed by a deploy) is published again as it was.
+    Returns the execution id (or task id) published."""
+    record = rt.store.dead_letter(dead_letter_id)
+    if record is None:
+        raise NotRedrivable(f"no dead letter {dead_letter_id}")
+    if record["status"] != "open":
+        raise NotRedrivable(f"dead letter {dead_letter_id} was already {record['status']}")
+    if record["run_id"] is None:
+        return _republish(rt, record)
+    with rt.store.transaction() as tx:
+        view = tx.lock(record["run_id"])
+        if view is None:
+            raise RunNotFound(f"no run {record['run_id']!r} in the event store")
+        parked = view.get("parked") or {}
+        if view["status"] == "parked" and parked.get("dead_letter_id") == dead_letter_id:
+            return _unpark(tx, rt, view, record)
+        if record["execution_id"] and awaits(view, record["execution_id"]):
+            rt.store.mark_redriven(dead_letter_id, tx.conn)
+            tx.after_commit(lambda: None if _send(rt, record) else None)
+            return str(record["execution_id"])
+        raise NotRedrivable(
+            f"run {record['run_id']} is {view['status']} and does not await this message: "
+            "a redrive would be stale (use on_dead_letter='park' to hold runs for a redrive)")
+
+
+def _unpark(tx: Tx, rt: Runtime, view: View, record: dict[str, Any]) -> str:
+    graph = rt.graphs.get(view["graph_id"])
+    if graph is None:
+        raise NotRedrivable(f"graph {view['graph_id']!r} is not registered here")
+    env = dict(record["args"][0])
+    node_id = env["node_id"]
+    eid = f"{view['parked']['execution_id']}.r{record['id']}"
+    rt.store.mark_redriven(record["id"], tx.conn)
+    tx.append(view["run_id"], "run.redriven",
+              {"dead_letter_id": record["id"], "execution_id": eid, "node_id": node_id,
+               "input": env.get("input")})
+    call = node_call(rt, graph, node_id, {"run_id": view["run_id"], "execution_id": eid,
+                                          "node_id": node_id, "input": env.get("input")})
+    tx.after_commit(lambda: canvas.step(rt.app, call))
+    return eid
+
+
+def _republish(rt: Runtime, record: dict[str, Any]) -> str:
+    if record["task"] not in rt.app.tasks:
+        raise NotRedrivable(f"task {record['task']!r} is not registered here")
+    with rt.store.engine.begin() as conn:
+        if not rt.store.mark_redriven(record["id"], conn):
+            raise NotRedrivable(f"dead letter {record['id']} is no longer open")
+    return _send(rt, record)
+
+
+def _send(rt: Runtime, record: dict[str, Any]) -> str:
+    args = record["args"] if isinstance(record["args"], list) else [record["args"]]
+    result = rt.app.send_task(record["task"], args=args, task_id=record["execution_id"],
+                              queue=record["queue"] or None)
+    return str(result.id)
+
+
+def _quarantined(tx: Tx, run_id: str) -> View:
+    view = tx.lock(run_id)
+    if view is None:
+        raise RunNotFound(f"no run {run_id!r} in the event store")
+    if view["status"] != "quarantined":
+        raise NotRedrivable(f"run {run_id} is {view['status']}, not quarantined")
+    return view
+
+
+def release(rt: Runtime, run_id: str) -> None:
+    """A human checked that the quarantined node's effect did not happen: run the
+    node again, as its next attempt."""
+    with rt.store.transaction() as tx:
+        view = _quarantined(tx, run_id)
+        graph = rt.graphs.get(view["graph_id"])
+        if graph is None:
+            raise NotRedrivable(f"graph {view['graph_id']!r} is not registered here")
+        q = view["quarantine"]
+        attempt = int(q.get("attempt") or 1) + 1
+        tx.append(run_id, "run.released", {"execution_id": q["execution_id"],
+                                           "attempt": attempt, "action": "rerun"})
+        tx.after_commit(_rerun(rt, view, graph, q["execution_id"], attempt))
+
+
+def _rerun(rt: Runtime, view: View, graph: Any, eid: str, attempt: int) -> Any:
+    run_id = view["run_id"]
+    if view.get("fanout"):
+        ev = rt.store.last_event(run_id, "fanout.scheduled")
+        assert ev is not None
+        edges = [dict(e, attempt=attempt) if e["execution_id"] == eid else e
+                 for e in ev.data["edges"]]
+        calls = fanout_calls(rt, graph, run_id, view["waiting"], edges)
+        return lambda: publish_fanout(rt, graph, run_id, view["waiting"], ev.data["reducer"],
+                                      calls)
+    from hypha_celery.beat.supervisor import _node_env
+
+    env = {**_node_env(rt, view), "attempt": attempt}
+    call = node_call(rt, graph, env["node_id"], env)
+    return lambda: canvas.step(rt.app, call)
+
+
+def fail_quarantined(rt: Runtime, run_id: str, message: str) -> None:
+    """End a quarantined run ``run.failed`` (reason ``quarantined``)."""
+    with rt.store.transaction() as tx:
+        view = _quarantined(tx, run_id)
+        terminal(tx, rt, view, "run.failed", {"reason": FailureReason.QUARANTINED.value,
+                                              "message": message[:500]})

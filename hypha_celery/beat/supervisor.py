@@ -1,0 +1,386 @@
+"""The recovery supervisor: one sweep finds runs with no progress past their lease
+and re-drives, times out, fails, reconciles or quarantines them.
+
+Run by celery beat (task ``hypha.supervisor``, one beat instance) or by hand
+(``hypha sweep``). Each decision is taken in a transaction on the locked run row
+that re-checks the run has not moved since the sweep read it, and is recorded
+as an event (``recovery.*``, ``run.quarantined``, ``run.failed``), so a
+duplicate sweep is harmless. The sweep query uses the status index only: it
+adds nothing to a step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hypha_celery.errors import FailureReason
+from hypha_celery.events.fold import View
+from hypha_celery.graph import Graph, NodeContext
+from hypha_celery.runtime import canvas, failures
+from hypha_celery.runtime.coordinator import (
+    fanout_calls,
+    node_call,
+    publish_fanout,
+    step_locked,
+    terminal,
+)
+from hypha_celery.runtime.core import Envelope, Runtime
+from hypha_celery.runtime.lanes import kickoff_id
+from hypha_celery.runtime.leases import alive
+from hypha_celery.runtime.nodes import effect_key
+from hypha_celery.store import Tx
+
+log = logging.getLogger(__name__)
+Decision = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryPolicy:
+    """Bounds of recovery (seconds and counts)."""
+
+    #: Added to a node's hard time limit before the supervisor acts.
+    grace: float = 10.0
+    #: A kickoff not picked up within this long is published again.
+    kickoff_lease: float = 30.0
+    #: Re-drives of one execution before it is dead-lettered (``recovery_exhausted``).
+    max_redrives: int = 3
+    #: The lease grows by this factor per re-drive (backoff).
+    backoff: float = 2.0
+    #: Runs examined per sweep.
+    limit: int = 500
+    #: Lease rows whose heartbeat is older than this are deleted.
+    lease_retention: float = 3600.0
+
+
+DEFAULT_POLICY = RecoveryPolicy()
+
+
+def sweep(rt: Runtime, now: float | None = None,
+          policy: RecoveryPolicy = DEFAULT_POLICY) -> list[Decision]:
+    """One sweep. Returns the decisions taken (ids and actions only)."""
+    now = time.time() if now is None else now
+    idle_before = now - min(policy.grace, policy.kickoff_lease)
+    rows = rt.store.stale_runs(idle_before=idle_before, now=now, limit=policy.limit)
+    views = {r["run_id"]: v for r in rows if (v := rt.store.load(r["run_id"])) is not None}
+    leases = rt.store.leases(_awaited_ids(list(views.values())))
+    decisions: list[Decision] = []
+    for row in rows:
+        view = views.get(row["run_id"])
+        if view is None or view["seq"] != row["seq"]:
+            continue  # moved since the query
+        decision = _examine(rt, view, leases, now, policy)
+        if decision is not None:
+            decisions.append(decision)
+            log.info("hypha recovery: %s %s %s", decision["action"], decision["run_id"],
+                     decision.get("execution_id", ""))
+    decisions.extend(_drain_broker_dead_letters(rt))
+    rt.store.prune_leases(now - policy.lease_retention)
+    return decisions
+
+
+def _awaited_ids(views: list[View]) -> list[str]:
+    ids: list[str] = []
+    for v in views:
+        if v.get("waiting"):
+            edges = int(v.get("fanout") or 0)
+            ids.extend([f"{v['waiting']}.{i}" for i in range(edges)] if edges else [v["waiting"]])
+    return ids
+
+
+def _examine(rt: Runtime, view: View, leases: dict[str, dict[str, Any]], now: float,
+             policy: RecoveryPolicy) -> Decision | None:
+    if view["deadline"] is not None and now > view["deadline"]:
+        return _act(rt, view, "deadline_exceeded", lambda tx, v: _fail_deadline(tx, rt, v))
+    graph = rt.graphs.get(view["graph_id"])
+    if view["status"] != "running" or graph is None or not view.get("waiting"):
+        return None  # quarantined / parked runs wait for a human; other apps' graphs
+    idle = now - max(view["updated_at"], view.get("retry_at") or 0.0)
+    backoff = policy.backoff ** int(view.get("recoveries") or 0)
+    if view["waiting"] == kickoff_id(view["run_id"]):
+        if idle < policy.kickoff_lease * backoff:
+            return None
+        return _redrive(rt, view, graph, "not_started", policy)
+    if view.get("fanout"):
+        return _examine_fanout(rt, view, graph, leases, now, idle, backoff, policy)
+    return _examine_node(rt, view, graph, leases.get(view["waiting"]), now, idle, backoff,
+                         policy)
+
+
+def _lease_of(rt: Runtime, graph: Graph, node_id: str, policy: RecoveryPolicy) -> float:
+    return canvas.hard_limit(graph.timeout_for(node_id) + rt.local_budget) + policy.grace
+
+
+def _examine_node(rt: Runtime, view: View, graph: Graph, lease: dict[str, Any] | None,
+                  now: float, idle: float, backoff: float, policy: RecoveryPolicy
+                  ) -> Decision | None:
+    node_id = view["waiting_nodes"][0]
+    if alive(lease, rt.leases.interval, now):
+        assert lease is not None
+        running = now - lease["started_at"]
+        if running <= graph.timeout_for(node_id) + policy.grace:
+            return None  # alive and within its timeout
+        return _act(rt, view, "timed_out", lambda tx, v: _time_out(tx, rt, v, node_id, running))
+    if idle < _lease_of(rt, graph, node_id, policy) * backoff:
+        return None
+    if graph.nodes[node_id].at_most_once and _effect_started(rt, view):
+        return _unknown_effect(rt, view, graph, node_id)
+    if int(view.get("recoveries") or 0) >= policy.max_redrives:
+        return _act(rt, view, "exhausted", lambda tx, v: _exhaust(tx, rt, v, graph, node_id))
+    if _circuit_open(rt, graph.dependency_for(node_id), now):
+        return {"run_id": view["run_id"], "action": "circuit_open",
+                "execution_id": view["waiting"]}
+    return _redrive(rt, view, graph, "worker_lost" if lease else "not_started", policy)
+
+
+def _examine_fanout(rt: Runtime, view: View, graph: Graph, leases: dict[str, dict[str, Any]],
+                    now: float, idle: float, backoff: float, policy: RecoveryPolicy
+                    ) -> Decision | None:
+    fid = view["waiting"]
+    edges = _edges(rt, view)
+    stuck = False
+    for i, edge in enumerate(edges):
+        lease = leases.get(f"{fid}.{i}")
+        if alive(lease, rt.leases.interval, now):
+            assert lease is not None
+            if now - lease["started_at"] <= graph.timeout_for(edge["node_id"]) + policy.grace:
+                return None  # an edge is still working
+            _time_out_edge(rt, view, edge, now - lease["started_at"])
+            stuck = True
+    lease_len = max(_lease_of(rt, graph, e["node_id"], policy) for e in edges)
+    if not stuck and idle < lease_len * backoff:
+        return None
+    if int(view.get("recoveries") or 0) >= policy.max_redrives:
+        return _act(rt, view, "exhausted", lambda tx, v: _exhaust_fanout(tx, rt, v))
+    return _redrive(rt, view, graph, "timed_out" if stuck else "worker_lost", policy)
+
+
+# -- actions --------------------------------------------------------------
+def _act(rt: Runtime, view: View, action: str,
+         fn: Callable[[Tx, View], None]) -> Decision | None:
+    """Run ``fn`` on the locked run if it has not moved since the sweep read it."""
+    with rt.store.transaction() as tx:
+        locked = tx.lock(view["run_id"])
+        if locked is None or locked["seq"] != view["seq"]:
+            return None
+        fn(tx, locked)
+    return {"run_id": view["run_id"], "action": action, "execution_id": view.get("waiting")}
+
+
+def _fail_deadline(tx: Tx, rt: Runtime, view: View) -> None:
+    from hypha_celery.client.hypha import awaited_task_ids
+
+    ids = awaited_task_ids(view)
+    terminal(tx, rt, view, "run.failed", {
+        "reason": FailureReason.DEADLINE_EXCEEDED.value, "by": "supervisor",
+        "message": "execution_timeout passed (enforced by the recovery supervisor)"})
+    tx.after_commit(lambda: _best_effort(lambda: canvas.revoke(rt.app, ids)))
+
+
+def _best_effort(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except Exception as exc:
+        log.warning("hypha recovery: %s", type(exc).__name__)
+
+
+def _time_out(tx: Tx, rt: Runtime, view: View, node_id: str, running: float) -> None:
+    eid = view["waiting"]
+    tx.append(view["run_id"], "recovery.timed_out",
+              {"execution_id": eid, "node_id": node_id, "running": round(running, 3)})
+    step_locked(tx, rt, view, {
+        "run_id": view["run_id"], "execution_id": eid, "node_id": node_id,
+        "duration": round(running, 3),
+        "error": {"type": "NodeTimeout", "class": "timeout", "by": "supervisor",
+                  "message": f"still running after {running:.1f}s (enforced by the supervisor)"}})
+
+
+def _time_out_edge(rt: Runtime, view: View, edge: Envelope, running: float) -> None:
+    """Store a NodeTimeout outcome for a stuck edge (first writer wins): the re-driven
+    chord then completes and the reducer sees the timeout; a late result is dropped."""
+    data = {"execution_id": edge["execution_id"], "node_id": edge["node_id"],
+            "edge_of": view["waiting"], "index": edge["index"], "duration": round(running, 3),
+            "error": {"type": "NodeTimeout", "class": "timeout", "by": "supervisor",
+                      "message": f"still running after {running:.1f}s (enforced by the "
+                                 "supervisor)"}}
+    rt.store.put_outcome(view["run_id"], f"{edge['execution_id']}:done", data)
+
+
+def _redrive(rt: Runtime, view: View, graph: Graph, why: str, policy: RecoveryPolicy,
+             node_attempt: int | None = None) -> Decision | None:
+    attempt = int(view.get("recoveries") or 0) + 1
+    publish = _publisher(rt, view, graph, node_attempt)
+
+    def record(tx: Tx, v: View) -> None:
+        data: dict[str, Any] = {"execution_id": v["waiting"], "attempt": attempt, "why": why}
+        if node_attempt:
+            data["node_attempt"] = node_attempt
+        tx.append(v["run_id"], "recovery.redriven", data)
+        tx.after_commit(publish)
+
+    decision = _act(rt, view, "redriven", record)
+    if decision is not None:
+        decision["why"] = why
+    return decision
+
+
+def _publisher(rt: Runtime, view: View, graph: Graph, node_attempt: int | None
+               ) -> Callable[[], None]:
+    """The message(s) that re-drive the awaited execution: same ids, so duplicates are
+    fenced."""
+    run_id, eid = view["run_id"], view["waiting"]
+    if eid == kickoff_id(run_id):
+        return lambda: canvas.kickoff(rt.app, run_id, eid)
+    if view.get("fanout"):
+        scheduled = rt.store.last_event(run_id, "fanout.scheduled")
+        assert scheduled is not None
+        calls = fanout_calls(rt, graph, run_id, eid, scheduled.data["edges"])
+        reducer = scheduled.data["reducer"]
+        return lambda: publish_fanout(rt, graph, run_id, eid, reducer, calls)
+    env = _node_env(rt, view)
+    attempt = node_attempt or int(view.get("attempt") or 1)
+    if attempt > 1:
+        env["attempt"] = attempt
+    call = node_call(rt, graph, env["node_id"], env)
+    return lambda: canvas.step(rt.app, call)
+
+
+def _node_env(rt: Runtime, view: View) -> Envelope:
+    """The awaited node's message envelope, from the event that scheduled it."""
+    run_id, eid = view["run_id"], view["waiting"]
+    for kind in ("node.scheduled", "run.redriven"):
+        ev = rt.store.last_event(run_id, kind)
+        if ev is not None and ev.data["execution_id"] == eid:
+            return {"run_id": run_id, "execution_id": eid, "node_id": ev.data["node_id"],
+                    "input": ev.data.get("input")}
+    raise LookupError(f"no scheduling event for {eid}")
+
+
+def _edges(rt: Runtime, view: View) -> list[Envelope]:
+    ev = rt.store.last_event(view["run_id"], "fanout.scheduled")
+    assert ev is not None
+    return [{**e, "index": i} for i, e in enumerate(ev.data["edges"])]
+
+
+def _exhaust(tx: Tx, rt: Runtime, view: View, graph: Graph, node_id: str) -> None:
+    env = _node_env(rt, view)
+    attempts = int(view.get("recoveries") or 0)
+    tx.append(view["run_id"], "recovery.exhausted",
+              {"execution_id": view["waiting"], "attempts": attempts})
+    error = {"type": "RecoveryExhausted", "class": "unknown",
+             "message": f"no progress after {attempts} re-drives"}
+    queue = node_call(rt, graph, node_id, env).queue
+    step_locked(tx, rt, view, failures.dead_lettered(
+        env, error, f"{graph.id}.{node_id}", queue, attempts=attempts,
+        reason="recovery_exhausted"))
+
+
+def _exhaust_fanout(tx: Tx, rt: Runtime, view: View) -> None:
+    attempts = int(view.get("recoveries") or 0)
+    tx.append(view["run_id"], "recovery.exhausted",
+              {"execution_id": view["waiting"], "attempts": attempts})
+    scheduled = rt.store.last_event(view["run_id"], "fanout.scheduled")
+    reducer = scheduled.data["reducer"] if scheduled else "?"
+    step_locked(tx, rt, view, {
+        "run_id": view["run_id"], "execution_id": view["waiting"], "reducer": reducer,
+        "edges": [], "duration": 0.0,
+        "error": {"type": "RecoveryExhausted", "class": "unknown",
+                  "message": f"fan-out made no progress after {attempts} re-drives"}})
+
+
+# -- at-most-once nodes with an unknown commit state ------------------------
+def _effect_started(rt: Runtime, view: View) -> bool:
+    attempt = int(view.get("attempt") or 1)
+    return rt.store.recorded(f"{view['waiting']}:started:{attempt}")
+
+
+def _unknown_effect(rt: Runtime, view: View, graph: Graph, node_id: str) -> Decision | None:
+    """The node started and its worker is gone: did the effect happen?"""
+    eid, attempt = view["waiting"], int(view.get("attempt") or 1)
+    stored = rt.store.outcomes([effect_key(eid, attempt)]).get(effect_key(eid, attempt))
+    if stored is not None:  # it finished; only the coordinator message was lost
+        return _reconcile(rt, view, {"run_id": view["run_id"], **stored}, "outcome")
+    node = graph.nodes[node_id]
+    if node.receipt is None:
+        return _quarantine(rt, view, node_id, attempt, "unknown_commit_state")
+    env = _node_env(rt, view)
+    ctx = NodeContext(view["run_id"], eid, node_id, attempt)
+    try:
+        found = node.receipt(dict(view["state"]), env.get("input"), ctx)
+    except Exception as exc:
+        log.warning("hypha recovery: receipt of %s raised %s", eid, type(exc).__name__)
+        return _quarantine(rt, view, node_id, attempt, "receipt_failed")
+    if found is None:  # it did not happen: run it again as the next attempt
+        return _redrive(rt, view, graph, "not_committed", DEFAULT_POLICY, attempt + 1)
+    return _reconcile(rt, view, {"run_id": view["run_id"], "execution_id": eid,
+                                 "node_id": node_id, "update": dict(found), "duration": 0.0},
+                      "receipt")
+
+
+def _reconcile(rt: Runtime, view: View, outcome: Envelope, source: str) -> Decision | None:
+    def record(tx: Tx, v: View) -> None:
+        tx.append(v["run_id"], "recovery.reconciled",
+                  {"execution_id": v["waiting"], "committed": True, "source": source})
+        step_locked(tx, rt, v, outcome)
+
+    return _act(rt, view, "reconciled", record)
+
+
+def _quarantine(rt: Runtime, view: View, node_id: str, attempt: int, reason: str
+                ) -> Decision | None:
+    def record(tx: Tx, v: View) -> None:
+        tx.append(v["run_id"], "run.quarantined", {"execution_id": v["waiting"],
+                                                   "node_id": node_id, "attempt": attempt,
+                                                   "reason": reason})
+
+    return _act(rt, view, "quarantined", record)
+
+
+def _circuit_open(rt: Runtime, key: str, now: float) -> bool:
+    circuit = rt.store.circuit(key)
+    return circuit is not None and circuit["open_until"] > now
+
+
+# -- RabbitMQ: messages the broker dead-lettered ----------------------------
+def _drain_broker_dead_letters(rt: Runtime) -> list[Decision]:
+    if not str(rt.app.conf.broker_url or "").startswith(("amqp://", "pyamqp://")):
+        return []
+    from hypha_celery.runtime import rabbit  # type: ignore[attr-defined,unused-ignore]
+    decisions: list[Decision] = []
+
+    def handle(msg: Any) -> None:
+        decision = _broker_dead_letter(rt, msg)
+        if decision is not None:
+            decisions.append(decision)
+
+    rabbit.drain_dead_letters(rt.app, handle)
+    return decisions
+
+
+def _broker_dead_letter(rt: Runtime, msg: Any) -> Decision | None:
+    """A message RabbitMQ dead-lettered (delivery limit): feed the run the failure. A
+    node's goes to the coordinator at once; an edge's is stored as the edge's outcome,
+    and the fan-out's next re-drive hands it to the reducer."""
+    env = msg.args[0] if msg.args and isinstance(msg.args[0], dict) else None
+    view = rt.store.load(env["run_id"]) if env and isinstance(env.get("run_id"), str) else None
+    graph = rt.graphs.get(view["graph_id"]) if view else None
+    if env is None or graph is None or failures.envelope_problem(env, graph, msg.task):
+        failures.malformed(rt, msg.task, env if env is not None else msg.args, msg.reason,
+                           f"dead-lettered by the broker ({msg.reason})")
+        return {"run_id": None, "action": "dead_lettered", "execution_id": msg.task_id}
+    error = {"type": "DeliveryLimitExceeded", "class": "unknown",
+             "message": f"the broker dead-lettered it after {msg.delivery_count} deliveries"}
+    outcome = failures.dead_lettered(env, error, msg.task, msg.queue,
+                                     attempts=msg.delivery_count, reason="delivery_limit")
+    if env.get("edge_of"):
+        data = {k: v for k, v in outcome.items() if k != "run_id"}
+        rt.store.put_outcome(env["run_id"], f"{env['execution_id']}:done", data)
+    else:
+        from hypha_celery.runtime.coordinator import coordinate
+
+        coordinate(rt, outcome)
+    return {"run_id": env["run_id"], "action": "dead_lettered",
+            "execution_id": env["execution_id"]}
