@@ -1,8 +1,12 @@
 """What an operator does by hand: redrive a dead letter, release or fail a
-quarantined run. Each is one transaction on the locked run and an event."""
+quarantined run. Each is one transaction on the locked run and an event.
+
+A held run (parked, quarantined) is not subject to its deadline while a human
+decides; redrive and release give it a fresh ``execution_timeout``."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from hypha_celery.errors import FailureReason, NotRedrivable, RunNotFound
@@ -51,7 +55,7 @@ def _unpark(tx: Tx, rt: Runtime, view: View, record: dict[str, Any]) -> str:
     rt.store.mark_redriven(record["id"], tx.conn)
     tx.append(view["run_id"], "run.redriven",
               {"dead_letter_id": record["id"], "execution_id": eid, "node_id": node_id,
-               "input": env.get("input")})
+               "input": env.get("input"), "deadline": time.time() + graph.execution_timeout})
     call = node_call(rt, graph, node_id, {"run_id": view["run_id"], "execution_id": eid,
                                           "node_id": node_id, "input": env.get("input")})
     tx.after_commit(lambda: canvas.step(rt.app, call))
@@ -94,7 +98,8 @@ def release(rt: Runtime, run_id: str) -> None:
         q = view["quarantine"]
         attempt = int(q.get("attempt") or 1) + 1
         tx.append(run_id, "run.released", {"execution_id": q["execution_id"],
-                                           "attempt": attempt, "action": "rerun"})
+                                           "attempt": attempt, "action": "rerun",
+                                           "deadline": time.time() + graph.execution_timeout})
         tx.after_commit(_rerun(rt, view, graph, q["execution_id"], attempt))
 
 

@@ -50,8 +50,9 @@ class RecoveryPolicy:
     max_redrives: int = 3
     #: The lease grows by this factor per re-drive (backoff).
     backoff: float = 2.0
-    #: Runs examined per sweep.
-    limit: int = 500
+    #: Runs examined per sweep (a decision costs ~4 ms on PostgreSQL: a sweep that acts
+    #: on every examined run stays under a second).
+    limit: int = 150
     #: Lease rows whose heartbeat is older than this are deleted.
     lease_retention: float = 3600.0
 

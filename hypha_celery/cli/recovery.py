@@ -67,8 +67,22 @@ def dlq_show(dead_letter_id: int, app_spec: str | None) -> None:
 def dlq_redrive(dead_letter_id: int, app_spec: str) -> None:
     """Re-enqueue a dead letter; a run parked on it continues."""
     with opened(app_spec) as hypha:
+        record = hypha.store.dead_letter(dead_letter_id)
         published = hypha.redrive(dead_letter_id)
-    click.echo(f"redriven dead letter {dead_letter_id} as {published}")
+        click.echo(f"redriven dead letter {dead_letter_id} as {published}")
+        if record and record["run_id"]:
+            _wait_if_embedded(hypha, record["run_id"])
+
+
+def _wait_if_embedded(hypha: Any, run_id: str) -> None:
+    """Embedded, the run executes in this process: stay until it ends."""
+    if hypha.settings.embedded:
+        click.echo("hypha: note: no HYPHA_BROKER_URL, the run executes in this process; "
+                   "waiting for it", err=True)
+        handle = hypha.get_run(run_id)
+        while (status := handle.status().status) in ("queued", "running"):
+            time.sleep(0.05)  # ends: the run's deadline bounds it
+        click.echo(f"run {run_id} {status}")
 
 
 @dlq.command("purge")
@@ -113,7 +127,8 @@ def quarantine_release(run_id: str, app_spec: str) -> None:
     """You checked the effect did NOT happen: run the node again (next attempt)."""
     with opened(app_spec) as hypha:
         hypha.release(run_id)
-    click.echo(f"released {run_id}: the node runs again")
+        click.echo(f"released {run_id}: the node runs again")
+        _wait_if_embedded(hypha, run_id)
 
 
 @quarantine.command("fail")

@@ -211,12 +211,14 @@ class Hypha:
         """Re-enqueue a dead-lettered message; a parked run continues."""
         from hypha_celery.beat.operator import redrive
 
+        self._ensure_worker()
         return redrive(self._rt, dead_letter_id)
 
     def release(self, run_id: str) -> None:
         """A human checked a quarantined run's effect did not happen: run the node again."""
         from hypha_celery.beat.operator import release
 
+        self._ensure_worker()
         release(self._rt, run_id)
 
     def fail_quarantined(self, run_id: str, message: str = "failed by an operator") -> None:

@@ -79,11 +79,13 @@ def _fanout(v: View, d: Mapping[str, Any]) -> None:
 def _retrying(v: View, d: Mapping[str, Any]) -> None:
     if d["execution_id"] == v["waiting"]:  # an edge retry keeps the fan-out's counters
         v["attempt"] = d["attempt"] + 1
+        v["deliveries"] = 1
     v["retry_at"] = d.get("at")
 
 
 def _redelivered(v: View, d: Mapping[str, Any]) -> None:
-    v["deliveries"] = max(int(v.get("deliveries") or 1), int(d["delivery"]))
+    if d["execution_id"] == v["waiting"]:  # an edge's count is its own
+        v["deliveries"] = max(int(v.get("deliveries") or 1), int(d["delivery"]))
 
 
 def _redriven(v: View, d: Mapping[str, Any]) -> None:
@@ -100,6 +102,7 @@ def _quarantined(v: View, d: Mapping[str, Any]) -> None:
 
 def _released(v: View, d: Mapping[str, Any]) -> None:
     v["status"] = "running"
+    v["deadline"] = d.get("deadline", v["deadline"])
     v["quarantine"] = None
     v["attempt"] = int(d.get("attempt") or v.get("attempt") or 1)
 
@@ -111,6 +114,7 @@ def _parked(v: View, d: Mapping[str, Any]) -> None:
 
 def _unparked(v: View, d: Mapping[str, Any]) -> None:
     v["status"] = "running"
+    v["deadline"] = d.get("deadline", v["deadline"])
     v["parked"] = None
     _await(v, d["execution_id"], [d["node_id"]])
 

@@ -22,38 +22,53 @@ _failing: set[str] = set()  # dependency keys this process has counted failures 
 
 
 def deliveries(request: Any) -> int:
-    """How many times the broker says this message was delivered (1 = first time)."""
+    """2 when the broker says this message was delivered before (Redis: the
+    ``redelivered`` flag of a restored message; RabbitMQ: the flag or a quorum
+    queue's ``x-delivery-count``), else 1.
+
+    Only redeliveries that reach the task body are counted (``node.redelivered``):
+    a message bounced by warm restarts without starting is not, so the count is
+    how often it *started* and did not finish — a poison message's signature.
+    """
     headers = getattr(request, "headers", None) or {}
     count = headers.get("x-delivery-count") if isinstance(headers, dict) else None
-    if isinstance(count, int) and count > 0:
-        return count + 1
     info = getattr(request, "delivery_info", None) or {}
-    return 2 if info.get("redelivered") else 1
+    return 2 if info.get("redelivered") or (isinstance(count, int) and count > 0) else 1
 
 
-def count_delivery(rt: Runtime, env: Envelope, delivery: int, task: str, queue: str | None
+def count_delivery(rt: Runtime, env: Envelope, task: str, queue: str | None
                    ) -> Envelope | None:
     """Record a redelivery. Past the delivery limit, returns the dead-lettered outcome
     envelope to hand the coordinator instead of running the node again."""
     awaited = env.get("edge_of") or env["execution_id"]
-    with rt.store.transaction() as tx:
-        view = tx.lock(env["run_id"])
-        if not awaits(view, awaited):
-            return None
-        assert view is not None
-        if env.get("edge_of"):
-            counted = int(delivery)
-        else:
-            counted = max(int(view.get("deliveries") or 1) + 1, delivery)
-        tx.append(env["run_id"], "node.redelivered",
-                  {"execution_id": env["execution_id"], "node_id": env["node_id"],
-                   "delivery": counted})
+    try:
+        with rt.store.transaction() as tx:
+            view = tx.lock(env["run_id"])
+            if not awaits(view, awaited):
+                return None
+            assert view is not None
+            counted = _edge_deliveries(tx, env) if env.get("edge_of") else (
+                int(view.get("deliveries") or 1) + 1)
+            tx.append(env["run_id"], "node.redelivered",
+                      {"execution_id": env["execution_id"], "node_id": env["node_id"],
+                       "delivery": counted}, idem=f"{env['execution_id']}:delivery:{counted}")
+    except StoreConflict:
+        return None  # a concurrent delivery counted the same number: let it run
     if counted <= rt.delivery_limit:
         return None
     error = {"type": "DeliveryLimitExceeded", "class": "unknown", "dead_letter": "delivery_limit",
              "message": f"delivered {counted} times without completing "
                         f"(limit {rt.delivery_limit})"}
     return dead_lettered(env, error, task, queue, attempts=counted, reason="delivery_limit")
+
+
+def _edge_deliveries(tx: Any, env: Envelope) -> int:
+    """An edge's deliveries: one more than its ``node.redelivered`` events so far
+    (the run's counter belongs to the fan-out as a whole)."""
+    n = 1
+    while tx.recorded(f"{env['execution_id']}:delivery:{n + 1}") is not None:
+        n += 1
+    return n + 1
 
 
 def dead_lettered(env: Envelope, error: dict[str, Any], task: str, queue: str | None, *,

@@ -109,9 +109,8 @@ def node_task(rt: Runtime, graph: Graph, task: Task, env: Envelope) -> Envelope 
 
 def _deliver(rt: Runtime, graph: Graph, task: Task, env: Envelope, attempt: int,
              queue: str | None) -> tuple[Envelope | None, Any]:
-    delivery = failures.deliveries(task.request)
-    if delivery > 1:
-        dead = failures.count_delivery(rt, env, delivery, task.name, queue)
+    if failures.deliveries(task.request) > 1:
+        dead = failures.count_delivery(rt, env, task.name, queue)
         if dead is not None:
             return dead, None
     return run_node(rt, graph, env, attempt)

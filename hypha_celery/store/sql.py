@@ -564,15 +564,15 @@ class EventStore:
     # -- the supervisor's sweep query -------------------------------------
     def stale_runs(self, *, idle_before: float, now: float, limit: int = 500
                    ) -> list[dict[str, Any]]:
-        """Non-terminal runs with no event since ``idle_before``, or past their deadline:
+        """Running runs with no event since ``idle_before``, or past their deadline:
         ``{run_id, status, seq, waiting, deadline, updated_at}``, oldest first.
-        Served by the status index (no per-step column is indexed)."""
+        Served by the status index (no per-step column is indexed). Quarantined and
+        parked runs wait for a human and are not returned."""
         self.ensure_schema()
         c = runs.c
         q = (sa.select(c.run_id, c.status, c.seq, c.waiting, c.deadline, c.updated_at)
-             .where(c.status.in_(("running", "quarantined", "parked")),
-                    sa.or_(sa.and_(c.status == "running", c.updated_at < idle_before),
-                           c.deadline < now))
+             .where(c.status == "running",
+                    sa.or_(c.updated_at < idle_before, c.deadline < now))
              .order_by(c.updated_at).limit(limit))
         with self.reader.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]

@@ -16,6 +16,11 @@ _ID = sa.BigInteger().with_variant(sa.Integer, "sqlite")
 
 
 def upgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        # keep room on each page for the next version of a run row: at fillfactor 100,
+        # ~1.3 KB projections leave too little free space for an in-place (HOT) update
+        # and too much for page pruning to kick in (measured: 65 % HOT instead of 95 %)
+        op.execute("ALTER TABLE hypha_runs SET (fillfactor = 80)")
     op.create_table(
         "hypha_dead_letters",
         sa.Column("id", _ID, primary_key=True, autoincrement=True),
@@ -52,6 +57,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.execute("ALTER TABLE hypha_runs RESET (fillfactor)")
     op.drop_table("hypha_circuits")
     op.drop_table("hypha_leases")
     op.drop_index("ix_hypha_dead_letters_run", "hypha_dead_letters")

@@ -1,0 +1,125 @@
+"""``hypha dlq``, ``hypha quarantine`` and ``hypha sweep`` against a real store (the
+embedded runtime: the command's own process runs what it re-enqueues)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hypha_celery import Hypha, RecoveryPolicy, Settings
+from hypha_celery.beat.supervisor import sweep
+from hypha_celery.runtime import failures
+from hypha_celery.runtime.coordinator import coordinate
+from hypha_celery.runtime.lanes import kickoff_id
+from tests.cli import recovery_app
+from tests.cli.helpers import assert_one_line_error, clean_env, hypha
+from tests.runtime.support import WAIT, wait_until
+
+APP = "tests.cli.recovery_app:hypha"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'hypha.db'}"
+
+
+@pytest.fixture
+def lib(store: str) -> Iterator[Hypha]:
+    h = Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
+                       store_url=store, embedded=True))
+    h.register(recovery_app.PARK)
+    h.register(recovery_app.EFFECT)
+    yield h
+    h.close()
+
+
+def cli(store: str, *args: str, **env: str) -> tuple[int, str, str]:
+    proc = hypha(*args, env=clean_env(HYPHA_STORE_URL=store, **env))
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def test_dlq_list_show_redrive_purge(lib: Hypha, store: str, tmp_path: Path) -> None:
+    run = lib.start("park", {"order": 7})
+    wait_until(lambda: lib.store.get(run.id)["status"] == "parked", what="parked")
+    (record,) = lib.store.dead_letters()
+    lib.close()
+
+    code, out, err = cli(store, "dlq", "list", "--app", APP)
+    assert code == 0, err
+    (line,) = out.splitlines()
+    assert line.split()[0] == str(record["id"]) and "retries_exhausted" in line
+    assert "order" not in out  # a listing never shows arguments
+
+    code, out, _ = cli(store, "dlq", "list", "--app", APP, "--json")
+    assert json.loads(out)["reason"] == "retries_exhausted"
+
+    code, out, _ = cli(store, "dlq", "show", str(record["id"]), "--app", APP)
+    assert code == 0 and json.loads(out)["args"][0]["input"] == {"order": 7}
+
+    missing = hypha("dlq", "show", "999", "--app", APP, env=clean_env(HYPHA_STORE_URL=store))
+    assert "no dead letter 999" in assert_one_line_error(missing)
+
+    fixed = tmp_path / "fixed"
+    fixed.touch()
+    code, out, err = cli(store, "dlq", "redrive", str(record["id"]), "--app", APP,
+                         HYPHA_TEST_FIXED=str(fixed))
+    assert code == 0, err
+    assert f"redriven dead letter {record['id']}" in out and f"run {run.id} completed" in out
+
+    again = hypha("dlq", "redrive", str(record["id"]), "--app", APP,
+                  env=clean_env(HYPHA_STORE_URL=store))
+    assert "already redriven" in assert_one_line_error(again)
+
+    usage = hypha("dlq", "purge", "--app", APP, env=clean_env(HYPHA_STORE_URL=store))
+    assert "give dead-letter IDs or --all" in assert_one_line_error(usage, code=2)
+    code, out, _ = cli(store, "dlq", "purge", "--all", "--app", APP)
+    assert code == 0 and out.strip() == "purged 0 dead letters"  # the redriven one stays
+
+
+def quarantined(lib: Hypha) -> str:
+    """An effect run whose worker died after committing node.started."""
+    run = lib.start("effect")
+    wait_until(lambda: lib.store.get(run.id)["status"] == "completed", what="a first run")
+    run = lib.start("effect")  # the second run is driven by hand: its messages are lost
+    lib.close()
+    h = Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
+                       store_url=lib.settings.store_url, embedded=False))
+    h.register(recovery_app.EFFECT)
+    try:
+        coordinate(h._rt, {"run_id": run.id, "execution_id": kickoff_id(run.id)})
+        env = {"run_id": run.id, "execution_id": f"{run.id}.1", "node_id": "send"}
+        assert failures.begin_effect(h._rt, env, 1, "gone:1")
+        (decision,) = sweep(h._rt, now=time.time() + 80, policy=RecoveryPolicy(grace=0.1))
+        assert decision["action"] == "quarantined"
+    finally:
+        h.close()
+    return run.id
+
+
+def test_quarantine_list_release_and_fail(lib: Hypha, store: str) -> None:
+    first = quarantined(lib)
+    code, out, _ = cli(store, "quarantine", "list", "--app", APP)
+    assert code == 0 and first in out and "unknown_commit_state" in out
+    code, out, err = cli(store, "quarantine", "release", first, "--app", APP)
+    assert code == 0, err
+    assert f"run {first} completed" in out
+
+    not_held = hypha("quarantine", "fail", first, "--app", APP,
+                     env=clean_env(HYPHA_STORE_URL=store))
+    assert "not quarantined" in assert_one_line_error(not_held)
+
+
+def test_quarantine_fail_and_sweep(store: str, lib: Hypha) -> None:
+    run_id = quarantined(lib)
+    code, out, err = cli(store, "quarantine", "fail", run_id, "--app", APP,
+                         "--message", "ops: charged twice")
+    assert code == 0 and out.strip() == f"failed {run_id}", err
+    code, out, err = cli(store, "status", run_id, "--json", "--app", APP)
+    assert json.loads(out)["error"]["reason"] == "quarantined"
+    code, out, err = cli(store, "sweep", "--app", APP)
+    assert code == 0 and "0 decisions" in err
+    assert WAIT
