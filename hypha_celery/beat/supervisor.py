@@ -154,9 +154,27 @@ def _examine_fanout(rt: Runtime, view: View, graph: Graph, leases: dict[str, dic
     lease_len = max(_lease_of(rt, graph, e["node_id"], policy) for e in edges)
     if not stuck and idle < lease_len * backoff:
         return None
+    unknown = _unknown_edge(rt, view, graph, edges)
+    if unknown is not None:
+        return _quarantine(rt, view, unknown["node_id"], 1, "unknown_commit_state",
+                           unknown["execution_id"])
     if int(view.get("recoveries") or 0) >= policy.max_redrives:
         return _act(rt, view, "exhausted", lambda tx, v: _exhaust_fanout(tx, rt, v))
     return _redrive(rt, view, graph, "timed_out" if stuck else "worker_lost", policy)
+
+
+def _unknown_edge(rt: Runtime, view: View, graph: Graph, edges: list[Envelope]
+                  ) -> Envelope | None:
+    """An at-most-once edge that started (first attempt) and has no stored outcome."""
+    effects = [e for e in edges if graph.nodes[e["node_id"]].at_most_once]
+    if not effects:
+        return None
+    done = rt.store.outcomes([f"{e['execution_id']}:done" for e in effects])
+    for edge in effects:
+        if f"{edge['execution_id']}:done" not in done and rt.store.recorded(
+                f"{edge['execution_id']}:started:1"):
+            return edge
+    return None
 
 
 # -- actions --------------------------------------------------------------
@@ -330,10 +348,10 @@ def _reconcile(rt: Runtime, view: View, outcome: Envelope, source: str) -> Decis
     return _act(rt, view, "reconciled", record)
 
 
-def _quarantine(rt: Runtime, view: View, node_id: str, attempt: int, reason: str
-                ) -> Decision | None:
+def _quarantine(rt: Runtime, view: View, node_id: str, attempt: int, reason: str,
+                execution_id: str | None = None) -> Decision | None:
     def record(tx: Tx, v: View) -> None:
-        tx.append(v["run_id"], "run.quarantined", {"execution_id": v["waiting"],
+        tx.append(v["run_id"], "run.quarantined", {"execution_id": execution_id or v["waiting"],
                                                    "node_id": node_id, "attempt": attempt,
                                                    "reason": reason})
 

@@ -369,3 +369,37 @@ def test_a_quarantined_run_can_be_failed_by_a_human(idle: Hypha) -> None:
         run.wait(1)
     assert info.value.reason == "quarantined"
     assert_well_formed(run)
+
+
+def test_an_effect_edge_with_unknown_state_quarantines_the_fanout(idle: Hypha) -> None:
+    send, other = Counter(), Counter()
+
+    def policy(ctx: Context) -> FanOut | Finish:
+        if ctx.step == 0:
+            return FanOut([Next("send"), Next("other")], reducer="join")
+        return Finish(ctx.state)
+
+    def join(state: dict[str, Any], outcomes: list[Outcome]) -> dict[str, Any]:
+        return {"oks": [o.ok for o in outcomes], "values": [o.value for o in outcomes]}
+
+    idle.register(Graph("e7", {"send": Node(send, side_effect="external_effect"),
+                               "other": other}, policy, {"join": join}))
+    run = idle.start("e7")
+    lose_messages(idle)
+    step_kickoff(idle, run.id)
+    lose_messages(idle)
+    edge = {"run_id": run.id, "execution_id": f"{run.id}.1.0", "node_id": "send",
+            "edge_of": f"{run.id}.1", "index": 0}
+    assert failures.begin_effect(idle._rt, edge, 1, "gone:1")
+    (decision,) = sweep(idle._rt, now=time.time() + LATER, policy=FAST)
+    assert decision["action"] == "quarantined"
+    assert idle.store.get(run.id)["quarantine"]["execution_id"] == f"{run.id}.1.0"
+    w = worker(idle)
+    try:
+        idle.release(run.id)
+        result = run.wait(WAIT)
+    finally:
+        w.stop()
+    assert result == {"oks": [True, True], "values": [{"done": 2}, {"done": 1}]}
+    assert send.calls == [2] and other.calls == [1]
+    assert_well_formed(run)
