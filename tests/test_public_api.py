@@ -11,9 +11,10 @@ from hypha_celery import errors
 PUBLIC = {
     "Hypha", "RunHandle", "RunStatus", "Settings",
     "Context", "ErrorInfo", "FanOut", "Finish", "Graph", "Next", "Node", "Outcome",
+    "NodeContext", "RetryPolicy", "classify", "RecoveryPolicy",
     "Event",
     "BrokerUnavailable", "FailureReason", "GraphSpecError", "HyphaError", "InvalidNotify",
-    "LaneBusy",
+    "LaneBusy", "NotRedrivable",
     "RunCancelled", "RunFailed", "RunNotFound", "RunTimeout", "SpecError", "UnknownGraph",
     "WaitTimeout",
 }
