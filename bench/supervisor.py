@@ -13,7 +13,7 @@ too), lane rows for the active runs and ~350 lease rows, then ``VACUUM ANALYZE``
   gone (stale heartbeat), node alive past its timeout (fresh heartbeat), past deadline.
 * **all_running** (worst case): the same number of runs, all running, 1 % stale.
 
-Measured per dataset: ``store.stale_runs(idle_before=now-60, now=now, limit=500)``
+Measured per dataset: ``store.stale_runs(idle_before=now-60, now=now, limit=RecoveryPolicy.limit)``
 ``SWEEPS`` times, its ``EXPLAIN (ANALYZE, BUFFERS)``, and, when
 ``hypha_celery.beat.supervisor.sweep`` exists, full sweeps on an embedded ``Hypha`` app
 over the same store. Also: the index definitions of ``hypha_runs`` (no per-step column
@@ -44,6 +44,7 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 import sqlalchemy as sa
 
 from bench._harness import PG_ADMIN_URL, BenchEnv, emit, machine_info, summary, target
+from hypha_celery.beat.supervisor import DEFAULT_POLICY
 from hypha_celery.events.fold import apply_event, new_view
 from hypha_celery.runtime.lanes import kickoff_id, lane_key
 from hypha_celery.store import EventStore
@@ -51,7 +52,8 @@ from hypha_celery.store import EventStore
 RUNS = int(os.environ.get("BENCH_SUPERVISOR_RUNS", "100000"))
 SWEEPS = 20
 IDLE = 60.0  # the supervisor's idle threshold in this bench (idle_before = now - IDLE)
-LIMIT = 500
+#: Runs per sweep: the supervisor's own default (RecoveryPolicy.limit).
+LIMIT = DEFAULT_POLICY.limit
 TARGET_MS = 1000.0
 GRAPH_ID = "bench_supervised"
 EXECUTION_TIMEOUT = 3600.0
