@@ -66,7 +66,7 @@ def sweep(rt: Runtime, now: float | None = None,
     now = time.time() if now is None else now
     idle_before = now - min(policy.grace, policy.kickoff_lease)
     rows = rt.store.stale_runs(idle_before=idle_before, now=now, limit=policy.limit)
-    views = {r["run_id"]: v for r in rows if (v := rt.store.load(r["run_id"])) is not None}
+    views = rt.store.load_many([r["run_id"] for r in rows])
     leases = rt.store.leases(_awaited_ids(list(views.values())))
     decisions: list[Decision] = []
     for row in rows:

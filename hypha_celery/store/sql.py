@@ -301,6 +301,17 @@ class EventStore:
 
     read = load  # a read without a lock; autocommit on PostgreSQL
 
+    def load_many(self, run_ids: list[str]) -> dict[str, View]:
+        """Projections of ``run_ids`` (one query; unknown ids are left out)."""
+        if not run_ids:
+            return {}
+        self.ensure_schema()
+        q = sa.select(runs.c.run_id, runs.c.doc, runs.c.seq, runs.c.updated_at).where(
+            runs.c.run_id.in_(run_ids))
+        with self.reader.connect() as conn:
+            return {r.run_id: {**r.doc, "seq": r.seq, "updated_at": r.updated_at}
+                    for r in conn.execute(q)}
+
     def read_edge(self, run_id: str, idem: str) -> tuple[View | None, dict[str, Any] | None]:
         """The run view and the edge outcome already stored under ``idem`` (one query)."""
         self.ensure_schema()
