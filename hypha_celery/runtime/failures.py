@@ -97,8 +97,9 @@ def retry_delay(rt: Runtime, graph: Graph, env: Envelope, outcome: Envelope, att
         _succeeded(rt, graph, outcome["node_id"])
         return None, outcome
     policy = graph.retry_for(outcome["node_id"])
-    if policy is None or error.get("class") not in policy.retry_on or outcome.get("late"):
-        return None, outcome
+    if policy is None or error.get("class") not in policy.retry_on or outcome.get("late") \
+            or error.get("dead_letter"):
+        return None, outcome  # not retryable; a dead letter is final
     key = graph.dependency_for(outcome["node_id"])
     now = time.time()
     opened, open_until = rt.store.record_failure(key, now, THRESHOLD, RESET)
