@@ -21,6 +21,7 @@ from hypha_celery.errors import FailureReason
 from hypha_celery.events.fold import View
 from hypha_celery.graph import Graph, NodeContext
 from hypha_celery.runtime import canvas, failures
+from hypha_celery.runtime.config import SUPERVISOR_TASK
 from hypha_celery.runtime.coordinator import (
     fanout_calls,
     node_call,
@@ -365,9 +366,10 @@ def _circuit_open(rt: Runtime, key: str, now: float) -> bool:
 
 # -- RabbitMQ: messages the broker dead-lettered ----------------------------
 def _drain_broker_dead_letters(rt: Runtime) -> list[Decision]:
-    if not str(rt.app.conf.broker_url or "").startswith(("amqp://", "pyamqp://")):
+    from hypha_celery.runtime import rabbit
+
+    if not rabbit.is_amqp(str(rt.app.conf.broker_url or "")):
         return []
-    from hypha_celery.runtime import rabbit  # type: ignore[attr-defined,unused-ignore]
     decisions: list[Decision] = []
 
     def handle(msg: Any) -> None:
@@ -380,9 +382,12 @@ def _drain_broker_dead_letters(rt: Runtime) -> list[Decision]:
 
 
 def _broker_dead_letter(rt: Runtime, msg: Any) -> Decision | None:
-    """A message RabbitMQ dead-lettered (delivery limit): feed the run the failure. A
-    node's goes to the coordinator at once; an edge's is stored as the edge's outcome,
-    and the fan-out's next re-drive hands it to the reducer."""
+    """A message RabbitMQ dead-lettered (delivery limit, rejected): feed the run the
+    failure. A node's goes to the coordinator at once; an edge's is stored as the edge's
+    outcome, and the fan-out's next re-drive hands it to the reducer. Expired messages
+    (a supervisor tick nobody picked up in time) are dropped: they carry no work."""
+    if msg.reason == "expired" or msg.task == SUPERVISOR_TASK:
+        return None
     env = msg.args[0] if msg.args and isinstance(msg.args[0], dict) else None
     view = rt.store.load(env["run_id"]) if env and isinstance(env.get("run_id"), str) else None
     graph = rt.graphs.get(view["graph_id"]) if view else None
@@ -390,10 +395,15 @@ def _broker_dead_letter(rt: Runtime, msg: Any) -> Decision | None:
         failures.malformed(rt, msg.task, env if env is not None else msg.args, msg.reason,
                            f"dead-lettered by the broker ({msg.reason})")
         return {"run_id": None, "action": "dead_lettered", "execution_id": msg.task_id}
-    error = {"type": "DeliveryLimitExceeded", "class": "unknown",
-             "message": f"the broker dead-lettered it after {msg.delivery_count} deliveries"}
+    if msg.reason == "delivery_limit":
+        error = {"type": "DeliveryLimitExceeded", "class": "unknown",
+                 "message": f"the broker dead-lettered it after {msg.delivery_count} deliveries"}
+    else:
+        error = {"type": "BrokerDeadLettered", "class": "unknown",
+                 "message": f"the broker dead-lettered it ({msg.reason[:40]})"}
+    reason = "delivery_limit" if msg.reason == "delivery_limit" else "broker_rejected"
     outcome = failures.dead_lettered(env, error, msg.task, msg.queue,
-                                     attempts=msg.delivery_count, reason="delivery_limit")
+                                     attempts=msg.delivery_count, reason=reason)
     if env.get("edge_of"):
         data = {k: v for k, v in outcome.items() if k != "run_id"}
         rt.store.put_outcome(env["run_id"], f"{env['execution_id']}:done", data)

@@ -92,10 +92,22 @@ class Hypha:
             raise GraphSpecError(f"a different graph {graph.id!r} is already registered")
         _check_visibility(graph, self.settings)
         tasks.register_graph(self._rt, graph)
+        self._declare_queues(graph)
         self._rt.graphs[graph.id] = graph
         if self._embedded is not None:
             self._embedded.refresh(sorted(self.queues()))
         return graph
+
+    def _declare_queues(self, graph: Graph) -> None:
+        """On RabbitMQ a node's own queue is a dead-lettered quorum queue too."""
+        from hypha_celery.runtime import rabbit
+
+        if not rabbit.is_amqp(self.settings.broker_url):
+            return
+        limit = self.settings.broker_delivery_limit
+        known = {q.name for q in self.celery.amqp.queues.values()}
+        for name in sorted({n.queue for n in graph.nodes.values() if n.queue} - known):
+            rabbit.declare_queue(self.celery, name, limit)
 
     def _graph(self, graph: Graph | str) -> Graph:
         graph_id = graph.id if isinstance(graph, Graph) else graph

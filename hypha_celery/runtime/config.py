@@ -34,8 +34,12 @@ class Settings:
     #: Redis: an unacked message is redelivered after this many seconds. Must exceed
     #: every node's hard time limit plus its longest retry delay (checked at register).
     visibility_timeout: float = 3600.0
-    #: Deliveries of one message without completing before it is dead-lettered.
+    #: Deliveries of one message that started without completing before it is
+    #: dead-lettered (hypha's own count, every broker).
     delivery_limit: int = 3
+    #: RabbitMQ's quorum ``x-delivery-limit``, a broker-side backstop above hypha's count
+    #: (the broker also counts returns of prefetched messages): default max(10, 3 × limit).
+    broker_delivery_limit: int = 10
     #: Seconds between recovery-supervisor sweeps (celery beat).
     sweep_interval: float = 5.0
     #: Seconds between lease heartbeats of a running node (0: no leases).
@@ -49,10 +53,13 @@ class Settings:
         store = env.get("HYPHA_STORE_URL", "").strip() or EMBEDDED_STORE_URL
         inline = env.get("HYPHA_INLINE_COORDINATOR", "1").strip().lower() not in ("0", "false")
         budget = _seconds(env, "HYPHA_LOCAL_STEPS_BUDGET", 0.05) if inline else 0.0
+        limit = max(1, int(_seconds(env, "HYPHA_DELIVERY_LIMIT", 3)))
         extra: dict[str, Any] = {
             "visibility_timeout": _seconds(env, "HYPHA_VISIBILITY_TIMEOUT", 3600.0),
             "sweep_interval": _seconds(env, "HYPHA_SWEEP_INTERVAL", 5.0),
-            "delivery_limit": max(1, int(_seconds(env, "HYPHA_DELIVERY_LIMIT", 3))),
+            "delivery_limit": limit,
+            "broker_delivery_limit": max(1, int(_seconds(
+                env, "HYPHA_BROKER_DELIVERY_LIMIT", broker_delivery_limit(limit)))),
             "lease_interval": _seconds(env, "HYPHA_LEASE_INTERVAL", 1.0)}
         if not broker:
             return cls("memory://", "cache+memory://", store, True, inline, budget, **extra)
@@ -80,6 +87,13 @@ def _default_backend(broker: str) -> str:
         f"HYPHA_RESULT_BACKEND is required with broker {broker.split('@')[-1]!r}: "
         "fan-out joins need a result backend with native chord support, e.g. redis://..."
     )
+
+
+def broker_delivery_limit(delivery_limit: int) -> int:
+    """RabbitMQ's quorum ``x-delivery-limit``: a backstop above hypha's own count. The
+    broker counts every return of a message (prefetch bounces at a warm restart too);
+    hypha counts only deliveries that started (``node.redelivered``)."""
+    return max(10, 3 * delivery_limit)
 
 
 def _queue(name: str) -> Queue:
@@ -139,6 +153,6 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # quorum queues dead-lettering after delivery_limit deliveries (global QoS off:
         # Celery detects them, prefetch is static); direct exchanges, so countdowns are
         # ETA messages held by the worker (native delayed delivery rejects < 1 s)
-        conf["task_queues"] = rabbit.hypha_queues(settings.delivery_limit)
+        conf["task_queues"] = rabbit.hypha_queues(settings.broker_delivery_limit)
     conf.update(settings.celery_overrides)
     return conf

@@ -82,10 +82,14 @@ def hypha_queues(delivery_limit: int) -> list[Queue]:
 
 def declare_queue(app: Celery, name: str, delivery_limit: int) -> Queue:
     """Make ``name`` (a node's own queue, e.g. ``"gpu"``) a dead-lettered quorum queue
-    of ``app`` (call before a worker or publisher first uses it)."""
+    of ``app`` (call before a worker or publisher first uses it). Like a queue Celery
+    creates on demand, a worker consumes it only when named in ``-Q``."""
     queue = quorum_queue(name, delivery_limit)
     app.amqp.queues.add(queue)
     return queue
+
+
+_DIRECT_WARNING = "Direct exchanges are not supported with native delayed delivery"
 
 
 class _DropDirectExchangeWarning(logging.Filter):
@@ -93,7 +97,6 @@ class _DropDirectExchangeWarning(logging.Filter):
         return not str(record.msg).startswith(_DIRECT_WARNING)
 
 
-_DIRECT_WARNING = "Direct exchanges are not supported with native delayed delivery"
 _direct_filter = _DropDirectExchangeWarning()
 
 
@@ -178,7 +181,8 @@ def drain_dead_letters(app: Celery, handle: Callable[[DeadMessage], None],
                        limit: int = 500) -> int:
     """Hand up to ``limit`` messages of ``hypha.dead_letter`` to ``handle`` and ack each
     one it returned from. If ``handle`` raises, that message goes back to the queue and
-    draining stops. Returns how many were handled (0 on a non-RabbitMQ broker)."""
+    draining stops. Returns how many were handled (0 on a non-RabbitMQ broker, without
+    connecting). An unreachable broker raises kombu's connection errors."""
     if not is_amqp(str(app.conf.broker_url or "")):
         return 0
     handled, limits = 0, delivery_limits(app)
@@ -199,10 +203,11 @@ def _hand_over(message: Any, limits: Mapping[str, int],
                handle: Callable[[DeadMessage], None]) -> bool:
     try:
         handle(decode(message, limits))
-    except Exception:
-        logger.exception("hypha: dead-letter handler failed; message %s left in %s",
-                         message.headers.get("id") if isinstance(message.headers, dict)
-                         else "?", DEAD_LETTER_QUEUE)
+    except Exception as exc:
+        # no traceback: a database error's text carries the statement parameters (args)
+        logger.error("hypha: dead-letter handler failed (%s); message %s left in %s",
+                     type(exc).__name__, message.headers.get("id")
+                     if isinstance(message.headers, dict) else "?", DEAD_LETTER_QUEUE)
         message.requeue()
         return False
     message.ack()

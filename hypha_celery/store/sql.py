@@ -462,6 +462,9 @@ class EventStore:
         row = {"run_id": None, "execution_id": None, "queue": None, "attempts": 1,
                "error": {}, "error_class": "unknown", **record, "status": "open",
                "created_at": time.time()}
+        for key in ("run_id", "execution_id", "task", "queue", "reason", "error_class"):
+            if isinstance(row[key], str):  # never fail on a column size (a hostile message)
+                row[key] = row[key][:getattr(dead_letters.c[key].type, "length", None)]
         if conn is not None:
             return _inserted_id(conn.execute(dead_letters.insert().values(**row)))
         with self.engine.begin() as c:

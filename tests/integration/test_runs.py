@@ -96,7 +96,8 @@ def test_a_failing_edge_still_lets_the_reducer_decide(any_stack: Stack, mode: st
     assert_exactly_once(events)
     (failed,) = of_kind(events, "node.failed")
     assert failed.data["node_id"] == "boom"
-    assert failed.data["error"] == {"type": "ValueError", "message": "edge x failed"}
+    assert failed.data["error"] == {"type": "ValueError", "message": "edge x failed",
+                                    "class": "validation"}
     assert len(of_kind(events, "reducer.completed")) == 1
 
 
