@@ -19,6 +19,9 @@ def test_from_env_reads_the_failure_settings() -> None:
     defaults = Settings.from_env({})
     assert (defaults.visibility_timeout, defaults.sweep_interval, defaults.delivery_limit,
             defaults.lease_interval) == (3600.0, 5.0, 3, 1.0)
+    assert defaults.broker_delivery_limit == 10
+    assert Settings.from_env({"HYPHA_DELIVERY_LIMIT": "5"}).broker_delivery_limit == 15
+    assert Settings.from_env({"HYPHA_BROKER_DELIVERY_LIMIT": "4"}).broker_delivery_limit == 4
     with pytest.raises(SetupError, match="HYPHA_VISIBILITY_TIMEOUT"):
         Settings.from_env({"HYPHA_VISIBILITY_TIMEOUT": "soon"})
 
