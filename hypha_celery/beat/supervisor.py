@@ -74,7 +74,12 @@ def sweep(rt: Runtime, now: float | None = None,
         view = views.get(row["run_id"])
         if view is None or view["seq"] != row["seq"]:
             continue  # moved since the query
-        decision = _examine(rt, view, leases, now, policy)
+        try:
+            decision = _examine(rt, view, leases, now, policy)
+        except Exception as exc:  # one run (or a broker hiccup) never stops the sweep
+            log.warning("hypha recovery: %s on run %s", type(exc).__name__, row["run_id"])
+            decision = {"run_id": row["run_id"], "action": "error",
+                        "execution_id": view.get("waiting"), "why": type(exc).__name__}
         if decision is not None:
             decisions.append(decision)
             log.info("hypha recovery: %s %s %s", decision["action"], decision["run_id"],
@@ -239,7 +244,10 @@ def _redrive(rt: Runtime, view: View, graph: Graph, why: str, policy: RecoveryPo
         if node_attempt:
             data["node_attempt"] = node_attempt
         tx.append(v["run_id"], "recovery.redriven", data)
-        tx.after_commit(publish)
+        # published before the commit: if the broker is down nothing is recorded and the
+        # next sweep tries again (no re-drive attempt burned); if the commit fails after
+        # a publish, the message is a duplicate with the same ids, which is fenced
+        publish()
 
     decision = _act(rt, view, "redriven", record)
     if decision is not None:

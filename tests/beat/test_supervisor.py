@@ -403,3 +403,30 @@ def test_an_effect_edge_with_unknown_state_quarantines_the_fanout(idle: Hypha) -
     assert result == {"oks": [True, True], "values": [{"done": 2}, {"done": 1}]}
     assert send.calls == [2] and other.calls == [1]
     assert_well_formed(run)
+
+
+def test_a_failed_publish_neither_stops_the_sweep_nor_burns_a_redrive(
+        idle: Hypha, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hypha_celery.runtime import canvas
+
+    idle.register(Graph("s9", {"a": lambda s, i: {}}, once()))
+    first, second = idle.start("s9"), idle.start("s9")
+    lose_messages(idle)
+    real = canvas.kickoff
+
+    def flaky_kickoff(app: Any, run_id: str, execution_id: str) -> None:
+        if run_id == first.id:
+            raise ConnectionError("broker down")
+        real(app, run_id, execution_id)
+
+    monkeypatch.setattr(canvas, "kickoff", flaky_kickoff)
+    decisions = sweep(idle._rt, now=time.time() + LATER, policy=FAST)
+    by_run = {d["run_id"]: d for d in decisions}
+    assert by_run[first.id]["action"] == "error" and by_run[first.id]["why"] == "ConnectionError"
+    assert by_run[second.id]["action"] == "redriven"
+    assert not of_kind(first, "recovery.redriven")  # nothing recorded: the next sweep retries
+    monkeypatch.setattr(canvas, "kickoff", real)
+    (again,) = [d for d in sweep(idle._rt, now=time.time() + LATER, policy=FAST)
+                if d["run_id"] == first.id]
+    assert again["action"] == "redriven"
+    assert of_kind(first, "recovery.redriven")[0].data["attempt"] == 1
