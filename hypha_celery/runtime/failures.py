@@ -8,11 +8,14 @@ lookups: every write happens only after a redelivery or an error.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from hypha_celery.errors import StoreConflict
+from hypha_celery.events.fold import View
 from hypha_celery.graph import Graph
 from hypha_celery.runtime.core import Envelope, Runtime, awaits
+from hypha_celery.store import Tx
 
 #: Circuit breaker defaults (hypha): failures within the window open it for ``RESET`` s.
 THRESHOLD = 3
@@ -36,25 +39,35 @@ def deliveries(request: Any) -> int:
     return 2 if info.get("redelivered") or (isinstance(count, int) and count > 0) else 1
 
 
+def _while_awaited(rt: Runtime, env: Envelope, write: Callable[[Tx, View], None]) -> bool:
+    """``write`` on the locked run if it still awaits ``env``'s execution. False when
+    it does not, or when an idempotency key says another delivery already wrote it."""
+    try:
+        with rt.store.transaction() as tx:
+            view = tx.lock(env["run_id"])
+            if view is None or not awaits(view, env.get("edge_of") or env["execution_id"]):
+                return False
+            write(tx, view)
+    except StoreConflict:
+        return False
+    return True
+
+
 def count_delivery(rt: Runtime, env: Envelope, task: str, queue: str | None
                    ) -> Envelope | None:
     """Record a redelivery. Past the delivery limit, returns the dead-lettered outcome
     envelope to hand the coordinator instead of running the node again."""
-    awaited = env.get("edge_of") or env["execution_id"]
-    try:
-        with rt.store.transaction() as tx:
-            view = tx.lock(env["run_id"])
-            if not awaits(view, awaited):
-                return None
-            assert view is not None
-            counted = _edge_deliveries(tx, env) if env.get("edge_of") else (
-                int(view.get("deliveries") or 1) + 1)
-            tx.append(env["run_id"], "node.redelivered",
-                      {"execution_id": env["execution_id"], "node_id": env["node_id"],
-                       "delivery": counted}, idem=f"{env['execution_id']}:delivery:{counted}")
-    except StoreConflict:
-        return None  # a concurrent delivery counted the same number: let it run
-    if counted <= rt.delivery_limit:
+    counted = 0
+
+    def write(tx: Tx, view: View) -> None:
+        nonlocal counted
+        counted = _edge_deliveries(tx, env) if env.get("edge_of") else (
+            int(view.get("deliveries") or 1) + 1)
+        tx.append(env["run_id"], "node.redelivered",
+                  {"execution_id": env["execution_id"], "node_id": env["node_id"],
+                   "delivery": counted}, idem=f"{env['execution_id']}:delivery:{counted}")
+
+    if not _while_awaited(rt, env, write) or counted <= rt.delivery_limit:
         return None
     error = {"type": "DeliveryLimitExceeded", "class": "unknown", "dead_letter": "delivery_limit",
              "message": f"delivered {counted} times without completing "
@@ -62,7 +75,7 @@ def count_delivery(rt: Runtime, env: Envelope, task: str, queue: str | None
     return dead_lettered(env, error, task, queue, attempts=counted, reason="delivery_limit")
 
 
-def _edge_deliveries(tx: Any, env: Envelope) -> int:
+def _edge_deliveries(tx: Tx, env: Envelope) -> int:
     """An edge's deliveries: one more than its ``node.redelivered`` events so far
     (the run's counter belongs to the fan-out as a whole)."""
     n = 1
@@ -119,20 +132,16 @@ def retry_delay(rt: Runtime, graph: Graph, env: Envelope, outcome: Envelope, att
 def _record_retry(rt: Runtime, outcome: Envelope, attempt: int, delay: float,
                   error: dict[str, Any], opened: str | None, open_until: float) -> bool:
     run_id, eid = outcome["run_id"], outcome["execution_id"]
-    try:
-        with rt.store.transaction() as tx:
-            view = tx.lock(run_id)
-            if not awaits(view, outcome.get("edge_of") or eid):
-                return False
-            if opened is not None:
-                tx.append(run_id, "recovery.circuit_opened", {"key": opened, "until": open_until})
-            tx.append(run_id, "node.retrying",
-                      {"execution_id": eid, "node_id": outcome["node_id"], "attempt": attempt,
-                       "delay": delay, "at": time.time() + delay, "error": error},
-                      idem=f"{eid}:retry:{attempt}")
-    except StoreConflict:
-        return False
-    return True
+
+    def write(tx: Tx, view: View) -> None:
+        if opened is not None:
+            tx.append(run_id, "recovery.circuit_opened", {"key": opened, "until": open_until})
+        tx.append(run_id, "node.retrying",
+                  {"execution_id": eid, "node_id": outcome["node_id"], "attempt": attempt,
+                   "delay": delay, "at": time.time() + delay, "error": error},
+                  idem=f"{eid}:retry:{attempt}")
+
+    return _while_awaited(rt, outcome, write)
 
 
 def _succeeded(rt: Runtime, graph: Graph, node_id: str) -> None:
@@ -145,19 +154,14 @@ def _succeeded(rt: Runtime, graph: Graph, node_id: str) -> None:
 def begin_effect(rt: Runtime, env: Envelope, attempt: int, worker: str) -> bool:
     """At-most-once: durably record ``node.started`` before the call. False when this
     attempt was started before (a second delivery) or the run no longer awaits it."""
-    run_id, eid = env["run_id"], env["execution_id"]
-    try:
-        with rt.store.transaction() as tx:
-            view = tx.lock(run_id)
-            if not awaits(view, env.get("edge_of") or eid):
-                return False
-            tx.append(run_id, "node.started",
-                      {"execution_id": eid, "node_id": env["node_id"], "attempt": attempt,
-                       "worker": worker, "at_most_once": True},
-                      idem=f"{eid}:started:{attempt}")
-    except StoreConflict:
-        return False
-    return True
+    eid = env["execution_id"]
+
+    def write(tx: Tx, view: View) -> None:
+        tx.append(env["run_id"], "node.started",
+                  {"execution_id": eid, "node_id": env["node_id"], "attempt": attempt,
+                   "worker": worker, "at_most_once": True}, idem=f"{eid}:started:{attempt}")
+
+    return _while_awaited(rt, env, write)
 
 
 def envelope_problem(env: Any, graph: Graph, task: str) -> str | None:
