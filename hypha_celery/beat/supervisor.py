@@ -51,9 +51,11 @@ class RecoveryPolicy:
     max_redrives: int = 3
     #: The lease grows by this factor per re-drive (backoff).
     backoff: float = 2.0
-    #: Runs examined per sweep (a decision costs ~4 ms on PostgreSQL: a sweep that acts
-    #: on every examined run stays under a second).
-    limit: int = 150
+    #: Runs examined per sweep.
+    limit: int = 200
+    #: Seconds a sweep may spend deciding (a decision costs 4-8 ms on PostgreSQL); what is
+    #: left waits for the next sweep, oldest first.
+    budget: float = 0.75
     #: Lease rows whose heartbeat is older than this are deleted.
     lease_retention: float = 3600.0
 
@@ -70,7 +72,11 @@ def sweep(rt: Runtime, now: float | None = None,
     views = rt.store.load_many([r["run_id"] for r in rows])
     leases = rt.store.leases(_awaited_ids(list(views.values())))
     decisions: list[Decision] = []
+    started = time.monotonic()
     for row in rows:
+        if time.monotonic() - started > policy.budget:
+            log.info("hypha recovery: sweep budget of %.2fs used; the rest waits", policy.budget)
+            break
         view = views.get(row["run_id"])
         if view is None or view["seq"] != row["seq"]:
             continue  # moved since the query

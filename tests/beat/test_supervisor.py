@@ -430,3 +430,13 @@ def test_a_failed_publish_neither_stops_the_sweep_nor_burns_a_redrive(
                 if d["run_id"] == first.id]
     assert again["action"] == "redriven"
     assert of_kind(first, "recovery.redriven")[0].data["attempt"] == 1
+
+
+def test_a_sweep_stops_deciding_when_its_time_budget_is_used(idle: Hypha) -> None:
+    idle.register(Graph("s10", {"a": lambda s, i: {}}, once()))
+    runs = [idle.start("s10") for _ in range(3)]
+    lose_messages(idle)
+    later = time.time() + LATER
+    assert sweep(idle._rt, now=later, policy=RecoveryPolicy(budget=0.0)) == []
+    decided = sweep(idle._rt, now=later, policy=FAST)
+    assert sorted(d["run_id"] for d in decided) == sorted(r.id for r in runs)
