@@ -51,6 +51,7 @@ from tests.integration.helpers import (
     of_kind,
     purge,
     queues_of,
+    rabbit_vhost,
     wait_until,
 )
 
@@ -466,16 +467,21 @@ def test_broker_restart_loses_messages_not_runs(private_redis: PrivateRedis, cha
 
 
 # -- 3. a poison message on Redis ------------------------------------------------------
+@pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
 def test_poison_node_is_dead_lettered_after_the_delivery_limit(
-    chaos_redis: str, pg_url: str, tmp_path: Path
+    broker: str, chaos_redis: str, pg_url: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """The node kills its prefork child every time: Celery requeues the message
-    (reject_on_worker_lost; kombu's Redis restore sets ``redelivered``), hypha counts
-    each redelivery and, past HYPHA_DELIVERY_LIMIT=2, dead-letters it instead of
-    running it a third time."""
-    backends = Backends("redis", chaos_redis, chaos_redis, pg_url)
-    with cluster(backends, tmp_path, workers=1, concurrency=2,
-                 env={"HYPHA_DELIVERY_LIMIT": "2"}) as c:
+    (reject_on_worker_lost; kombu's Redis restore sets ``redelivered``; RabbitMQ's
+    quorum queue counts ``x-delivery-count``), hypha counts each redelivery that starts
+    and, past HYPHA_DELIVERY_LIMIT=2, dead-letters it instead of running it a third
+    time — before the broker's own backstop limit (10) would."""
+    with contextlib.ExitStack() as stack:
+        broker_url = chaos_redis if broker == "redis" else stack.enter_context(
+            rabbit_vhost(str(request.getfixturevalue("amqp_url"))))
+        backends = Backends(broker, broker_url, chaos_redis, pg_url)
+        c = stack.enter_context(cluster(backends, tmp_path, workers=1, concurrency=2,
+                                        env={"HYPHA_DELIVERY_LIMIT": "2"}))
         run = c.client.start("chaos_poison", {})
         wait_all_terminal(c, [run.id], timeout=60)
         events = run.events()
