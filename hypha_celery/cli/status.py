@@ -27,6 +27,10 @@ def status_lines(status: RunStatus) -> list[str]:
         ("status", status.status),
         ("step", status.step),
         ("waiting", ", ".join(status.waiting_nodes) or "-"),
+        ("attempt", f"{status.attempt} (re-driven {status.recoveries}x)"
+         if status.recoveries else status.attempt),
+        ("held", ", ".join(f"{k}={v}" for k, v in status.held.items()) if status.held
+         else "-"),
         ("error", error),
         ("created", _when(status.created_at)),
         ("updated", f"{_when(status.updated_at)} (+{elapsed:.1f}ms)"),

@@ -36,6 +36,11 @@ class RunStatus:
     created_at: float
     updated_at: float
     seq: int
+    #: Why a ``parked`` / ``quarantined`` run waits for a human (ids and reasons only).
+    held: dict[str, Any] | None = None
+    #: The awaited execution's attempt (retries) and recovery re-drives so far.
+    attempt: int = 1
+    recoveries: int = 0
 
     @property
     def done(self) -> bool:
@@ -57,7 +62,10 @@ class RunHandle:
         return RunStatus(run_id=v["run_id"], graph_id=v["graph_id"], status=v["status"],
                          step=v["step"], waiting_nodes=list(v["waiting_nodes"]),
                          error=v["error"], created_at=v["created_at"],
-                         updated_at=v["updated_at"], seq=v["seq"])
+                         updated_at=v["updated_at"], seq=v["seq"],
+                         held=v.get("quarantine") or v.get("parked"),
+                         attempt=int(v.get("attempt") or 1),
+                         recoveries=int(v.get("recoveries") or 0))
 
     def events(self, after_seq: int = 0) -> list[Event]:
         return self._hypha.store.events(self.id, after_seq=after_seq)

@@ -104,6 +104,10 @@ def test_quarantine_list_release_and_fail(lib: Hypha, store: str) -> None:
     first = quarantined(lib)
     code, out, _ = cli(store, "quarantine", "list", "--app", APP)
     assert code == 0 and first in out and "unknown_commit_state" in out
+    code, out, _ = cli(store, "status", first, "--app", APP)
+    assert "status   quarantined" in out and "reason=unknown_commit_state" in out
+    code, out, _ = cli(store, "status", first, "--json", "--app", APP)
+    assert json.loads(out)["held"]["execution_id"] == f"{first}.1"
     code, out, err = cli(store, "quarantine", "release", first, "--app", APP)
     assert code == 0, err
     assert f"run {first} completed" in out
