@@ -16,6 +16,9 @@ The tree, split by phase::
     │   ├── StoreConflict                optimistic append lost a race (internal, retried)
     │   ├── BrokerUnavailable            ``start`` could not enqueue; the run is failed
     │   ├── NotRedrivable                a dead letter / quarantined run an operator can't act on
+    │   ├── BackendError                 a conversational backend failed (hypha_celery.backends);
+    │   │                                ``.kind``, ``.retryable``; never shows message or raw
+    │   ├── InvalidEvent (TypeError)     a backend Event whose kind / data is not plain JSON
     │   └── RunFailed                    the run ended ``run.failed``; ``.reason`` says why
     │       ├── RunTimeout               ... because its ``execution_timeout`` passed
     │       └── RunCancelled             the run ended ``run.cancelled``

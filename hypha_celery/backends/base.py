@@ -1,0 +1,63 @@
+"""``Backend``: the contract a conversational-agent provider implements (GenAgent
+``Backend`` behaviour, §2.1), in Python.
+
+Sessions are plain JSON dicts: the runtime stores them between turns and may hand them to
+another worker process, so a backend keeps no live object in them (an id or a URL, not a
+socket). Errors are :class:`BackendError` raised from ``start_session`` / ``prompt``
+("nothing could be dispatched"); a failure after the stream started must be a terminal
+``error`` event instead.
+
+The stream returned by ``prompt`` is an iterator of :class:`Event` in order, ending with
+exactly one terminal event (``result`` or ``error``); the runtime stops consuming there.
+It may be lazy and may block; it is consumed in a worker thread or process. Stopping the
+consumer does not cancel the provider's request: the backend owns external cancellation.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+from hypha_celery.backends.error import BackendError
+from hypha_celery.backends.event import Event
+
+Session = dict[str, Any]
+# Acknowledges a provider session id mid-turn: the first id wins, a repeat is fine; an
+# invalid, conflicting or stale id raises BackendError, which must fail the turn.
+Checkpoint = Callable[[str], None]
+
+
+class Backend(ABC):
+    provider: ClassVar[str] = "backend"
+
+    @abstractmethod
+    def start_session(self, opts: dict[str, Any]) -> Session:
+        """Once, when the agent starts. Returns a JSON-serializable session dict or raises
+        :class:`BackendError` (the agent then fails to start)."""
+
+    @abstractmethod
+    def prompt(self, session: Session, prompt: str,
+               checkpoint: Checkpoint | None = None) -> tuple[Iterator[Event], Session]:
+        """Dispatch one prompt: ``(events, new_session)``, or raise :class:`BackendError`
+        when nothing could be dispatched."""
+
+    @abstractmethod
+    def terminate_session(self, session: Session) -> None:
+        """Cleanup; idempotent. Not called when a worker is killed abruptly."""
+
+    def update_session(self, session: Session, result_data: dict[str, Any]) -> Session:
+        """Once per successful turn with the ``result`` event's data (e.g. a session id)."""
+        return session
+
+    def checkpoint_session(self, session: Session, session_id: str) -> Session:
+        """Apply a session id acknowledged through ``checkpoint`` (optional)."""
+        raise BackendError(self.provider, "unsupported_checkpoint", False)
+
+    def reset_session(self, session: Session) -> Session:
+        """Idle-only context reset (optional); the default is unsupported."""
+        raise BackendError(self.provider, "unsupported", False)
+
+    def resume_session(self, session_id: str, opts: dict[str, Any]) -> Session:
+        """Reserved: the core never calls it (kept for parity with GenAgent)."""
+        raise NotImplementedError("resume_session is reserved; the runtime never calls it")

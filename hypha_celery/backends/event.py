@@ -1,0 +1,83 @@
+"""``Event``: one normalized item of a backend's stream (GenAgent ``%Event{}``).
+
+Kinds the core understands: ``session`` (backend metadata), ``text`` (``data.text``, an
+assistant delta; ``message_boundary: true`` starts a new message), ``tool_use`` /
+``tool_result``, ``usage`` (``input_tokens``, ``output_tokens``), ``result`` (terminal
+success, at least ``data.text``) and ``error`` (terminal failure, ``data.reason``). Any other
+string is accepted and is not terminal.
+
+``data`` is JSON only: events go into the event log and through Celery messages. It must
+survive a JSON round trip unchanged (no tuples, no non-string keys, no NaN) and must not be
+mutated after the event is built (its encoded size is measured once, at construction).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypha_celery.errors import HyphaRuntimeError
+
+TERMINAL_KINDS = frozenset({"result", "error"})
+
+_encode = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+
+
+class InvalidEvent(HyphaRuntimeError, TypeError):
+    """An event whose kind, data or timestamp is not plain JSON of the right shape."""
+
+
+def monotonic_ms() -> float:
+    """Monotonic milliseconds: good for durations, not a wall-clock time."""
+    return time.monotonic() * 1000.0
+
+
+def data_bytes(data: dict[str, Any]) -> int:
+    """Length of the compact, ASCII-escaped JSON encoding of ``data`` (as
+    ``runtime/jsonsafe.json_size``): the unit of the per-turn byte bound."""
+    try:
+        encoded = _encode(data)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidEvent(f"event data is not JSON: {type(exc).__name__}") from None
+    if json.loads(encoded) != data:
+        raise InvalidEvent("event data does not survive a JSON round trip "
+                           "(tuples, non-string keys or other non-JSON values)")
+    return len(encoded.encode())
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: str
+    data: dict[str, Any]
+    timestamp_ms: float
+    size: int = field(init=False, repr=False, compare=False)  # bytes of ``data`` as JSON
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, str) or not self.kind:
+            raise InvalidEvent("event kind must be a non-empty string")
+        if not isinstance(self.data, dict):
+            raise InvalidEvent(f"event data must be a dict, not {type(self.data).__name__}")
+        ts = self.timestamp_ms
+        if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts):
+            raise InvalidEvent("event timestamp_ms must be a finite number")
+        object.__setattr__(self, "size", data_bytes(self.data))
+
+    @classmethod
+    def new(cls, kind: str, data: dict[str, Any] | None = None) -> Event:
+        return cls(kind, {} if data is None else data, monotonic_ms())
+
+    @property
+    def terminal(self) -> bool:
+        return self.kind in TERMINAL_KINDS
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "data": self.data, "timestamp_ms": self.timestamp_ms}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Event:
+        if not isinstance(doc, dict) or set(doc) != {"kind", "data", "timestamp_ms"}:
+            raise InvalidEvent("an event is a JSON object with exactly kind, data, timestamp_ms")
+        return cls(doc["kind"], doc["data"], doc["timestamp_ms"])

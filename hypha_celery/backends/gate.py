@@ -1,0 +1,100 @@
+"""Gate channels: how a ``MockBackend.gate`` script and a test meet, in one process or
+across processes.
+
+A channel is a set of named token queues: ``push(key, payload)`` adds a token,
+``pop(key, timeout)`` takes the oldest one (waiting up to ``timeout`` seconds) or returns
+None. A gate pushes to ``<tag>:blocked`` and pops ``<tag>:release``; the test pops the first
+(``MockBackend.wait_blocked``) and pushes the second (``MockBackend.release``). A release
+sent before the stream reaches the gate is kept, so the order of the two does not matter.
+
+:func:`gate_channel` picks the implementation: Redis when ``HYPHA_MOCK_GATE_URL`` is set
+(lists ``hypha:mock-gate:<tag>:blocked|release``, ``RPUSH`` / ``BLPOP``, expiring after an
+hour), else one process-wide in-memory channel (threads).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import defaultdict, deque
+from typing import Any, Protocol
+
+GATE_URL_ENV = "HYPHA_MOCK_GATE_URL"
+_KEY_TTL_S = 3600
+
+
+class GateChannel(Protocol):
+    def push(self, key: str, payload: dict[str, Any]) -> None: ...
+
+    def pop(self, key: str, timeout: float) -> dict[str, Any] | None: ...
+
+
+class InProcessGateChannel:
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._queues: defaultdict[str, deque[dict[str, Any]]] = defaultdict(deque)
+
+    def push(self, key: str, payload: dict[str, Any]) -> None:
+        with self._cond:
+            self._queues[key].append(payload)
+            self._cond.notify_all()
+
+    def pop(self, key: str, timeout: float) -> dict[str, Any] | None:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with self._cond:
+            while not self._queues.get(key):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+            payload = self._queues[key].popleft()
+            if not self._queues[key]:
+                del self._queues[key]
+            return payload
+
+
+class RedisGateChannel:
+    def __init__(self, url: str) -> None:
+        import redis
+
+        self._client = redis.Redis.from_url(url)
+
+    @staticmethod
+    def _key(key: str) -> str:
+        return f"hypha:mock-gate:{key}"
+
+    def push(self, key: str, payload: dict[str, Any]) -> None:
+        with self._client.pipeline() as pipe:
+            pipe.rpush(self._key(key), json.dumps(payload))
+            pipe.expire(self._key(key), _KEY_TTL_S)
+            pipe.execute()
+
+    def pop(self, key: str, timeout: float) -> dict[str, Any] | None:
+        raw: Any
+        if timeout <= 0:  # BLPOP 0 would block forever
+            raw = self._client.lpop(self._key(key))
+        else:
+            item = self._client.blpop([self._key(key)], timeout=timeout)
+            raw = None if item is None else item[1]
+        return None if raw is None else dict(json.loads(raw))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+_local = InProcessGateChannel()
+_redis: dict[str, RedisGateChannel] = {}
+_redis_lock = threading.Lock()
+
+
+def gate_channel() -> GateChannel:
+    """The channel for this process, chosen by ``HYPHA_MOCK_GATE_URL`` at call time."""
+    url = os.environ.get(GATE_URL_ENV)
+    if not url:
+        return _local
+    with _redis_lock:
+        if url not in _redis:
+            _redis[url] = RedisGateChannel(url)
+        return _redis[url]

@@ -1,0 +1,179 @@
+"""``MockBackend``: a scriptable backend for tests and examples (GenAgent ``Mock``, §2.5).
+
+``start_session({"scripts": [...], "session_id": ..., "start_error": ...})``. One script
+per upcoming turn, consumed in order by ``prompt``:
+
+* a list of :class:`Event` (or their ``to_json()`` dicts): the stream yields them;
+* ``callable(prompt) -> iterable of Event``: called lazily when the stream is consumed;
+* ``MockBackend.error(reason)``: ``prompt`` raises ``BackendError(kind=reason)``;
+* ``MockBackend.raising(reason)``: the stream raises ``BackendError(kind=reason)``;
+* ``MockBackend.gate(tag, events, timeout=5.0)``: the stream announces ``tag`` (see
+  :meth:`wait_blocked`), waits for :meth:`release`, then yields ``events``; unreleased
+  after ``timeout`` seconds it raises ``BackendError(kind="gate_timeout")``. Gates work
+  across processes when ``HYPHA_MOCK_GATE_URL`` names a Redis (:mod:`.gate`).
+
+The session is a plain JSON dict holding the remaining scripts, the prompt history and the
+session id, so history and remaining scripts can be read wherever the session is stored.
+``prompt`` updates it **in place** (and returns it): an attempt that fails synchronously
+(an ``error`` script, or ``no_script`` when none is left) is still recorded and its script
+still consumed. A callable script is not data: it is kept in a process-local registry under
+the session's script-set id, so it only runs in the process that started the session (the
+embedded runtime, tests); elsewhere ``prompt`` raises ``BackendError(kind="script_unavailable")``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, ClassVar
+
+from hypha_celery.backends.base import Backend, Checkpoint, Session
+from hypha_celery.backends.error import BackendError
+from hypha_celery.backends.event import Event
+from hypha_celery.backends.gate import gate_channel
+
+ScriptFn = Callable[[str], Iterable[Event]]
+_DATA_SCRIPTS = frozenset({"events", "error", "raise", "gate"})
+_registry: dict[str, ScriptFn] = {}
+_registry_lock = threading.Lock()
+
+
+def _fail(kind: str, message: str = "") -> BackendError:
+    return BackendError(MockBackend.provider, kind, False, message=message)
+
+
+class MockBackend(Backend):
+    provider: ClassVar[str] = "mock"
+
+    # -- scripts that are plain data -------------------------------------------------
+    @staticmethod
+    def error(reason: str) -> dict[str, Any]:
+        return {"type": "error", "reason": reason}
+
+    @staticmethod
+    def raising(reason: str) -> dict[str, Any]:
+        return {"type": "raise", "reason": reason}
+
+    @staticmethod
+    def gate(tag: str, events: Sequence[Event | dict[str, Any]],
+             timeout: float = 5.0) -> dict[str, Any]:
+        return {"type": "gate", "tag": tag, "events": _events_json(events),
+                "timeout": float(timeout)}
+
+    # -- gate control (from the test) ------------------------------------------------
+    @staticmethod
+    def release(tag: str) -> None:
+        gate_channel().push(f"{tag}:release", {"tag": tag})
+
+    @staticmethod
+    def wait_blocked(tag: str, timeout: float = 5.0) -> dict[str, Any] | None:
+        """The announcement (``tag``, ``pid``, ``thread``) of a stream blocked at ``tag``,
+        or None after ``timeout`` seconds. Each announcement is returned once."""
+        return gate_channel().pop(f"{tag}:blocked", timeout)
+
+    # -- inspection ------------------------------------------------------------------
+    @staticmethod
+    def history(session: Session) -> list[str]:
+        return list(_state(session)["history"])
+
+    @staticmethod
+    def remaining(session: Session) -> int:
+        return len(_state(session)["scripts"])
+
+    # -- the Backend contract --------------------------------------------------------
+    def start_session(self, opts: dict[str, Any]) -> Session:
+        start_error = opts.get("start_error")
+        if start_error is not None:
+            if isinstance(start_error, str):
+                raise _fail(start_error)
+            raise BackendError.normalize(self.provider, start_error)
+        session_id = opts.get("session_id")
+        if session_id is not None and not isinstance(session_id, str):
+            raise _fail("invalid_option", "session_id must be a string")
+        set_id = uuid.uuid4().hex
+        scripts = [_describe(s, f"{set_id}:{i}") for i, s in enumerate(opts.get("scripts", []))]
+        return {"backend": "mock", "script_set": set_id, "scripts": scripts, "history": [],
+                "session_id": session_id}
+
+    def prompt(self, session: Session, prompt: str,
+               checkpoint: Checkpoint | None = None) -> tuple[Iterator[Event], Session]:
+        state = _state(session)
+        state["history"].append(prompt)
+        if not state["scripts"]:
+            raise _fail("no_script")
+        script = state["scripts"].pop(0)
+        if script["type"] == "error":
+            raise _fail(script["reason"])
+        if script["type"] == "callable":
+            with _registry_lock:
+                fn = _registry.get(script["ref"])
+            if fn is None:
+                raise _fail("script_unavailable", "callable scripts run only in the process "
+                            "that started the session")
+            return _call(fn, prompt), session
+        return _play(script), session
+
+    def update_session(self, session: Session, result_data: dict[str, Any]) -> Session:
+        session_id = result_data.get("session_id")
+        if isinstance(session_id, str):
+            _state(session)["session_id"] = session_id
+        return session
+
+    def reset_session(self, session: Session) -> Session:
+        _state(session)["session_id"] = None
+        return session
+
+    def terminate_session(self, session: Session) -> None:
+        prefix = f"{_state(session)['script_set']}:"
+        with _registry_lock:
+            for ref in [r for r in _registry if r.startswith(prefix)]:
+                del _registry[ref]
+
+
+def _state(session: Any) -> Session:
+    if not isinstance(session, dict) or session.get("backend") != "mock":
+        raise _fail("not_mock_backend", "not a MockBackend session")
+    return session
+
+
+def _events_json(events: Iterable[Event | dict[str, Any]]) -> list[dict[str, Any]]:
+    return [(e if isinstance(e, Event) else Event.from_json(e)).to_json() for e in events]
+
+
+def _describe(script: Any, ref: str) -> dict[str, Any]:
+    """A script as JSON; callables are registered under ``ref``."""
+    if isinstance(script, list | tuple):
+        return {"type": "events", "events": _events_json(script)}
+    if isinstance(script, dict) and script.get("type") in _DATA_SCRIPTS:
+        desc = dict(script)
+        if "events" in desc:
+            desc["events"] = _events_json(desc["events"])
+        return desc
+    if callable(script):
+        with _registry_lock:
+            _registry[ref] = script
+        return {"type": "callable", "ref": ref}
+    raise _fail("invalid_script", f"unsupported mock script: {type(script).__name__}")
+
+
+def _call(fn: ScriptFn, prompt: str) -> Iterator[Event]:
+    yield from fn(prompt)
+
+
+def _play(script: dict[str, Any]) -> Iterator[Event]:
+    if script["type"] == "raise":
+        raise _fail(script["reason"])
+    if script["type"] == "gate":
+        _wait_gate(script["tag"], script["timeout"])
+    for doc in script["events"]:
+        yield Event.from_json(doc)
+
+
+def _wait_gate(tag: str, timeout: float) -> None:
+    channel = gate_channel()
+    channel.push(f"{tag}:blocked", {"tag": tag, "pid": os.getpid(),
+                                    "thread": threading.current_thread().name})
+    if channel.pop(f"{tag}:release", timeout) is None:
+        raise _fail("gate_timeout", f"gate {tag!r} was not released within {timeout} s")

@@ -1,0 +1,1 @@
+"""The backend contract: events, responses and their builder, errors, the mock backend."""
