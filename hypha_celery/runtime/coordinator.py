@@ -104,12 +104,20 @@ def _not_awaited(tx: Tx, view: View, payload: Envelope) -> None:
                    "reason": "timeout" if timed_out else reason}, idem=f"{eid}:late")
 
 
-def record_late(rt: Runtime, run_id: str, execution_id: str, node_id: str) -> None:
-    """An edge finished after its run stopped awaiting the fan-out: log it (once)."""
+def record_late(rt: Runtime, run_id: str, execution_id: str, node_id: str,
+                timed_out: bool = False) -> None:
+    """An edge finished after its run stopped awaiting the fan-out, or after the
+    supervisor stored a timeout outcome for it: log it (once)."""
     try:
         with rt.store.transaction() as tx:
             view = tx.lock(run_id)
-            if view is not None and not awaits(view, execution_id.rsplit(".", 1)[0]):
+            if view is None or tx.recorded(f"{execution_id}:late") is not None:
+                return
+            if timed_out:
+                tx.append(run_id, "node.late_result", {"execution_id": execution_id,
+                                                       "node_id": node_id, "reason": "timeout"},
+                          idem=f"{execution_id}:late")
+            elif not awaits(view, execution_id.rsplit(".", 1)[0]):
                 _not_awaited(tx, view, {"execution_id": execution_id, "node_id": node_id,
                                         "duration": 0.0})
     except StoreConflict:

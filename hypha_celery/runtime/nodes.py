@@ -164,10 +164,11 @@ def _store_edge(rt: Runtime, envelope: Envelope) -> Envelope:
     data = {k: v for k, v in envelope.items() if k != "run_id"}
     run_id, eid = envelope["run_id"], envelope["execution_id"]
     stored, still = rt.store.put_edge_outcome(run_id, f"{eid}:done", data, envelope["edge_of"])
-    if not still:
+    timed_out = (stored.get("error") or {}).get("by") == "supervisor" and stored != data
+    if not still or timed_out:
         from hypha_celery.runtime.coordinator import record_late
 
-        record_late(rt, run_id, eid, envelope["node_id"])
+        record_late(rt, run_id, eid, envelope["node_id"], timed_out=timed_out)
     return {"run_id": run_id, **stored, "settled": True}
 
 

@@ -440,3 +440,36 @@ def test_a_sweep_stops_deciding_when_its_time_budget_is_used(idle: Hypha) -> Non
     assert sweep(idle._rt, now=later, policy=RecoveryPolicy(budget=0.0)) == []
     decided = sweep(idle._rt, now=later, policy=FAST)
     assert sorted(d["run_id"] for d in decided) == sorted(r.id for r in runs)
+
+
+def test_a_stuck_edge_is_timed_out_and_its_chord_completes(idle: Hypha) -> None:
+    gate = threading.Event()
+
+    def stuck(state: dict[str, Any], inp: Any) -> dict[str, Any]:
+        gate.wait(WAIT)
+        return {"late": True}
+
+    def policy(ctx: Context) -> FanOut | Finish:
+        if ctx.step == 0:
+            return FanOut([Next("quick"), Next("stuck")], reducer="join")
+        return Finish(ctx.state)
+
+    def join(state: dict[str, Any], outcomes: list[Outcome]) -> dict[str, Any]:
+        return {"errors": [o.error.type if o.error else None for o in outcomes]}
+
+    idle.register(Graph("s11", {"quick": lambda s, i: {"q": 1},
+                                "stuck": Node(stuck, timeout=0.2)}, policy, {"join": join}))
+    run = idle.start("s11")
+    w = worker(idle)
+    try:
+        decision = wait_until(lambda: sweep(idle._rt, policy=FAST), what="a decision")
+        assert decision[0]["action"] == "redriven" and decision[0]["why"] == "timed_out"
+        assert run.wait(WAIT) == {"errors": [None, "NodeTimeout"]}
+        gate.set()
+        late = wait_until(lambda: of_kind(run, "node.late_result"), what="the late result")
+    finally:
+        gate.set()
+        w.stop()
+    assert late[0].data == {"execution_id": f"{run.id}.1.1", "node_id": "stuck",
+                            "reason": "timeout"}
+    assert_well_formed(run)
