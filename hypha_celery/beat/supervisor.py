@@ -29,7 +29,7 @@ from hypha_celery.runtime.coordinator import (
     step_locked,
     terminal,
 )
-from hypha_celery.runtime.core import Envelope, Runtime
+from hypha_celery.runtime.core import Envelope, Runtime, awaited_task_ids
 from hypha_celery.runtime.lanes import kickoff_id
 from hypha_celery.runtime.leases import alive
 from hypha_celery.runtime.nodes import effect_key
@@ -70,7 +70,7 @@ def sweep(rt: Runtime, now: float | None = None,
     idle_before = now - min(policy.grace, policy.kickoff_lease)
     rows = rt.store.stale_runs(idle_before=idle_before, now=now, limit=policy.limit)
     views = rt.store.load_many([r["run_id"] for r in rows])
-    leases = rt.store.leases(_awaited_ids(list(views.values())))
+    leases = rt.store.leases([i for v in views.values() for i in awaited_task_ids(v)])
     decisions: list[Decision] = []
     started = time.monotonic()
     for row in rows:
@@ -93,15 +93,6 @@ def sweep(rt: Runtime, now: float | None = None,
     decisions.extend(_drain_broker_dead_letters(rt))
     rt.store.prune_leases(now - policy.lease_retention)
     return decisions
-
-
-def _awaited_ids(views: list[View]) -> list[str]:
-    ids: list[str] = []
-    for v in views:
-        if v.get("waiting"):
-            edges = int(v.get("fanout") or 0)
-            ids.extend([f"{v['waiting']}.{i}" for i in range(edges)] if edges else [v["waiting"]])
-    return ids
 
 
 def _examine(rt: Runtime, view: View, leases: dict[str, dict[str, Any]], now: float,
@@ -202,8 +193,6 @@ def _act(rt: Runtime, view: View, action: str,
 
 
 def _fail_deadline(tx: Tx, rt: Runtime, view: View) -> None:
-    from hypha_celery.client.hypha import awaited_task_ids
-
     ids = awaited_task_ids(view)
     terminal(tx, rt, view, "run.failed", {
         "reason": FailureReason.DEADLINE_EXCEEDED.value, "by": "supervisor",

@@ -35,7 +35,7 @@ from hypha_celery.runtime.config import (
     celery_config,
 )
 from hypha_celery.runtime.coordinator import terminal
-from hypha_celery.runtime.core import Runtime
+from hypha_celery.runtime.core import Runtime, awaited_task_ids
 from hypha_celery.runtime.jsonsafe import is_json
 from hypha_celery.runtime.lanes import kickoff_id, lane_key
 from hypha_celery.runtime.leases import LeaseKeeper
@@ -277,18 +277,6 @@ def _check_start_args(input: Any, notify: Any, on_busy: str) -> None:
         raise SpecError(f"on_busy must be 'queue' or 'reject', got {on_busy!r}")
     if not is_json(input):
         raise SpecError("run input must be JSON-serializable")
-
-
-def awaited_task_ids(view: dict[str, Any]) -> list[str]:
-    """Task ids of the node messages a run awaits (a fan-out: every edge; not the
-    reducer, which records the late results of edges that were already running)."""
-    waiting = view.get("waiting")
-    if not waiting or waiting == kickoff_id(view["run_id"]):
-        return []
-    edges = int(view.get("fanout") or 0)
-    if not edges:
-        return [waiting]
-    return [f"{waiting}.{i}" for i in range(edges)]
 
 
 def _best_effort(fn: Any, *args: Any) -> None:

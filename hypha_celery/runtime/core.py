@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from celery import Celery
 
 from hypha_celery.graph import Graph
+from hypha_celery.runtime.lanes import kickoff_id
 from hypha_celery.runtime.leases import LeaseKeeper
 from hypha_celery.store import EventStore
 
@@ -22,6 +23,18 @@ Envelope = dict[str, Any]
 def awaits(view: Mapping[str, Any] | None, execution_id: str) -> bool:
     """Whether the run is running and waiting for exactly ``execution_id`` (fencing)."""
     return view is not None and view["status"] == "running" and view["waiting"] == execution_id
+
+
+def awaited_task_ids(view: Mapping[str, Any]) -> list[str]:
+    """Task ids of the node messages a run awaits (a fan-out: every edge; not the
+    reducer, which records the late results of edges that were already running)."""
+    waiting = view.get("waiting")
+    if not waiting or waiting == kickoff_id(view["run_id"]):  # no node task yet
+        return []
+    edges = int(view.get("fanout") or 0)
+    if not edges:
+        return [waiting]
+    return [f"{waiting}.{i}" for i in range(edges)]
 
 
 @dataclass
