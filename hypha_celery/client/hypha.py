@@ -34,7 +34,7 @@ from hypha_celery.runtime.config import (
     Settings,
     celery_config,
 )
-from hypha_celery.runtime.coordinator import terminal
+from hypha_celery.runtime.coordinator import local_limit, terminal
 from hypha_celery.runtime.core import Runtime, awaited_task_ids
 from hypha_celery.runtime.jsonsafe import is_json
 from hypha_celery.runtime.lanes import kickoff_id, lane_key
@@ -156,13 +156,14 @@ class Hypha:
                 raise
             return RunHandle(self, existing)
         if started:
-            self._kickoff(run_id)
+            self._kickoff(run_id, g)
         self._ensure_worker()
         return RunHandle(self, run_id)
 
-    def _kickoff(self, run_id: str) -> None:
+    def _kickoff(self, run_id: str, graph: Graph) -> None:
         try:
-            canvas.kickoff(self.celery, run_id, kickoff_id(run_id))
+            canvas.kickoff(self.celery, run_id, kickoff_id(run_id),
+                           local_limit(graph, self._rt.local_budget))
         except Exception as exc:  # kombu raises OperationalError and socket errors
             with self.store.transaction() as tx:
                 view = tx.lock(run_id)

@@ -63,12 +63,17 @@ def coordinator(app: Celery) -> Signature:
                          argsrepr="(<outcome>,)")
 
 
-def kickoff(app: Celery, run_id: str, execution_id: str) -> None:
-    """First coordinator message of a run."""
+def kickoff(app: Celery, run_id: str, execution_id: str,
+            local_limit: float | None = None) -> None:
+    """First coordinator message of a run. With ``local_limit`` (the graph's longest
+    node timeout plus the local-steps budget) it carries that soft time limit, and the
+    coordinator task may run the first nodes itself (local steps) instead of
+    publishing them."""
+    options: dict[str, Any] = {"task_id": f"{execution_id}.c"}
+    if local_limit:
+        options.update(soft_time_limit=local_limit, time_limit=hard_limit(local_limit))
     coordinator(app).clone(
-        args=({"run_id": run_id, "execution_id": execution_id},),
-        task_id=f"{execution_id}.c",
-    ).apply_async()
+        args=({"run_id": run_id, "execution_id": execution_id},), **options).apply_async()
 
 
 def step(app: Celery, call: NodeCall, countdown: float | None = None) -> None:
@@ -138,8 +143,9 @@ def take_coordinator(app: Celery, request: Any, enabled: bool) -> bool:
 class LocalSteps:
     """Zero-hop steps: the task that just ran a step may run the *next* node itself
     instead of publishing it — only while it has spent less than ``budget`` seconds,
-    the next node's timeout still fits the task's soft time limit, and this worker
-    consumes the next node's queue. Slow nodes (an LLM call) therefore always hop and
+    the task's remaining soft time limit covers the next node's timeout and exceeds it
+    by at most ``budget`` (so the limit still enforces that node's timeout), and this
+    worker consumes the next node's queue. Slow nodes (an LLM call) therefore always hop and
     spread over workers; fast nodes (tools, transforms) don't pay a broker hop each.
     """
 
@@ -156,8 +162,13 @@ class LocalSteps:
         elapsed = time.monotonic() - self._started
         if not call.local_ok or elapsed > self._budget or call.queue not in self._queues:
             return False
-        if self._soft is not None and elapsed + call.timeout > float(self._soft):
-            return False
+        if self._soft is not None:
+            remaining = float(self._soft) - elapsed
+            # the task's soft limit is the node's time limit too: it must fit, and be at
+            # most the budget longer than the node's own timeout (else the node would
+            # run unchecked past it)
+            if call.timeout > remaining or remaining - call.timeout > self._budget:
+                return False
         self.next = call
         return True
 

@@ -344,9 +344,19 @@ def terminal(tx: Tx, rt: Runtime, view: View, kind: str, data: dict[str, Any]) -
     if sig:
         actions.append(lambda: canvas.notify(rt.app, sig, outcome))
     if nxt is not None:
-        actions.append(lambda: canvas.kickoff(rt.app, nxt, kickoff_id(nxt)))
+        nxt_graph = rt.graphs.get((tx.lock(nxt) or {}).get("graph_id") or "")
+        limit = local_limit(nxt_graph, rt.local_budget) if nxt_graph else None
+        actions.append(lambda: canvas.kickoff(rt.app, nxt, kickoff_id(nxt), limit))
     for action in actions:
         tx.after_commit(action)
+
+
+def local_limit(graph: Graph, budget: float) -> float | None:
+    """The soft time limit a kickoff carries so that it may run local steps: the
+    graph's longest node timeout plus the budget (none without local steps)."""
+    if budget <= 0:
+        return None
+    return max(graph.timeout_for(n) for n in graph.nodes) + budget
 
 
 def outcome_of(view: View) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from hypha_celery.runtime import canvas, failures
 from hypha_celery.runtime.config import COORDINATOR_TASK, SUPERVISOR_TASK
 from hypha_celery.runtime.coordinator import coordinate, node_call
 from hypha_celery.runtime.core import Envelope, Runtime
+from hypha_celery.runtime.lanes import kickoff_id
 from hypha_celery.runtime.nodes import edge_ref, run_node, run_reducer, settle
 
 #: Worker logs and task events show results cut to this many characters: a node's
@@ -37,7 +38,7 @@ def register_coordinator(rt: Runtime) -> None:
                  acks_late=True, reject_on_worker_lost=True)
     def coordinator(self: Task, payload: Envelope) -> None:
         if isinstance(payload, dict) and "run_id" in payload and "execution_id" in payload:
-            coordinate(rt, payload)
+            _coordinator_step(rt, self, payload)
         elif payload is not None:
             failures.malformed(rt, self.name, payload, "invalid_schema",
                                "coordinator payload needs run_id and execution_id")
@@ -136,11 +137,23 @@ def publish_retry(rt: Runtime, graph: Graph, env: Envelope, attempt: int, delay:
     canvas.step(rt.app, call, countdown=delay)
 
 
-def _local_steps(rt: Runtime, graph: Graph, task: Task, outcome: Envelope, seen: Any) -> None:
+def _coordinator_step(rt: Runtime, task: Task, payload: Envelope) -> None:
+    """A coordinator message. A kickoff that carries a soft time limit (see
+    :func:`canvas.kickoff`) may go on with local steps; anything else is one step."""
+    soft = (task.request.timelimit or (None, None))[1]
+    if soft and rt.local_budget > 0 and payload["execution_id"] == kickoff_id(payload["run_id"]):
+        _local_steps(rt, None, task, payload, None)
+    else:
+        coordinate(rt, payload)
+
+
+def _local_steps(rt: Runtime, graph: Graph | None, task: Task, outcome: Envelope, seen: Any
+                 ) -> None:
     """The inline coordinator step, then zero-hop steps while the budget lasts."""
     local = canvas.LocalSteps(rt.app, task.request, rt.local_budget) \
         if rt.local_budget > 0 else None
     while (call := coordinate(rt, outcome, seen, local)) is not None:
+        graph = graph or rt.graphs[call.task.rsplit(".", 1)[0]]
         result, seen = run_node(rt, graph, call.env)
         if result is None:
             return
