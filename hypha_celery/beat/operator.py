@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from hypha_celery.beat.supervisor import scheduled_env
 from hypha_celery.errors import FailureReason, NotRedrivable, RunNotFound
 from hypha_celery.events.fold import View
 from hypha_celery.runtime import canvas
@@ -113,9 +114,7 @@ def _rerun(rt: Runtime, view: View, graph: Any, eid: str, attempt: int) -> Any:
         calls = fanout_calls(rt, graph, run_id, view["waiting"], edges)
         return lambda: publish_fanout(rt, graph, run_id, view["waiting"], ev.data["reducer"],
                                       calls)
-    from hypha_celery.beat.supervisor import _node_env
-
-    env = {**_node_env(rt, view), "attempt": attempt}
+    env = {**scheduled_env(rt, view), "attempt": attempt}
     call = node_call(rt, graph, env["node_id"], env)
     return lambda: canvas.step(rt.app, call)
 

@@ -197,14 +197,7 @@ def _fail_deadline(tx: Tx, rt: Runtime, view: View) -> None:
     terminal(tx, rt, view, "run.failed", {
         "reason": FailureReason.DEADLINE_EXCEEDED.value, "by": "supervisor",
         "message": "execution_timeout passed (enforced by the recovery supervisor)"})
-    tx.after_commit(lambda: _best_effort(lambda: canvas.revoke(rt.app, ids)))
-
-
-def _best_effort(fn: Callable[[], None]) -> None:
-    try:
-        fn()
-    except Exception as exc:
-        log.warning("hypha recovery: %s", type(exc).__name__)
+    tx.after_commit(lambda: canvas.revoke(rt.app, ids))
 
 
 def _time_out(tx: Tx, rt: Runtime, view: View, node_id: str, running: float) -> None:
@@ -263,7 +256,7 @@ def _publisher(rt: Runtime, view: View, graph: Graph, node_attempt: int | None
         calls = fanout_calls(rt, graph, run_id, eid, scheduled.data["edges"])
         reducer = scheduled.data["reducer"]
         return lambda: publish_fanout(rt, graph, run_id, eid, reducer, calls)
-    env = _node_env(rt, view)
+    env = scheduled_env(rt, view)
     attempt = node_attempt or int(view.get("attempt") or 1)
     if attempt > 1:
         env["attempt"] = attempt
@@ -271,7 +264,7 @@ def _publisher(rt: Runtime, view: View, graph: Graph, node_attempt: int | None
     return lambda: canvas.step(rt.app, call)
 
 
-def _node_env(rt: Runtime, view: View) -> Envelope:
+def scheduled_env(rt: Runtime, view: View) -> Envelope:
     """The awaited node's message envelope, from the event that scheduled it."""
     run_id, eid = view["run_id"], view["waiting"]
     for kind in ("node.scheduled", "run.redriven"):
@@ -289,7 +282,7 @@ def _edges(rt: Runtime, view: View) -> list[Envelope]:
 
 
 def _exhaust(tx: Tx, rt: Runtime, view: View, graph: Graph, node_id: str) -> None:
-    env = _node_env(rt, view)
+    env = scheduled_env(rt, view)
     attempts = int(view.get("recoveries") or 0)
     tx.append(view["run_id"], "recovery.exhausted",
               {"execution_id": view["waiting"], "attempts": attempts})
@@ -329,7 +322,7 @@ def _unknown_effect(rt: Runtime, view: View, graph: Graph, node_id: str) -> Deci
     node = graph.nodes[node_id]
     if node.receipt is None:
         return _quarantine(rt, view, node_id, attempt, "unknown_commit_state")
-    env = _node_env(rt, view)
+    env = scheduled_env(rt, view)
     ctx = NodeContext(view["run_id"], eid, node_id, attempt)
     try:
         found = node.receipt(dict(view["state"]), env.get("input"), ctx)

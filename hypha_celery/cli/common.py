@@ -12,7 +12,7 @@ import click
 from hypha_celery.cli.loading import app_from, load_app
 from hypha_celery.client.hypha import Hypha
 
-__all__ = ["APP_HELP", "app_option", "echo_json", "load_app", "opened"]
+__all__ = ["APP_HELP", "app_option", "echo_json", "echo_line", "load_app", "opened"]
 
 APP_HELP = "the Hypha object, e.g. examples.support:hypha (env HYPHA_APP)"
 
@@ -32,6 +32,11 @@ def opened(app_spec: str | None) -> Iterator[Hypha]:
         yield hypha
     finally:
         hypha.close()
+
+
+def echo_line(value: dict[str, Any]) -> str:
+    """One JSON object on one line (``--json`` listings)."""
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def echo_json(value: Any) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from hypha_celery.cli.common import app_option, echo_json, load_app, opened
+from hypha_celery.cli.common import app_option, echo_json, echo_line, load_app, opened
 
 
 def _when(ts: float | None) -> str:
@@ -41,12 +41,6 @@ def dlq_list(app_spec: str | None, show_all: bool, limit: int, as_json: bool) ->
                        f"{r['task']}  run {r['run_id'] or '-'}")
     if not records and not as_json:
         click.echo("no dead letters", err=True)
-
-
-def echo_line(value: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps(value, sort_keys=True, default=str)
 
 
 @dlq.command("show")

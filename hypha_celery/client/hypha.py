@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from typing import Any, Literal
@@ -42,7 +41,6 @@ from hypha_celery.runtime.leases import LeaseKeeper
 from hypha_celery.store import EventStore
 
 OnBusy = Literal["queue", "reject"]
-log = logging.getLogger(__name__)
 
 
 def new_run_id() -> str:
@@ -210,7 +208,7 @@ class Hypha:
             tx.append(run_id, "run.cancel_requested", {"revoked": awaited})
             terminal(tx, self._rt, view, "run.cancelled", {"reason": "cancelled",
                                                            "message": "cancelled by request"})
-            tx.after_commit(lambda: _best_effort(canvas.revoke, self.celery, awaited))
+            tx.after_commit(lambda: canvas.revoke(self.celery, awaited))
         return True
 
     # -- operators: dead letters, quarantine, the supervisor ---------------
@@ -278,13 +276,6 @@ def _check_start_args(input: Any, notify: Any, on_busy: str) -> None:
         raise SpecError(f"on_busy must be 'queue' or 'reject', got {on_busy!r}")
     if not is_json(input):
         raise SpecError("run input must be JSON-serializable")
-
-
-def _best_effort(fn: Any, *args: Any) -> None:
-    try:
-        fn(*args)
-    except Exception as exc:  # revoke is a broadcast; a broker hiccup must not fail cancel
-        log.warning("hypha: revoke failed: %s", type(exc).__name__)
 
 
 def _check_visibility(graph: Graph, settings: Settings) -> None:

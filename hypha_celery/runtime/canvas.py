@@ -13,6 +13,7 @@ Flower shows ``graph.node`` names with the run's execution ids.
 
 from __future__ import annotations
 
+import logging
 import time
 import weakref
 from collections.abc import Iterator
@@ -24,6 +25,8 @@ from celery import Celery, _state, chord
 from celery.canvas import Signature
 
 from hypha_celery.runtime.config import COORDINATOR_QUEUE, COORDINATOR_TASK
+
+log = logging.getLogger(__name__)
 
 _consumes: weakref.WeakKeyDictionary[Celery, frozenset[str]] = weakref.WeakKeyDictionary()
 
@@ -89,9 +92,14 @@ def step(app: Celery, call: NodeCall, countdown: float | None = None) -> None:
 
 def revoke(app: Celery, task_ids: list[str]) -> None:
     """Best-effort: workers drop these task ids if they have not started them. Never
-    ``terminate=True`` (it kills a process that may be running another task)."""
-    if task_ids:
+    ``terminate=True`` (it kills a process that may be running another task). A broker
+    hiccup is logged, never raised: fencing makes the revoke an optimization."""
+    if not task_ids:
+        return
+    try:
         app.control.revoke(task_ids)
+    except Exception as exc:
+        log.warning("hypha: revoke failed: %s", type(exc).__name__)
 
 
 def fanout(app: Celery, edges: list[NodeCall], reducer_task: str, meta: dict[str, Any],

@@ -145,6 +145,8 @@ def _record_retry(rt: Runtime, outcome: Envelope, attempt: int, delay: float,
 
 
 def _succeeded(rt: Runtime, graph: Graph, node_id: str) -> None:
+    if not _failing:  # the happy path: nothing to close
+        return
     key = graph.dependency_for(node_id)
     if key in _failing:  # only a process that saw failures pays for closing the circuit
         _failing.discard(key)
