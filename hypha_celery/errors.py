@@ -11,6 +11,12 @@ The tree, split by phase::
     │   └── ExtraNotInstalled (ImportError)
     ├── HyphaRuntimeError (RuntimeError) things that happen while runs execute
     │   ├── LaneBusy                     ``on_busy="reject"`` and the lane has an active run
+    │   ├── Overloaded                   a lane's bound (count / bytes) refused an item; ``.info``
+    │   ├── AgentError                   an agent call was refused; ``.reason`` (GenAgent's term)
+    │   │   ├── AgentNotFound (LookupError)  no live agent by that name
+    │   │   ├── AgentAlreadyStarted      ``start`` with a name that is taken
+    │   │   ├── AgentStartFailed         ``init_agent`` / ``start_session`` failed; nothing kept
+    │   │   └── TurnFailed               ``ask``: the turn ended in an error; ``.info``
     │   ├── RunNotFound (LookupError)
     │   ├── WaitTimeout (TimeoutError)   ``run.wait(timeout=)`` elapsed; the run goes on
     │   ├── StoreConflict                optimistic append lost a race (internal, retried)
@@ -93,6 +99,55 @@ class LaneBusy(HyphaRuntimeError):
         super().__init__(f"lane {lane!r} is busy with run {active_run_id}")
         self.lane = lane
         self.active_run_id = active_run_id
+
+
+class Overloaded(HyphaRuntimeError):
+    """A lane refused an item: its pending count or bytes would pass the bound. ``info``
+    is GenAgent's overload map (``queue``, ``limit``, ``pending_count``, ``pending_bytes``,
+    ``incoming_bytes``, ``max_count``, ``max_bytes``); nothing was recorded."""
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        super().__init__(f"overloaded: {info.get('queue')} queue full by {info.get('limit')} "
+                         f"({info.get('pending_count')}/{info.get('max_count')} items, "
+                         f"{info.get('pending_bytes')}/{info.get('max_bytes')} bytes)")
+        self.info = info
+        self.reason = "overloaded"
+
+
+class AgentError(HyphaRuntimeError):
+    """An agent call was refused or a request ended in an error. ``reason`` is GenAgent's
+    error term as a string (``draining``, ``halted``, ``busy``, ``self_stop``, ...); ``info``
+    is content free."""
+
+    def __init__(self, reason: str, message: str = "", info: dict[str, Any] | None = None,
+                 ) -> None:
+        super().__init__(message or reason)
+        self.reason = reason
+        self.info = info or {}
+
+
+class AgentNotFound(AgentError, LookupError):
+    """No live agent is registered under that name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__("not_found", f"no agent named {name!r}")
+
+
+class AgentAlreadyStarted(AgentError):
+    """``start`` with a name a live agent already has."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__("already_started", f"an agent named {name!r} is already running")
+
+
+class AgentStartFailed(AgentError):
+    """``init_agent``, ``pre_run`` or the backend's ``start_session`` failed: reason
+    ``init_agent_failed`` / ``backend_start_failed`` / ``init_failed``; nothing was kept."""
+
+
+class TurnFailed(AgentError):
+    """``ask``: the request ended in an error outcome (``timeout``, ``interrupted``,
+    ``task_crashed``, a backend reason, ``cancelled``, ``halted``, ``draining``, ...)."""
 
 
 class RunNotFound(HyphaRuntimeError, LookupError):

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from celery import Celery
 from celery.canvas import Signature
 
+from hypha_celery import lanes
 from hypha_celery.client.notifier import LocalNotifier, Notifier, RedisNotifier
 from hypha_celery.client.run import RunHandle
 from hypha_celery.embedded import EmbeddedWorker
@@ -18,6 +19,7 @@ from hypha_celery.errors import (
     GraphSpecError,
     InvalidNotify,
     LaneBusy,
+    Overloaded,
     RunNotFound,
     SpecError,
     StoreConflict,
@@ -130,7 +132,9 @@ class Hypha:
         """Record ``run.created`` and enqueue the coordinator; returns at once.
 
         Runs with the same ``(user_id, session_id)`` go one at a time, FIFO;
-        ``on_busy="reject"`` raises :class:`LaneBusy` instead of queueing.
+        ``on_busy="reject"`` raises :class:`LaneBusy` instead of queueing; a lane whose
+        pending runs would pass ``Settings.lane_bound`` (count / input bytes) raises
+        :class:`Overloaded` and records nothing.
         """
         g = self._graph(graph)
         _check_start_args(input, notify, on_busy)
@@ -179,14 +183,18 @@ class Hypha:
         with self.store.transaction() as tx:
             tx.create(new_view(run_id))
             tx.append(run_id, "run.created", data)
-            active = tx.lane_active(lane) if lane is not None else None
+            active = lanes.lock(tx, lane).active if lane is not None else None
             if active is not None:
                 if on_busy == "reject":
                     raise LaneBusy(lane, active)
+                refused = lanes.push(tx, lane, run_id, lanes.json_size(data["input"]),
+                                     bound=self.settings.lane_bound, queue="runs")
+                if refused is not None:
+                    raise Overloaded(refused)
                 tx.append(run_id, "run.queued", {"behind": active})
                 return False
             if lane is not None:
-                tx.set_lane_active(lane, run_id)
+                lanes.set_active(tx, lane, run_id)
             tx.append(run_id, "run.started", {"execution_id": kickoff_id(run_id)})
         return True
 

@@ -9,6 +9,7 @@ from typing import Any
 from kombu.entity import Exchange, Queue
 
 from hypha_celery.errors import SetupError
+from hypha_celery.lanes import Bound
 
 COORDINATOR_QUEUE = "hypha.coordinator"
 NODES_QUEUE = "hypha.nodes"
@@ -44,7 +45,14 @@ class Settings:
     sweep_interval: float = 5.0
     #: Seconds between lease heartbeats of a running node (0: no leases).
     lease_interval: float = 1.0
+    #: Pending runs per (user_id, session_id) lane: count and JSON bytes of their inputs.
+    lane_max_pending: int = 1_000
+    lane_max_pending_bytes: int = 8_388_608
     celery_overrides: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def lane_bound(self) -> Bound:
+        return Bound(self.lane_max_pending, self.lane_max_pending_bytes)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -60,7 +68,10 @@ class Settings:
             "delivery_limit": limit,
             "broker_delivery_limit": max(1, int(_seconds(
                 env, "HYPHA_BROKER_DELIVERY_LIMIT", broker_delivery_limit(limit)))),
-            "lease_interval": _seconds(env, "HYPHA_LEASE_INTERVAL", 1.0)}
+            "lease_interval": _seconds(env, "HYPHA_LEASE_INTERVAL", 1.0),
+            "lane_max_pending": int(_seconds(env, "HYPHA_LANE_MAX_PENDING", 1_000)),
+            "lane_max_pending_bytes": int(_seconds(env, "HYPHA_LANE_MAX_PENDING_BYTES",
+                                                   8_388_608))}
         if not broker:
             return cls("memory://", "cache+memory://", store, True, inline, budget, **extra)
         backend = env.get("HYPHA_RESULT_BACKEND", "").strip() or _default_backend(broker)

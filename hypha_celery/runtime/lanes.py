@@ -1,9 +1,11 @@
-"""Lanes: runs sharing ``(user_id, session_id)`` go one at a time, FIFO."""
+"""Lanes of graph runs: runs sharing ``(user_id, session_id)`` go one at a time, FIFO,
+through a :mod:`hypha_celery.lanes` lane (the run id is the item)."""
 
 from __future__ import annotations
 
 import json
 
+from hypha_celery import lanes
 from hypha_celery.store import Tx
 
 
@@ -19,14 +21,19 @@ def kickoff_id(run_id: str) -> str:
 
 def release(tx: Tx, run_id: str, lane: str | None) -> str | None:
     """Called in the transaction that ended ``run_id``: hand the lane to the next
-    queued run (appending its ``run.started``) and return that run's id."""
-    if lane is None or tx.lane_active(lane) != run_id:
+    queued run (appending its ``run.started``) and return that run's id. A queued run
+    that ends (cancelled) leaves the lane's FIFO instead."""
+    if lane is None:
         return None
-    for candidate in tx.queued_in_lane(lane):
-        view = tx.lock(candidate)
+    state = lanes.lock(tx, lane)
+    if state.active != run_id:
+        lanes.remove(tx, lane, run_id)
+        return None
+    while (item := lanes.pop(tx, lane)) is not None:
+        view = tx.lock(item.ref)
         if view is not None and view["status"] == "queued":
-            tx.append(candidate, "run.started", {"execution_id": kickoff_id(candidate)})
-            tx.set_lane_active(lane, candidate)
-            return candidate
-    tx.set_lane_active(lane, None)
+            tx.append(item.ref, "run.started", {"execution_id": kickoff_id(item.ref)})
+            lanes.set_active(tx, lane, item.ref)
+            return item.ref
+    lanes.set_active(tx, lane, None)
     return None

@@ -55,11 +55,77 @@ events = Table(
     UniqueConstraint("run_id", "seq", name="uq_hypha_events_run_seq"),
 )
 
+# A lane: one active item at a time, a bounded FIFO of pending items (hypha_celery.lanes).
+# Graph runs sharing (user_id, session_id) and each agent's prompt and notification queues
+# are lanes. ``pending_count`` / ``pending_bytes`` are what admission checks, under the lock
+# of this row, so concurrent callers on different machines see one order.
 lanes = Table(
     "hypha_lanes",
     metadata,
     Column("lane", String(420), primary_key=True),
     Column("active_run_id", String(64)),
+    Column("pending_count", Integer, nullable=False, server_default="0"),
+    Column("pending_bytes", BigInteger, nullable=False, server_default="0"),
+)
+
+lane_items = Table(
+    "hypha_lane_items",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("lane", String(420), nullable=False),
+    Column("ref", String(64), nullable=False),
+    Column("bytes", Integer, nullable=False),
+    Column("payload", JSON),
+    UniqueConstraint("lane", "ref", name="uq_hypha_lane_items_lane_ref"),
+    Index("ix_hypha_lane_items_lane", "lane", "id"),
+)
+
+# Conversational agents (hypha_celery.agents): one row per live agent name. ``doc`` holds
+# the callback state, the backend session, the flags and the current turn; the mailbox is
+# two lanes (``a:<incarnation>:p`` prompts, ``a:<incarnation>:n`` notifications). An idle
+# agent is this row and nothing else: no worker memory, no timers. ``control`` carries an
+# interrupt request the turn's worker polls; ``heartbeat_at`` is refreshed while a worker
+# owns the agent, so the supervisor can tell a dead owner from a slow turn.
+agents = Table(
+    "hypha_agents",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("incarnation", String(32), nullable=False, unique=True),
+    Column("kind", String(200), nullable=False),
+    Column("phase", String(16), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("control", String(120)),
+    Column("heartbeat_at", Float),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("doc", JSON, nullable=False),
+    Index("ix_hypha_agents_phase", "phase", "heartbeat_at"),
+)
+
+# Outcomes of finished tell requests kept for ``poll`` (bounded per agent by count and
+# bytes, oldest evicted first) and cancel tombstones.
+agent_results = Table(
+    "hypha_agent_results",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("incarnation", String(32), nullable=False),
+    Column("ref", String(64), nullable=False, unique=True),
+    Column("bytes", Integer, nullable=False),
+    Column("outcome", JSON, nullable=False),
+    Index("ix_hypha_agent_results_agent", "incarnation", "id"),
+)
+
+# Completions written in the transaction that decided them and deleted once delivered:
+# a worker that dies in between leaves the row for the supervisor to send.
+agent_outbox = Table(
+    "hypha_agent_outbox",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("incarnation", String(32), nullable=False),
+    Column("ref", String(64), nullable=False),
+    Column("target", JSON, nullable=False),
+    Column("message", JSON, nullable=False),
+    Column("created_at", Float, nullable=False),
 )
 
 # Edge outcomes as they arrive, before the reducer's step writes them to the log as

@@ -67,6 +67,10 @@ class Tx:
         self._rows: list[dict[str, Any]] = []
         self._after: list[Callable[[], None]] = []
 
+    @property
+    def dialect(self) -> str:
+        return self._dialect
+
     # -- reads -----------------------------------------------------------
     def lock(self, run_id: str) -> View | None:
         """Lock the run row for this transaction and return its projection."""
