@@ -6,7 +6,8 @@ The tree, split by phase::
     ├── SpecError (TypeError)            invalid graph / spec, raised at definition time
     │   ├── GraphSpecError               bad nodes, reducers, limits, names
     │   ├── UnknownGraph (LookupError)   a graph id nobody registered
-    │   └── InvalidNotify                ``notify=`` that is not a Celery signature
+    │   ├── InvalidNotify                ``notify=`` that is not a Celery signature
+    │   └── AgentSpecError               a bad agent class, backend or start option
     ├── SetupError (RuntimeError)        configuration: URLs, missing extras, store schema
     │   └── ExtraNotInstalled (ImportError)
     ├── HyphaRuntimeError (RuntimeError) things that happen while runs execute
@@ -78,6 +79,11 @@ class UnknownGraph(SpecError, LookupError):
 
 class InvalidNotify(SpecError):
     """``notify=`` must be a Celery signature; nothing was enqueued."""
+
+
+class AgentSpecError(SpecError):
+    """``agents.start`` was given a bad agent class, backend, name or option; nothing
+    was recorded."""
 
 
 class SetupError(HyphaError, RuntimeError):

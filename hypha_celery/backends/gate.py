@@ -56,14 +56,14 @@ class InProcessGateChannel:
 
 
 class RedisGateChannel:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, prefix: str = "hypha:mock-gate:") -> None:
         import redis
 
         self._client = redis.Redis.from_url(url)
+        self._prefix = prefix
 
-    @staticmethod
-    def _key(key: str) -> str:
-        return f"hypha:mock-gate:{key}"
+    def _key(self, key: str) -> str:
+        return f"{self._prefix}{key}"
 
     def push(self, key: str, payload: dict[str, Any]) -> None:
         with self._client.pipeline() as pipe:

@@ -10,6 +10,10 @@ from celery import Celery
 from celery.canvas import Signature
 
 from hypha_celery import lanes
+from hypha_celery.agents import tasks as agent_tasks
+from hypha_celery.agents.api import Agents
+from hypha_celery.agents.channels import Transport
+from hypha_celery.agents.runtime import AgentRuntime
 from hypha_celery.client.notifier import LocalNotifier, Notifier, RedisNotifier
 from hypha_celery.client.run import RunHandle
 from hypha_celery.embedded import EmbeddedWorker
@@ -29,6 +33,7 @@ from hypha_celery.events import new_view
 from hypha_celery.graph import Graph
 from hypha_celery.runtime import canvas, tasks
 from hypha_celery.runtime.config import (
+    AGENTS_QUEUE,
     COORDINATOR_QUEUE,
     EFFECTS_QUEUE,
     NODES_QUEUE,
@@ -71,6 +76,7 @@ class Hypha:
                            leases=LeaseKeeper(self.store, settings.lease_interval))
         tasks.register_coordinator(self._rt)
         self._embedded: EmbeddedWorker | None = None
+        self.agents = _agents(self)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Hypha:
@@ -260,7 +266,8 @@ class Hypha:
 
     def queues(self) -> set[str]:
         """Every queue this app's tasks are routed to."""
-        names = {COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE}  # never hypha.dead_letter
+        # never hypha.dead_letter
+        names = {COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE, AGENTS_QUEUE}
         for g in self._rt.graphs.values():
             names.update(n.queue for n in g.nodes.values() if n.queue)
         return names
@@ -269,6 +276,7 @@ class Hypha:
         if self._embedded is not None:
             self._embedded.stop()
             self._embedded = None
+        self.agents.close()
         self.notifier.close()
         self.store.dispose()
 
@@ -300,10 +308,23 @@ def _check_visibility(graph: Graph, settings: Settings) -> None:
                 "raise it or lower the node timeout")
 
 
-def _notifier(settings: Settings) -> Notifier:
+def _redis_url(settings: Settings) -> str | None:
     if settings.embedded:
-        return LocalNotifier()
+        return None
     for url in (settings.result_backend, settings.broker_url):
         if url.startswith(("redis://", "rediss://")):
-            return RedisNotifier(url)
-    return LocalNotifier()
+            return url
+    return None
+
+
+def _notifier(settings: Settings) -> Notifier:
+    url = _redis_url(settings)
+    return LocalNotifier() if url is None else RedisNotifier(url)
+
+
+def _agents(hypha: Hypha) -> Agents:
+    rt = AgentRuntime(hypha.celery, hypha.store, Transport(hypha.celery, _redis_url(
+        hypha.settings)), hypha.notifier, hypha.settings.lease_interval)
+    agent_tasks.register(rt)
+    hypha.celery.hypha_agents = rt  # read by the supervisor
+    return Agents(rt, ensure_worker=hypha._ensure_worker)

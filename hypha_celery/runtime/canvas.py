@@ -189,3 +189,12 @@ def drop_continuation(request: Any) -> None:
     """A stale task must not wake the coordinator."""
     if request.chain:
         request.chain.clear()
+
+
+def agent_pump(app: Celery, name: str, incarnation: str, token: str) -> None:
+    """The message that hands an agent to a worker (``hypha.agent.pump``). Its arguments
+    are ids only: prompts and state stay in the store."""
+    from hypha_celery.runtime.config import AGENT_PUMP_TASK, AGENTS_QUEUE
+
+    app.signature(AGENT_PUMP_TASK, args=(name, incarnation, token), queue=AGENTS_QUEUE,
+                  ignore_result=True, argsrepr="(<agent>,)").apply_async()

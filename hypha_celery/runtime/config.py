@@ -16,6 +16,9 @@ NODES_QUEUE = "hypha.nodes"
 DEAD_LETTER_QUEUE = "hypha.dead_letter"
 #: At-most-once nodes (side_effect external_effect / irreversible): early ack.
 EFFECTS_QUEUE = "hypha.effects"
+#: Conversational agents' turns (hypha.agent.pump).
+AGENTS_QUEUE = "hypha.agents"
+AGENT_PUMP_TASK = "hypha.agent.pump"
 COORDINATOR_TASK = "hypha.coordinator"
 SUPERVISOR_TASK = "hypha.supervisor"
 EMBEDDED_STORE_URL = "sqlite:///.hypha/hypha.db"
@@ -124,10 +127,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "event_serializer": "json",
         "task_default_queue": NODES_QUEUE,
         "task_queues": [_queue(COORDINATOR_QUEUE), _queue(NODES_QUEUE), _queue(EFFECTS_QUEUE),
-                        _queue(DEAD_LETTER_QUEUE)],
+                        _queue(AGENTS_QUEUE), _queue(DEAD_LETTER_QUEUE)],
         "task_create_missing_queues": True,
         "task_routes": {COORDINATOR_TASK: {"queue": COORDINATOR_QUEUE},
-                        SUPERVISOR_TASK: {"queue": COORDINATOR_QUEUE}},
+                        SUPERVISOR_TASK: {"queue": COORDINATOR_QUEUE},
+                        AGENT_PUMP_TASK: {"queue": AGENTS_QUEUE}},
         # at-least-once for idempotent tasks (each task sets acks_late itself; at-most-once
         # node tasks ack early): a killed worker process's message is requeued
         "task_reject_on_worker_lost": True,

@@ -24,6 +24,7 @@ from celery import Celery
 from kombu.entity import Exchange, Queue
 
 from hypha_celery.runtime.config import (
+    AGENTS_QUEUE,
     COORDINATOR_QUEUE,
     DEAD_LETTER_QUEUE,
     EFFECTS_QUEUE,
@@ -73,10 +74,10 @@ def quorum_queue(name: str, delivery_limit: int) -> Queue:
 
 
 def hypha_queues(delivery_limit: int) -> list[Queue]:
-    """``task_queues`` on RabbitMQ: the three hypha queues and the dead-letter queue
+    """``task_queues`` on RabbitMQ: the four hypha queues and the dead-letter queue
     (listed so that Celery knows it; :class:`~hypha_celery.runtime.consumer.HyphaConsumer`
     never consumes it)."""
-    names = (COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE)
+    names = (COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE, AGENTS_QUEUE)
     return [*(quorum_queue(n, delivery_limit) for n in names), dead_letter_queue()]
 
 

@@ -1,0 +1,513 @@
+"""``hypha.agents``: start conversational agents and talk to them by name.
+
+Every call addresses an agent by its name and works from any process that has the app:
+the agent is a row in the store, not a process. Calls that GenAgent answers with
+``{:error, reason}`` raise a typed error (:class:`~hypha_celery.errors.AgentNotFound`,
+:class:`~hypha_celery.errors.Overloaded` with GenAgent's ``info``,
+:class:`~hypha_celery.errors.AgentError` with ``reason`` ``draining`` / ``halted`` /
+``busy`` / ``self_stop`` / ...); calls whose answers are all ordinary outcomes return them
+(``poll``, ``interrupt_request``, ``cancel_request``). Casts (``notify``, ``halt``,
+``resume``, ``interrupt``) never raise for the agent's state and are no-ops for a name
+nobody has.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from celery.canvas import Signature
+
+from hypha_celery import lanes
+from hypha_celery.agents import rows, telemetry
+from hypha_celery.agents.behaviour import Agent, acting_as, current_name
+from hypha_celery.agents.channels import Channel, target
+from hypha_celery.agents.options import RESERVED, Limits
+from hypha_celery.agents.rows import AgentTx, notifications_lane, prompts_lane
+from hypha_celery.agents.runtime import AgentRuntime, new_token, ref_channel
+from hypha_celery.agents.server import cleanup, finish_request, new_item
+from hypha_celery.backends import Backend, BackendError, Response
+from hypha_celery.errors import (
+    AgentAlreadyStarted,
+    AgentError,
+    AgentNotFound,
+    AgentSpecError,
+    AgentStartFailed,
+    Overloaded,
+    TurnFailed,
+    WaitTimeout,
+)
+from hypha_celery.runtime.jsonsafe import is_json
+
+OnHalt = Literal["queue", "fail"]
+MAX_NAME = 200
+
+
+@dataclass(frozen=True, slots=True)
+class AgentInfo:
+    """What ``whereis`` finds: the live incarnation of a name (a restart under the same
+    name is a new incarnation; its refs never match the old one's)."""
+
+    name: str
+    incarnation: str
+    kind: str
+    phase: str
+
+
+@dataclass(frozen=True, slots=True)
+class Poll:
+    """``status`` is ``pending``, ``completed`` (``response``) or ``error`` (``reason``,
+    ``info``); an unknown, pruned or ask ref is ``error`` / ``not_found``."""
+
+    status: Literal["pending", "completed", "error"]
+    response: Response | None = None
+    reason: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStatus:
+    """GenAgent's status map. ``agent_state`` is the stored callback state; ``repr`` (and
+    so logs and tracebacks) never shows it."""
+
+    state: Literal["idle", "processing"]
+    name: str
+    queued: int
+    current_request: str | None
+    halted: bool
+    halt_pending: bool
+    draining: bool
+    agent_state: Any = field(repr=False)
+
+
+class Agents:
+    def __init__(self, rt: AgentRuntime, ensure_worker: Any = None) -> None:
+        self._rt = rt
+        self._ensure_worker = ensure_worker or (lambda: None)
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self, agent: type[Agent], *, name: str, backend: type[Backend],
+              **options: Any) -> AgentInfo:
+        """Start ``agent`` under ``name``: ``init_agent`` runs here with the options hypha
+        does not consume (the limits of :class:`~hypha_celery.agents.Limits` are its
+        own), then ``backend().start_session(backend_opts)``; ``pre_run`` runs on a worker
+        before the first turn."""
+        _check_name(name)
+        kind, path = self._rt.register(agent, backend)
+        limits = Limits.from_options(options)
+        opts = {k: v for k, v in options.items() if k not in RESERVED}
+        backend_opts, state = _init(agent, name, opts)
+        try:
+            session = backend().start_session(backend_opts)
+        except BackendError as exc:
+            raise AgentStartFailed("backend_start_failed", f"backend start failed: {exc.kind}",
+                                   {"backend_error": exc.to_json()}) from None
+        incarnation = uuid.uuid4().hex
+        runs_pre_run = agent.pre_run is not Agent.pre_run  # the default needs no worker
+        doc = {"name": name, "incarnation": incarnation, "kind": kind, "backend": path,
+               "limits": limits.to_json(), "state": state, "session": session,
+               "halted": False, "halt_pending": False, "halting": False, "draining": False,
+               "pre_run": runs_pre_run, "pump": new_token() if runs_pre_run else None,
+               "current": None, "self_chain": None}
+        if not rows.create(self._rt.store, name, kind, doc):
+            _quietly(lambda: backend().terminate_session(session))
+            raise AgentAlreadyStarted(name)
+        if runs_pre_run:
+            self._publish(name, incarnation, doc["pump"])
+        return AgentInfo(name, incarnation, kind, rows.phase(doc))
+
+    def stop(self, name: str) -> None:
+        """Terminate now: the active and queued asks end ``agent_terminated``, tells get
+        no completion; ``terminate_agent`` and the backend's ``terminate_session`` run
+        here. From the agent's own callbacks: ``AgentError("self_stop")``."""
+        if current_name() == name:
+            raise AgentError("self_stop", "an agent cannot stop itself from its callbacks")
+        with rows.locked(self._rt.store, name) as atx:
+            doc = dict(atx.doc)
+            for item in _asks(atx):
+                finish_request(atx, item, {"error": "agent_terminated",
+                                           "info": {"reason": "shutdown"}},
+                               Limits(**doc["limits"]), self._rt)
+            atx.doc["current"] = atx.doc["self_chain"] = None
+            lanes.drop(atx.tx, prompts_lane(atx.incarnation))
+            lanes.drop(atx.tx, notifications_lane(atx.incarnation))
+            atx.event("agent.stopped", {"reason": "shutdown"})
+            atx.delete()
+        cleanup(self._rt, doc, "shutdown")
+
+    def drain(self, name: str, timeout: float | None = None) -> None:
+        """Refuse new input (``draining``), fail queued requests with ``draining``, drop
+        queued notifications and any self-chain, let the active turn finish, then stop.
+        Returns once the agent is gone; a timeout raises ``AgentError("timeout")`` and
+        leaves the drain running."""
+        with rows.locked(self._rt.store, name) as atx:
+            incarnation = atx.incarnation
+            if not atx.doc.get("draining"):
+                atx.doc["draining"] = True
+                limits = Limits(**atx.doc["limits"])
+                queued = [i.payload for i in lanes.clear(atx.tx, prompts_lane(incarnation))]
+                if atx.doc.get("self_chain") is not None:
+                    queued.append(atx.doc["self_chain"])
+                    atx.doc["self_chain"] = None
+                for item in queued:
+                    finish_request(atx, item, {"error": "draining", "info": {}}, limits,
+                                   self._rt)
+                lanes.clear(atx.tx, notifications_lane(incarnation))
+                atx.event("agent.draining")
+                self._wake(atx)
+        self._ensure_worker()
+        end = None if timeout is None else time.monotonic() + timeout
+        while (found := rows.read(self._rt.store, name)) is not None and \
+                found["incarnation"] == incarnation:
+            if end is not None and time.monotonic() > end:
+                raise AgentError("timeout", "the drain goes on; the agent has not exited yet")
+            time.sleep(0.02)
+
+    # -- requests -----------------------------------------------------------------------
+    def ask(self, name: str, prompt: str, timeout: float | None = None) -> Response:
+        """Send ``prompt`` and wait for the request's end (including caller-owned
+        retries). Raises :class:`TurnFailed` for an error outcome and
+        :class:`WaitTimeout` when ``timeout`` passes (the ask stays queued or running)."""
+        ref = self._admit(name, prompt, "ask")
+        end = None if timeout is None else time.monotonic() + timeout
+        with self._rt.notifier.listen(ref_channel(ref)) as listener:
+            while (outcome := rows.take_result(self._rt.store, ref)) is None:
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    raise WaitTimeout(f"ask {ref} to agent {name!r} did not end within "
+                                      f"{timeout}s; it stays queued or running")
+                listener.wait(0.5 if left is None else min(0.5, left))
+        if "ok" in outcome:
+            return Response.from_json(outcome["ok"])
+        raise TurnFailed(outcome["error"], f"ask to agent {name!r} failed: {outcome['error']}",
+                         outcome.get("info"))
+
+    def tell(self, name: str, prompt: str) -> str:
+        """Queue ``prompt``; returns its ref at once. The result is kept for ``poll``."""
+        return self._admit(name, prompt, "tell")
+
+    def tell_with_completion(self, name: str, prompt: str, recipient: Channel | Signature,
+                             *, on_halt: OnHalt = "queue",
+                             stream_to: Channel | None = None) -> str:
+        """Like ``tell``, plus exactly one completion message to ``recipient`` (a
+        :class:`Channel` read with :meth:`receive`, or a Celery signature called with
+        ``(name, ref, outcome)``), sent after the decision and ``post_turn``.
+        ``on_halt="fail"``: refused with ``AgentError("halted")`` while halted, and
+        completed ``halted`` if the agent halts while it waits. ``stream_to`` receives
+        every streamed event of the request, in order, before the completion."""
+        if on_halt not in ("queue", "fail"):
+            raise AgentSpecError(f"on_halt must be 'queue' or 'fail', got {on_halt!r}")
+        if stream_to is not None and not isinstance(stream_to, Channel):
+            raise AgentSpecError("stream_to must be a Channel or None")
+        return self._admit(name, prompt, "tell", completion=target(recipient),
+                           stream_to=target(stream_to), on_halt=on_halt)
+
+    def poll(self, name: str, ref: str) -> Poll:
+        store = self._rt.store
+        with rows.locked(store, name) as atx:
+            if _pending(atx, ref):
+                return Poll("pending")
+            found = rows.result(atx.tx.conn, ref)
+        if found is None or found.get("internal"):
+            return Poll("error", reason="not_found")
+        if "ok" in found:
+            return Poll("completed", Response.from_json(found["ok"]))
+        return Poll("error", reason=found["error"], info=found.get("info") or {})
+
+    def notify(self, name: str, event: Any) -> None:
+        """Deliver ``event`` to ``handle_event`` (deferred while a turn runs). Never
+        raises for overload or draining: a refusal is ``("input", "rejected")``
+        telemetry."""
+        try:
+            self.notify_ack(name, event)
+        except (Overloaded, AgentError) as exc:
+            telemetry.rich(("input", "rejected"), name, reason=exc.reason)
+
+    def notify_ack(self, name: str, event: Any) -> None:
+        """``notify`` that confirms admission (not delivery); raises
+        :class:`Overloaded`, ``AgentError("draining")`` or :class:`AgentNotFound`."""
+        if not is_json(event):
+            raise AgentSpecError("a notification must be JSON-serializable")
+        with rows.locked(self._rt.store, name) as atx:
+            if atx.doc.get("draining"):
+                raise AgentError("draining", f"agent {name!r} is draining")
+            lane = notifications_lane(atx.incarnation)
+            bound = Limits(**atx.doc["limits"]).notifications
+            refused = lanes.push(atx.tx, lane, new_token(), lanes.json_size(event), event,
+                                 bound=bound, queue="notifications")
+            if refused is not None:
+                raise Overloaded(refused)
+            self._wake(atx)
+        self._ensure_worker()
+
+    # -- control ------------------------------------------------------------------------
+    def halt(self, name: str) -> None:
+        """Idle: halt now (``post_run`` runs on a worker). During a turn: halt once its
+        callbacks ran (``halt_pending``). Idempotent; ignored while draining."""
+        with _cast(self._rt, name) as atx:
+            if atx is None or atx.doc.get("draining") or atx.doc.get("halted"):
+                return
+            if atx.doc.get("current") is not None:
+                atx.doc["halt_pending"] = True
+            else:
+                atx.doc["halting"] = True
+                self._wake(atx)
+        self._ensure_worker()
+
+    def resume(self, name: str) -> None:
+        """Clear ``halted`` and dispatch queued work; during a turn, cancel a pending
+        external halt."""
+        with _cast(self._rt, name) as atx:
+            if atx is None:
+                return
+            atx.doc["halt_pending"] = False
+            if atx.doc.get("halted"):
+                atx.doc["halted"] = False
+                atx.event("agent.resumed")
+                if lanes.lock(atx.tx, prompts_lane(atx.incarnation)).pending_count or \
+                        atx.doc.get("self_chain") is not None:
+                    self._wake(atx)
+        self._ensure_worker()
+
+    def interrupt(self, name: str) -> None:
+        """Interrupt the active turn, whatever it is (a no-op when idle)."""
+        with _cast(self._rt, name) as atx:
+            cur = None if atx is None else atx.doc.get("current")
+            if atx is not None and cur is not None and cur.get("stage") != "deciding":
+                atx.write_control(cur["ref"])
+
+    def interrupt_request(self, name: str, ref: str) -> Literal["accepted", "not_current",
+                                                                 "idle"]:
+        """Interrupt ``ref`` only if it is the active turn: ``accepted`` (it ends
+        ``interrupted``), ``not_current`` (another turn is active) or ``idle``."""
+        with rows.locked(self._rt.store, name) as atx:
+            cur = atx.doc.get("current")
+            if cur is None or cur.get("stage") == "deciding":
+                return "idle"
+            if cur["ref"] != ref:
+                return "not_current"
+            atx.write_control(ref)
+            return "accepted"
+
+    def cancel_request(self, name: str, ref: str) -> Literal[
+            "cancelled", "current", "already_finished", "not_found"]:
+        """Remove a queued tell or a pending caller-owned retry: ``cancelled`` (also on a
+        repeat, while the tombstone is cached), ``current``, ``already_finished`` or
+        ``not_found`` (unknown, pruned, ask or event refs). The completion recipient gets
+        one ``cancelled``; no turn callback runs."""
+        with rows.locked(self._rt.store, name) as atx:
+            doc = atx.doc
+            if doc.get("current") is not None and doc["current"]["ref"] == ref:
+                return "current"
+            item = _take_queued(atx, ref)
+            if item is None:
+                found = rows.result(atx.tx.conn, ref)
+                if found is None or found.get("internal"):
+                    return "not_found"
+                return "cancelled" if found.get("error") == "cancelled" else "already_finished"
+            finish_request(atx, item, {"error": "cancelled", "info": {}},
+                           Limits(**doc["limits"]), self._rt)
+            atx.event("agent.request.cancelled", {"ref": ref})
+        telemetry.turn("cancelled", name, ref, item["attempt"], item["origin"],
+                       reason_kind="caller_cancelled")
+        return "cancelled"
+
+    def reset_session(self, name: str) -> None:
+        """Idle only: the backend's ``reset_session``; state and queue are kept."""
+        with rows.locked(self._rt.store, name) as atx:
+            doc = atx.doc
+            if doc.get("draining"):
+                raise AgentError("draining", f"agent {name!r} is draining")
+            if doc.get("pump"):
+                raise AgentError("busy", f"agent {name!r} is busy")
+            backend = self._rt.backend_class(doc["backend"])()
+            try:
+                session = backend.reset_session(doc["session"])
+            except BackendError as exc:
+                reason = "unsupported" if exc.kind == "unsupported" else "backend_reset_failed"
+                raise AgentError(reason, f"reset_session: {exc.kind}") from None
+            if not isinstance(session, dict) or not is_json(session):
+                raise AgentError("invalid_reset_result", "reset_session returned no session")
+            doc["session"] = session
+
+    # -- reading ------------------------------------------------------------------------
+    def status(self, name: str) -> AgentStatus:
+        doc, counts = self._read(name)
+        cur = doc.get("current")
+        return AgentStatus("processing" if cur is not None else "idle", name, counts[0],
+                           None if cur is None else cur["ref"], bool(doc.get("halted")),
+                           bool(doc.get("halt_pending")), bool(doc.get("draining")),
+                           doc.get("state"))
+
+    def runtime_snapshot(self, name: str) -> dict[str, Any]:
+        """Content free: phase, flags, queue depths, the current request's ids and
+        timings. Never prompts, state, sessions or payloads."""
+        doc, (prompts, notes) = self._read(name)
+        cur = doc.get("current")
+        current = None
+        if cur is not None:
+            started = cur.get("started_at")
+            current = {"ref": cur["ref"], "origin": cur["origin"], "attempt": cur["attempt"],
+                       "elapsed_ms": 0.0 if started is None else (time.time() - started) * 1e3,
+                       "watchdog_ms": doc["limits"]["watchdog_ms"]}
+        return {"phase": "processing" if cur is not None else "idle",
+                "halted": bool(doc.get("halted")), "halt_pending": bool(doc.get("halt_pending")),
+                "draining": bool(doc.get("draining")), "pending_prompts": prompts,
+                "pending_notifications": notes,
+                "self_chain_pending": doc.get("self_chain") is not None,
+                "current_request": current}
+
+    def list(self) -> list[str]:
+        """Names of the live agents (point in time, unordered)."""
+        return rows.names(self._rt.store)
+
+    def whereis(self, name: str) -> AgentInfo | None:
+        doc = rows.read(self._rt.store, name)
+        if doc is None:
+            return None
+        return AgentInfo(name, doc["incarnation"], doc["kind"], rows.phase(doc))
+
+    @staticmethod
+    def channel() -> Channel:
+        """A fresh channel for completions and streamed events."""
+        return Channel.new()
+
+    def receive(self, channel: Channel, timeout: float = 5.0) -> dict[str, Any] | None:
+        """The next message on ``channel`` (see :mod:`.channels`), or None after
+        ``timeout`` seconds."""
+        return self._rt.transport.receive(channel, timeout)
+
+    def close(self) -> None:
+        self._rt.transport.close()
+
+    # -- internals ----------------------------------------------------------------------
+    def _admit(self, name: str, prompt: str, origin: str, **extra: Any) -> str:
+        if not isinstance(prompt, str):
+            raise AgentSpecError(f"a prompt is a string, got {type(prompt).__name__}")
+        item = new_item(prompt, origin, **extra)
+        try:
+            with rows.locked(self._rt.store, name) as atx:
+                doc = atx.doc
+                if doc.get("draining"):
+                    raise AgentError("draining", f"agent {name!r} is draining")
+                if item["on_halt"] == "fail" and doc.get("halted"):
+                    raise AgentError("halted", f"agent {name!r} is halted")
+                if not doc.get("pump") and not doc.get("halted"):
+                    doc["current"] = {**item, "stage": "queued"}
+                    self._wake(atx)
+                else:
+                    refused = lanes.push(atx.tx, prompts_lane(atx.incarnation), item["ref"],
+                                         item["bytes"], item,
+                                         bound=Limits(**doc["limits"]).prompts)
+                    if refused is not None:
+                        raise Overloaded(refused)
+        except (Overloaded, AgentError) as exc:
+            if not isinstance(exc, AgentNotFound):
+                telemetry.turn("rejected", name, item["ref"], 1, origin,
+                               reason_kind=exc.reason)
+            raise
+        self._ensure_worker()
+        return str(item["ref"])
+
+    def _wake(self, atx: AgentTx) -> None:
+        """Hand an idle agent to a worker (after commit)."""
+        if atx.doc.get("pump"):
+            return
+        token = atx.doc["pump"] = new_token()
+        name, incarnation = atx.name, atx.incarnation
+        atx.after_commit(lambda: self._publish(name, incarnation, token))
+
+    def _publish(self, name: str, incarnation: str, token: str) -> None:
+        self._ensure_worker()
+        self._rt.publish(name, incarnation, token)
+
+    def _read(self, name: str) -> tuple[dict[str, Any], tuple[int, int]]:
+        with rows.locked(self._rt.store, name) as atx:
+            prompts = lanes.lock(atx.tx, prompts_lane(atx.incarnation)).pending_count
+            notes = lanes.lock(atx.tx, notifications_lane(atx.incarnation)).pending_count
+            return dict(atx.doc), (prompts, notes)
+
+
+class _cast:
+    """``with _cast(rt, name) as atx``: the locked agent, or None when there is none."""
+
+    def __init__(self, rt: AgentRuntime, name: str) -> None:
+        self._cm = rows.locked(rt.store, name)
+
+    def __enter__(self) -> AgentTx | None:
+        try:
+            return self._cm.__enter__()
+        except AgentNotFound:
+            self._cm = None  # type: ignore[assignment]
+            return None
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        if self._cm is None:
+            return None
+        return self._cm.__exit__(*exc)
+
+
+def _pending(atx: AgentTx, ref: str) -> bool:
+    """A tell still queued, active or between retry attempts."""
+    doc = atx.doc
+    for item in (doc.get("current"), doc.get("self_chain")):
+        if item is not None and item["ref"] == ref:
+            return bool(item["origin"] == "tell")
+    for item in lanes.items(atx.tx, prompts_lane(atx.incarnation)):
+        if item.ref == ref:
+            return bool(item.payload["origin"] == "tell")
+    return False
+
+
+def _take_queued(atx: AgentTx, ref: str) -> dict[str, Any] | None:
+    """Remove a queued tell (or a tell's pending retry) and return it."""
+    doc = atx.doc
+    chain = doc.get("self_chain")
+    if chain is not None and chain["ref"] == ref and chain["origin"] == "tell":
+        doc["self_chain"] = None
+        return dict(chain)
+    lane = prompts_lane(atx.incarnation)
+    for item in lanes.items(atx.tx, lane):
+        if item.ref == ref and item.payload["origin"] == "tell":
+            lanes.remove(atx.tx, lane, ref)
+            return dict(item.payload)
+    return None
+
+
+def _asks(atx: AgentTx) -> list[dict[str, Any]]:
+    doc = atx.doc
+    found = [i for i in (doc.get("current"), doc.get("self_chain")) if i is not None]
+    found += [i.payload for i in lanes.items(atx.tx, prompts_lane(atx.incarnation))]
+    return [i for i in found if i["origin"] == "ask"]
+
+
+def _init(agent: type[Agent], name: str, opts: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    try:
+        with acting_as(name):
+            result = agent().init_agent(opts)
+        backend_opts, state = result
+    except Exception as exc:
+        raise AgentStartFailed("init_agent_failed",
+                               f"init_agent failed: {type(exc).__name__}") from None
+    if not isinstance(backend_opts, dict):
+        raise AgentStartFailed("init_agent_failed", "init_agent must return (dict, state)")
+    if not is_json(state):
+        raise AgentStartFailed("init_agent_failed", "the agent state must be JSON")
+    return backend_opts, state
+
+
+def _check_name(name: Any) -> None:
+    if not isinstance(name, str) or not name or len(name) > MAX_NAME:
+        raise AgentSpecError(f"an agent name is a string of 1..{MAX_NAME} characters")
+
+
+def _quietly(fn: Any) -> None:
+    try:
+        fn()
+    except Exception:
+        return
+
+
+__all__ = ["AgentInfo", "AgentStatus", "Agents", "Poll"]

@@ -1,0 +1,79 @@
+"""What agent tasks and the client share: the Celery app, the store, the delivery
+transport, the wake-up notifier, and the registry of agent and backend classes."""
+
+from __future__ import annotations
+
+import importlib
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from celery import Celery
+
+from hypha_celery.agents.behaviour import Agent
+from hypha_celery.agents.channels import Transport
+from hypha_celery.backends import Backend
+from hypha_celery.errors import AgentSpecError
+from hypha_celery.runtime import canvas
+from hypha_celery.store import EventStore
+
+if TYPE_CHECKING:
+    from hypha_celery.client.notifier import Notifier
+
+
+def class_path(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex
+
+
+def ref_channel(ref: str) -> str:
+    """The notifier key an asker waits on."""
+    return f"agent-ref:{ref}"
+
+
+@dataclass
+class AgentRuntime:
+    app: Celery
+    store: EventStore
+    transport: Transport
+    notifier: Notifier
+    lease_interval: float = 1.0
+    kinds: dict[str, type[Agent]] = field(default_factory=dict)
+    backends: dict[str, type[Backend]] = field(default_factory=dict)
+
+    def publish(self, name: str, incarnation: str, token: str) -> None:
+        canvas.agent_pump(self.app, name, incarnation, token)
+
+    def register(self, agent: type[Agent], backend: type[Backend]) -> tuple[str, str]:
+        if not (isinstance(agent, type) and issubclass(agent, Agent)):
+            raise AgentSpecError(f"an agent is a subclass of Agent, got {agent!r}")
+        if not (isinstance(backend, type) and issubclass(backend, Backend)):
+            raise AgentSpecError(f"a backend is a subclass of Backend, got {backend!r}")
+        kind, path = class_path(agent), class_path(backend)
+        self.kinds[kind] = agent
+        self.backends[path] = backend
+        return kind, path
+
+    def agent_class(self, kind: str) -> type[Agent]:
+        return self._resolve(self.kinds, kind, Agent)  # type: ignore[return-value]
+
+    def backend_class(self, path: str) -> type[Backend]:
+        return self._resolve(self.backends, path, Backend)  # type: ignore[return-value]
+
+    @staticmethod
+    def _resolve(known: dict[str, Any], path: str, base: type) -> type:
+        """A registered class, or ``module:Qualname`` imported (a worker that did not run
+        ``start``); only subclasses of ``base`` are accepted."""
+        if path in known:
+            return known[path]  # type: ignore[no-any-return]
+        module, _, qualname = path.partition(":")
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        if not (isinstance(obj, type) and issubclass(obj, base)):
+            raise AgentSpecError(f"{path} is not a {base.__name__} subclass")
+        known[path] = obj
+        return obj
