@@ -44,6 +44,8 @@ class AgentTx:
         self._events: list[dict[str, Any]] = []
         self.control: str | None = None
         self.set_control: bool = False
+        self.heartbeat_at: float | None = None
+        self.beat = False
         self.deleted = False
 
     @property
@@ -79,11 +81,14 @@ class AgentTx:
                                   "updated_at": time.time()}
         if self.set_control:
             values["control"] = self.control
+        if self.beat:
+            values["heartbeat_at"] = time.time()
         conn.execute(agents.update().where(where).values(**values))
 
 
 def _lock(tx: Tx, name: str) -> Any:
-    q = sa.select(agents.c.doc, agents.c.seq, agents.c.control).where(agents.c.name == name)
+    q = sa.select(agents.c.doc, agents.c.seq, agents.c.control, agents.c.heartbeat_at).where(
+        agents.c.name == name)
     if tx.dialect == "postgresql":
         q = q.with_for_update()
     return tx.conn.execute(q).first()
@@ -99,7 +104,7 @@ def locked(store: EventStore, name: str, incarnation: str | None = None
         if row is None or (incarnation is not None and row.doc["incarnation"] != incarnation):
             raise AgentNotFound(name)
         atx = AgentTx(tx, name, dict(row.doc), int(row.seq))
-        atx.control = row.control
+        atx.control, atx.heartbeat_at = row.control, row.heartbeat_at
         yield atx
         atx.flush()
 
@@ -149,15 +154,16 @@ def names(store: EventStore) -> list[str]:
         return list(conn.execute(sa.select(agents.c.name)).scalars())
 
 
-def stale(store: EventStore, before: float, limit: int) -> list[tuple[str, Doc]]:
-    """Agents a worker owns whose owner has not beaten since ``before``."""
+def stale(store: EventStore, before: float, limit: int) -> list[tuple[str, Doc, float]]:
+    """Busy agents whose owner has not beaten (or that nobody took) since ``before``:
+    ``(name, doc, last sign of life)``, oldest first."""
     store.ensure_schema()
     beat = sa.func.coalesce(agents.c.heartbeat_at, agents.c.updated_at)
     with store.reader.connect() as conn:
-        rows = conn.execute(sa.select(agents.c.name, agents.c.doc)
+        rows = conn.execute(sa.select(agents.c.name, agents.c.doc, beat.label("beat"))
                             .where(agents.c.phase == "busy", beat < before)
                             .order_by(beat).limit(limit))
-        return [(r.name, dict(r.doc)) for r in rows]
+        return [(r.name, dict(r.doc), float(r.beat)) for r in rows]
 
 
 # -- results cache ---------------------------------------------------------------------

@@ -58,10 +58,10 @@ class AgentRuntime:
         return kind, path
 
     def agent_class(self, kind: str) -> type[Agent]:
-        return self._resolve(self.kinds, kind, Agent)  # type: ignore[return-value]
+        return self._resolve(self.kinds, kind, Agent)
 
     def backend_class(self, path: str) -> type[Backend]:
-        return self._resolve(self.backends, path, Backend)  # type: ignore[return-value]
+        return self._resolve(self.backends, path, Backend)
 
     @staticmethod
     def _resolve(known: dict[str, Any], path: str, base: type) -> type:

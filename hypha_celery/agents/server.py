@@ -64,33 +64,62 @@ def pump(rt: AgentRuntime, name: str, incarnation: str, token: str) -> None:
 class Owner:
     def __init__(self, rt: AgentRuntime, name: str, incarnation: str, token: str) -> None:
         self.rt, self.name, self.incarnation, self.token = rt, name, incarnation, token
+        self.delivery = new_token()
         self._agent: Agent | None = None
         self._backend: Backend | None = None
         self._doc: Doc = {}
 
     # -- ownership -----------------------------------------------------------------
     @contextmanager
-    def _locked(self) -> Iterator[AgentTx]:
+    def _locked(self, claiming: bool = False) -> Iterator[AgentTx]:
         with rows.locked(self.rt.store, self.name, self.incarnation) as atx:
             if atx.doc.get("pump") != self.token:
                 raise _Lost
+            if not claiming and atx.doc.get("owner") != self.delivery:
+                raise _Lost
             yield atx
+            if atx.doc.get("pump") is None:
+                atx.doc["owner"] = None
             self._doc = atx.doc
 
+    @property
+    def stale_after(self) -> float:
+        """A heartbeat older than this means the owner is gone (3 lease intervals)."""
+        return max(1.0, 3 * self.rt.lease_interval)
+
     def claim(self) -> bool:
-        """Take the agent for this delivery; a turn a previous delivery left streaming
-        ended with that delivery's death."""
-        try:
-            with self._locked() as atx:
-                cur = atx.doc.get("current")
-                if cur is not None and cur.get("stage") == "streaming":
-                    self._seal(atx, cur, TurnError("task_crashed", {"exception": "WorkerLost"}),
-                               keeps=False, stream_state=None)
-                    telemetry.turn("error", self.name, cur["ref"], cur["attempt"],
-                                   cur["origin"], duration_ms=_elapsed_ms(cur),
-                                   reason_kind="task_crashed")
-        except (_Lost, AgentNotFound):
-            return False
+        """Take the agent for this delivery of the pump message. Another delivery that
+        owns it and still beats is alive: this one is a duplicate and quits (after at
+        most ``stale_after`` seconds of looking). One that stopped beating died: a turn
+        it left streaming ends ``task_crashed``."""
+        deadline = time.monotonic() + self.stale_after + self.rt.lease_interval
+        while True:
+            try:
+                taken = self._try_claim()
+            except (_Lost, AgentNotFound):
+                return False
+            if taken is not None:
+                return taken
+            if time.monotonic() > deadline:
+                return False  # the owner kept beating: a duplicate message
+            time.sleep(min(0.25, self.stale_after / 4))
+
+    def _try_claim(self) -> bool | None:
+        with self._locked(claiming=True) as atx:
+            owner = atx.doc.get("owner")
+            beat = atx.heartbeat_at
+            if owner not in (None, self.delivery) and self.rt.lease_interval > 0 and \
+                    beat is not None and time.time() - beat < self.stale_after:
+                return None  # alive, or not yet known to be dead
+            atx.doc["owner"] = self.delivery
+            atx.beat = True
+            cur = atx.doc.get("current")
+            if owner is not None and cur is not None and cur.get("stage") == "streaming":
+                self._seal(atx, cur, TurnError("task_crashed", {"exception": "WorkerLost"}),
+                           keeps=False, stream_state=None)
+                telemetry.turn("error", self.name, cur["ref"], cur["attempt"],
+                               cur["origin"], duration_ms=_elapsed_ms(cur),
+                               reason_kind="task_crashed")
         return True
 
     @contextmanager
@@ -105,7 +134,6 @@ class Owner:
 
         thread = threading.Thread(target=beat, name="hypha-agent-heartbeat", daemon=True)
         if interval > 0:
-            rows.heartbeat(self.rt.store, self.name, self.incarnation)
             thread.start()
         try:
             yield
@@ -131,7 +159,7 @@ class Owner:
         try:
             with self._locked() as atx:
                 token = new_token()
-                atx.doc["pump"] = token
+                atx.doc["pump"], atx.doc["owner"] = token, None
                 atx.after_commit(lambda: self.rt.publish(self.name, self.incarnation, token))
         except (_Lost, AgentNotFound):
             return
@@ -409,11 +437,11 @@ class Owner:
             if not _same(doc["current"], cur):
                 return
             doc["state"], doc["current"] = state, None
-            failed = isinstance(outcome, TurnError)
-            atx.event("agent.turn.failed" if failed else "agent.turn.completed",
-                      {**_turn_data(cur), **({"reason": outcome.reason} if failed else {})})
-            retry = (failed and isinstance(decision, Prompt) and cur["origin"] in EXTERNAL
-                     and outcome.reason != "interrupted")
+            reason = outcome.reason if isinstance(outcome, TurnError) else None
+            atx.event("agent.turn.failed" if reason else "agent.turn.completed",
+                      {**_turn_data(cur), **({"reason": reason} if reason else {})})
+            retry = (reason is not None and isinstance(decision, Prompt)
+                     and cur["origin"] in EXTERNAL and reason != "interrupted")
             if retry:
                 assert isinstance(decision, Prompt)
                 doc["self_chain"] = {**_request(cur), "attempt": cur["attempt"] + 1,

@@ -101,8 +101,8 @@ def turn(what: str, agent: str, ref: str, attempt: int, origin: str,
          {"agent": agent, "ref": ref, "attempt": attempt, "origin": origin, **extra})
 
 
-def rich(event: EventName, agent: str, **metadata: Any) -> None:
+def rich(what: EventName, agent: str, **metadata: Any) -> None:
     with _lock:
-        wanted = bool(_handlers.get(event))
+        wanted = bool(_handlers.get(what))
     if wanted:
-        emit(event, {"system_time": time.time()}, {"agent": agent, **metadata})
+        emit(what, {"system_time": time.time()}, {"agent": agent, **metadata})

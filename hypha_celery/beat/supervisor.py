@@ -91,8 +91,22 @@ def sweep(rt: Runtime, now: float | None = None,
             log.info("hypha recovery: %s %s %s", decision["action"], decision["run_id"],
                      decision.get("execution_id", ""))
     decisions.extend(_drain_broker_dead_letters(rt))
+    decisions.extend(_sweep_agents(rt, now, policy))
     rt.store.prune_leases(now - policy.lease_retention)
     return decisions
+
+
+def _sweep_agents(rt: Runtime, now: float, policy: RecoveryPolicy) -> list[Decision]:
+    agents = getattr(rt.app, "hypha_agents", None)
+    if agents is None:
+        return []
+    from hypha_celery.agents.recovery import sweep as sweep_agents
+
+    try:
+        return sweep_agents(agents, now, policy.grace, policy.kickoff_lease, policy.limit)
+    except Exception as exc:  # never stops the runs' sweep
+        log.warning("hypha recovery: agents sweep failed: %s", type(exc).__name__)
+        return []
 
 
 def _examine(rt: Runtime, view: View, leases: dict[str, dict[str, Any]], now: float,

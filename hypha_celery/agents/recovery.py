@@ -1,0 +1,44 @@
+"""The agents' part of a recovery-supervisor sweep (:func:`hypha_celery.beat.supervisor.sweep`).
+
+* A busy agent whose owner stopped beating for ``grace`` seconds (its worker died with the
+  whole process group, so no broker redelivery is coming soon): the pump message is
+  published again with the same token. The delivery that takes it sees the dead owner's
+  turn still streaming and ends it ``task_crashed``. A busy agent nobody ever took (the
+  message was lost between commit and publish) is re-published after ``kickoff_lease``.
+* Completions left in the outbox for ``grace`` seconds (the worker died between the commit
+  that decided them and their delivery) are sent; a receiver may see a completion twice
+  only if a worker died between sending and deleting it (signature targets carry a task
+  id derived from the ref, so the duplicate is recognizable).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from hypha_celery.agents import rows
+from hypha_celery.agents.runtime import AgentRuntime
+from hypha_celery.agents.server import send
+
+log = logging.getLogger(__name__)
+
+
+def sweep(rt: AgentRuntime, now: float, grace: float, kickoff_lease: float,
+          limit: int) -> list[dict[str, Any]]:
+    decisions: list[dict[str, Any]] = []
+    for name, doc, beat in rows.stale(rt.store, now - min(grace, kickoff_lease), limit):
+        taken = doc.get("owner") is not None
+        if now - beat < (grace if taken else kickoff_lease):
+            continue
+        try:
+            rt.publish(name, doc["incarnation"], doc["pump"])
+        except Exception as exc:
+            log.warning("hypha recovery: re-driving agent failed: %s", type(exc).__name__)
+            continue
+        decisions.append({"agent": name, "action": "agent_redriven",
+                          "why": "owner_lost" if taken else "never_taken"})
+    for box in rows.unsent(rt.store, now - grace, limit):
+        send(rt, box["id"], box["target"], box["message"])
+        decisions.append({"agent": box["message"]["agent"], "action": "completion_resent",
+                          "ref": box["ref"]})
+    return decisions
