@@ -397,9 +397,14 @@ class Owner:
             alive, control = rows.control(self.rt.store, self.name, self.incarnation)
             return not alive or control == ref
 
+        def dispatched(session: dict[str, Any]) -> None:
+            with self._locked() as atx:
+                if _same(atx.doc["current"], cur):
+                    atx.doc["session"] = session
+
         attempt = Attempt(self.agent(), self.backend(), self.name, self._doc["session"],
-                          prompt, state, self.limits(), relay)
-        return run_attempt(attempt, interrupted, beat=lambda: None, beat_every=0)
+                          prompt, state, self.limits(), relay, dispatched)
+        return run_attempt(attempt, interrupted)
 
     def _seal(self, atx: AgentTx, cur: dict[str, Any], outcome: Response | TurnError, *,
               keeps: bool, stream_state: Any) -> None:

@@ -39,6 +39,9 @@ class Attempt:
     state: Any
     limits: Limits
     relay: Callable[[Event], None]
+    #: Called with the session ``prompt`` returned, before the stream is consumed (the
+    #: owner stores it: a crash mid-stream must not undo what the dispatch changed).
+    dispatched: Callable[[dict[str, Any]], None] = lambda session: None
     outcome: Response | TurnError | None = None
     stream_state: Any = None
     keeps_state: bool = False
@@ -55,6 +58,11 @@ class Attempt:
             except BackendError as exc:
                 self._set(TurnError(exc.kind, {"backend_error": exc.to_json()}), True)
                 return
+            except Exception as exc:
+                self._set(TurnError("task_crashed", {"exception": type(exc).__name__}), False)
+                return
+            try:
+                self.dispatched(self.session)
             except Exception as exc:
                 self._set(TurnError("task_crashed", {"exception": type(exc).__name__}), False)
                 return
@@ -100,15 +108,13 @@ class Attempt:
         return self._stopped.wait(timeout)
 
 
-def run_attempt(attempt: Attempt, interrupted: Callable[[], bool],
-                beat: Callable[[], None], beat_every: float) -> Attempt:
+def run_attempt(attempt: Attempt, interrupted: Callable[[], bool]) -> Attempt:
     """Consume one attempt; returns when it ended, timed out or was interrupted."""
     started = monotonic_ms()
     deadline = time.monotonic() + attempt.limits.watchdog_ms / 1000.0
     thread = threading.Thread(target=attempt.run, name=f"hypha-agent-{attempt.name}",
                               daemon=True)
     thread.start()
-    next_beat = time.monotonic() + beat_every
     while not attempt.wait(min(POLL_S, max(0.0, deadline - time.monotonic()))):
         now = time.monotonic()
         if now >= deadline:
@@ -117,8 +123,5 @@ def run_attempt(attempt: Attempt, interrupted: Callable[[], bool],
         if interrupted():
             attempt.stop(TurnError("interrupted"))
             break
-        if beat_every > 0 and now >= next_beat:
-            beat()
-            next_beat = now + beat_every
     attempt.duration_ms = monotonic_ms() - started
     return attempt

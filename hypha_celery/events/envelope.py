@@ -35,9 +35,22 @@ Kind = Literal[
     "run.completed",
     "run.failed",
     "run.cancelled",
+    # conversational agents (hypha_celery.agents): the stream of one incarnation, whose id
+    # is the ``run_id``; content free (ids, origins, reasons; never prompts or state)
+    "agent.started",
+    "agent.turn.started",
+    "agent.turn.completed",
+    "agent.turn.failed",
+    "agent.turn.late_result",
+    "agent.request.cancelled",
+    "agent.halted",
+    "agent.resumed",
+    "agent.draining",
+    "agent.stopped",
 ]
 
 KINDS: frozenset[str] = frozenset(Kind.__args__)  # type: ignore[attr-defined]
+AGENT_KINDS: frozenset[str] = frozenset(k for k in KINDS if k.startswith("agent."))
 TERMINAL_KINDS: frozenset[str] = frozenset({"run.completed", "run.failed", "run.cancelled"})
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from hypha_celery.events.envelope import AGENT_KINDS
+
 View = dict[str, Any]
 _Handler = Callable[[View, Mapping[str, Any]], None]
 
@@ -191,6 +193,7 @@ _HANDLERS: dict[str, _Handler] = {
     "run.completed": _terminal("completed"),
     "run.failed": _terminal("failed"),
     "run.cancelled": _terminal("cancelled"),
+    **{kind: _nothing for kind in AGENT_KINDS},  # an agent's stream is not a run
 }
 
 #: Kinds that leave the projection document unchanged (only ``seq`` moves).

@@ -1,0 +1,155 @@
+"""A worker SIGKILLed mid-turn: the turn ends ``task_crashed``, delivered once, and the
+agent keeps serving from another worker (real ``celery worker`` processes, Redis broker,
+PostgreSQL store)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hypha_celery import Hypha, RecoveryPolicy
+from hypha_celery.agents import Channel
+from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends.gate import GATE_URL_ENV
+from hypha_celery.beat.supervisor import sweep
+from hypha_celery.store import EventStore
+from tests.integration.agents_app import Keeper
+from tests.integration.conftest import RedisDbs
+from tests.integration.helpers import Backends, clear_db, close_client, purge, wait_until
+from tests.integration.test_chaos import GroupWorker
+
+APP = "tests.integration.agents_app:celery"
+LEASE = 0.5
+FAST = RecoveryPolicy(grace=1.0, kickoff_lease=3.0)
+
+pytestmark = pytest.mark.services
+
+
+@dataclasses.dataclass
+class Pair:
+    client: Hypha
+    workers: list[GroupWorker]
+
+    def tail(self) -> str:
+        return "\n".join(f"--- {w.name} ---\n{w.tail(3000)}" for w in self.workers)
+
+    def owner_of(self, pid: int) -> GroupWorker:
+        group = os.getpgid(pid)
+        return next(w for w in self.workers if w.proc is not None and w.proc.pid == group)
+
+
+@contextmanager
+def pair(redis_url: str, pg_url: str, logs: Path,
+         monkeypatch: pytest.MonkeyPatch) -> Iterator[Pair]:
+    clear_db(redis_url)
+    backends = Backends("redis", redis_url, redis_url, pg_url)
+    monkeypatch.setenv(GATE_URL_ENV, redis_url)
+    client = Hypha(dataclasses.replace(backends.settings(), lease_interval=LEASE))
+    client.store.migrate()
+    queues = sorted(client.queues())
+    purge(redis_url, queues)
+    env = {"HYPHA_LEASE_INTERVAL": str(LEASE), GATE_URL_ENV: redis_url}
+    workers = [GroupWorker(backends, logs / f"agent-worker{i}.log", queues=queues,
+                           concurrency=2, app=APP, env=env) for i in range(2)]
+    try:
+        for w in workers:
+            w.spawn()
+        for w in workers:
+            w.ready(client.celery)
+        yield Pair(client, workers)
+    finally:
+        for w in workers:
+            w.stop()
+        close_client(client)
+
+
+@pytest.fixture
+def agent_redis(itest_redis: RedisDbs) -> str:
+    return itest_redis.dedicated
+
+
+def _start(client: Hypha, tag: str) -> str:
+    name = f"keeper-{uuid.uuid4().hex[:8]}"
+    scripts = [MockBackend.gate(tag, [Event.new("result", {"text": "never"})], timeout=60),
+               [Event.new("result", {"text": "after"})]]
+    client.agents.start(Keeper, name=name, backend=MockBackend, scripts=scripts)
+    return name
+
+
+def _completions(client: Hypha, ch: Channel, quiet: float = 2.0) -> list[dict[str, Any]]:
+    got: list[dict[str, Any]] = []
+    while (msg := client.agents.receive(ch, timeout=quiet)) is not None:
+        got.append(msg)
+    return [m for m in got if m["type"] == "completion"]
+
+
+def _turn_events(store: EventStore, incarnation: str) -> list[str]:
+    return [f"{e.kind}:{e.data.get('reason', '')}" for e in store.events(incarnation)
+            if e.kind.startswith("agent.turn.")]
+
+
+def _assert_crashed_once(p: Pair, name: str, ref: str, ch: Channel, incarnation: str) -> None:
+    poll = p.client.agents.poll(name, ref)
+    assert (poll.status, poll.reason) == ("error", "task_crashed")
+    (completion,) = _completions(p.client, ch)
+    assert completion["ref"] == ref and completion["outcome"]["error"] == "task_crashed"
+    assert _turn_events(p.client.store, incarnation) == [
+        "agent.turn.started:", "agent.turn.failed:task_crashed"]
+    # the agent keeps serving, from the worker that is left
+    assert p.client.agents.ask(name, "second", timeout=30).text == "after"
+    assert p.client.agents.status(name).agent_state == {
+        "outcomes": [["error", "task_crashed"], ["ok", "after"]]}
+
+
+def test_worker_group_sigkilled_mid_turn_ends_the_turn_task_crashed_once(
+        agent_redis: str, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole worker (parent and pool) is killed: no broker redelivery comes for an hour
+    (visibility timeout); the supervisor sees the owner's heartbeat stop and re-drives."""
+    with pair(agent_redis, pg_url, tmp_path, monkeypatch) as p:
+        tag = f"crash-{uuid.uuid4().hex}"
+        name = _start(p.client, tag)
+        incarnation = p.client.agents.whereis(name).incarnation  # type: ignore[union-attr]
+        ch = p.client.agents.channel()
+        ref = p.client.agents.tell_with_completion(name, "first", ch)
+        blocked = MockBackend.wait_blocked(tag, 30)
+        assert blocked is not None, p.tail()
+        p.owner_of(blocked["pid"]).kill()
+        began = time.monotonic()
+
+        def recovered() -> bool:
+            sweep(p.client._rt, policy=FAST)
+            return p.client.agents.poll(name, ref).status != "pending"
+
+        wait_until(recovered, 30, "the supervisor to re-drive the agent", p.tail)
+        _assert_crashed_once(p, name, ref, ch, incarnation)
+        assert time.monotonic() - began < 15
+
+
+def test_pool_process_sigkilled_mid_turn_is_redelivered_and_ends_task_crashed_once(
+        agent_redis: str, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the pool process dies: its parent requeues the message at once
+    (``task_reject_on_worker_lost``); the next delivery waits until the dead owner's
+    heartbeat is stale, then ends the turn. No supervisor involved."""
+    with pair(agent_redis, pg_url, tmp_path, monkeypatch) as p:
+        tag = f"crash-{uuid.uuid4().hex}"
+        name = _start(p.client, tag)
+        incarnation = p.client.agents.whereis(name).incarnation  # type: ignore[union-attr]
+        ch = p.client.agents.channel()
+        ref = p.client.agents.tell_with_completion(name, "first", ch)
+        blocked = MockBackend.wait_blocked(tag, 30)
+        assert blocked is not None, p.tail()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(blocked["pid"], signal.SIGKILL)
+        wait_until(lambda: p.client.agents.poll(name, ref).status != "pending", 30,
+                   "the redelivered pump to end the turn", p.tail)
+        _assert_crashed_once(p, name, ref, ch, incarnation)
