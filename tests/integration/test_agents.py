@@ -1,6 +1,6 @@
-"""A worker SIGKILLed mid-turn: the turn ends ``task_crashed``, delivered once, and the
-agent keeps serving from another worker (real ``celery worker`` processes, Redis broker,
-PostgreSQL store)."""
+"""Agents on real ``celery worker`` processes (Redis broker, PostgreSQL store): a worker
+SIGKILLed mid-turn ends the turn ``task_crashed``, delivered once, and the agent keeps
+serving from another worker; content-free turn telemetry reaches Flower as Celery events."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import contextlib
 import dataclasses
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,16 +18,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from hypha_celery import Hypha, RecoveryPolicy
-from hypha_celery.agents import Channel
+from hypha_celery.agents import Channel, TurnFailed
 from hypha_celery.backends import Event, MockBackend
 from hypha_celery.backends.gate import GATE_URL_ENV
 from hypha_celery.beat.supervisor import sweep
 from hypha_celery.store import EventStore
+from tests import services
 from tests.integration.agents_app import Keeper
 from tests.integration.conftest import RedisDbs
-from tests.integration.helpers import Backends, clear_db, close_client, purge, wait_until
+from tests.integration.helpers import (
+    REPO,
+    Backends,
+    clear_db,
+    close_client,
+    purge,
+    wait_until,
+)
 from tests.integration.test_chaos import GroupWorker
 
 APP = "tests.integration.agents_app:celery"
@@ -39,6 +50,7 @@ pytestmark = pytest.mark.services
 class Pair:
     client: Hypha
     workers: list[GroupWorker]
+    backends: Backends
 
     def tail(self) -> str:
         return "\n".join(f"--- {w.name} ---\n{w.tail(3000)}" for w in self.workers)
@@ -66,7 +78,7 @@ def pair(redis_url: str, pg_url: str, logs: Path,
             w.spawn()
         for w in workers:
             w.ready(client.celery)
-        yield Pair(client, workers)
+        yield Pair(client, workers, backends)
     finally:
         for w in workers:
             w.stop()
@@ -153,3 +165,59 @@ def test_pool_process_sigkilled_mid_turn_is_redelivered_and_ends_task_crashed_on
         wait_until(lambda: p.client.agents.poll(name, ref).status != "pending", 30,
                    "the redelivered pump to end the turn", p.tail)
         _assert_crashed_once(p, name, ref, ch, incarnation)
+
+
+SENTINEL = "PROMPT-SENTINEL-4711"
+
+
+def test_turn_telemetry_reaches_flower_as_celery_events_without_content(
+        agent_redis: str, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pair(agent_redis, pg_url, tmp_path, monkeypatch) as p:
+        port = services.free_port()
+        log = tmp_path / "flower.log"
+        with log.open("ab") as out:
+            flower = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", APP, "flower", f"--port={port}",
+                 "--address=127.0.0.1"], cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                env=p.backends.env(FLOWER_UNAUTHENTICATED_API="true"))
+        try:
+            def counters() -> dict[str, int]:
+                try:
+                    reply = requests.get(f"http://127.0.0.1:{port}/workers?json=1", timeout=2)
+                except requests.ConnectionError:
+                    return {}
+                total: dict[str, int] = {}
+                for worker in reply.json()["data"] if reply.status_code == 200 else []:
+                    for key, value in worker.items():
+                        if key.startswith("hypha-agent-") and isinstance(value, int):
+                            total[key] = total.get(key, 0) + value
+                return total
+
+            wait_until(lambda: _up(port), 30, "flower to answer",
+                       lambda: log.read_text()[-3000:])
+            name = f"keeper-{uuid.uuid4().hex[:8]}"
+            p.client.agents.start(Keeper, name=name, backend=MockBackend, scripts=[
+                [Event.new("result", {"text": "one"})], MockBackend.error("rate_limited")])
+            assert p.client.agents.ask(name, f"{SENTINEL} one", timeout=30).text == "one"
+            with pytest.raises(TurnFailed, match="rate_limited"):
+                p.client.agents.ask(name, f"{SENTINEL} two", timeout=30)
+            seen = wait_until(lambda: (c := counters()).get("hypha-agent-turn-error") and c,
+                              30, "Flower to count the agent's turn events", p.tail)
+            assert seen == {"hypha-agent-turn-start": 2, "hypha-agent-turn-stop": 1,
+                            "hypha-agent-turn-error": 1}
+            logs = log.read_text() + "".join(w.tail(1_000_000) for w in p.workers)
+            assert SENTINEL not in logs
+        finally:
+            flower.send_signal(signal.SIGTERM)
+            try:
+                flower.wait(10)
+            except subprocess.TimeoutExpired:
+                flower.kill()
+                flower.wait(5)
+
+
+def _up(port: int) -> bool:
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/healthcheck", timeout=1).ok
+    except requests.ConnectionError:
+        return False
