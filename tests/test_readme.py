@@ -30,7 +30,7 @@ def test_readme_example_runs_as_shown(tmp_path: Path) -> None:
 def test_readme_failure_example_runs_as_shown(tmp_path: Path) -> None:
     text = (ROOT / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     script = tmp_path / "failures.py"
     script.write_text(blocks[1])
     env = {k: v for k, v in os.environ.items() if not k.startswith("HYPHA_")}
@@ -38,3 +38,15 @@ def test_readme_failure_example_runs_as_shown(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["hello", "[1, 2]"]
+
+
+def test_readme_agents_example_runs_as_shown(tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    script = tmp_path / "agents.py"
+    script.write_text(blocks[2])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYPHA_")}
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["lib/foo.py parses dates", "draft", "[]"]
