@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from hypha_celery import Context, Finish, Graph, Hypha, LaneBusy, Next
+from hypha_celery import Context, Finish, Graph, Hypha, LaneBusy, Next, Settings
+from hypha_celery.errors import Overloaded
 from tests.runtime.support import WAIT, assert_well_formed, of_kind
 
 
@@ -85,3 +86,34 @@ def test_on_busy_reject_raises_and_writes_nothing(hypha: Hypha, published: list[
     # once the lane is idle, reject lets a run through
     assert hypha.start("lane", "now", user_id="u", session_id="s",
                        on_busy="reject").wait(WAIT) == "now"
+
+
+def test_a_full_lane_raises_overloaded_and_writes_nothing(sqlite_url: str) -> None:
+    """The runs' lane uses the same bounded FIFO as agents: count and input bytes."""
+    h = Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
+                       store_url=sqlite_url, embedded=True, lane_max_pending=2,
+                       lane_max_pending_bytes=1_000))
+    try:
+        gate, entered = threading.Event(), threading.Event()
+        h.register(_graph([], gate, entered))
+        active = h.start("lane", "gated", user_id="u", session_id="s")
+        assert entered.wait(WAIT)
+        queued = [h.start("lane", tag, user_id="u", session_id="s") for tag in ("a", "b")]
+        before = h.store.run_ids()
+        with pytest.raises(Overloaded) as full:
+            h.start("lane", "c", user_id="u", session_id="s")
+        assert full.value.info == {"queue": "runs", "limit": "count", "pending_count": 2,
+                                   "pending_bytes": 6, "incoming_bytes": 3, "max_count": 2,
+                                   "max_bytes": 1_000}
+        assert h.store.run_ids() == before
+        # cancelling a queued run frees its place at once
+        assert h.cancel(queued[0].id)
+        with pytest.raises(Overloaded) as big:
+            h.start("lane", "x" * 1_000, user_id="u", session_id="s")
+        assert big.value.info["limit"] == "bytes"
+        third = h.start("lane", "c", user_id="u", session_id="s")
+        gate.set()
+        assert [r.wait(WAIT) for r in (active, queued[1], third)] == ["gated", "b", "c"]
+        assert queued[0].status().status == "cancelled"
+    finally:
+        h.close()
