@@ -14,7 +14,7 @@ PUBLIC = {
     "NodeContext", "RetryPolicy", "classify", "RecoveryPolicy",
     "Event",
     "BrokerUnavailable", "FailureReason", "GraphSpecError", "HyphaError", "InvalidNotify",
-    "LaneBusy", "NotRedrivable",
+    "LaneBusy", "NotRedrivable", "Overloaded",
     "RunCancelled", "RunFailed", "RunNotFound", "RunTimeout", "SpecError", "UnknownGraph",
     "WaitTimeout",
 }
@@ -65,6 +65,20 @@ def test_error_tree() -> None:
     assert not issubclass(errors.WaitTimeout, errors.RunFailed)
     assert issubclass(errors.RunNotFound, LookupError)
     assert issubclass(errors.LaneBusy, errors.HyphaRuntimeError)
+    assert issubclass(errors.Overloaded, errors.HyphaRuntimeError)
+    assert issubclass(errors.AgentNotFound, errors.AgentError)
+    assert issubclass(errors.AgentNotFound, LookupError)
+    assert issubclass(errors.TurnFailed, errors.AgentError)
+    assert issubclass(errors.AgentSpecError, errors.SpecError)
+
+
+def test_agents_public_api() -> None:
+    import hypha_celery.agents as agents
+
+    assert {"Agent", "Response", "Overloaded", "NoReply", "Prompt", "Halt", "Channel",
+            "Limits", "attach", "detach", "current_name"} <= set(agents.__all__)
+    for name in agents.__all__:
+        assert getattr(agents, name) is not None, name
 
 
 def test_run_failed_carries_the_reason() -> None:
