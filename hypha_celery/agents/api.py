@@ -126,6 +126,9 @@ class Agents:
             raise AgentError("self_stop", "an agent cannot stop itself from its callbacks")
         with rows.locked(self._rt.store, name) as atx:
             doc = dict(atx.doc)
+            if doc.get("current") is not None:
+                active = doc["current"]["ref"]
+                atx.after_commit(lambda: self._rt.transport.fence(active))
             for item in _asks(atx):
                 finish_request(atx, item, {"error": "agent_terminated",
                                            "info": {"reason": "shutdown"}},
@@ -244,16 +247,17 @@ class Agents:
 
     # -- control ------------------------------------------------------------------------
     def halt(self, name: str) -> None:
-        """Idle: halt now (``post_run`` runs on a worker). During a turn: halt once its
-        callbacks ran (``halt_pending``). Idempotent; ignored while draining."""
+        """Halt (``halt_pending``): a worker applies it once the running turn's callbacks,
+        or the notifications it is handling, are done — at once when idle — and runs
+        ``post_run``; a ``resume`` before that cancels it. Idempotent; ignored while
+        draining."""
         with _cast(self._rt, name) as atx:
             if atx is None or atx.doc.get("draining") or atx.doc.get("halted"):
                 return
-            if atx.doc.get("current") is not None:
-                atx.doc["halt_pending"] = True
-            else:
-                atx.doc["halting"] = True
-                self._wake(atx)
+            # applied by the owner once the turn's callbacks (or the notifications it is
+            # handling) are done; a resume before that cancels it
+            atx.doc["halt_pending"] = True
+            self._wake(atx)
         self._ensure_worker()
 
     def resume(self, name: str) -> None:
@@ -276,7 +280,9 @@ class Agents:
         with _cast(self._rt, name) as atx:
             cur = None if atx is None else atx.doc.get("current")
             if atx is not None and cur is not None and cur.get("stage") != "deciding":
-                atx.write_control(cur["ref"])
+                ref = cur["ref"]
+                atx.write_control(ref)
+                atx.after_commit(lambda: self._rt.transport.fence(ref))
 
     def interrupt_request(self, name: str, ref: str) -> Literal["accepted", "not_current",
                                                                  "idle"]:
@@ -289,7 +295,8 @@ class Agents:
             if cur["ref"] != ref:
                 return "not_current"
             atx.write_control(ref)
-            return "accepted"
+            atx.after_commit(lambda: self._rt.transport.fence(ref))
+        return "accepted"
 
     def cancel_request(self, name: str, ref: str) -> Literal[
             "cancelled", "current", "already_finished", "not_found"]:
@@ -394,7 +401,7 @@ class Agents:
                     raise AgentError("draining", f"agent {name!r} is draining")
                 if item["on_halt"] == "fail" and doc.get("halted"):
                     raise AgentError("halted", f"agent {name!r} is halted")
-                if not doc.get("pump") and not doc.get("halted"):
+                if _takes_it_now(doc):
                     doc["current"] = {**item, "stage": "queued"}
                     self._wake(atx)
                 else:
@@ -447,6 +454,14 @@ class _cast:
         if self._cm is None:
             return None
         return self._cm.__exit__(*exc)
+
+
+def _takes_it_now(doc: dict[str, Any]) -> bool:
+    """An idle agent takes a prompt as its current turn at once; so does one whose only
+    work is ``pre_run`` (calls wait for it, as GenAgent's do: the turn runs after it)."""
+    if doc.get("halted") or doc.get("current") is not None:
+        return False
+    return not doc.get("pump") or (bool(doc.get("pre_run")) and doc.get("self_chain") is None)
 
 
 def _pending(atx: AgentTx, ref: str) -> bool:

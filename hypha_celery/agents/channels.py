@@ -16,7 +16,9 @@ once per request, where ``outcome`` is ``{"ok": <Response JSON>}`` or ``{"error"
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -52,13 +54,47 @@ def target(recipient: Channel | Signature | None) -> Target | None:
                          f"{type(recipient).__name__}")
 
 
+_CHANNEL_PREFIX = "hypha:agent-channel:"
+_FENCE_PREFIX = "hypha:agent-fence:"
+_TTL_S = 3600
+#: RPUSH a streamed event unless its request was fenced (interrupted, stopped): atomic, so
+#: nothing reaches the channel once ``interrupt_request`` has returned ``accepted``.
+_RELAY_LUA = """
+if redis.call('exists', KEYS[1]) == 1 then return 0 end
+redis.call('rpush', KEYS[2], ARGV[1])
+redis.call('expire', KEYS[2], ARGV[2])
+return 1
+"""
+_LOCAL_FENCES = 10_000
+
+
 class Transport:
     """Delivers messages to targets for one app."""
 
     def __init__(self, app: Celery, redis_url: str | None) -> None:
         self._app = app
-        self._queues: GateChannel = (RedisGateChannel(redis_url, "hypha:agent-channel:")
-                                     if redis_url else InProcessGateChannel())
+        self._redis: Any = None
+        self._queues: GateChannel
+        if redis_url:
+            import redis
+
+            self._queues = RedisGateChannel(redis_url, _CHANNEL_PREFIX)
+            self._redis = redis.Redis.from_url(redis_url)
+            self._relay_script = self._redis.register_script(_RELAY_LUA)
+        else:
+            self._queues = InProcessGateChannel()
+        self._fences: dict[str, None] = {}  # in-process: insertion-ordered, bounded
+        self._lock = threading.Lock()
+
+    def fence(self, ref: str) -> None:
+        """After this returns, no streamed event of ``ref`` is relayed any more."""
+        if self._redis is not None:
+            self._redis.set(_FENCE_PREFIX + ref, b"1", ex=_TTL_S)
+            return
+        with self._lock:
+            self._fences[ref] = None
+            while len(self._fences) > _LOCAL_FENCES:
+                del self._fences[next(iter(self._fences))]
 
     def deliver(self, tgt: Target, message: dict[str, Any]) -> None:
         if "channel" in tgt:
@@ -71,13 +107,24 @@ class Transport:
                         task_id=f"hypha-completion-{message['ref']}")
 
     def relay(self, tgt: Target | None, message: dict[str, Any]) -> None:
-        """Best effort (stream events): a failure is logged, never raised."""
-        if tgt is None:
+        """Best effort (stream events, channels only): a failure is logged, never raised;
+        a fenced request relays nothing."""
+        if tgt is None or "channel" not in tgt:
             return
         try:
-            self.deliver(tgt, message)
+            self._relay(tgt["channel"], message)
         except Exception as exc:
             log.warning("agent stream relay failed: %s", type(exc).__name__)
+
+    def _relay(self, channel: str, message: dict[str, Any]) -> None:
+        ref = message["ref"]
+        if self._redis is not None:
+            self._relay_script(keys=[_FENCE_PREFIX + ref, _CHANNEL_PREFIX + channel],
+                               args=[json.dumps(message), _TTL_S])
+            return
+        with self._lock:
+            if ref not in self._fences:
+                self._queues.push(channel, message)
 
     def receive(self, channel: Channel, timeout: float) -> dict[str, Any] | None:
         return self._queues.pop(channel.name, timeout)
@@ -87,3 +134,6 @@ class Transport:
             close = getattr(self._queues, "close", None)
             if close is not None:
                 close()
+        if self._redis is not None:
+            with contextlib.suppress(Exception):
+                self._redis.close()

@@ -74,8 +74,9 @@ class AgentTx:
         where = sa.and_(agents.c.name == self.name, agents.c.incarnation == self.incarnation)
         if self.deleted:
             conn.execute(agents.delete().where(where))
+            # tell results go with the agent; ask answers (bytes 0) wait for their askers
             conn.execute(agent_results.delete().where(
-                agent_results.c.incarnation == self.incarnation))
+                agent_results.c.incarnation == self.incarnation, agent_results.c.bytes > 0))
             return
         values: dict[str, Any] = {"doc": self.doc, "phase": phase(self.doc), "seq": self.seq,
                                   "updated_at": time.time()}

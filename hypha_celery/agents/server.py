@@ -294,7 +294,7 @@ class Owner:
         try:
             with self._locked() as atx:
                 finish_all(atx, "agent_terminated" if reason != "normal" else "draining",
-                           self.rt)
+                           self.rt, {"reason": reason} if reason != "normal" else None)
                 atx.event("agent.stopped", {"reason": reason})
                 atx.delete()
         except (_Lost, AgentNotFound):
@@ -543,15 +543,17 @@ def send(rt: AgentRuntime, box: int, tgt: dict[str, Any], message: dict[str, Any
     rows.sent(rt.store, box)
 
 
-def finish_all(atx: AgentTx, reason: str, rt: AgentRuntime) -> None:
-    """End every request of the agent with ``reason`` (a stop or a finished drain)."""
+def finish_all(atx: AgentTx, reason: str, rt: AgentRuntime,
+               info: dict[str, Any] | None = None) -> None:
+    """End every request of the agent with ``reason`` (a failed callback or a finished
+    drain)."""
     doc = atx.doc
     limits = Limits(**doc["limits"])
     pending = [doc.get("current"), doc.get("self_chain")]
     pending += [i.payload for i in lanes.clear(atx.tx, prompts_lane(atx.incarnation))]
     for item in pending:
         if item is not None:
-            finish_request(atx, item, _error_outcome(reason), limits, rt)
+            finish_request(atx, item, _error_outcome(reason, info), limits, rt)
     doc["current"] = doc["self_chain"] = None
     lanes.drop(atx.tx, prompts_lane(atx.incarnation))
     lanes.drop(atx.tx, notifications_lane(atx.incarnation))
