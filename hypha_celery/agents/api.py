@@ -404,12 +404,18 @@ class Agents:
                 if _takes_it_now(doc):
                     doc["current"] = {**item, "stage": "queued"}
                     self._wake(atx)
+                    atx.after_commit(lambda: telemetry.rich(("state", "changed"), name,
+                                                            **{"from": "idle",
+                                                               "to": "processing"}))
                 else:
                     refused = lanes.push(atx.tx, prompts_lane(atx.incarnation), item["ref"],
                                          item["bytes"], item,
                                          bound=Limits(**doc["limits"]).prompts)
                     if refused is not None:
                         raise Overloaded(refused)
+                    depth = lanes.lock(atx.tx, prompts_lane(atx.incarnation)).pending_count
+                    atx.after_commit(lambda: telemetry.rich(("mailbox", "queued"), name,
+                                                            depth=depth))
         except (Overloaded, AgentError) as exc:
             if not isinstance(exc, AgentNotFound):
                 telemetry.turn("rejected", name, item["ref"], 1, origin,

@@ -212,6 +212,8 @@ class Owner:
                 doc["current"] = {**nxt.payload, "stage": "queued"}
                 return self._choose(atx)
         doc["pump"] = None
+        atx.after_commit(lambda: telemetry.rich(("state", "changed"), self.name,
+                                                **{"from": "processing", "to": "idle"}))
         return None
 
     # -- classes ---------------------------------------------------------------------

@@ -14,7 +14,8 @@ events, type ``hypha-agent-turn-<what>``, when the worker sends task events):
 Each started ``(ref, attempt)`` gets exactly one terminal event, ``stop`` or ``error``.
 
 Rich local events (may hold prompt text and state: never forward them to shared sinks):
-``("prompt", "start"|"stop"|"error")``, ``("event", "received")``, ``("mailbox", "queued")``,
+``("prompt", "start"|"stop"|"error")``, ``("event", "received")``, ``("state", "changed")``
+(``from`` / ``to``: ``idle`` / ``processing``), ``("mailbox", "queued")`` (``depth``),
 ``("input", "rejected")``, ``("halted",)``, ``("terminated",)``.
 
 Handlers run synchronously in the process that emits (the worker that owns the turn, or
