@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 MAX_TURNS = 100
 MAX_TASK_S = 60.0
 EXTERNAL = ("ask", "tell")
+#: Next steps whose choice left nothing only this task knows (a started stream, a popped
+#: notification, an applied halt): a fresh message may take over before them.
+_RESUMABLE = frozenset({"pre_run", "dispatch", "decide", "stop"})
 _REASON_KIND = {"timeout": "timeout", "interrupted": "interrupted",
                 "task_crashed": "task_crashed"}
 
@@ -68,6 +71,9 @@ class Owner:
         self._agent: Agent | None = None
         self._backend: Backend | None = None
         self._doc: Doc = {}
+        #: The next step, chosen in the transaction that ended the previous one (a turn
+        #: costs three row transactions on the owner's side: start, seal, record).
+        self._next: tuple[str, Any] | None = None
 
     # -- ownership -----------------------------------------------------------------
     @contextmanager
@@ -77,6 +83,7 @@ class Owner:
                 raise _Lost
             if not claiming and atx.doc.get("owner") != self.delivery:
                 raise _Lost
+            self._doc = atx.doc
             yield atx
             if atx.doc.get("pump") is None:
                 atx.doc["owner"] = None
@@ -120,6 +127,7 @@ class Owner:
                 telemetry.turn("error", self.name, cur["ref"], cur["attempt"],
                                cur["origin"], duration_ms=_elapsed_ms(cur),
                                reason_kind="task_crashed")
+            self._then(atx)
         return True
 
     @contextmanager
@@ -151,7 +159,8 @@ class Owner:
             if not more:
                 return
             turns += turned
-            if turns >= MAX_TURNS or time.monotonic() - began > MAX_TASK_S:
+            limit = turns >= MAX_TURNS or time.monotonic() - began > MAX_TASK_S
+            if limit and (self._next is None or self._next[0] in _RESUMABLE):
                 self._hand_off()
                 return
 
@@ -167,8 +176,10 @@ class Owner:
     # -- the loop ------------------------------------------------------------------
     def step(self) -> tuple[bool, int]:
         """One step; returns (more work may follow, turns finished)."""
-        with self._locked() as atx:
-            action = self._choose(atx)
+        action, self._next = self._next, None
+        if action is None:
+            with self._locked() as atx:
+                action = self._choose(atx)
         if action is None:
             return False, 0
         kind, arg = action
@@ -176,6 +187,8 @@ class Owner:
             self._pre_run()
         elif kind == "dispatch":
             self._dispatch(arg)
+        elif kind == "stream":
+            self._stream_turn(*arg)
         elif kind == "decide":
             self._decide(arg)
             return True, 1
@@ -188,13 +201,23 @@ class Owner:
             return False, 0
         return True, 0
 
+    def _then(self, atx: AgentTx) -> None:
+        """Choose the next step in this transaction."""
+        self._next = self._choose(atx)
+
     def _choose(self, atx: AgentTx) -> tuple[str, Any] | None:
         doc = atx.doc
         if doc.get("pre_run"):
             return "pre_run", None
         cur = doc.get("current")
         if cur is not None:
-            return ("dispatch" if cur["stage"] == "queued" else "decide"), cur
+            if cur["stage"] != "queued":
+                return "decide", cur
+            if type(self.agent()).pre_turn is not Agent.pre_turn:
+                return "dispatch", cur  # pre_turn runs outside the lock first
+            if self._start(atx, cur, cur["prompt"], doc["state"]):
+                return "stream", (cur, cur["prompt"], doc["state"])
+            return "decide", cur
         item = lanes.pop(atx.tx, notifications_lane(self.incarnation))
         if item is not None:
             return "event", item.payload
@@ -242,6 +265,7 @@ class Owner:
             return
         with self._locked() as atx:
             atx.doc["state"], atx.doc["pre_run"] = state, False
+            self._then(atx)
 
     def _event(self, payload: Any) -> None:
         state = self._doc["state"]
@@ -254,6 +278,8 @@ class Owner:
                 atx.doc["halting"] = True
             elif isinstance(decision, Prompt):
                 refused = self._follow_up(atx, decision.text, "event")
+            if refused is None:
+                self._then(atx)
         if refused is not None:
             self._overloaded_prompt(refused)
 
@@ -268,6 +294,7 @@ class Owner:
                 atx.doc["halting"] = True
             elif isinstance(decision, Prompt):
                 log.warning("agent dropped a generated prompt: the prompt queue is full")
+            self._then(atx)
 
     def _halt(self, atx: AgentTx) -> None:
         """GenAgent's transition_to_halted, up to ``post_run`` (run next, unlocked)."""
@@ -313,19 +340,36 @@ class Owner:
         with self._locked() as atx:
             now = atx.doc["current"]
             if not _same(now, cur):
+                self._then(atx)
                 return
-            if atx.control == cur["ref"]:
-                self._seal(atx, now, TurnError("interrupted"), keeps=False, stream_state=None)
-                return
-            now.update(stage="streaming", sent=prompt, started_at=time.time())
-            atx.doc["state"] = state
-            atx.write_control(None)
-            atx.event("agent.turn.started", _turn_data(now))
-        telemetry.turn("start", self.name, cur["ref"], cur["attempt"], cur["origin"])
-        telemetry.rich(("prompt", "start"), self.name, ref=cur["ref"], attempt=cur["attempt"],
-                       prompt=prompt, original_prompt=cur["prompt"],
-                       rewritten=prompt != cur["prompt"], agent_state=state)
-        attempt = self._stream(now, prompt, state)
+            started = self._start(atx, now, prompt, state)
+            if not started:
+                self._then(atx)
+        if started:
+            self._stream_turn(now, prompt, state)
+
+    def _start(self, atx: AgentTx, cur: dict[str, Any], prompt: str, state: Any) -> bool:
+        """Mark ``cur`` streaming (in ``atx``); False when an interrupt came first."""
+        if atx.control == cur["ref"]:
+            self._seal(atx, cur, TurnError("interrupted"), keeps=False, stream_state=None)
+            return False
+        cur.update(stage="streaming", sent=prompt, started_at=time.time())
+        atx.doc["state"] = state
+        atx.write_control(None)
+        atx.event("agent.turn.started", _turn_data(cur))
+        ref, n, origin, original = cur["ref"], cur["attempt"], cur["origin"], cur["prompt"]
+
+        def emit() -> None:
+            telemetry.turn("start", self.name, ref, n, origin)
+            telemetry.rich(("prompt", "start"), self.name, ref=ref, attempt=n, prompt=prompt,
+                           original_prompt=original, rewritten=prompt != original,
+                           agent_state=state)
+
+        atx.after_commit(emit)
+        return True
+
+    def _stream_turn(self, cur: dict[str, Any], prompt: str, state: Any) -> None:
+        attempt = self._stream(cur, prompt, state)
         with self._locked() as atx:
             live = atx.doc["current"]
             if not _same(live, cur) or live.get("stage") != "streaming":
@@ -339,6 +383,7 @@ class Owner:
             keeps = attempt.keeps_state and not (
                 isinstance(outcome, TurnError) and outcome.reason == "interrupted")
             self._seal(atx, live, outcome, keeps=keeps, stream_state=attempt.stream_state)
+            self._then(atx)
         self._turn_ended(cur, outcome, attempt.duration_ms)
 
     def _turn_ended(self, cur: dict[str, Any], outcome: Response | TurnError,
@@ -385,6 +430,7 @@ class Owner:
             else:  # a generated prompt's refusal goes to handle_error
                 self._seal(atx, atx.doc["current"], TurnError(reason), keeps=False,
                            stream_state=None)
+            self._then(atx)
         return None
 
     def _stream(self, cur: dict[str, Any], prompt: str, state: Any) -> Attempt:
@@ -399,14 +445,14 @@ class Owner:
             alive, control = rows.control(self.rt.store, self.name, self.incarnation)
             return not alive or control == ref
 
-        def dispatched(session: dict[str, Any]) -> None:
+        def save(session: dict[str, Any]) -> None:
             with self._locked() as atx:
                 if _same(atx.doc["current"], cur):
                     atx.doc["session"] = session
 
         attempt = Attempt(self.agent(), self.backend(), self.name, self._doc["session"],
-                          prompt, state, self.limits(), relay, dispatched)
-        return run_attempt(attempt, interrupted)
+                          prompt, state, self.limits(), relay)
+        return run_attempt(attempt, interrupted, save)
 
     def _seal(self, atx: AgentTx, cur: dict[str, Any], outcome: Response | TurnError, *,
               keeps: bool, stream_state: Any) -> None:
@@ -441,26 +487,30 @@ class Owner:
         refused: dict[str, Any] | None = None
         with self._locked() as atx:
             doc = atx.doc
-            if not _same(doc["current"], cur):
-                return
-            doc["state"], doc["current"] = state, None
-            reason = outcome.reason if isinstance(outcome, TurnError) else None
-            atx.event("agent.turn.failed" if reason else "agent.turn.completed",
-                      {**_turn_data(cur), **({"reason": reason} if reason else {})})
-            retry = (reason is not None and isinstance(decision, Prompt)
-                     and cur["origin"] in EXTERNAL and reason != "interrupted")
-            if retry:
-                assert isinstance(decision, Prompt)
-                doc["self_chain"] = {**_request(cur), "attempt": cur["attempt"] + 1,
-                                     "prompt": decision.text}
-                return
-            self._finish_request(atx, cur, cur["sealed"])
-            if isinstance(decision, Prompt):
-                refused = self._follow_up(atx, decision.text, "self_chain")
-            elif isinstance(decision, Halt):
-                doc["halting"] = True
+            if _same(doc["current"], cur):
+                doc["state"], doc["current"] = state, None
+                reason = outcome.reason if isinstance(outcome, TurnError) else None
+                atx.event("agent.turn.failed" if reason else "agent.turn.completed",
+                          {**_turn_data(cur), **({"reason": reason} if reason else {})})
+                if (reason is not None and isinstance(decision, Prompt)
+                        and cur["origin"] in EXTERNAL and reason != "interrupted"):
+                    doc["self_chain"] = {**_request(cur), "attempt": cur["attempt"] + 1,
+                                         "prompt": decision.text}  # caller-owned retry
+                else:
+                    refused = self._outcome(atx, cur, decision)
+            if refused is None:
+                self._then(atx)
         if refused is not None:
             self._overloaded_prompt(refused)
+
+    def _outcome(self, atx: AgentTx, cur: dict[str, Any],
+                 decision: Decision) -> dict[str, Any] | None:
+        self._finish_request(atx, cur, cur["sealed"])
+        if isinstance(decision, Prompt):
+            return self._follow_up(atx, decision.text, "self_chain")
+        if isinstance(decision, Halt):
+            atx.doc["halting"] = True
+        return None
 
     def _follow_up(self, atx: AgentTx, text: str, origin: str) -> dict[str, Any] | None:
         """Queue a generated prompt: a follow-up takes the self-chain slot (outside the

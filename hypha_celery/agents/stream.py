@@ -22,6 +22,8 @@ from hypha_celery.backends import Backend, BackendError, Event, Response, TurnEr
 from hypha_celery.backends.event import monotonic_ms
 
 POLL_S = 0.02
+#: A stream running longer than this has its dispatch-time session saved at once.
+SAVE_AFTER_S = 0.005
 # Why a turn could end, and whether the task-local (stream-callback) state survives it.
 _KEEPS_STREAM_STATE = frozenset({"ok", "error_event", "no_terminal_event",
                                  "event_capture_overflow"})
@@ -39,9 +41,8 @@ class Attempt:
     state: Any
     limits: Limits
     relay: Callable[[Event], None]
-    #: Called with the session ``prompt`` returned, before the stream is consumed (the
-    #: owner stores it: a crash mid-stream must not undo what the dispatch changed).
-    dispatched: Callable[[dict[str, Any]], None] = lambda session: None
+    #: The session ``prompt`` returned, before the stream was consumed.
+    dispatched: dict[str, Any] | None = None
     outcome: Response | TurnError | None = None
     stream_state: Any = None
     keeps_state: bool = False
@@ -61,11 +62,7 @@ class Attempt:
             except Exception as exc:
                 self._set(TurnError("task_crashed", {"exception": type(exc).__name__}), False)
                 return
-            try:
-                self.dispatched(self.session)
-            except Exception as exc:
-                self._set(TurnError("task_crashed", {"exception": type(exc).__name__}), False)
-                return
+            self.dispatched = self.session
             outcome = collect(self.prompt, events, max_events=self.limits.max_events_per_turn,
                               max_bytes=self.limits.max_event_bytes_per_turn,
                               retention=self.limits.event_retention,  # type: ignore[arg-type]
@@ -108,20 +105,41 @@ class Attempt:
         return self._stopped.wait(timeout)
 
 
-def run_attempt(attempt: Attempt, interrupted: Callable[[], bool]) -> Attempt:
-    """Consume one attempt; returns when it ended, timed out or was interrupted."""
+def run_attempt(attempt: Attempt, interrupted: Callable[[], bool],
+                save: Callable[[dict[str, Any]], None]) -> Attempt:
+    """Consume one attempt; returns when it ended, timed out or was interrupted. A stream
+    still running ``SAVE_AFTER_S`` after its start has the session ``prompt`` returned
+    saved through ``save`` (so a crash mid-stream does not undo what the dispatch changed;
+    a turn that ends sooner saves it once, with its outcome: a crash inside that window
+    ends the turn ``task_crashed`` with the session as it was before the dispatch)."""
     started = monotonic_ms()
     deadline = time.monotonic() + attempt.limits.watchdog_ms / 1000.0
     thread = threading.Thread(target=attempt.run, name=f"hypha-agent-{attempt.name}",
                               daemon=True)
     thread.start()
-    while not attempt.wait(min(POLL_S, max(0.0, deadline - time.monotonic()))):
+    save_at, saved = time.monotonic() + SAVE_AFTER_S, False
+    polled = time.monotonic()
+    while not attempt.wait(_next_wait(saved, save_at, polled, deadline)):
         now = time.monotonic()
+        if not saved and now >= save_at and attempt.dispatched is not None:
+            save(attempt.dispatched)
+            saved = True
         if now >= deadline:
             attempt.stop(TurnError("timeout", {"watchdog_ms": attempt.limits.watchdog_ms}))
             break
-        if interrupted():
-            attempt.stop(TurnError("interrupted"))
-            break
+        if now - polled >= POLL_S:
+            polled = now
+            if interrupted():
+                attempt.stop(TurnError("interrupted"))
+                break
     attempt.duration_ms = monotonic_ms() - started
     return attempt
+
+
+def _next_wait(saved: bool, save_at: float, polled: float, deadline: float) -> float:
+    """Until the next thing to do: the session save, the interrupt poll or the watchdog."""
+    now = time.monotonic()
+    until = min(polled + POLL_S, deadline)
+    if not saved:
+        until = min(until, max(save_at, now + SAVE_AFTER_S / 2))
+    return max(0.0, until - now)

@@ -17,7 +17,7 @@ import sqlalchemy.engine
 import sqlalchemy.exc
 
 from hypha_celery import __version__
-from hypha_celery.cli import recovery
+from hypha_celery.cli import agents, recovery
 from hypha_celery.cli.common import app_option, echo_json, opened
 from hypha_celery.cli.follow import follow as follow_events
 from hypha_celery.cli.jsonl import read_jsonl, write_jsonl
@@ -284,7 +284,7 @@ def worker(app_spec: str, queues: str | None, pool: str, concurrency: int | None
     hypha.celery.worker_main(argv)
 
 
-for _command in recovery.COMMANDS:
+for _command in (*recovery.COMMANDS, *agents.COMMANDS):
     cli.add_command(_command)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -72,9 +73,12 @@ def test_14_drain_refuses_input_fails_the_queue_and_lets_the_turn_finish(w: Worl
                 refuse()
             assert refused.value.reason == "draining"
 
-        drained = pool.submit(w.agents.drain, name, WAIT)
-        w.release(hold)
-        drained.result(WAIT)
+        # the second drain waits for the exit (released once it is waiting: an agent
+        # already gone is not_found)
+        releaser = threading.Timer(0.5, w.release, [hold])
+        releaser.start()
+        w.agents.drain(name, WAIT)
+        releaser.join()
         assert w.agents.whereis(name) is None  # drain returned only after the exit
 
     assert queued_ask.value.reason == "draining"

@@ -10,6 +10,7 @@ import pytest
 
 from hypha_celery import Event
 from hypha_celery.events import KINDS, TERMINAL_KINDS, apply_event, fold, new_view
+from hypha_celery.events.envelope import AGENT_KINDS
 from hypha_celery.events.fold import PASSIVE_KINDS
 
 R = "run1"
@@ -47,7 +48,7 @@ LINEAR = [
 def test_kinds() -> None:
     assert {"run.completed", "run.failed", "run.cancelled"} == TERMINAL_KINDS
     assert TERMINAL_KINDS <= KINDS and PASSIVE_KINDS <= KINDS
-    assert len(KINDS) == 28
+    assert len(KINDS - AGENT_KINDS) == 28 and len(AGENT_KINDS) == 10
     assert {"node.late_result", "node.started", "decision.recorded"} <= PASSIVE_KINDS
     assert not TERMINAL_KINDS & PASSIVE_KINDS
 

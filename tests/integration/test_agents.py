@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from hypha_celery import Hypha, RecoveryPolicy
-from hypha_celery.agents import Channel, TurnFailed
+from hypha_celery.agents import Channel, TurnFailed, rows
 from hypha_celery.backends import Event, MockBackend
 from hypha_celery.backends.gate import GATE_URL_ENV
 from hypha_celery.beat.supervisor import sweep
@@ -98,6 +98,16 @@ def _start(client: Hypha, tag: str) -> str:
     return name
 
 
+def _wait_dispatch_saved(client: Hypha, name: str) -> None:
+    """A stream that runs on has the session its dispatch changed saved (the gate's script
+    consumed) within a few ms: a crash after that must not replay the script."""
+    def saved() -> bool:
+        doc = rows.read(client.store, name)
+        return doc is not None and MockBackend.remaining(doc["session"]) == 1
+
+    wait_until(saved, 10, "the dispatch-time session to be saved")
+
+
 def _completions(client: Hypha, ch: Channel, quiet: float = 2.0) -> list[dict[str, Any]]:
     got: list[dict[str, Any]] = []
     while (msg := client.agents.receive(ch, timeout=quiet)) is not None:
@@ -135,6 +145,7 @@ def test_worker_group_sigkilled_mid_turn_ends_the_turn_task_crashed_once(
         ref = p.client.agents.tell_with_completion(name, "first", ch)
         blocked = MockBackend.wait_blocked(tag, 30)
         assert blocked is not None, p.tail()
+        _wait_dispatch_saved(p.client, name)
         p.owner_of(blocked["pid"]).kill()
         began = time.monotonic()
 
@@ -160,6 +171,7 @@ def test_pool_process_sigkilled_mid_turn_is_redelivered_and_ends_task_crashed_on
         ref = p.client.agents.tell_with_completion(name, "first", ch)
         blocked = MockBackend.wait_blocked(tag, 30)
         assert blocked is not None, p.tail()
+        _wait_dispatch_saved(p.client, name)
         with contextlib.suppress(ProcessLookupError):
             os.kill(blocked["pid"], signal.SIGKILL)
         wait_until(lambda: p.client.agents.poll(name, ref).status != "pending", 30,
