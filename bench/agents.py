@@ -177,18 +177,19 @@ def _template(conn: Any) -> dict[str, Any]:
     """The row and event ``start`` wrote for ``idle_name(0)``, as text."""
     row = conn.execute(
         "SELECT name, incarnation, kind, phase, seq, control, heartbeat_at, doc::text, "
-        "doc->'session'->>'script_set' FROM hypha_agents WHERE name = %s",
+        "session->>'script_set', session::text FROM hypha_agents WHERE name = %s",
         (idle_name(0),)).fetchone()
     ev = conn.execute("SELECT kind, data::text, idem FROM hypha_events WHERE run_id = %s "
                       "ORDER BY seq", (row[1],)).fetchall()
     assert len(ev) == 1 and ev[0][0] == "agent.started", ev
     t = {"name": row[0], "incarnation": row[1], "kind": row[2], "phase": row[3],
          "seq": row[4], "control": row[5], "heartbeat_at": row[6], "doc": row[7],
-         "script_set": row[8], "event_kind": ev[0][0], "event_data": ev[0][1],
+         "script_set": row[8], "session": row[9], "event_kind": ev[0][0], "event_data": ev[0][1],
          "event_idem": ev[0][2]}
     assert t["phase"] == "idle" and t["seq"] == 1 and t["control"] is None, t
-    for key, count in (("name", 1), ("incarnation", 1), ("script_set", 1)):
+    for key, count in (("name", 1), ("incarnation", 1)):
         assert t["doc"].count(t[key]) == count, (key, t["doc"])
+    assert t["session"].count(t["script_set"]) == 1, t["session"]
     assert t["event_data"].count(t["name"]) == 1, t["event_data"]
     return t
 
@@ -206,18 +207,18 @@ def bulk_load(h: Any, first: int, last: int) -> float:
             batch = []
             for i in range(lo, hi):
                 name, inc, sset = idle_name(i), uuid.uuid4().hex, uuid.uuid4().hex
-                doc = (tpl["doc"].replace(tpl["name"], name).replace(tpl["incarnation"], inc)
-                       .replace(tpl["script_set"], sset))
-                batch.append((name, inc, doc, tpl["event_data"].replace(tpl["name"], name),
-                              time.time()))
+                doc = tpl["doc"].replace(tpl["name"], name).replace(tpl["incarnation"], inc)
+                session = tpl["session"].replace(tpl["script_set"], sset)
+                batch.append((name, inc, doc, session,
+                              tpl["event_data"].replace(tpl["name"], name), time.time()))
             with cur.copy("COPY hypha_agents (name, incarnation, kind, phase, seq, control, "
-                          "heartbeat_at, created_at, updated_at, doc) FROM STDIN") as cp:
-                for name, inc, doc, _, now in batch:
+                          "heartbeat_at, created_at, updated_at, doc, session) FROM STDIN") as cp:
+                for name, inc, doc, session, _, now in batch:
                     cp.write_row((name, inc, tpl["kind"], tpl["phase"], tpl["seq"], None, None,
-                                  now, now, doc))
+                                  now, now, doc, session))
             with cur.copy("COPY hypha_events (run_id, seq, kind, ts, data, idem) "
                           "FROM STDIN") as cp:
-                for _, inc, _, data, now in batch:
+                for _, inc, _, _, data, now in batch:
                     cp.write_row((inc, 1, tpl["event_kind"], now, data, tpl["event_idem"]))
         raw.commit()
     finally:
@@ -227,9 +228,10 @@ def bulk_load(h: Any, first: int, last: int) -> float:
 
 def shape_check(h: Any, started: int) -> dict[str, Any]:
     """Average stored sizes of the start()ed rows against the bulk-loaded ones."""
-    q = ("SELECT count(*), avg(pg_column_size(a.*)), avg(octet_length(a.doc::text)), "
+    size = "octet_length(a.doc::text) + octet_length(a.session::text)"
+    q = (f"SELECT count(*), avg(pg_column_size(a.*)), avg({size}), "
          "avg(pg_column_size(e.*)), avg(octet_length(e.data::text)), "
-         "min(octet_length(a.doc::text)), max(octet_length(a.doc::text)) FROM hypha_agents a "
+         f"min({size}), max({size}) FROM hypha_agents a "
          "JOIN hypha_events e ON e.run_id = a.incarnation WHERE a.name LIKE 'idle-%%' AND "
          "(a.name < %(cut)s) = %(low)s")
     out: dict[str, Any] = {}
@@ -465,7 +467,7 @@ def bench_turn(env: AgentEnv, n: int) -> dict[str, Any]:
 
 def _doc_bytes(h: Any, name: str) -> int:
     with h.store.engine.connect() as conn:
-        return int(conn.exec_driver_sql("SELECT octet_length(doc::text) FROM hypha_agents "
+        return int(conn.exec_driver_sql("SELECT octet_length(doc::text) + octet_length(session::text) FROM hypha_agents "
                                         "WHERE name = %(n)s", {"n": name}).scalar())
 
 

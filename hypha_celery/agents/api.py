@@ -13,6 +13,7 @@ nobody has.
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -331,7 +332,9 @@ class Agents:
                 raise AgentError("busy", f"agent {name!r} is busy")
             backend = self._rt.backend_class(doc["backend"])()
             try:
-                session = backend.reset_session(doc["session"])
+                # a copy: a backend that changed the stored dict in place would
+                # leave nothing to write (rows write the session only when it changed)
+                session = backend.reset_session(copy.deepcopy(doc["session"]))
             except BackendError as exc:
                 reason = "unsupported" if exc.kind == "unsupported" else "backend_reset_failed"
                 raise AgentError(reason, f"reset_session: {exc.kind}") from None

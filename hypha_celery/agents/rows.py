@@ -3,7 +3,11 @@
 ``AgentTx`` locks one agent's row (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite
 transactions take the write lock at ``BEGIN``), exposes its ``doc`` for change, and on
 commit writes the doc, the phase column and the agent's events (in ``hypha_events`` under
-the incarnation id, ``seq`` continuing the row's). Events carry no prompt text."""
+the incarnation id, ``seq`` continuing the row's). Events carry no prompt text.
+
+The backend session lives in a column of its own (``doc["session"]`` to the code): it is
+written only when it changed, so a transaction that moves a turn along rewrites the small
+doc and not the session (a Mock session holds every script; a real one may be large)."""
 
 from __future__ import annotations
 
@@ -36,10 +40,11 @@ def notifications_lane(incarnation: str) -> str:
 
 
 class AgentTx:
-    def __init__(self, tx: Tx, name: str, doc: Doc, seq: int) -> None:
+    def __init__(self, tx: Tx, name: str, doc: Doc, seq: int, session: Any = None) -> None:
         self.tx = tx
         self.name = name
-        self.doc = doc
+        self.doc = {**doc, "session": session}
+        self._session = session
         self.seq = seq
         self._events: list[dict[str, Any]] = []
         self.control: str | None = None
@@ -78,8 +83,11 @@ class AgentTx:
             conn.execute(agent_results.delete().where(
                 agent_results.c.incarnation == self.incarnation, agent_results.c.bytes > 0))
             return
-        values: dict[str, Any] = {"doc": self.doc, "phase": phase(self.doc), "seq": self.seq,
+        doc, session = _split(self.doc)
+        values: dict[str, Any] = {"doc": doc, "phase": phase(doc), "seq": self.seq,
                                   "updated_at": time.time()}
+        if session is not self._session and session != self._session:
+            values["session"] = session
         if self.set_control:
             values["control"] = self.control
         if self.beat:
@@ -87,9 +95,15 @@ class AgentTx:
         conn.execute(agents.update().where(where).values(**values))
 
 
+def _split(doc: Doc) -> tuple[Doc, Any]:
+    """(the doc to store, the session column)."""
+    rest = dict(doc)
+    return rest, rest.pop("session", None)
+
+
 def _lock(tx: Tx, name: str) -> Any:
-    q = sa.select(agents.c.doc, agents.c.seq, agents.c.control, agents.c.heartbeat_at).where(
-        agents.c.name == name)
+    q = sa.select(agents.c.doc, agents.c.session, agents.c.seq, agents.c.control,
+                  agents.c.heartbeat_at).where(agents.c.name == name)
     if tx.dialect == "postgresql":
         q = q.with_for_update()
     return tx.conn.execute(q).first()
@@ -104,7 +118,7 @@ def locked(store: EventStore, name: str, incarnation: str | None = None
         row = _lock(tx, name)
         if row is None or (incarnation is not None and row.doc["incarnation"] != incarnation):
             raise AgentNotFound(name)
-        atx = AgentTx(tx, name, dict(row.doc), int(row.seq))
+        atx = AgentTx(tx, name, row.doc, int(row.seq), row.session)
         atx.control, atx.heartbeat_at = row.control, row.heartbeat_at
         yield atx
         atx.flush()
@@ -116,9 +130,11 @@ def create(store: EventStore, name: str, kind: str, doc: Doc) -> bool:
         if _lock(tx, name) is not None:
             return False
         now = time.time()
+        stored, session = _split(doc)
         tx.conn.execute(agents.insert().values(
             name=name, incarnation=doc["incarnation"], kind=kind, phase=phase(doc), seq=1,
-            control=None, heartbeat_at=None, created_at=now, updated_at=now, doc=doc))
+            control=None, heartbeat_at=None, created_at=now, updated_at=now, doc=stored,
+            session=session))
         tx.conn.execute(events.insert().values(
             run_id=doc["incarnation"], seq=1, kind="agent.started", ts=now,
             data={"name": name, "kind": kind}, idem=None))
@@ -128,8 +144,9 @@ def create(store: EventStore, name: str, kind: str, doc: Doc) -> bool:
 def read(store: EventStore, name: str) -> Doc | None:
     store.ensure_schema()
     with store.reader.connect() as conn:
-        row = conn.execute(sa.select(agents.c.doc).where(agents.c.name == name)).first()
-    return None if row is None else dict(row.doc)
+        row = conn.execute(sa.select(agents.c.doc, agents.c.session)
+                           .where(agents.c.name == name)).first()
+    return None if row is None else {**row.doc, "session": row.session}
 
 
 def control(store: EventStore, name: str, incarnation: str) -> tuple[bool, str | None]:
@@ -164,7 +181,7 @@ def stale(store: EventStore, before: float, limit: int) -> list[tuple[str, Doc, 
         rows = conn.execute(sa.select(agents.c.name, agents.c.doc, beat.label("beat"))
                             .where(agents.c.phase == "busy", beat < before)
                             .order_by(beat).limit(limit))
-        return [(r.name, dict(r.doc), float(r.beat)) for r in rows]
+        return [(r.name, dict(r.doc), float(r.beat)) for r in rows]  # without the session
 
 
 # -- results cache ---------------------------------------------------------------------

@@ -81,7 +81,8 @@ lane_items = Table(
 )
 
 # Conversational agents (hypha_celery.agents): one row per live agent name. ``doc`` holds
-# the callback state, the backend session, the flags and the current turn; the mailbox is
+# the callback state, the flags and the current turn; ``session`` the backend session
+# (written only when it changes); the mailbox is
 # two lanes (``a:<incarnation>:p`` prompts, ``a:<incarnation>:n`` notifications). An idle
 # agent is this row and nothing else: no worker memory, no timers. ``control`` carries an
 # interrupt request the turn's worker polls; ``heartbeat_at`` is refreshed while a worker
@@ -99,6 +100,7 @@ agents = Table(
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
     Column("doc", JSON, nullable=False),
+    Column("session", JSON, nullable=False),
     Index("ix_hypha_agents_phase", "phase", "heartbeat_at"),
 )
 

@@ -51,6 +51,7 @@ def upgrade() -> None:
         sa.Column("created_at", sa.Float, nullable=False),
         sa.Column("updated_at", sa.Float, nullable=False),
         sa.Column("doc", sa.JSON, nullable=False),
+        sa.Column("session", sa.JSON, nullable=False),
     )
     op.create_index("ix_hypha_agents_phase", "hypha_agents", ["phase", "heartbeat_at"])
     op.create_table(
