@@ -467,8 +467,9 @@ def bench_turn(env: AgentEnv, n: int) -> dict[str, Any]:
 
 def _doc_bytes(h: Any, name: str) -> int:
     with h.store.engine.connect() as conn:
-        return int(conn.exec_driver_sql("SELECT octet_length(doc::text) + octet_length(session::text) FROM hypha_agents "
-                                        "WHERE name = %(n)s", {"n": name}).scalar())
+        return int(conn.exec_driver_sql(
+            "SELECT octet_length(doc::text) + octet_length(session::text) FROM hypha_agents "
+            "WHERE name = %(n)s", {"n": name}).scalar())
 
 
 # -- running ----------------------------------------------------------------------------
