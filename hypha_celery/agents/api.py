@@ -24,6 +24,7 @@ from celery.canvas import Signature
 from hypha_celery import lanes
 from hypha_celery.agents import rows, telemetry
 from hypha_celery.agents.behaviour import Agent, acting_as, current_name
+from hypha_celery.agents.callers import CallerLease
 from hypha_celery.agents.channels import Channel, target
 from hypha_celery.agents.options import RESERVED, Limits
 from hypha_celery.agents.rows import AgentTx, notifications_lane, prompts_lane
@@ -87,6 +88,7 @@ class Agents:
     def __init__(self, rt: AgentRuntime, ensure_worker: Any = None) -> None:
         self._rt = rt
         self._ensure_worker = ensure_worker or (lambda: None)
+        self._caller = CallerLease(rt.store, rt.lease_interval)
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self, agent: type[Agent], *, name: str, backend: type[Backend],
@@ -390,6 +392,9 @@ class Agents:
         return self._rt.transport.receive(channel, timeout)
 
     def close(self) -> None:
+        """Close the transport; this client's queued asks lose their caller (they are
+        dropped ``caller_down`` when their turn comes)."""
+        self._caller.close()
         self._rt.transport.close()
 
     # -- internals ----------------------------------------------------------------------
@@ -397,6 +402,7 @@ class Agents:
         if not isinstance(prompt, str):
             raise AgentSpecError(f"a prompt is a string, got {type(prompt).__name__}")
         item = new_item(prompt, origin, **extra)
+        caller = self._caller.ensure() if origin == "ask" else None
         try:
             with rows.locked(self._rt.store, name) as atx:
                 doc = atx.doc
@@ -411,8 +417,9 @@ class Agents:
                                                             **{"from": "idle",
                                                                "to": "processing"}))
                 else:
+                    queued = item if caller is None else {**item, "caller": caller}
                     refused = lanes.push(atx.tx, prompts_lane(atx.incarnation), item["ref"],
-                                         item["bytes"], item,
+                                         item["bytes"], queued,
                                          bound=Limits(**doc["limits"]).prompts)
                     if refused is not None:
                         raise Overloaded(refused)

@@ -34,7 +34,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from hypha_celery import lanes
-from hypha_celery.agents import rows, telemetry
+from hypha_celery.agents import callers, rows, telemetry
 from hypha_celery.agents.behaviour import Agent, Decision, Halt, NoReply, Prompt, acting_as
 from hypha_celery.agents.options import Limits
 from hypha_celery.agents.rows import AgentTx, Doc, notifications_lane, prompts_lane
@@ -226,18 +226,36 @@ class Owner:
             return "post_run", None
         if doc.get("draining"):
             return "stop", None
-        if not doc.get("halted"):
-            if doc.get("self_chain") is not None:
-                doc["current"], doc["self_chain"] = {**doc["self_chain"], "stage": "queued"}, None
-                return self._choose(atx)
-            nxt = lanes.pop(atx.tx, prompts_lane(self.incarnation))
-            if nxt is not None:
-                doc["current"] = {**nxt.payload, "stage": "queued"}
-                return self._choose(atx)
+        if not doc.get("halted") and self._take_next(atx):
+            return self._choose(atx)
         doc["pump"] = None
         atx.after_commit(lambda: telemetry.rich(("state", "changed"), self.name,
                                                 **{"from": "processing", "to": "idle"}))
         return None
+
+    def _take_next(self, atx: AgentTx) -> bool:
+        """Make the self-chain, else the oldest queued prompt, current (a queued ask whose
+        caller is gone is dropped instead); False when there is none."""
+        doc = atx.doc
+        if doc.get("self_chain") is not None:
+            doc["current"], doc["self_chain"] = {**doc["self_chain"], "stage": "queued"}, None
+            return True
+        nxt = lanes.pop(atx.tx, prompts_lane(self.incarnation))
+        if nxt is None:
+            return False
+        if callers.is_down(atx.tx, nxt.payload, self.rt.lease_interval):
+            self._caller_down(atx, nxt.payload)
+        else:
+            doc["current"] = {**nxt.payload, "stage": "queued"}
+        return True
+
+    def _caller_down(self, atx: AgentTx, item: dict[str, Any]) -> None:
+        """Drop a queued ask whose caller is gone, unrun (GenAgent's ``caller_down``)."""
+        finish_request(atx, item, {"error": "caller_down", "info": {}}, self.limits(), self.rt)
+        atx.event("agent.request.cancelled", {"ref": item["ref"], "reason": "caller_down"})
+        ref, attempt, origin = item["ref"], item["attempt"], item["origin"]
+        atx.after_commit(lambda: telemetry.turn("cancelled", self.name, ref, attempt, origin,
+                                                reason_kind="caller_down"))
 
     # -- classes ---------------------------------------------------------------------
     def agent(self) -> Agent:

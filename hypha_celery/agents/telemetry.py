@@ -9,7 +9,8 @@ events, type ``hypha-agent-turn-<what>``, when the worker sends task events):
   ``task_crashed``, ``backend_or_callback_error``)
 * ``("turn", "rejected")``: ``system_time``; + ``reason_kind`` (``overloaded``,
   ``pre_turn_skipped``, ``pre_turn_halted``, ``pre_turn_invalid``, ``draining``, ``halted``)
-* ``("turn", "cancelled")``: ``system_time``; + ``reason_kind`` (``caller_cancelled``)
+* ``("turn", "cancelled")``: ``system_time``; + ``reason_kind`` (``caller_cancelled``,
+  ``caller_down``)
 
 Each started ``(ref, attempt)`` gets exactly one terminal event, ``stop`` or ``error``.
 

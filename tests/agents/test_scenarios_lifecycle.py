@@ -1,9 +1,9 @@
-"""GenAgent §4.5 scenarios 14, 15 and 20: drain, graceful stop (and self-stop), and
-robustness of malformed callbacks (the redaction sentinels are in test_redaction.py).
+"""GenAgent §4.5 scenarios 13, 14, 15 and 20: a dead queued-ask caller, drain, graceful
+stop (and self-stop), and robustness of malformed callbacks (the redaction sentinels are
+in test_redaction.py; a caller process SIGKILLed is in tests/integration/test_agents.py).
 
-Not ported: scenario 13 (a dead queued-ask caller) is not implemented by hypha (an ask
-queued by a caller that died stays queued and runs), and GenAgent's ``unknown_request``
-and ``handle_info`` have no counterpart in this API."""
+Not ported: GenAgent's ``unknown_request`` and ``handle_info`` have no counterpart in this
+API."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
-from hypha_celery.agents import AgentError, NoReply, Prompt, TurnFailed, current_name
+from hypha_celery import Hypha, Settings, WaitTimeout
+from hypha_celery.agents import AgentError, NoReply, Poll, Prompt, TurnFailed, current_name
 from tests.agents.support import (
+    Telemetry,
     World,
     behave,
     is_completion,
@@ -40,6 +42,56 @@ def w(sqlite_url: str) -> Iterator[World]:
         yield world
     finally:
         world.close()
+
+
+# -- 13 -------------------------------------------------------------------------------
+def test_13_a_queued_ask_whose_caller_is_gone_is_dropped_unrun(
+        w: World, sqlite_url: str) -> None:
+    """The caller here is another client that closes (its caller lease is deleted); a
+    caller whose ask timed out but that lives on leaves its ask in place."""
+    name, hold = w.name(), w.tag()
+    w.start(name, [w.gate(hold, result("first")), result("kept")])
+    w.agents.tell(name, "first")
+    w.blocked(hold)
+    other = Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
+                           store_url=sqlite_url, embedded=False))
+    with Telemetry(name) as tel:
+        with pytest.raises(WaitTimeout):
+            w.agents.ask(name, "live caller", timeout=0.2)
+        with pytest.raises(WaitTimeout):
+            other.agents.ask(name, "gone caller", timeout=0.2)
+        assert w.status(name).queued == 2
+        other.close()
+        w.release(hold)
+        wait_until(lambda: w.status(name).state == "idle" and w.status(name).queued == 0)
+
+    assert prompts(name) == ["first", "live caller"]  # the gone caller's ask never ran
+    (cancelled,) = tel.of("turn", "cancelled")
+    assert cancelled["reason_kind"] == "caller_down" and cancelled["origin"] == "ask"
+    assert cancelled["ref"] not in {ref for what, ref, _ in tel.turns() if what != "cancelled"}
+    incarnation = w.agents.whereis(name).incarnation
+    dropped = [e.data for e in w.h.store.events(incarnation)
+               if e.kind == "agent.request.cancelled"]
+    assert dropped == [{"ref": cancelled["ref"], "reason": "caller_down"}]
+    assert w.agents.poll(name, cancelled["ref"]) == Poll("error", reason="not_found")
+
+
+def test_13_a_stalled_caller_that_comes_back_gets_caller_down(w: World) -> None:
+    """A caller whose lease went stale (here: deleted under it) while it still waits is
+    answered ``caller_down`` rather than left waiting forever."""
+    name, hold = w.name(), w.tag()
+    w.start(name, [w.gate(hold, result("first"))])
+    w.agents.tell(name, "first")
+    w.blocked(hold)
+    with ThreadPoolExecutor(1) as pool:
+        asked = pool.submit(w.agents.ask, name, "stalled", WAIT)
+        wait_until(lambda: w.status(name).queued == 1)
+        w.h.store.drop_leases([f"caller:{w.agents._caller.id}"])
+        w.release(hold)
+        with pytest.raises(TurnFailed) as failed:
+            asked.result(WAIT)
+    assert failed.value.reason == "caller_down"
+    assert prompts(name) == ["first"]
 
 
 # -- 14 -------------------------------------------------------------------------------

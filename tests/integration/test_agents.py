@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import requests
 
-from hypha_celery import Hypha, RecoveryPolicy
-from hypha_celery.agents import Channel, TurnFailed, rows
+from hypha_celery import Hypha, RecoveryPolicy, WaitTimeout
+from hypha_celery.agents import Channel, TurnFailed, callers, rows
 from hypha_celery.backends import Event, MockBackend
 from hypha_celery.backends.gate import GATE_URL_ENV
 from hypha_celery.beat.supervisor import sweep
@@ -233,3 +233,42 @@ def _up(port: int) -> bool:
         return requests.get(f"http://127.0.0.1:{port}/healthcheck", timeout=1).ok
     except requests.ConnectionError:
         return False
+
+
+def test_a_queued_ask_of_a_sigkilled_caller_process_is_dropped_caller_down(
+        agent_redis: str, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GenAgent scenario 13 across processes: the caller is another process, SIGKILLed
+    while its ask waits in the queue. Its caller lease goes stale; the worker that takes
+    the ask off the queue drops it unrun. A live caller whose wait timed out keeps its
+    ask (it runs, after the dropped one's place)."""
+    with pair(agent_redis, pg_url, tmp_path, monkeypatch) as p:
+        tag = f"caller-{uuid.uuid4().hex}"
+        name = f"keeper-{uuid.uuid4().hex[:8]}"
+        p.client.agents.start(Keeper, name=name, backend=MockBackend, scripts=[
+            MockBackend.gate(tag, [Event.new("result", {"text": "first"})], timeout=60),
+            [Event.new("result", {"text": "after"})]])
+        p.client.agents.tell(name, "first")
+        assert MockBackend.wait_blocked(tag, 30) is not None, p.tail()
+        code = ("import sys; from hypha_celery import Hypha; "
+                "Hypha.from_env().agents.ask(sys.argv[1], 'from a doomed caller')")
+        caller = subprocess.Popen([sys.executable, "-c", code, name],
+                                  env=p.backends.env(HYPHA_LEASE_INTERVAL=str(LEASE)))
+        try:
+            wait_until(lambda: p.client.agents.status(name).queued == 1, 30,
+                       "the caller's ask to be queued")
+        finally:
+            caller.kill()
+            caller.wait()
+        with pytest.raises(WaitTimeout):
+            p.client.agents.ask(name, "live caller", timeout=0.1)
+        time.sleep(callers.STALE_AFTER * LEASE + 0.5)
+        MockBackend.release(tag)
+
+        wait_until(lambda: p.client.agents.status(name).agent_state["outcomes"] == [
+            ["ok", "first"], ["ok", "after"]], 30, "the live caller's ask to run", p.tail)
+        incarnation = p.client.agents.whereis(name).incarnation  # type: ignore[union-attr]
+        events = p.client.store.events(incarnation)
+        dropped = [e.data for e in events if e.kind == "agent.request.cancelled"]
+        assert [d["reason"] for d in dropped] == ["caller_down"]
+        assert dropped[0]["ref"] not in {e.data.get("ref") for e in events
+                                         if e.kind.startswith("agent.turn.")}

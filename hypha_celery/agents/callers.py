@@ -1,0 +1,100 @@
+"""Callers: proof that the process waiting on a queued ``ask`` is still there.
+
+GenAgent drops a queued ask whose caller died (it monitors the caller's process). Here
+the caller is a client (a :class:`~hypha_celery.agents.api.Agents` object) in a process
+on any machine, so liveness is a lease: the first ask a client queues writes a
+``hypha_leases`` row ``caller:<id>`` and starts a daemon thread that refreshes it every
+lease interval until the client closes (``close`` deletes the row) or the process dies
+(the row goes stale). A queued ask carries its caller's id; the worker about to take it
+off the queue checks the row in the same transaction and, when it is missing or older
+than ``STALE_AFTER`` intervals, removes the ask unrun: ``agent.request.cancelled`` with
+``reason: caller_down``, a ``cancelled`` turn telemetry event (``caller_down``), and the
+ask's outcome ``caller_down`` in case the caller was only stalled.
+
+A caller whose ``ask`` timed out but whose process lives leaves its ask queued, as in
+GenAgent. Costs: one upsert per lease interval per client process that has queued an
+ask; one primary-key read when a queued ask is taken off the queue. An ask taken at once
+(idle agent) carries no caller: it is never queued.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from contextlib import suppress
+from typing import Any
+
+import sqlalchemy as sa
+
+from hypha_celery.store import EventStore, Tx
+from hypha_celery.store.schema import leases
+
+#: A caller heartbeat older than this many lease intervals means the caller is gone.
+STALE_AFTER = 3.0
+_PREFIX = "caller:"
+
+
+class CallerLease:
+    """This client's caller identity and its heartbeat thread (started on first use)."""
+
+    def __init__(self, store: EventStore, interval: float) -> None:
+        self.store = store
+        self.interval = interval
+        self.id = uuid.uuid4().hex
+        self._pid = 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self.interval > 0
+
+    def ensure(self) -> str | None:
+        """The caller id to put on a queued ask (its lease written and kept fresh), or
+        None when leases are disabled."""
+        if not self.enabled:
+            return None
+        with self._lock:
+            if self._pid != os.getpid():  # first use, or a forked child: a caller of its own
+                if self._pid:
+                    self.id = uuid.uuid4().hex
+                self._pid = os.getpid()
+                self._stop = threading.Event()
+                self._beat()
+                threading.Thread(target=self._loop, args=(self._stop,), daemon=True,
+                                 name="hypha-caller-lease").start()
+        return self.id
+
+    def close(self) -> None:
+        """The caller is gone: its queued asks are dropped when their turn comes."""
+        with self._lock:
+            if self._pid != os.getpid():
+                return
+            self._stop.set()
+            self._pid = 0
+        with suppress(Exception):  # else the row goes stale
+            self.store.drop_leases([_PREFIX + self.id])
+
+    def _loop(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
+            with suppress(Exception):  # a missed beat only ages the row
+                self._beat()
+
+    def _beat(self) -> None:
+        now = time.time()
+        self.store.heartbeat([{"execution_id": _PREFIX + self.id, "run_id": "caller",
+                               "worker": f"{socket.gethostname()}:{os.getpid()}",
+                               "started_at": now, "heartbeat_at": now}])
+
+
+def is_down(tx: Tx, item: dict[str, Any], interval: float) -> bool:
+    """Whether the caller of queued request ``item`` is gone (read in ``tx``)."""
+    caller = item.get("caller")
+    if not caller or interval <= 0:
+        return False
+    beat = tx.conn.execute(sa.select(leases.c.heartbeat_at)
+                           .where(leases.c.execution_id == _PREFIX + caller)).scalar()
+    return beat is None or time.time() - float(beat) > STALE_AFTER * interval
