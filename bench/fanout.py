@@ -5,9 +5,9 @@ transaction, the kickoff coordinator (policy -> FanOut), 100 edge tasks (each re
 outcome), the reducer (chord callback), the coordinator that finishes, the wake-up.
 raw:   ``chord(header, tsum.s()).apply_async().get()``.
 
-From the event timestamps we also derive the fan-out step alone: ``fanout.scheduled``
+From the event timestamps we also derive the fan-out step alone: ``node.fanout.scheduled``
 (in the kickoff coordinator, before its commit and the chord publish) to
-``reducer.completed`` (recorded by the coordinator step that runs after the reducer).
+``node.reducer.completed`` (recorded by the coordinator step that runs after the reducer).
 
     python -m bench.fanout
 """
@@ -61,8 +61,9 @@ def bench(env: BenchEnv) -> dict[str, Any]:
         "ratio_min": round(hs["min"] / rs["min"], 3),
         "ratio_fanout_step_only": round(step["median"] / rs["median"], 3),
         "notes": "ratio = median hypha whole-run wall time over median raw chord wall time. "
-                 "hypha_fanout_step_ms: fanout.scheduled -> reducer.completed event timestamps; "
-                 "hypha_edges_done_ms: fanout.scheduled -> last edge node.completed; "
+                 "hypha_fanout_step_ms: node.fanout.scheduled -> node.reducer.completed event "
+                 "timestamps; hypha_edges_done_ms: node.fanout.scheduled -> last edge "
+                 "node.execution.completed; "
                  "hypha_run_events_ms: run.created -> run.completed.",
         "targets": [target("fanout_ratio", ratio, "<=", TARGET)],
     }
@@ -71,9 +72,9 @@ def bench(env: BenchEnv) -> dict[str, Any]:
 def _phases(hypha: Any, run_id: str) -> dict[str, float]:
     evs = hypha.store.events(run_id)
     ts = {e.kind: e.ts for e in evs}  # last occurrence of each kind
-    scheduled = ts["fanout.scheduled"]
-    last_edge = max(e.ts for e in evs if e.kind == "node.completed")
-    return {"fanout_step": ts["reducer.completed"] - scheduled,
+    scheduled = ts["node.fanout.scheduled"]
+    last_edge = max(e.ts for e in evs if e.kind == "node.execution.completed")
+    return {"fanout_step": ts["node.reducer.completed"] - scheduled,
             "edges_done": last_edge - scheduled,
             "run": ts["run.completed"] - ts["run.created"]}
 

@@ -63,15 +63,16 @@ def bench(env: BenchEnv) -> dict[str, Any]:
         "notes": "ratio = median hypha ms/step over median raw chain ms/hop (results stored, "
                  "Celery's default); ratio_vs_strict compares with a chain whose intermediate "
                  "hops ignore results. hypha_in_worker_ms_per_step comes from event timestamps:"
-                 " first node.scheduled to the finish decision, over 20 (no client overhead).",
+                 " first node.execution.scheduled to the finish decision, over 20"
+                 " (no client overhead).",
         "targets": [target("linear_ratio", ratio, "<=", TARGET)],
     }
 
 
 def _in_worker_per_step(hypha: Any, run_id: str) -> float:
     evs = hypha.store.events(run_id)
-    first = next(e.ts for e in evs if e.kind == "node.scheduled")
-    finish = next(e.ts for e in evs if e.kind == "decision.recorded"
+    first = next(e.ts for e in evs if e.kind == "node.execution.scheduled")
+    finish = next(e.ts for e in evs if e.kind == "decision.policy.recorded"
                   and e.data.get("type") == "finish")
     return (finish - first) / STEPS
 

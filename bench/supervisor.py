@@ -99,23 +99,25 @@ def _mix(runs: int, all_running: bool) -> list[str]:
 
 def _step(rid: str, step: int, node: str, ts: float, update: dict[str, Any] | None,
           error: dict[str, Any] | None = None) -> list[Ev]:
-    """decision.recorded + node.scheduled of ``step``, and (if it finished) its outcome."""
+    """decision.policy.recorded + node.execution.scheduled of ``step``, and (if it finished)
+    its outcome."""
     eid = f"{rid}.{step}"
     evs: list[Ev] = [
-        ("decision.recorded", {"step": step - 1, "type": "next", "node_id": node}, ts, None),
-        ("node.scheduled", {"execution_id": eid, "node_id": node,
+        ("decision.policy.recorded", {"step": step - 1, "type": "next", "node_id": node}, ts, None),
+        ("node.execution.scheduled", {"execution_id": eid, "node_id": node,
                             "input": {"k": 5} if node == "retrieve" else None, "step": step},
          ts, None)]
     if update is None and error is None:
         return evs
-    evs.append(("node.started", {"execution_id": eid, "node_id": node, "attempt": 1,
+    evs.append(("node.execution.started", {"execution_id": eid, "node_id": node, "attempt": 1,
                                  "worker": "celery@bench-worker-1"}, ts + 0.01, None))
     out: dict[str, Any] = {"execution_id": eid, "node_id": node, "duration": 1.2}
     if error is not None:
         out["error"] = error
     else:
         out["update"] = update
-    evs.append(("node.completed" if error is None else "node.failed", out, ts + 1.2,
+    kind = "node.execution.completed" if error is None else "node.execution.failed"
+    evs.append((kind, out, ts + 1.2,
                 f"{eid}:done"))
     return evs
 
@@ -145,7 +147,7 @@ def _events(rid: str, i: int, cat: str, now: float) -> list[Ev]:
                       if cat == "completed" else
                       ("run.failed", {"reason": "node_failed", "message": "llm: 429"}))
         if cat == "completed":
-            evs.append(("decision.recorded", {"step": 2, "type": "finish"}, last, None))
+            evs.append(("decision.policy.recorded", {"step": 2, "type": "finish"}, last, None))
         evs.append((kind, data, last, f"{rid}:terminal"))
         return evs
     steps = _step(rid, 2, "llm", last, None)

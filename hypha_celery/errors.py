@@ -7,7 +7,11 @@ The tree, split by phase::
     │   ├── GraphSpecError               bad nodes, reducers, limits, names
     │   ├── UnknownGraph (LookupError)   a graph id nobody registered
     │   ├── InvalidNotify                ``notify=`` that is not a Celery signature
-    │   └── AgentSpecError               a bad agent class, backend or start option
+    │   ├── AgentSpecError               a bad agent class, backend or start option
+    │   ├── InvalidCall                  ``ctx.model`` / ``ctx.tool`` with a non-JSON request
+    │   │                                or output, or past the per-execution call bound
+    │   └── NotTheLifecycleWriter        a ``run.*`` event appended by anything but
+    │                                    ``hypha_celery.runtime.lifecycle``
     ├── SetupError (RuntimeError)        configuration: URLs, missing extras, store schema
     │   └── ExtraNotInstalled (ImportError)
     ├── HyphaRuntimeError (RuntimeError) things that happen while runs execute
@@ -26,10 +30,33 @@ The tree, split by phase::
     │   ├── BackendError                 a conversational backend failed (hypha_celery.backends);
     │   │                                ``.kind``, ``.retryable``; never shows message or raw
     │   ├── InvalidEvent (TypeError)     a backend Event whose kind / data is not plain JSON
+    │   ├── ReplayDivergence             re-executing a recorded run: new code did something
+    │   │                                else (a call, a decision, an output); ``.where``
     │   └── RunFailed                    the run ended ``run.failed``; ``.reason`` says why
     │       ├── RunTimeout               ... because its ``execution_timeout`` passed
     │       └── RunCancelled             the run ended ``run.cancelled``
-    └── ImportFormatError (ValueError)   a JSONL line that is not a hypha event
+    ├── ImportFormatError (ValueError)   ``import`` refused the input; nothing was imported.
+    │   │                                The message names the line (``FILE:LINE``) or event id
+    │   ├── ImportSourceMissing (FileNotFoundError)  the file to import does not exist
+    │   ├── EmptyImport                  the input holds no events
+    │   ├── MalformedLine                a line that is not JSON or not an event envelope
+    │   │   └── UnknownEventType         ... whose ``type`` is not in hypha's taxonomy
+    │   ├── ChecksumMismatch             a line changed after export (checksum wrong / missing)
+    │   ├── DerivedFieldMismatch         ``id``, ``correlation_id``, ``causation_id``, ... differ
+    │   │                                from what the events themselves give (``enrich``)
+    │   ├── InvalidRun                   a run's events do not make a run (duplicate ``seq``,
+    │   │   │                            not started by ``run.created``, do not fold)
+    │   │   └── IncompleteRun            a gap in a run's ``seq`` numbers
+    │   └── ImportConflict               the store holds a different event under that id (or
+    │                                    that idempotency key); ``.event_id``
+    └── EvaluationError (ValueError)     replay / evaluation / regression input that can't be used
+        ├── EmptyTrace                   a capture with no events (eval/replay/regression excluded)
+        ├── MixedRunTrace                events of more than one run; ``.event_id`` names one
+        ├── FixtureRunMismatch           ``compare(check_run_id=True)`` with another run's events
+        ├── InvalidFixture               a file that is not a replay fixture
+        ├── InvalidContract              an output contract that is not a valid JSON Schema
+        ├── InvalidRegressionSpec        a regression spec (YAML) that does not validate
+        └── NotRecordable                recording a type only the runtime writes (``run.*``, ...)
 
 Run failures are *events* first (``run.failed`` with a :class:`FailureReason`);
 the exceptions are how a waiting client sees them.
@@ -201,4 +228,114 @@ class RunCancelled(RunFailed):
 
 
 class ImportFormatError(HyphaError, ValueError):
-    """A JSONL line given to ``import`` is not a hypha event."""
+    """``import`` refused its input (a JSONL export); nothing was imported. The message
+    names the line (``FILE:LINE``) or the event id."""
+
+
+class ImportSourceMissing(ImportFormatError, FileNotFoundError):
+    """The file given to ``import`` does not exist (or cannot be read)."""
+
+
+class EmptyImport(ImportFormatError):
+    """The input holds no events (an empty file, or only blank lines)."""
+
+
+class MalformedLine(ImportFormatError):
+    """A line that is not JSON, or not an event envelope (missing, extra or mistyped
+    fields)."""
+
+
+class UnknownEventType(MalformedLine):
+    """A line whose ``type`` is not one of hypha's event types."""
+
+
+class ChecksumMismatch(ImportFormatError):
+    """A line whose ``checksum`` is missing or does not match its content: it was changed
+    after export."""
+
+
+class DerivedFieldMismatch(ImportFormatError):
+    """A field the store does not keep (``id``, ``user_id``, ``session_id``, ``agent_id``,
+    ``step_id``, ``execution_id``, ``correlation_id``, ``causation_id``) differs from what
+    the run's events give."""
+
+
+class InvalidRun(ImportFormatError):
+    """A run's events do not make a run: a duplicate ``seq``, a first event that is not
+    ``run.created``, events that do not fold into a projection."""
+
+
+class IncompleteRun(InvalidRun):
+    """A run's events are not numbered 1..n: an event is missing."""
+
+
+class ImportConflict(ImportFormatError):
+    """The store already holds a different event under this id (``<run_id>:<seq>``), or
+    another event holds its idempotency key."""
+
+    def __init__(self, event_id: str, message: str) -> None:
+        super().__init__(message)
+        self.event_id = event_id
+
+
+class InvalidCall(SpecError):
+    """A model / tool call through a node's context that cannot be recorded."""
+
+
+class ReplayDivergence(HyphaRuntimeError):
+    """Re-executing a recorded run, the new code diverged from the recording."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}")
+        self.where = where
+
+
+class EvaluationError(HyphaError, ValueError):
+    """Replay, evaluation or regression input that cannot be used (nothing was recorded
+    unless the error says so)."""
+
+
+class EmptyTrace(EvaluationError):
+    """A capture got no events (``eval.*`` / ``replay.*`` / ``regression.*`` do not count)."""
+
+
+class MixedRunTrace(EvaluationError):
+    """A capture got events of more than one run; ``event_id`` is the first stranger."""
+
+    def __init__(self, event_id: str, run_id: str, expected_run_id: str) -> None:
+        super().__init__(f"event {event_id} belongs to run {run_id}, not {expected_run_id}")
+        self.event_id = event_id
+        self.run_id = run_id
+        self.expected_run_id = expected_run_id
+
+
+class FixtureRunMismatch(EvaluationError):
+    """``compare(..., check_run_id=True)``: the events are another run's than the fixture's."""
+
+    def __init__(self, fixture_id: str, fixture_run_id: str, actual_run_id: str) -> None:
+        super().__init__(f"fixture {fixture_id} was captured from run {fixture_run_id}, "
+                         f"not {actual_run_id}")
+        self.fixture_id = fixture_id
+        self.fixture_run_id = fixture_run_id
+        self.actual_run_id = actual_run_id
+
+
+class InvalidFixture(EvaluationError):
+    """A replay fixture file that cannot be read or does not validate."""
+
+
+class InvalidContract(EvaluationError):
+    """An output contract whose schema is not a valid JSON Schema (Draft 2020-12)."""
+
+
+class InvalidRegressionSpec(EvaluationError):
+    """A regression spec that cannot be read or does not validate."""
+
+
+class NotRecordable(EvaluationError):
+    """An event the evaluation recorder must not write: the run lifecycle (``run.*``,
+    ``node.*``, ``decision.*``, ``recovery.*``, ``agent.*``) has one writer, the runtime."""
+
+
+class NotTheLifecycleWriter(SpecError):
+    """Run lifecycle events (``run.*``) have one writer: :mod:`hypha_celery.runtime.lifecycle`."""

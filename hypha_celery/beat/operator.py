@@ -12,7 +12,7 @@ from typing import Any
 from hypha_celery.beat.supervisor import scheduled_env
 from hypha_celery.errors import FailureReason, NotRedrivable, RunNotFound
 from hypha_celery.events.fold import View
-from hypha_celery.runtime import canvas
+from hypha_celery.runtime import canvas, lifecycle
 from hypha_celery.runtime.coordinator import fanout_calls, node_call, publish_fanout, terminal
 from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.store import Tx
@@ -54,9 +54,10 @@ def _unpark(tx: Tx, rt: Runtime, view: View, record: dict[str, Any]) -> str:
     node_id = env["node_id"]
     eid = f"{view['parked']['execution_id']}.r{record['id']}"
     rt.store.mark_redriven(record["id"], tx.conn)
-    tx.append(view["run_id"], "run.redriven",
-              {"dead_letter_id": record["id"], "execution_id": eid, "node_id": node_id,
-               "input": env.get("input"), "deadline": time.time() + graph.execution_timeout})
+    lifecycle.record(tx, view["run_id"], "run.redriven",
+                     {"dead_letter_id": record["id"], "execution_id": eid, "node_id": node_id,
+                      "input": env.get("input"),
+                      "deadline": time.time() + graph.execution_timeout})
     call = node_call(rt, graph, node_id, {"run_id": view["run_id"], "execution_id": eid,
                                           "node_id": node_id, "input": env.get("input")})
     tx.after_commit(lambda: canvas.step(rt.app, call))
@@ -98,16 +99,16 @@ def release(rt: Runtime, run_id: str) -> None:
             raise NotRedrivable(f"graph {view['graph_id']!r} is not registered here")
         q = view["quarantine"]
         attempt = int(q.get("attempt") or 1) + 1
-        tx.append(run_id, "run.released", {"execution_id": q["execution_id"],
-                                           "attempt": attempt, "action": "rerun",
-                                           "deadline": time.time() + graph.execution_timeout})
+        lifecycle.record(tx, run_id, "run.released",
+                         {"execution_id": q["execution_id"], "attempt": attempt,
+                          "action": "rerun", "deadline": time.time() + graph.execution_timeout})
         tx.after_commit(_rerun(rt, view, graph, q["execution_id"], attempt))
 
 
 def _rerun(rt: Runtime, view: View, graph: Any, eid: str, attempt: int) -> Any:
     run_id = view["run_id"]
     if view.get("fanout"):
-        ev = rt.store.last_event(run_id, "fanout.scheduled")
+        ev = rt.store.last_event(run_id, "node.fanout.scheduled")
         assert ev is not None
         edges = [dict(e, attempt=attempt) if e["execution_id"] == eid else e
                  for e in ev.data["edges"]]

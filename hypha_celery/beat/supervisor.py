@@ -20,7 +20,7 @@ from typing import Any
 from hypha_celery.errors import FailureReason
 from hypha_celery.events.fold import View
 from hypha_celery.graph import Graph, NodeContext
-from hypha_celery.runtime import canvas, failures
+from hypha_celery.runtime import canvas, failures, lifecycle
 from hypha_celery.runtime.config import SUPERVISOR_TASK
 from hypha_celery.runtime.coordinator import (
     fanout_calls,
@@ -216,7 +216,7 @@ def _fail_deadline(tx: Tx, rt: Runtime, view: View) -> None:
 
 def _time_out(tx: Tx, rt: Runtime, view: View, node_id: str, running: float) -> None:
     eid = view["waiting"]
-    tx.append(view["run_id"], "recovery.timed_out",
+    tx.append(view["run_id"], "recovery.node.timed_out",
               {"execution_id": eid, "node_id": node_id, "running": round(running, 3)})
     step_locked(tx, rt, view, {
         "run_id": view["run_id"], "execution_id": eid, "node_id": node_id,
@@ -245,7 +245,7 @@ def _redrive(rt: Runtime, view: View, graph: Graph, why: str, policy: RecoveryPo
         data: dict[str, Any] = {"execution_id": v["waiting"], "attempt": attempt, "why": why}
         if node_attempt:
             data["node_attempt"] = node_attempt
-        tx.append(v["run_id"], "recovery.redriven", data)
+        tx.append(v["run_id"], "recovery.run.redriven", data)
         # published before the commit: if the broker is down nothing is recorded and the
         # next sweep tries again (no re-drive attempt burned); if the commit fails after
         # a publish, the message is a duplicate with the same ids, which is fenced
@@ -265,7 +265,7 @@ def _publisher(rt: Runtime, view: View, graph: Graph, node_attempt: int | None
     if eid == kickoff_id(run_id):
         return lambda: canvas.kickoff(rt.app, run_id, eid)
     if view.get("fanout"):
-        scheduled = rt.store.last_event(run_id, "fanout.scheduled")
+        scheduled = rt.store.last_event(run_id, "node.fanout.scheduled")
         assert scheduled is not None
         calls = fanout_calls(rt, graph, run_id, eid, scheduled.data["edges"])
         reducer = scheduled.data["reducer"]
@@ -281,7 +281,7 @@ def _publisher(rt: Runtime, view: View, graph: Graph, node_attempt: int | None
 def scheduled_env(rt: Runtime, view: View) -> Envelope:
     """The awaited node's message envelope, from the event that scheduled it."""
     run_id, eid = view["run_id"], view["waiting"]
-    for kind in ("node.scheduled", "run.redriven"):
+    for kind in ("node.execution.scheduled", "run.redriven"):
         ev = rt.store.last_event(run_id, kind)
         if ev is not None and ev.data["execution_id"] == eid:
             return {"run_id": run_id, "execution_id": eid, "node_id": ev.data["node_id"],
@@ -290,7 +290,7 @@ def scheduled_env(rt: Runtime, view: View) -> Envelope:
 
 
 def _edges(rt: Runtime, view: View) -> list[Envelope]:
-    ev = rt.store.last_event(view["run_id"], "fanout.scheduled")
+    ev = rt.store.last_event(view["run_id"], "node.fanout.scheduled")
     assert ev is not None
     return [{**e, "index": i} for i, e in enumerate(ev.data["edges"])]
 
@@ -298,7 +298,7 @@ def _edges(rt: Runtime, view: View) -> list[Envelope]:
 def _exhaust(tx: Tx, rt: Runtime, view: View, graph: Graph, node_id: str) -> None:
     env = scheduled_env(rt, view)
     attempts = int(view.get("recoveries") or 0)
-    tx.append(view["run_id"], "recovery.exhausted",
+    tx.append(view["run_id"], "recovery.redrive.exhausted",
               {"execution_id": view["waiting"], "attempts": attempts})
     error = {"type": "RecoveryExhausted", "class": "unknown",
              "message": f"no progress after {attempts} re-drives"}
@@ -310,9 +310,9 @@ def _exhaust(tx: Tx, rt: Runtime, view: View, graph: Graph, node_id: str) -> Non
 
 def _exhaust_fanout(tx: Tx, rt: Runtime, view: View) -> None:
     attempts = int(view.get("recoveries") or 0)
-    tx.append(view["run_id"], "recovery.exhausted",
+    tx.append(view["run_id"], "recovery.redrive.exhausted",
               {"execution_id": view["waiting"], "attempts": attempts})
-    scheduled = rt.store.last_event(view["run_id"], "fanout.scheduled")
+    scheduled = rt.store.last_event(view["run_id"], "node.fanout.scheduled")
     reducer = scheduled.data["reducer"] if scheduled else "?"
     step_locked(tx, rt, view, {
         "run_id": view["run_id"], "execution_id": view["waiting"], "reducer": reducer,
@@ -352,7 +352,7 @@ def _unknown_effect(rt: Runtime, view: View, graph: Graph, node_id: str) -> Deci
 
 def _reconcile(rt: Runtime, view: View, outcome: Envelope, source: str) -> Decision | None:
     def record(tx: Tx, v: View) -> None:
-        tx.append(v["run_id"], "recovery.reconciled",
+        tx.append(v["run_id"], "recovery.outcome.reconciled",
                   {"execution_id": v["waiting"], "committed": True, "source": source})
         step_locked(tx, rt, v, outcome)
 
@@ -362,9 +362,9 @@ def _reconcile(rt: Runtime, view: View, outcome: Envelope, source: str) -> Decis
 def _quarantine(rt: Runtime, view: View, node_id: str, attempt: int, reason: str,
                 execution_id: str | None = None) -> Decision | None:
     def record(tx: Tx, v: View) -> None:
-        tx.append(v["run_id"], "run.quarantined", {"execution_id": execution_id or v["waiting"],
-                                                   "node_id": node_id, "attempt": attempt,
-                                                   "reason": reason})
+        lifecycle.record(tx, v["run_id"], "run.quarantined",
+                         {"execution_id": execution_id or v["waiting"], "node_id": node_id,
+                          "attempt": attempt, "reason": reason})
 
     return _act(rt, view, "quarantined", record)
 

@@ -17,13 +17,19 @@ import sqlalchemy.engine
 import sqlalchemy.exc
 
 from hypha_celery import __version__
-from hypha_celery.cli import agents, recovery
+from hypha_celery.cli import agents, evaluate, recovery, rerun, views
 from hypha_celery.cli.common import app_option, echo_json, opened
 from hypha_celery.cli.follow import follow as follow_events
-from hypha_celery.cli.jsonl import read_jsonl, write_jsonl
+from hypha_celery.cli.jsonl import (
+    export_jsonl,
+    import_parsed,
+    parse_session,
+    parse_since,
+    read_file,
+)
 from hypha_celery.cli.loading import embedded_settings, load_app
 from hypha_celery.cli.status import status_json, status_lines
-from hypha_celery.cli.timeline import format_event, timeline, use_colour
+from hypha_celery.cli.timeline import timeline, use_colour
 from hypha_celery.cli.worker import POOLS, parse_queues, worker_argv
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.errors import HyphaError
@@ -191,12 +197,12 @@ def events(run_id: str, app_spec: str | None, follow: bool, as_json: bool) -> No
     with opened(app_spec) as hypha:
         handle = hypha.get_run(run_id)
         stream = follow_events(hypha.store, run_id) if follow else iter(handle.events())
-        colour = not as_json and use_colour(sys.stdout)
-        t0: float | None = None
-        for event in stream:
-            t0 = event.ts if t0 is None else t0
-            click.echo(event.model_dump_json() if as_json else format_event(event, t0,
-                                                                            colour=colour))
+        if as_json:
+            for event in stream:
+                click.echo(event.model_dump_json())
+            return
+        for line in timeline(stream, colour=use_colour(sys.stdout)):
+            click.echo(line)
 
 
 @cli.command()
@@ -214,19 +220,26 @@ def cancel(run_id: str, app_spec: str | None) -> None:
 
 @cli.command()
 @click.argument("run_ids", nargs=-1, metavar="[RUN_ID]...")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default="-",
-              help="file to write (default: stdout)")
+@click.option("--run", "run_opts", multiple=True, metavar="RUN_ID",
+              help="a run to export (repeatable; the same as a RUN_ID argument)")
+@click.option("--session", metavar="USER_ID:SESSION_ID",
+              help="only the runs of this user's session")
+@click.option("--since", metavar="TIME", help="only runs with activity at or after TIME: "
+              "ISO 8601 (UTC unless it has an offset) or epoch seconds")
+@click.option("--out", "-o", "--output", "output", type=click.Path(dir_okay=False),
+              default="-", help="file to write (default: stdout)")
 @app_option()
-def export(run_ids: tuple[str, ...], output: str, app_spec: str | None) -> None:
-    """Export runs' events as JSONL (all runs when no RUN_ID is given)."""
+def export(run_ids: tuple[str, ...], run_opts: tuple[str, ...], session: str | None,
+           since: str | None, output: str, app_spec: str | None) -> None:
+    """Export runs' events as JSONL, one sealed envelope (with its checksum) per line.
+    Every run when no run is named; --session and --since narrow the selection."""
+    ids = [*run_ids, *run_opts] or None
+    user_session, when = parse_session(session), parse_since(since)
     with opened(app_spec) as hypha:
-        for run_id in run_ids:
-            hypha.get_run(run_id)  # unknown ids are an error, not an empty export
-        evs = hypha.store.export(list(run_ids) or None)
-        if output == "-":
-            runs, count = write_jsonl(evs, sys.stdout)
-        else:
-            runs, count = _write_file(output, lambda out: write_jsonl(evs, out))
+        def write(out: IO[str]) -> tuple[int, int]:
+            return export_jsonl(hypha.store, out, ids, session=user_session, since=when)
+
+        runs, count = write(sys.stdout) if output == "-" else _write_file(output, write)
     click.echo(f"exported {count} events of {runs} runs", err=True)
 
 
@@ -249,17 +262,19 @@ def _write_file(path: str, write: Any) -> tuple[int, int]:
 
 
 @cli.command("import")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", metavar="FILE")
 @app_option()
-def import_(file: IO[str], app_spec: str | None) -> None:
-    """Import a JSONL export into the store (runs it already has are skipped).
-    The whole file is checked first: a bad line imports nothing."""
-    evs = read_jsonl(file, source=getattr(file, "name", "<stdin>"))
+def import_(file: str, app_spec: str | None) -> None:
+    """Import a JSONL export (FILE, or - for stdin) in one transaction.
+
+    The whole file is checked first (JSON, event types, checksums, complete runs): a bad
+    line imports nothing. Events the store already has are skipped, so importing twice
+    adds nothing; a different event under the same id is refused."""
+    parsed = read_file(file)
     with opened(app_spec) as hypha:
-        runs, count = hypha.store.import_events(evs)
-    total = len({e.run_id for e in evs})
-    click.echo(f"imported {runs} runs ({count} events); {total - runs} already present, "
-               "skipped")
+        done = import_parsed(hypha.store, parsed)
+    click.echo(f"imported {done.runs} runs ({done.events} events); {done.present} events "
+               "already present, skipped" + ("" if done.events else " (nothing new)"))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True,
@@ -284,7 +299,8 @@ def worker(app_spec: str, queues: str | None, pool: str, concurrency: int | None
     hypha.celery.worker_main(argv)
 
 
-for _command in (*recovery.COMMANDS, *agents.COMMANDS):
+for _command in (*recovery.COMMANDS, *agents.COMMANDS, *rerun.COMMANDS, *views.COMMANDS,
+                 *evaluate.COMMANDS):
     cli.add_command(_command)
 
 

@@ -1,4 +1,7 @@
-"""One line per event, for people: relative time, seq, kind and a short summary.
+"""One line per event, for people: relative time, seq, type and a short summary, nested
+by what the event belongs to — run (0), step: decisions and schedules (1), a node or edge
+execution, its retries and its reducer (2), the model and tool calls it made (3) — with
+durations (a node's own, a call's from its start to its end, the run's total).
 
 The summary names nodes, reducers, reasons and durations and never prints run
 input, state, node output or error messages (they may carry prompt text or
@@ -17,18 +20,18 @@ from hypha_celery.events import Event
 
 _COLOURS: dict[str, str] = {
     "run.completed": "green",
-    "node.completed": "green",
-    "reducer.completed": "green",
+    "node.execution.completed": "green",
+    "node.reducer.completed": "green",
     "run.failed": "red",
-    "node.failed": "red",
-    "reducer.failed": "red",
+    "node.execution.failed": "red",
+    "node.reducer.failed": "red",
     "run.cancelled": "yellow",
-    "run.cancel_requested": "yellow",
-    "node.late_result": "yellow",
-    "node.scheduled": "cyan",
-    "fanout.scheduled": "cyan",
-    "decision.recorded": "blue",
-    "node.started": "magenta",
+    "run.cancel.requested": "yellow",
+    "node.execution.late_result": "yellow",
+    "node.execution.scheduled": "cyan",
+    "node.fanout.scheduled": "cyan",
+    "decision.policy.recorded": "blue",
+    "node.execution.started": "magenta",
 }
 
 
@@ -93,20 +96,64 @@ def _reason(d: Mapping[str, Any]) -> str:
     return str(d.get("reason", ""))
 
 
+def _retrying(d: Mapping[str, Any]) -> str:
+    err = d.get("error")
+    kind = err.get("type", "?") if isinstance(err, Mapping) else "?"
+    return (f"{_name(d)}  attempt {d.get('attempt')} failed ({kind}), "
+            f"retry in {d.get('delay')}s")
+
+
+def _call(family: str) -> Callable[[Mapping[str, Any]], str]:
+    def summary(d: Mapping[str, Any]) -> str:
+        err = d.get("error")
+        failed = f"  {err.get('type', 'error')}" if isinstance(err, Mapping) else ""
+        return f"{d.get(family)}{failed}"
+    return summary
+
+
+_EXECUTION = frozenset({
+    "node.execution.started", "node.execution.completed", "node.execution.failed",
+    "node.execution.retrying", "node.execution.redelivered", "node.execution.dead_lettered",
+    "node.execution.late_result", "node.reducer.completed", "node.reducer.failed",
+    "recovery.node.timed_out"})
+
+
+def depth(event: Event) -> int:
+    """How deep ``event`` nests: 0 run, 1 step, 2 execution, 3 call."""
+    if event.type.startswith(("model.call.", "tool.")):
+        return 3
+    if event.type in _EXECUTION:
+        return 2
+    if event.type.startswith(("decision.", "node.", "recovery.", "human.", "message.")):
+        return 1
+    return 0
+
+
 _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "run.created": lambda d: f"graph {d.get('graph_id')}",
     "run.queued": lambda d: f"behind {d.get('behind')}",
     "run.started": lambda d: "",
-    "decision.recorded": _decision,
-    "node.scheduled": lambda d: f"{d.get('node_id')} (step {d.get('step')})",
-    "fanout.scheduled": _fanout,
-    "node.started": _started,
-    "node.completed": _outcome,
-    "node.failed": _outcome,
-    "reducer.completed": _outcome,
-    "reducer.failed": _outcome,
-    "node.late_result": lambda d: f"{_name(d)}  {_reason(d)}",
-    "run.cancel_requested": lambda d: "",
+    "decision.policy.recorded": _decision,
+    "node.execution.scheduled": lambda d: f"{d.get('node_id')} (step {d.get('step')})",
+    "node.fanout.scheduled": _fanout,
+    "node.execution.started": _started,
+    "node.execution.completed": _outcome,
+    "node.execution.failed": _outcome,
+    "node.reducer.completed": _outcome,
+    "node.reducer.failed": _outcome,
+    "node.execution.late_result": lambda d: f"{_name(d)}  {_reason(d)}",
+    "node.execution.retrying": _retrying,
+    "node.execution.redelivered": lambda d: f"{_name(d)}  delivery {d.get('delivery', '')}",
+    "node.execution.dead_lettered": lambda d: f"{_name(d)}  {_reason(d)}",
+    "model.call.started": _call("model"),
+    "model.call.completed": _call("model"),
+    "model.call.failed": _call("model"),
+    "tool.call.started": _call("tool"),
+    "tool.call.completed": _call("tool"),
+    "tool.call.failed": _call("tool"),
+    "recovery.run.redriven": _reason,
+    "recovery.node.timed_out": lambda d: _name(d),
+    "run.cancel.requested": lambda d: "",
     "run.completed": lambda d: "",
     "run.failed": _reason,
     "run.cancelled": _reason,
@@ -119,25 +166,35 @@ def summary(event: Event) -> str:
     return fn(event.data) if fn is not None else ""
 
 
-def format_event(event: Event, t0: float, *, colour: bool = False) -> str:
-    """``  +12.3ms   5  node.completed     classify               10.2ms``"""
+def format_event(event: Event, t0: float, *, colour: bool = False, depth: int = 0,
+                 duration: float | None = None) -> str:
+    """``  +12.3ms   5      node.execution.completed  classify   10.2ms`` (``depth``
+    indents the type; ``duration`` in seconds overrides the event's own)."""
     rel = f"+{(event.ts - t0) * 1000:.1f}ms".rjust(10)
-    kind = f"{event.kind:<20}"
+    kind = f"{'  ' * depth + event.kind:<34}"
     what = f"{summary(event):<34}"
-    duration = _ms(event.data.get("duration"))
+    took = _ms(event.data.get("duration") if duration is None else duration)
     if event.kind in ("run.completed", "run.failed", "run.cancelled"):
-        duration = f"total {_ms(event.ts - t0)}"
+        took = f"total {_ms(event.ts - t0)}"
     if colour:
         rel = click.style(rel, dim=True)
         kind = click.style(kind, fg=_COLOURS.get(event.kind), bold=event.kind.startswith("run."))
-        duration = click.style(duration, dim=True) if duration else duration
-    return f"{rel} {event.seq:>4}  {kind} {what} {duration}".rstrip()
+        took = click.style(took, dim=True) if took else took
+    return f"{rel} {event.seq:>4}  {kind} {what} {took}".rstrip()
 
 
 def timeline(events: Iterable[Event], *, colour: bool = False,
              t0: float | None = None) -> Iterator[str]:
-    """Format events in order; times are relative to ``t0`` (default: the first event)."""
+    """Format events in order, nested (:func:`depth`); times are relative to ``t0``
+    (default: the first event). A call's end shows how long it took."""
+    began: dict[str, float] = {}
     for event in events:
         if t0 is None:
             t0 = event.ts
-        yield format_event(event, t0, colour=colour)
+        duration = None
+        if event.type.endswith(".call.started"):
+            began[event.correlation_id or ""] = event.ts
+        elif event.type.startswith(("model.call.", "tool.call.")):
+            start = began.pop(event.correlation_id or "", None)
+            duration = None if start is None else event.ts - start
+        yield format_event(event, t0, colour=colour, depth=depth(event), duration=duration)

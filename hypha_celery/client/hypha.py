@@ -31,7 +31,7 @@ from hypha_celery.errors import (
 )
 from hypha_celery.events import new_view
 from hypha_celery.graph import Graph
-from hypha_celery.runtime import canvas, tasks
+from hypha_celery.runtime import canvas, lifecycle, tasks
 from hypha_celery.runtime.config import (
     AGENTS_QUEUE,
     COORDINATOR_QUEUE,
@@ -188,7 +188,7 @@ class Hypha:
         lane = data["lane"]
         with self.store.transaction() as tx:
             tx.create(new_view(run_id))
-            tx.append(run_id, "run.created", data)
+            lifecycle.record(tx, run_id, "run.created", data)
             active = lanes.lock(tx, lane).active if lane is not None else None
             if active is not None:
                 if on_busy == "reject":
@@ -197,11 +197,11 @@ class Hypha:
                                      bound=self.settings.lane_bound, queue="runs")
                 if refused is not None:
                     raise Overloaded(refused)
-                tx.append(run_id, "run.queued", {"behind": active})
+                lifecycle.record(tx, run_id, "run.queued", {"behind": active})
                 return False
             if lane is not None:
                 lanes.set_active(tx, lane, run_id)
-            tx.append(run_id, "run.started", {"execution_id": kickoff_id(run_id)})
+            lifecycle.record(tx, run_id, "run.started", {"execution_id": kickoff_id(run_id)})
         return True
 
     def get_run(self, run_id: str) -> RunHandle:
@@ -219,7 +219,7 @@ class Hypha:
             if view["status"] in ("completed", "failed", "cancelled"):
                 return False
             awaited = awaited_task_ids(view)
-            tx.append(run_id, "run.cancel_requested", {"revoked": awaited})
+            lifecycle.record(tx, run_id, "run.cancel.requested", {"revoked": awaited})
             terminal(tx, self._rt, view, "run.cancelled", {"reason": "cancelled",
                                                            "message": "cancelled by request"})
             tx.after_commit(lambda: canvas.revoke(self.celery, awaited))

@@ -11,10 +11,12 @@ from hypha_celery.errors import (
     FailureReason,
     RunCancelled,
     RunFailed,
+    RunNotFound,
     RunTimeout,
     WaitTimeout,
 )
 from hypha_celery.events import Event
+from hypha_celery.projections import AuditView, RunView, audit_view, run_view
 
 if TYPE_CHECKING:
     from hypha_celery.client.hypha import Hypha
@@ -69,6 +71,21 @@ class RunHandle:
 
     def events(self, after_seq: int = 0) -> list[Event]:
         return self._hypha.store.events(self.id, after_seq=after_seq)
+
+    def view(self) -> RunView:
+        """hypha's view of the run (status, output, error, timing) from its events."""
+        events = self.events()
+        if not events:
+            raise RunNotFound(f"no run {self.id!r} in the event store")
+        return run_view(events)
+
+    def audit(self) -> AuditView:
+        """The run's audit (state path, decisions, tool and model calls, policy
+        decisions, failure handling, outcome) from its events; no input or state."""
+        events = self.events()
+        if not events:
+            raise RunNotFound(f"no run {self.id!r} in the event store")
+        return audit_view(events)
 
     def cancel(self) -> bool:
         """Cancel the run; False when it had already ended."""

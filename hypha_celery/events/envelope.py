@@ -1,40 +1,88 @@
-"""The event envelope stored in the log and written to JSONL exports."""
+"""The event envelope stored in the log and written to JSONL exports.
+
+Event types follow hypha's ``<area>.<noun>.<past-tense>`` taxonomy (run lifecycle events
+keep hypha's own two-part names: ``run.created`` ... ``run.cancelled``). The store keeps
+``run_id``, ``seq``, ``type``, ``timestamp``, ``payload`` and the idempotency key; every
+other envelope field is a pure function of a run's events and its row (:func:`enrich`):
+
+* ``id`` — ``"<run_id>:<seq>"``, unique and stable (an import of the same event is a no-op);
+* ``user_id`` / ``session_id`` / ``agent_id`` — the run's owner and its graph (or agent);
+* ``execution_id`` / ``step_id`` — the node execution and the step it belongs to;
+* ``correlation_id`` — what pairs a lifecycle: the execution id for node events, the call
+  id for model / tool calls, the review id for human review, else the run id;
+* ``causation_id`` — the id of the event that caused this one (a schedule's decision, an
+  outcome's schedule, a terminal event's last decision), when there is one;
+* ``checksum`` — ``sha256:<hex>`` of the canonical JSON of the other fields (JSONL exports
+  carry it so a changed line is detected on import).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-Kind = Literal[
+EventType = Literal[
     "run.created",
     "run.queued",
     "run.started",
-    "decision.recorded",
-    "node.scheduled",
-    "fanout.scheduled",
-    "node.started",
-    "node.completed",
-    "node.failed",
-    "node.late_result",
-    "reducer.completed",
-    "reducer.failed",
-    "node.retrying",
-    "node.redelivered",
-    "node.dead_lettered",
-    "recovery.redriven",
-    "recovery.timed_out",
-    "recovery.reconciled",
-    "recovery.exhausted",
-    "recovery.circuit_opened",
+    "decision.policy.recorded",
+    "node.execution.scheduled",
+    "node.fanout.scheduled",
+    "node.execution.started",
+    "node.execution.completed",
+    "node.execution.failed",
+    "node.execution.late_result",
+    "node.reducer.completed",
+    "node.reducer.failed",
+    "node.execution.retrying",
+    "node.execution.redelivered",
+    "node.execution.dead_lettered",
+    "recovery.run.redriven",
+    "recovery.node.timed_out",
+    "recovery.outcome.reconciled",
+    "recovery.redrive.exhausted",
+    "recovery.circuit.opened",
     "run.quarantined",
     "run.released",
     "run.parked",
     "run.redriven",
-    "run.cancel_requested",
+    "run.cancel.requested",
     "run.completed",
     "run.failed",
     "run.cancelled",
+    # model and tool calls made through a node's context (recorded, replayable)
+    "model.call.started",
+    "model.call.completed",
+    "model.call.failed",
+    "tool.call.started",
+    "tool.call.completed",
+    "tool.call.failed",
+    "tool.call.rejected",
+    "tool.policy.checked",
+    # human review, messages, evaluation
+    "human.review.requested",
+    "human.review.approved",
+    "human.review.rejected",
+    "human.review.expired",
+    "human.review.cancelled",
+    "run.waiting_human",
+    "message.enqueued",
+    "message.delivered",
+    "message.dead_lettered",
+    "memory.read.completed",
+    "eval.started",
+    "eval.completed",
+    "eval.failed",
+    "replay.started",
+    "replay.completed",
+    "replay.failed",
+    "regression.started",
+    "regression.completed",
+    "regression.failed",
     # conversational agents (hypha_celery.agents): the stream of one incarnation, whose id
     # is the ``run_id``; content free (ids, origins, reasons; never prompts or state)
     "agent.started",
@@ -49,18 +97,166 @@ Kind = Literal[
     "agent.stopped",
 ]
 
-KINDS: frozenset[str] = frozenset(Kind.__args__)  # type: ignore[attr-defined]
+Kind = EventType
+KINDS: frozenset[str] = frozenset(EventType.__args__)  # type: ignore[attr-defined]
 AGENT_KINDS: frozenset[str] = frozenset(k for k in KINDS if k.startswith("agent."))
 TERMINAL_KINDS: frozenset[str] = frozenset({"run.completed", "run.failed", "run.cancelled"})
 
 
+#: Families whose events never count as the run's own trace (replay excludes them).
+META_PREFIXES = ("eval.", "replay.", "regression.")
+
+
 class Event(BaseModel):
-    """One fact about one run. ``seq`` is unique and gap-free per run."""
+    """One fact about one run (or agent incarnation). ``seq`` is unique and gap-free per
+    run. ``kind`` / ``data`` / ``ts`` are the short names the runtime uses."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    id: str = ""
+    type: EventType
     run_id: str
     seq: int
-    kind: Kind
-    ts: float
-    data: dict[str, Any]
+    timestamp: float
+    user_id: str | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+    step_id: str | None = None
+    execution_id: str | None = None
+    correlation_id: str | None = None
+    causation_id: str | None = None
+    idempotency_key: str | None = None
+    payload: dict[str, Any]
+    checksum: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.type
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.payload
+
+    @property
+    def ts(self) -> float:
+        return self.timestamp
+
+    def sealed(self) -> Event:
+        """This event with its ``checksum`` set."""
+        return self.model_copy(update={"checksum": checksum(self)})
+
+
+def canonical(value: Any) -> str:
+    """Canonical JSON: sorted keys, no spaces, finite numbers only."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def checksum(event: Event) -> str:
+    body = event.model_dump(exclude={"checksum"})
+    return "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
+
+
+def event_id(run_id: str, seq: int) -> str:
+    return f"{run_id}:{seq}"
+
+
+def _step_of(payload: Mapping[str, Any], execution_id: str | None) -> str | None:
+    if "step" in payload and payload["step"] is not None:
+        return str(payload["step"])
+    if execution_id:
+        parts = execution_id.split(".")
+        if len(parts) >= 2 and parts[1].isdigit():
+            return parts[1]
+    return None
+
+
+def _correlation(type_: str, payload: Mapping[str, Any], run_id: str,
+                 execution_id: str | None) -> str:
+    if type_.startswith(("model.call.", "tool.call.", "tool.policy.")) and payload.get("call_id"):
+        return str(payload["call_id"])
+    if type_.startswith("human.review.") and payload.get("review_id"):
+        return str(payload["review_id"])
+    return execution_id or run_id
+
+
+class _Causes:
+    """Tracks, in one pass over a run's events, which earlier event caused each one."""
+
+    def __init__(self) -> None:
+        self.created: str | None = None
+        self.decision: str | None = None
+        self.scheduled: dict[str, str] = {}
+        self.started: dict[str, str] = {}
+
+    def of(self, type_: str, eid: str, correlation: str) -> str | None:
+        cause: str | None = None
+        if type_ == "run.created":
+            self.created = eid
+        elif type_ in ("run.started", "run.queued"):
+            cause = self.created
+        elif type_ in ("node.execution.scheduled", "node.fanout.scheduled"):
+            cause = self.decision
+            self.scheduled[correlation] = eid
+        elif type_ == "decision.policy.recorded":
+            self.decision = eid
+        elif type_.endswith(".started") or type_.endswith(".requested"):
+            cause = self.scheduled.get(correlation) or self.decision
+            self.started[correlation] = eid
+        elif type_.startswith(("node.", "model.call.", "tool.", "human.review.")):
+            cause = self.started.get(correlation) or self.scheduled.get(correlation)
+        elif type_.startswith("run."):
+            cause = self.decision or self.created
+        return cause
+
+
+#: Envelope fields the store does not keep: :func:`derive` computes them.
+DERIVED_FIELDS = ("id", "user_id", "session_id", "agent_id", "step_id", "execution_id",
+                  "correlation_id", "causation_id")
+#: A stored event: ``(run_id, seq, type, ts, payload, idem)``.
+Row = tuple[str, int, str, float, dict[str, Any], str | None]
+
+
+def derive(rows: Iterable[Row], run: Mapping[str, Any] | None = None,
+           ) -> Iterator[tuple[Any, ...]]:
+    """The :data:`DERIVED_FIELDS` of each of one run's stored rows, in ``seq`` order;
+    ``run`` gives ``user_id``, ``session_id`` and ``graph_id``."""
+    run = run or {}
+    user_id, session_id, graph_id = run.get("user_id"), run.get("session_id"), run.get("graph_id")
+    causes = _Causes()
+    for run_id, seq, type_, _ts, payload, _idem in rows:
+        execution_id = payload.get("execution_id")
+        execution_id = str(execution_id) if execution_id is not None else None
+        eid = event_id(run_id, seq)
+        correlation = _correlation(type_, payload, run_id, execution_id)
+        yield (eid, user_id, session_id, graph_id or payload.get("name"),
+               _step_of(payload, execution_id), execution_id, correlation,
+               causes.of(type_, eid, correlation))
+
+
+def enrich(rows: Iterable[Row], run: Mapping[str, Any] | None = None) -> list[Event]:
+    """Envelopes for one run's stored rows ``(run_id, seq, type, ts, payload, idem)`` in
+    ``seq`` order; ``run`` gives ``user_id``, ``session_id`` and ``graph_id``."""
+    rows = list(rows)
+    return [_construct({
+        "id": d[0], "type": type_, "run_id": run_id, "seq": seq, "timestamp": ts,
+        "user_id": d[1], "session_id": d[2], "agent_id": d[3], "step_id": d[4],
+        "execution_id": d[5], "correlation_id": d[6], "causation_id": d[7],
+        "idempotency_key": idem, "payload": payload, "checksum": None})
+        for (run_id, seq, type_, ts, payload, idem), d in zip(rows, derive(rows, run),
+                                                             strict=True)]
+
+
+_set = object.__setattr__
+
+
+def _construct(fields: dict[str, Any]) -> Event:
+    """``Event.model_construct(**fields)`` for every field, in field order, trusted: what
+    pydantic's does without its per-field alias and default handling (several times
+    faster; reading a long history builds many envelopes)."""
+    event = object.__new__(Event)
+    _set(event, "__dict__", fields)
+    _set(event, "__pydantic_fields_set__", set(fields))
+    _set(event, "__pydantic_extra__", None)
+    _set(event, "__pydantic_private__", None)
+    return event

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from hypha_celery.events.envelope import AGENT_KINDS
+from hypha_celery.events.envelope import AGENT_KINDS, KINDS
 
 View = dict[str, Any]
 _Handler = Callable[[View, Mapping[str, Any]], None]
@@ -164,37 +164,53 @@ def _nothing(v: View, d: Mapping[str, Any]) -> None:
     return None
 
 
+def _waiting_human(v: View, d: Mapping[str, Any]) -> None:
+    if v["status"] not in ("completed", "failed", "cancelled"):
+        v["status"] = "waiting_human"
+
+
+def _reviewed(v: View, d: Mapping[str, Any]) -> None:
+    if v["status"] == "waiting_human":
+        v["status"] = "running"
+
+
 _HANDLERS: dict[str, _Handler] = {
     "run.created": _created,
     "run.queued": _nothing,
     "run.started": _started,
-    "decision.recorded": _nothing,
-    "node.scheduled": _scheduled,
-    "fanout.scheduled": _fanout,
-    "node.started": _nothing,
-    "node.completed": _outcome,
-    "node.failed": _outcome,
-    "node.late_result": _nothing,
-    "reducer.completed": _outcome,
-    "reducer.failed": _outcome,
-    "node.retrying": _retrying,
-    "node.redelivered": _redelivered,
-    "node.dead_lettered": _nothing,
-    "recovery.redriven": _redriven,
-    "recovery.timed_out": _nothing,
-    "recovery.reconciled": _nothing,
-    "recovery.exhausted": _nothing,
-    "recovery.circuit_opened": _nothing,
+    "decision.policy.recorded": _nothing,
+    "node.execution.scheduled": _scheduled,
+    "node.fanout.scheduled": _fanout,
+    "node.execution.started": _nothing,
+    "node.execution.completed": _outcome,
+    "node.execution.failed": _outcome,
+    "node.execution.late_result": _nothing,
+    "node.reducer.completed": _outcome,
+    "node.reducer.failed": _outcome,
+    "node.execution.retrying": _retrying,
+    "node.execution.redelivered": _redelivered,
+    "node.execution.dead_lettered": _nothing,
+    "recovery.run.redriven": _redriven,
+    "recovery.node.timed_out": _nothing,
+    "recovery.outcome.reconciled": _nothing,
+    "recovery.redrive.exhausted": _nothing,
+    "recovery.circuit.opened": _nothing,
     "run.quarantined": _quarantined,
     "run.released": _released,
     "run.parked": _parked,
     "run.redriven": _unparked,
-    "run.cancel_requested": _cancel_requested,
+    "run.cancel.requested": _cancel_requested,
     "run.completed": _terminal("completed"),
     "run.failed": _terminal("failed"),
     "run.cancelled": _terminal("cancelled"),
+    "run.waiting_human": _waiting_human,
+    "human.review.approved": _reviewed,
+    "human.review.rejected": _reviewed,
     **{kind: _nothing for kind in AGENT_KINDS},  # an agent's stream is not a run
 }
+# the other families (model and tool calls, messages, evaluation, ...) are facts about
+# the run that leave its projection as it is
+_HANDLERS.update({kind: _nothing for kind in KINDS if kind not in _HANDLERS})
 
 #: Kinds that leave the projection document unchanged (only ``seq`` moves).
 PASSIVE_KINDS = frozenset(k for k, h in _HANDLERS.items() if h is _nothing)

@@ -12,6 +12,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from hypha_celery.errors import GraphSpecError
+from hypha_celery.graph.calls import Calls
 from hypha_celery.graph.retry import RetryPolicy
 
 NodeFn = Callable[..., Mapping[str, Any] | None]
@@ -102,10 +103,31 @@ class NodeContext:
     node_id: str
     attempt: int = 1
     _cancelled: Callable[[], bool] = field(default=lambda: False, repr=False, compare=False)
+    _calls: Calls | None = field(default=None, repr=False, compare=False)
 
     def cancelled(self) -> bool:
         """True once the run was cancelled (or ended): stop and return early."""
         return self._cancelled()
+
+    def model(self, model: str, call: Callable[[Any], Any], request: Any) -> Any:
+        """``call(request)``, recorded as ``model.call.*`` events (the output is stored,
+        the request only as a hash). A replay serves the recorded output instead of
+        calling. ``request`` and the output must be JSON."""
+        return self._recorder().call("model", model, call, request)
+
+    def tool(self, tool: str, call: Callable[[Any], Any], args: Any, *,
+             side_effect: SideEffect = "read") -> Any:
+        """``call(args)``, recorded as ``tool.call.*`` events with its side-effect level;
+        served from the recording in a replay."""
+        if side_effect not in SIDE_EFFECTS:
+            raise GraphSpecError(f"side_effect must be one of {SIDE_EFFECTS}")
+        return self._recorder().call("tool", tool, call, args, {"side_effect": side_effect})
+
+    def _recorder(self) -> Calls:
+        if self._calls is None:  # a context built by hand (tests): calls go unrecorded
+            object.__setattr__(self, "_calls", Calls(self.execution_id, self.node_id))
+        assert self._calls is not None
+        return self._calls
 
 
 def _takes_ctx(fn: Callable[..., Any]) -> bool:

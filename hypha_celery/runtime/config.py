@@ -106,7 +106,7 @@ def _default_backend(broker: str) -> str:
 def broker_delivery_limit(delivery_limit: int) -> int:
     """RabbitMQ's quorum ``x-delivery-limit``: a backstop above hypha's own count. The
     broker counts every return of a message (prefetch bounces at a warm restart too);
-    hypha counts only deliveries that started (``node.redelivered``)."""
+    hypha counts only deliveries that started (``node.execution.redelivered``)."""
     return max(10, 3 * delivery_limit)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from hypha_celery.errors import FailureReason, StoreConflict
 from hypha_celery.events.fold import View
 from hypha_celery.graph import FanOut, Finish, Graph, Next
-from hypha_celery.runtime import canvas
+from hypha_celery.runtime import canvas, lifecycle
 from hypha_celery.runtime.config import EFFECTS_QUEUE, NODES_QUEUE
 from hypha_celery.runtime.core import Envelope, Runtime, awaits
 from hypha_celery.runtime.jsonsafe import error_json, is_json, json_size
@@ -99,7 +99,7 @@ def _not_awaited(tx: Tx, view: View, payload: Envelope) -> None:
         timed_out = done is not None and (done.get("error") or {}).get("by") == "supervisor"
         if (done is not None and not timed_out) or tx.recorded(f"{eid}:late") is not None:
             continue  # already logged: a duplicate delivery
-        tx.append(view["run_id"], "node.late_result",
+        tx.append(view["run_id"], "node.execution.late_result",
                   {"execution_id": eid, "node_id": item.get("node_id") or item.get("reducer"),
                    "reason": "timeout" if timed_out else reason}, idem=f"{eid}:late")
 
@@ -114,7 +114,7 @@ def record_late(rt: Runtime, run_id: str, execution_id: str, node_id: str,
             if view is None or tx.recorded(f"{execution_id}:late") is not None:
                 return
             if timed_out:
-                tx.append(run_id, "node.late_result", {"execution_id": execution_id,
+                tx.append(run_id, "node.execution.late_result", {"execution_id": execution_id,
                                                        "node_id": node_id, "reason": "timeout"},
                           idem=f"{execution_id}:late")
             elif not awaits(view, execution_id.rsplit(".", 1)[0]):
@@ -125,14 +125,14 @@ def record_late(rt: Runtime, run_id: str, execution_id: str, node_id: str,
 
 
 def _record_dead_letter(tx: Tx, rt: Runtime, run_id: str, env: Envelope) -> int | None:
-    """Write the dead-letter record an outcome carries, and ``node.dead_lettered``."""
+    """Write the dead-letter record an outcome carries, and ``node.execution.dead_lettered``."""
     record = env.get("dead_letter")
     if not record:
         return None
     dlid = rt.store.add_dead_letter({**record, "run_id": run_id,
                                      "execution_id": env["execution_id"],
                                      "error": env.get("error") or {}}, conn=tx.conn)
-    tx.append(run_id, "node.dead_lettered",
+    tx.append(run_id, "node.execution.dead_lettered",
               {"execution_id": env["execution_id"], "node_id": env.get("node_id"),
                "dead_letter_id": dlid, "reason": record["reason"],
                "attempts": record["attempts"], "error": env.get("error")})
@@ -141,25 +141,48 @@ def _record_dead_letter(tx: Tx, rt: Runtime, run_id: str, env: Envelope) -> int 
 
 def _record_node(tx: Tx, rt: Runtime, run_id: str, env: Envelope, data: dict[str, Any]
                  ) -> None:
-    """``node.started`` (at its real time), a ``node.late_result`` if it ran past its
-    timeout, a dead letter, then the outcome — once per execution (idempotency key)."""
+    """``node.execution.started`` (at its real time), its model and tool calls, a
+    ``node.execution.late_result`` if it ran past its timeout, a dead letter, then the
+    outcome — once per execution (idempotency key)."""
     started = env.get("started")
     if started:
-        tx.append(run_id, "node.started", {k: v for k, v in started.items() if k != "at"},
-                  ts=started["at"])
+        tx.append(run_id, "node.execution.started",
+                  {k: v for k, v in started.items() if k != "at"}, ts=started["at"])
+    for call in env.get("calls") or ():
+        _record_call(tx, run_id, env, call)
     if env.get("late"):
-        tx.append(run_id, "node.late_result",
+        tx.append(run_id, "node.execution.late_result",
                   {"execution_id": env["execution_id"], "node_id": env["node_id"],
                    "reason": "timeout"})
     dlid = _record_dead_letter(tx, rt, run_id, env)
     if dlid is not None:
         data = {**data, "dead_letter_id": dlid}
-    kind = "node.completed" if "update" in data else "node.failed"
+    kind = "node.execution.completed" if "update" in data else "node.execution.failed"
     ended = started["at"] + (env.get("duration") or 0.0) if started else None
     tx.append(run_id, kind, data, idem=f"{env['execution_id']}:done", ts=ended)
 
 
-_NOT_EVENT_DATA = ("started", "late", "run_id", "settled", "dead_letter")
+_NOT_EVENT_DATA = ("started", "late", "run_id", "settled", "dead_letter", "calls")
+
+
+def _record_call(tx: Tx, run_id: str, env: Envelope, call: dict[str, Any]) -> None:
+    """``model.call.started`` then ``completed`` / ``failed`` (``tool.call.*`` alike) at
+    their real times; the request only as its hash."""
+    family, eid = call["family"], env["execution_id"]
+    parts = str(eid).split(".")
+    base = {"call_id": call["call_id"], "execution_id": eid,
+            "step": int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None,
+            "node_id": env["node_id"], family: call["name"]}
+    tx.append(run_id, f"{family}.call.started",
+              {**base, "request_hash": call["request_hash"],
+               **({"side_effect": call["side_effect"]} if "side_effect" in call else {})},
+              ts=call["started_at"])
+    if "error" in call:
+        tx.append(run_id, f"{family}.call.failed", {**base, "error": call["error"]},
+                  ts=call["ended_at"])
+    else:
+        tx.append(run_id, f"{family}.call.completed", {**base, "output": call["output"]},
+                  ts=call["ended_at"])
 
 
 def _edge_data(edge: Envelope) -> dict[str, Any]:
@@ -182,7 +205,7 @@ def _record_outcome(tx: Tx, rt: Runtime, view: View, env: Envelope) -> None:
         return
     for edge in env.get("edges", []):
         _record_node(tx, rt, run_id, edge, _edge_data(edge))
-    kind = "reducer.completed" if "update" in data else "reducer.failed"
+    kind = "node.reducer.completed" if "update" in data else "node.reducer.failed"
     tx.append(run_id, kind, data, idem=f"{execution_id}:done")
 
 
@@ -202,12 +225,12 @@ def _decide_and_record(
         return
     except _Park:
         last = view["last"]
-        tx.append(run_id, "run.parked", {"execution_id": last["execution_id"],
-                                         "node_id": last["node_id"],
-                                         "dead_letter_id": last.get("dead_letter_id")})
+        lifecycle.record(tx, run_id, "run.parked",
+                         {"execution_id": last["execution_id"], "node_id": last["node_id"],
+                          "dead_letter_id": last.get("dead_letter_id")})
         return
     step = int(view["step"])
-    tx.append(run_id, "decision.recorded", {"step": step, **_summary(decision)})
+    tx.append(run_id, "decision.policy.recorded", {"step": step, **summary(decision)})
     if isinstance(decision, Finish):
         terminal(tx, rt, view, "run.completed", {"result": decision.result})
     elif isinstance(decision, Next):
@@ -279,7 +302,7 @@ def _validate(graph: Graph, view: View, decision: object) -> None:
                     f"max_steps={graph.max_steps} reached")
 
 
-def _summary(decision: Next | FanOut | Finish) -> dict[str, Any]:
+def summary(decision: Next | FanOut | Finish) -> dict[str, Any]:
     if isinstance(decision, Next):
         return {"type": "next", "node_ids": [decision.node_id]}
     if isinstance(decision, FanOut):
@@ -301,8 +324,9 @@ def _schedule_next(tx: Tx, rt: Runtime, graph: Graph, view: View, d: Next,
                    local: canvas.LocalSteps | None) -> None:
     run_id, step = view["run_id"], int(view["step"]) + 1
     execution_id = f"{run_id}.{step}"
-    tx.append(run_id, "node.scheduled", {"execution_id": execution_id, "node_id": d.node_id,
-                                         "input": d.input, "step": step})
+    tx.append(run_id, "node.execution.scheduled",
+              {"execution_id": execution_id, "node_id": d.node_id, "input": d.input,
+               "step": step})
     call = node_call(rt, graph, d.node_id, {"run_id": run_id, "execution_id": execution_id,
                                          "node_id": d.node_id, "input": d.input})
     if local is None or not local.offer(call):
@@ -327,7 +351,7 @@ def _schedule_fanout(tx: Tx, rt: Runtime, graph: Graph, view: View, d: FanOut) -
     fid = f"{run_id}.{step}"
     edges = [{"execution_id": f"{fid}.{i}", "node_id": e.node_id, "input": e.input}
              for i, e in enumerate(d.edges)]
-    tx.append(run_id, "fanout.scheduled",
+    tx.append(run_id, "node.fanout.scheduled",
               {"execution_id": fid, "step": step, "reducer": d.reducer, "edges": edges})
     calls = fanout_calls(rt, graph, run_id, fid, edges)
     tx.after_commit(lambda: publish_fanout(rt, graph, run_id, fid, d.reducer, calls))
@@ -336,7 +360,7 @@ def _schedule_fanout(tx: Tx, rt: Runtime, graph: Graph, view: View, d: FanOut) -
 def terminal(tx: Tx, rt: Runtime, view: View, kind: str, data: dict[str, Any]) -> None:
     """Append the one terminal event, hand the lane on, notify after commit."""
     run_id = view["run_id"]
-    tx.append(run_id, kind, data, idem=f"{run_id}:terminal")
+    lifecycle.record(tx, run_id, kind, data, idem=f"{run_id}:terminal")
     nxt = release(tx, run_id, view["lane"])
     outcome = outcome_of(view)
     sig = view.get("notify")

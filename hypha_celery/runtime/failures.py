@@ -29,7 +29,7 @@ def deliveries(request: Any) -> int:
     ``redelivered`` flag of a restored message; RabbitMQ: the flag or a quorum
     queue's ``x-delivery-count``), else 1.
 
-    Only redeliveries that reach the task body are counted (``node.redelivered``):
+    Only redeliveries that reach the task body are counted (``node.execution.redelivered``):
     a message bounced by warm restarts without starting is not, so the count is
     how often it *started* and did not finish — a poison message's signature.
     """
@@ -63,7 +63,7 @@ def count_delivery(rt: Runtime, env: Envelope, task: str, queue: str | None
         nonlocal counted
         counted = _edge_deliveries(tx, env) if env.get("edge_of") else (
             int(view.get("deliveries") or 1) + 1)
-        tx.append(env["run_id"], "node.redelivered",
+        tx.append(env["run_id"], "node.execution.redelivered",
                   {"execution_id": env["execution_id"], "node_id": env["node_id"],
                    "delivery": counted}, idem=f"{env['execution_id']}:delivery:{counted}")
 
@@ -76,7 +76,7 @@ def count_delivery(rt: Runtime, env: Envelope, task: str, queue: str | None
 
 
 def _edge_deliveries(tx: Tx, env: Envelope) -> int:
-    """An edge's deliveries: one more than its ``node.redelivered`` events so far
+    """An edge's deliveries: one more than its ``node.execution.redelivered`` events so far
     (the run's counter belongs to the fan-out as a whole)."""
     n = 1
     while tx.recorded(f"{env['execution_id']}:delivery:{n + 1}") is not None:
@@ -103,7 +103,7 @@ def dead_lettered(env: Envelope, error: dict[str, Any], task: str, queue: str | 
 def retry_delay(rt: Runtime, graph: Graph, env: Envelope, outcome: Envelope, attempt: int,
                 task: str, queue: str | None) -> tuple[float | None, Envelope]:
     """Decide what a failed attempt does: ``(delay, outcome)`` — retry after ``delay``
-    seconds (``node.retrying`` recorded), or ``(None, outcome)`` to hand on
+    seconds (``node.execution.retrying`` recorded), or ``(None, outcome)`` to hand on
     (dead-lettered when a retryable error used up its attempts)."""
     error = outcome.get("error")
     if error is None:
@@ -135,8 +135,8 @@ def _record_retry(rt: Runtime, outcome: Envelope, attempt: int, delay: float,
 
     def write(tx: Tx, view: View) -> None:
         if opened is not None:
-            tx.append(run_id, "recovery.circuit_opened", {"key": opened, "until": open_until})
-        tx.append(run_id, "node.retrying",
+            tx.append(run_id, "recovery.circuit.opened", {"key": opened, "until": open_until})
+        tx.append(run_id, "node.execution.retrying",
                   {"execution_id": eid, "node_id": outcome["node_id"], "attempt": attempt,
                    "delay": delay, "at": time.time() + delay, "error": error},
                   idem=f"{eid}:retry:{attempt}")
@@ -154,12 +154,12 @@ def _succeeded(rt: Runtime, graph: Graph, node_id: str) -> None:
 
 
 def begin_effect(rt: Runtime, env: Envelope, attempt: int, worker: str) -> bool:
-    """At-most-once: durably record ``node.started`` before the call. False when this
+    """At-most-once: durably record ``node.execution.started`` before the call. False when this
     attempt was started before (a second delivery) or the run no longer awaits it."""
     eid = env["execution_id"]
 
     def write(tx: Tx, view: View) -> None:
-        tx.append(env["run_id"], "node.started",
+        tx.append(env["run_id"], "node.execution.started",
                   {"execution_id": eid, "node_id": env["node_id"], "attempt": attempt,
                    "worker": worker, "at_most_once": True}, idem=f"{eid}:started:{attempt}")
 

@@ -2,7 +2,8 @@
 dict) and never raises into the canvas, so a failing edge cannot strand a chord.
 
 Envelope keys: ``run_id``, ``execution_id``, ``node_id`` | ``reducer``, then
-``update`` (ok) or ``error`` (``{type, message}``), ``duration``; edges add
+``update`` (ok) or ``error`` (``{type, message}``), ``duration``, ``calls`` (the model and
+tool calls made through ``ctx``, see :mod:`hypha_celery.graph.calls`); edges add
 ``edge_of`` and ``index``; a result past its node timeout carries ``late``;
 a task that found its execution no longer awaited returns ``stale``.
 """
@@ -20,6 +21,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from hypha_celery.events.fold import View
 from hypha_celery.graph import ErrorInfo, Graph, NodeContext, Outcome
+from hypha_celery.graph.calls import Calls
 from hypha_celery.runtime import failures
 from hypha_celery.runtime.core import Envelope, Runtime, awaits
 from hypha_celery.runtime.jsonsafe import error_json, is_json
@@ -65,9 +67,9 @@ def run_node(
     coordinator's optimistic write). Pass the outcome through :func:`settle`
     once it is final (after the retry decision).
 
-    Nothing is written before an idempotent node runs: ``node.started`` (with the
+    Nothing is written before an idempotent node runs: ``node.execution.started`` (with the
     real start time) is appended in the same transaction as the outcome — one
-    commit per step. An at-most-once node commits ``node.started`` first.
+    commit per step. An at-most-once node commits ``node.execution.started`` first.
     """
     run_id, execution_id = env["run_id"], env["execution_id"]
     if env.get("edge_of"):
@@ -87,10 +89,13 @@ def run_node(
         view = rt.store.read(run_id)
     started = {"execution_id": execution_id, "node_id": env["node_id"], "attempt": attempt,
                "worker": worker, "at": time.time()}
+    calls = Calls(execution_id, env["node_id"])
     ctx = NodeContext(run_id, execution_id, env["node_id"], attempt,
-                      _cancel_flag(rt, run_id, awaited))
+                      _cancel_flag(rt, run_id, awaited), calls)
     with rt.leases.track(execution_id, run_id, worker):
         envelope = _execute(graph, env["node_id"], copy.deepcopy((view or {})["state"]), env, ctx)
+    if calls.records:
+        envelope["calls"] = calls.records
     if not node.at_most_once:  # an at-most-once start is already in the log
         envelope["started"] = started
     return envelope, view

@@ -131,7 +131,8 @@ agent_outbox = Table(
 )
 
 # Edge outcomes as they arrive, before the reducer's step writes them to the log as
-# node.started / node.completed events. Keyed "<execution>:done": a redelivered edge
+# node.execution.started / node.execution.completed events. Keyed "<execution>:done": a redelivered
+# edge
 # finds its outcome here and is not run again; no run-row lock is taken per edge.
 outcomes = Table(
     "hypha_outcomes",

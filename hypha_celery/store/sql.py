@@ -9,23 +9,36 @@ locked view are race-free.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
+from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from hypha_celery.errors import ExtraNotInstalled, RunNotFound, SetupError, StoreConflict
-from hypha_celery.events.envelope import Event
-from hypha_celery.events.fold import PASSIVE_KINDS, View, apply_event, fold
+from hypha_celery.errors import (
+    EmptyImport,
+    ExtraNotInstalled,
+    ImportConflict,
+    IncompleteRun,
+    InvalidRun,
+    NotTheLifecycleWriter,
+    RunNotFound,
+    SetupError,
+    StoreConflict,
+)
+from hypha_celery.events.envelope import Event, enrich
+from hypha_celery.events.fold import PASSIVE_KINDS, View, apply_event, fold, new_view
 from hypha_celery.store.schema import circuits, dead_letters, events, lanes, leases, outcomes, runs
 
 _dumps = partial(json.dumps, allow_nan=False, separators=(",", ":"))
@@ -52,6 +65,11 @@ _PG_PUT_EDGE = (
     "SELECT (SELECT count(*) FROM ins), r.status, r.waiting FROM hypha_runs r "
     "WHERE r.run_id = %s"
 )
+
+
+#: What :mod:`hypha_celery.runtime.lifecycle` passes as ``writer``: the one canonical
+#: writer of ``run.*`` events (hypha's RunManager); :meth:`Tx.append` refuses them otherwise.
+LIFECYCLE_WRITER = object()
 
 
 class Tx:
@@ -110,8 +128,12 @@ class Tx:
 
     def append(
         self, run_id: str, kind: str, data: Mapping[str, Any], idem: str | None = None,
-        ts: float | None = None,
+        ts: float | None = None, *, writer: object = None,
     ) -> View:
+        if kind.startswith("run.") and writer is not LIFECYCLE_WRITER:
+            raise NotTheLifecycleWriter(
+                f"{kind} is a run lifecycle event: only hypha_celery.runtime.lifecycle "
+                "appends those")
         view = self._views[run_id]
         ts = time.time() if ts is None else ts
         apply_event(view, kind, data, ts)
@@ -388,16 +410,22 @@ class EventStore:
         return view
 
     def events(self, run_id: str, after_seq: int = 0, limit: int | None = None) -> list[Event]:
+        """The run's events as envelopes (see :func:`~hypha_celery.events.envelope.enrich`;
+        causation ids are found within the events read)."""
         self.ensure_schema()
-        q = (sa.select(events.c.run_id, events.c.seq, events.c.kind, events.c.ts, events.c.data)
+        q = (sa.select(events.c.run_id, events.c.seq, events.c.kind, events.c.ts, events.c.data,
+                       events.c.idem)
              .where(events.c.run_id == run_id, events.c.seq > after_seq)
              .order_by(events.c.seq))
         if limit is not None:
             q = q.limit(limit)
+        owner = sa.select(runs.c.user_id, runs.c.session_id, runs.c.graph_id).where(
+            runs.c.run_id == run_id)
         with self.reader.connect() as conn:
             rows = conn.execute(q).all()
-        return [Event(run_id=r.run_id, seq=r.seq, kind=r.kind, ts=r.ts, data=dict(r.data))
-                for r in rows]
+            run = conn.execute(owner).first() if rows else None
+        return enrich(((r.run_id, r.seq, r.kind, r.ts, dict(r.data), r.idem) for r in rows),
+                      dict(run._mapping) if run is not None else None)
 
     def rebuild(self, run_id: str) -> View:
         """The projection computed from the events alone."""
@@ -424,39 +452,144 @@ class EventStore:
             return list(conn.execute(q).scalars())
 
     # -- export / import -------------------------------------------------
-    def export(self, run_ids: Iterable[str] | None = None) -> Iterator[Event]:
-        ids = list(run_ids) if run_ids is not None else list(reversed(self.run_ids(limit=10**9)))
-        for run_id in ids:
-            yield from self.events(run_id)
+    def export_runs(self, run_ids: Iterable[str] | None = None, *,
+                    session: tuple[str, str] | None = None, since: float | None = None,
+                    ) -> list[dict[str, Any]]:
+        """The runs an export selects, ``{run_id, user_id, session_id, graph_id, seq,
+        updated_at}`` each: ``run_ids`` in that order (an unknown id raises
+        :class:`RunNotFound`), else every run, oldest first; narrowed to one
+        ``(user_id, session_id)`` and to runs with activity (their last event) at or after
+        ``since`` (epoch seconds)."""
+        self.ensure_schema()
+        c = runs.c
+        q = sa.select(c.run_id, c.user_id, c.session_id, c.graph_id, c.seq, c.updated_at)
+        with self.reader.connect() as conn:
+            if run_ids is None:
+                found = [dict(r._mapping) for r in conn.execute(q.order_by(c.id))]
+            else:
+                wanted = list(dict.fromkeys(run_ids))
+                by_id: dict[str, dict[str, Any]] = {}
+                for chunk in _chunks(wanted, _IN_CHUNK):
+                    by_id.update((r.run_id, dict(r._mapping))
+                                 for r in conn.execute(q.where(c.run_id.in_(chunk))))
+                missing = [r for r in wanted if r not in by_id]
+                if missing:
+                    raise RunNotFound(f"no run {missing[0]!r} in the event store")
+                found = [by_id[r] for r in wanted]
+        return [run for run in found
+                if (session is None or (run["user_id"], run["session_id"]) == session)
+                and (since is None or run["updated_at"] >= since)]
 
-    def import_events(self, evs: Iterable[Event]) -> tuple[int, int]:
-        """Import events of runs this store does not have; returns (runs, events) added.
-        Runs already present are skipped whole, so importing twice is harmless."""
-        by_run: dict[str, list[Event]] = {}
-        for ev in evs:
-            by_run.setdefault(ev.run_id, []).append(ev)
-        added_runs = added_events = 0
-        for run_id, run_events in by_run.items():
-            run_events.sort(key=lambda e: e.seq)
-            if self.load(run_id) is not None:
+    def export(self, run_ids: Iterable[str] | None = None, *,
+               session: tuple[str, str] | None = None, since: float | None = None,
+               ) -> Iterator[Event]:
+        """Every event of the runs :meth:`export_runs` selects, run by run in ``seq``
+        order, as :meth:`events` gives them (unsealed). Reads in bulk: one query per
+        batch of runs holding up to ~50,000 events."""
+        selected = self.export_runs(run_ids, session=session, since=since)
+        for batch in _batches(selected, _EXPORT_BATCH):
+            with self.reader.connect() as conn:
+                rows = _event_rows(conn, [run["run_id"] for run in batch])
+            for run in batch:
+                yield from enrich(rows.get(run["run_id"], ()), run)
+
+    def history(self, run_id: str, after_seq: int = 0, *, batch: int = 20_000,
+                ) -> Iterator[tuple[str, dict[str, Any], float]]:
+        """The run's events as ``(kind, data, ts)``, what :func:`fold` takes, oldest first,
+        read ``batch`` at a time: the fast path to project a long history (no envelopes
+        are built)."""
+        self.ensure_schema()
+        c = events.c
+        q = (sa.select(c.seq, c.kind, c.data, c.ts)
+             .where(c.run_id == run_id, c.seq > sa.bindparam("after"))
+             .order_by(c.seq).limit(batch))
+        while True:
+            with gc_paused(), self.reader.connect() as conn:
+                rows = conn.execute(q, {"after": after_seq}).all()
+            for row in rows:
+                yield row[1], row[2], row[3]
+            if len(rows) < batch:
+                return
+            after_seq = rows[-1][0]
+
+    def import_events(self, evs: Iterable[Event], *,
+                      where: Callable[[Event], str] | None = None,
+                      checked: Mapping[str, View] | None = None) -> ImportResult:
+        """Import events (an :meth:`export` of this or another store) in ONE transaction:
+        all of them, or nothing when anything is wrong.
+
+        Each run's events must be complete (``seq`` 1..n, else :class:`IncompleteRun`),
+        start with ``run.created`` and fold into a projection (:class:`InvalidRun`). Per
+        event id (``<run_id>:<seq>``): an event the store has with the same content is
+        skipped, so importing twice adds nothing; a different one is an
+        :class:`ImportConflict`. A run the store has fewer events of gets the rest, and
+        its projection is refolded. Events keep their idempotency keys (a key another
+        event of the store holds is a conflict); the run row's ``idempotency_key`` column
+        stays NULL: ``start(idempotency_key=)`` keys belong to the store that issued them.
+        ``where(event)`` names an event's place in error messages (e.g. ``FILE:LINE``);
+        ``checked`` maps run ids whose events the caller already passed through
+        :func:`check_run` (so they are in ``seq`` order) to the fold it returned.
+        """
+        plans = _plan_runs(evs, where, checked or {})
+        self.ensure_schema()
+        try:
+            with self.engine.begin() as conn:
+                present = self._import_present(conn, plans, where)
+                _check_keys(conn, plans, where)
+                self._import_write(conn, plans)
+        except IntegrityError as exc:  # a concurrent writer got there in between
+            raise ImportConflict("", "the store refused the import, nothing was imported: "
+                                     f"{' '.join(str(exc.orig).split())}") from None
+        written = [p for p in plans if p.start < len(p.events)]
+        return ImportResult(runs=len(written), present=present,
+                            events=sum(len(p.events) - p.start for p in written))
+
+    def _import_present(self, conn: Connection, plans: list[_RunImport],
+                        where: Callable[[Event], str] | None) -> int:
+        """Lock the rows of the runs the store has and compare their stored events with
+        the imported ones; returns how many are present already."""
+        q = sa.select(runs.c.run_id)
+        if self.dialect == "postgresql":
+            q = q.with_for_update()
+        by_id = {p.run_id: p for p in plans}
+        known: list[str] = []
+        for chunk in _chunks(list(by_id), _IN_CHUNK):
+            known.extend(conn.execute(q.where(runs.c.run_id.in_(chunk))).scalars())
+        present = 0
+        for run_id, stored in _event_rows(conn, known).items():
+            plan = by_id[run_id]
+            for ev, row in zip(plan.events, stored, strict=False):
+                what = _differs(ev, row)
+                if what:
+                    raise ImportConflict(ev.id, f"{_at(where, ev)}event {ev.id} differs from "
+                                         f"the one the store has under that id ({what}); "
+                                         "nothing was imported")
+            plan.start = min(len(stored), len(plan.events))
+            plan.new_run = False
+            present += plan.start
+        return present
+
+    def _import_write(self, conn: Connection, plans: list[_RunImport]) -> None:
+        new_runs: list[dict[str, Any]] = []
+        rows: list[tuple[Any, ...]] = []
+        for plan in plans:
+            if plan.start == len(plan.events):
                 continue
-            self._import_run(run_id, run_events)
-            added_runs += 1
-            added_events += len(run_events)
-        return added_runs, added_events
-
-    def _import_run(self, run_id: str, run_events: list[Event]) -> None:
-        view = fold(run_id, ((e.kind, e.data, e.ts) for e in run_events))
-        view["seq"] = run_events[-1].seq
-        rows = [{"run_id": run_id, "seq": e.seq, "kind": e.kind, "ts": e.ts, "data": e.data,
-                 "idem": None} for e in run_events]
-        # the key stays in the events and the projection document, but is not claimed
-        # in this store's unique column: keys belong to the store that issued them
-        cols = {**_cols(view), "idempotency_key": None}
-        with self.engine.begin() as conn:
-            conn.execute(runs.insert().values(run_id=run_id, seq=view["seq"], doc=_doc(view),
-                                              **cols))
-            conn.execute(events.insert(), rows)
+            view = plan.view
+            if plan.new_run:
+                # the key stays in the events and the projection document, but is not
+                # claimed in this store's unique column
+                new_runs.append({"run_id": plan.run_id, "seq": view["seq"], "doc": _doc(view),
+                                 **_cols(view), "idempotency_key": None})
+            else:
+                cols = {k: v for k, v in _cols(view).items() if k != "idempotency_key"}
+                conn.execute(runs.update().where(runs.c.run_id == plan.run_id).values(
+                    seq=view["seq"], doc=_doc(view), **cols))
+            rows.extend((e.run_id, e.seq, e.type, e.timestamp, _json(e.payload),
+                         e.idempotency_key) for e in plan.events[plan.start:])
+        if new_runs:
+            conn.execute(runs.insert(), new_runs)
+        _insert_event_rows(conn, rows)
 
     # -- dead letters ------------------------------------------------------
     def add_dead_letter(self, record: Mapping[str, Any], conn: Connection | None = None) -> int:
@@ -597,13 +730,13 @@ class EventStore:
 
     def last_event(self, run_id: str, kind: str) -> Event | None:
         """The newest event of ``kind`` in a run."""
-        q = (sa.select(events.c.run_id, events.c.seq, events.c.kind, events.c.ts, events.c.data)
+        q = (sa.select(events.c.run_id, events.c.seq, events.c.kind, events.c.ts, events.c.data,
+                       events.c.idem)
              .where(events.c.run_id == run_id, events.c.kind == kind)
              .order_by(events.c.seq.desc()).limit(1))
         with self.reader.connect() as conn:
             r = conn.execute(q).first()
-        return Event(run_id=r.run_id, seq=r.seq, kind=r.kind, ts=r.ts, data=dict(r.data)) \
-            if r else None
+        return enrich([(r.run_id, r.seq, r.kind, r.ts, dict(r.data), r.idem)])[0] if r else None
 
     def recorded(self, idem: str) -> bool:
         with self.reader.connect() as conn:
@@ -615,6 +748,219 @@ class EventStore:
         for engine in {id(e): e for e in engines if e is not None}.values():
             engine.dispose()
         self._engine = self._reader = self._unflushed = None
+
+
+# -- export / import helpers ---------------------------------------------------
+_IN_CHUNK = 500  # ids per IN (...) list
+_EXPORT_BATCH = 50_000  # events per bulk read of an export
+_EventRow = tuple[str, int, str, float, dict[str, Any], str | None]
+_COPY_EVENTS = "COPY hypha_events (run_id, seq, kind, ts, data, idem) FROM STDIN"
+_HELD_KEYS = "SELECT run_id, seq, idem FROM hypha_events WHERE idem"
+_PG_HELD_KEYS = _HELD_KEYS + " = ANY(%s) LIMIT 1"
+_INSERT_EVENTS = "INSERT INTO hypha_events (run_id, seq, kind, ts, data, idem) VALUES "
+#: ``_dumps`` without building an encoder per call (same text)
+_json = json.JSONEncoder(allow_nan=False, separators=(",", ":"), check_circular=False).encode
+_RUN_ID_MAX = 64  # hypha_runs.run_id
+_IDEM_MAX = 200  # hypha_events.idem
+_by_seq = attrgetter("seq")
+_T = TypeVar("_T")
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while many objects are made and kept (bulk
+    reads, imports): its passes over them would double the cost. Events hold no
+    reference cycles; the collector runs again afterwards."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class ImportResult(NamedTuple):
+    """What :meth:`EventStore.import_events` did."""
+
+    runs: int  #: runs that got events: new runs and runs the store had fewer events of
+    events: int  #: events written
+    present: int  #: events the store had already (same id, same content): skipped
+
+
+@dataclass
+class _RunImport:
+    run_id: str
+    events: list[Event]  # seq 1..n
+    view: View  # the fold of all of them
+    start: int = 0  # events[:start] are in the store already
+    new_run: bool = True
+
+
+def _chunks(items: list[_T], size: int) -> Iterator[list[_T]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def _batches(selected: list[dict[str, Any]], limit: int) -> Iterator[list[dict[str, Any]]]:
+    """Runs grouped so that a group holds about ``limit`` events (a bigger run: alone)."""
+    batch: list[dict[str, Any]] = []
+    count = 0
+    for run in selected:
+        if batch and (count + run["seq"] > limit or len(batch) >= _IN_CHUNK):
+            yield batch
+            batch, count = [], 0
+        batch.append(run)
+        count += run["seq"]
+    if batch:
+        yield batch
+
+
+def _event_rows(conn: Connection, run_ids: list[str]) -> dict[str, list[_EventRow]]:
+    """``run_id -> [(run_id, seq, kind, ts, data, idem), ...]`` in ``seq`` order."""
+    c = events.c
+    q = sa.select(c.run_id, c.seq, c.kind, c.ts, c.data, c.idem)
+    out: dict[str, list[_EventRow]] = {}
+    for chunk in _chunks(run_ids, _IN_CHUNK):
+        for row in conn.execute(q.where(c.run_id.in_(chunk)).order_by(c.run_id, c.seq)).all():
+            out.setdefault(row[0], []).append(tuple(row))
+    return out
+
+
+def _at(where: Callable[[Event], str] | None, ev: Event) -> str:
+    return f"{where(ev)}: " if where is not None else ""
+
+
+def _plan_runs(evs: Iterable[Event], where: Callable[[Event], str] | None,
+               checked: Mapping[str, View]) -> list[_RunImport]:
+    by_run: dict[str, list[Event]] = {}
+    for ev in evs:
+        by_run.setdefault(ev.run_id, []).append(ev)
+    if not by_run:
+        raise EmptyImport("no events to import")
+    plans = []
+    for run_id, run_evs in by_run.items():
+        if run_id in checked:
+            run_evs.sort(key=_by_seq)  # the caller checked its own list
+            plans.append(_RunImport(run_id, run_evs, checked[run_id]))
+        else:
+            plans.append(_RunImport(run_id, run_evs, check_run(run_id, run_evs, where)))
+    return plans
+
+
+def check_run(run_id: str, evs: list[Event], where: Callable[[Event], str] | None = None,
+              ) -> View:
+    """Sort one run's events by ``seq`` (in place) and check they make a run: numbered
+    1..n (:class:`IncompleteRun`), no ``seq`` twice, ``run.created`` first, folding into a
+    projection whose columns fit the store (:class:`InvalidRun`). Returns the fold."""
+    evs.sort(key=_by_seq)
+    if not run_id or len(run_id) > _RUN_ID_MAX:
+        raise InvalidRun(f"{_at(where, evs[0])}run id {run_id!r} must have 1 to "
+                         f"{_RUN_ID_MAX} characters")
+    for expected, ev in enumerate(evs, 1):
+        if ev.seq == expected:
+            continue
+        if ev.seq < 1:
+            raise InvalidRun(f"{_at(where, ev)}event seq {ev.seq} of run {run_id} is not >= 1")
+        if ev.seq < expected:
+            raise InvalidRun(f"{_at(where, ev)}run {run_id} has two events {run_id}:{ev.seq}")
+        raise IncompleteRun(f"{_at(where, ev)}run {run_id} has no event seq {expected}, the "
+                            f"next is {run_id}:{ev.seq} (events must be numbered from 1 "
+                            "without gaps)")
+    if evs[0].type != "run.created":
+        raise InvalidRun(f"{_at(where, evs[0])}run {run_id} must start with run.created, "
+                         f"not {evs[0].type} ({run_id}:1)")
+    view = new_view(run_id)
+    for ev in evs:
+        try:
+            apply_event(view, ev.type, ev.payload, ev.timestamp)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise InvalidRun(f"{_at(where, ev)}event {run_id}:{ev.seq} ({ev.type}) does not "
+                             f"fold into run {run_id} ({type(exc).__name__}: {exc})") from None
+        if ev.idempotency_key is not None and len(ev.idempotency_key) > _IDEM_MAX:
+            raise InvalidRun(f"{_at(where, ev)}event {run_id}:{ev.seq} has an idempotency "
+                             f"key longer than {_IDEM_MAX} characters")
+    view["seq"] = len(evs)
+    _check_columns(view, _at(where, evs[0]))
+    return view
+
+
+def _check_columns(view: View, at: str) -> None:
+    """The projection's column values fit ``hypha_runs`` (types, lengths, NOT NULL)."""
+    run_id = view["run_id"]
+    if not isinstance(view["graph_id"], str) or not view["graph_id"]:
+        raise InvalidRun(f"{at}run.created of run {run_id} has no graph_id")
+    for key, value in _cols(view).items():
+        column = runs.c[key]
+        if value is None:
+            ok = bool(column.nullable)
+        elif column.type.python_type is str:
+            length = getattr(column.type, "length", None)
+            ok = isinstance(value, str) and (length is None or len(value) <= length)
+        else:
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok:
+            raise InvalidRun(f"{at}run {run_id}: {key} {value!r:.60} does not fit the store "
+                             f"({column.type})")
+
+
+def _differs(ev: Event, row: _EventRow) -> str:
+    """The first stored field in which ``ev`` differs from the stored ``row``, or ''."""
+    for name, mine, stored in (("type", ev.type, row[2]), ("timestamp", ev.timestamp, row[3]),
+                               ("payload", ev.payload, row[4]),
+                               ("idempotency_key", ev.idempotency_key, row[5])):
+        if mine != stored:
+            return name
+    return ""
+
+
+def _check_keys(conn: Connection, plans: list[_RunImport],
+                where: Callable[[Event], str] | None) -> None:
+    """The idempotency keys of the events to write are held by no other event."""
+    owner: dict[str, Event] = {}
+    for plan in plans:
+        for ev in plan.events[plan.start:]:
+            key = ev.idempotency_key
+            if key is None:
+                continue
+            if key in owner:
+                raise ImportConflict(ev.id, f"{_at(where, ev)}event {ev.id} has the "
+                                     f"idempotency key {key!r} of event {owner[key].id}")
+            owner[key] = ev
+    keys = list(owner)
+    found: list[Any] = []
+    if conn.dialect.name == "postgresql":  # one query, the keys as an array
+        found += conn.exec_driver_sql(_PG_HELD_KEYS, (keys,)).all()
+    else:  # plain driver SQL: building these statements costs more than running them
+        for chunk in _chunks(keys, _IN_CHUNK):
+            marks = ", ".join("?" * len(chunk))
+            found += conn.exec_driver_sql(f"{_HELD_KEYS} IN ({marks}) LIMIT 1",
+                                          tuple(chunk)).all()
+    for run_id, seq, key in found[:1]:
+        ev = owner[key]
+        raise ImportConflict(ev.id, f"{_at(where, ev)}event {ev.id} has the idempotency "
+                                 f"key {key!r} of event {run_id}:{seq} in the store; "
+                                 "nothing was imported")
+
+
+def _insert_event_rows(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
+    """Bulk insert (``data`` already JSON text): COPY on PostgreSQL, else one prepared
+    INSERT run for every row."""
+    if not rows:
+        return
+    if conn.dialect.name != "postgresql":
+        conn.exec_driver_sql(_INSERT_EVENTS + "(?, ?, ?, ?, ?, ?)", rows)
+        return
+    cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        with cursor.copy(_COPY_EVENTS) as copy:
+            for row in rows:
+                copy.write_row(row)
+    except conn.dialect.loaded_dbapi.Error as exc:  # as SQLAlchemy would have raised it
+        raise sa.exc.DBAPIError.instance(_COPY_EVENTS, None, exc,
+                                         conn.dialect.loaded_dbapi.Error) from None
+    finally:
+        cursor.close()
 
 
 def _make_engine(url: str, *, writer: bool = True, unflushed: bool = False) -> Engine:

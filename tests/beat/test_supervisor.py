@@ -94,7 +94,7 @@ def test_a_lost_kickoff_is_redriven(idle: Hypha) -> None:
         assert run.wait(WAIT) == {"a": 1}
     finally:
         w.stop()
-    (redriven,) = of_kind(run, "recovery.redriven")
+    (redriven,) = of_kind(run, "recovery.run.redriven")
     assert redriven.data == {"execution_id": kickoff_id(run.id), "attempt": 1,
                              "why": "not_started"}
     assert_well_formed(run)
@@ -132,7 +132,7 @@ def test_two_sweeps_at_once_redrive_once(idle: Hypha) -> None:
     for t in threads:
         t.join()
     assert sorted(len(r) for r in results) == [0, 1]
-    assert len(of_kind(run, "recovery.redriven")) == 1
+    assert len(of_kind(run, "recovery.run.redriven")) == 1
 
 
 def test_redrives_are_bounded_then_dead_lettered(idle: Hypha) -> None:
@@ -152,7 +152,8 @@ def test_redrives_are_bounded_then_dead_lettered(idle: Hypha) -> None:
     (record,) = idle.store.dead_letters(run_id=run.id)
     assert record["reason"] == "recovery_exhausted" and record["attempts"] == 2
     kinds = [e.kind for e in run.events()]
-    assert kinds[-4:] == ["recovery.exhausted", "node.dead_lettered", "node.failed", "run.failed"]
+    assert kinds[-4:] == ["recovery.redrive.exhausted", "node.execution.dead_lettered",
+                          "node.execution.failed", "run.failed"]
     assert_well_formed(run)
 
 
@@ -200,7 +201,8 @@ def test_a_stuck_node_on_a_threads_pool_is_timed_out(idle: Hypha) -> None:
             run.wait(WAIT)
         assert info.value.reason == "node_failed" and "NodeTimeout" in info.value.message
         gate.set()
-        late = wait_until(lambda: of_kind(run, "node.late_result"), what="the late result")
+        late = wait_until(lambda: of_kind(run, "node.execution.late_result"),
+                          what="the late result")
     finally:
         gate.set()
         w.stop()
@@ -240,14 +242,14 @@ def test_an_open_circuit_holds_redrives(idle: Hypha) -> None:
         idle.store.record_failure("vendor", now, failures.THRESHOLD, failures.RESET)
     (decision,) = sweep(idle._rt, now=now + 10, policy=FAST)  # lease 1 s + 5 s + grace
     assert decision["action"] == "circuit_open"
-    assert not of_kind(run, "recovery.redriven")
+    assert not of_kind(run, "recovery.run.redriven")
     (decision,) = sweep(idle._rt, now=now + failures.RESET + 10, policy=FAST)
     assert decision["action"] == "redriven"
 
 
 # -- at-most-once nodes -------------------------------------------------------
 def started_then_lost(hypha: Hypha, run_id: str, node_id: str = "send") -> str:
-    """The node's worker committed node.started, then died (its message was acked)."""
+    """The node's worker committed node.execution.started, then died (its message was acked)."""
     step_kickoff(hypha, run_id)
     lose_messages(hypha)
     eid = f"{run_id}.1"
@@ -321,7 +323,7 @@ def test_a_receipt_reconciles_an_unknown_effect(idle: Hypha) -> None:
     (decision,) = sweep(idle._rt, now=time.time() + LATER, policy=FAST)
     assert decision["action"] == "reconciled" and receipts == [eid]
     assert run.wait(1) == {"sent": "receipt-42"} and send.calls == []
-    (rec,) = of_kind(run, "recovery.reconciled")
+    (rec,) = of_kind(run, "recovery.outcome.reconciled")
     assert rec.data == {"execution_id": eid, "committed": True, "source": "receipt"}
     assert_well_formed(run)
 
@@ -424,12 +426,12 @@ def test_a_failed_publish_neither_stops_the_sweep_nor_burns_a_redrive(
     by_run = {d["run_id"]: d for d in decisions}
     assert by_run[first.id]["action"] == "error" and by_run[first.id]["why"] == "ConnectionError"
     assert by_run[second.id]["action"] == "redriven"
-    assert not of_kind(first, "recovery.redriven")  # nothing recorded: the next sweep retries
+    assert not of_kind(first, "recovery.run.redriven")  # nothing recorded: the next sweep retries
     monkeypatch.setattr(canvas, "kickoff", real)
     (again,) = [d for d in sweep(idle._rt, now=time.time() + LATER, policy=FAST)
                 if d["run_id"] == first.id]
     assert again["action"] == "redriven"
-    assert of_kind(first, "recovery.redriven")[0].data["attempt"] == 1
+    assert of_kind(first, "recovery.run.redriven")[0].data["attempt"] == 1
 
 
 def test_a_sweep_stops_deciding_when_its_time_budget_is_used(idle: Hypha) -> None:
@@ -466,7 +468,8 @@ def test_a_stuck_edge_is_timed_out_and_its_chord_completes(idle: Hypha) -> None:
         assert decision[0]["action"] == "redriven" and decision[0]["why"] == "timed_out"
         assert run.wait(WAIT) == {"errors": [None, "NodeTimeout"]}
         gate.set()
-        late = wait_until(lambda: of_kind(run, "node.late_result"), what="the late result")
+        late = wait_until(lambda: of_kind(run, "node.execution.late_result"),
+                          what="the late result")
     finally:
         gate.set()
         w.stop()

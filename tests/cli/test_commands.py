@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from hypha_celery import Event
+from hypha_celery import Event, errors
 from hypha_celery.cli import cli
+from hypha_celery.cli.jsonl import dump_line, parse_jsonl
 from hypha_celery.store import EventStore
 from tests.cli.conftest import DemoRun
 from tests.cli.helpers import ROOT, assert_one_line_error, clean_env, hypha
@@ -67,27 +68,108 @@ def test_export_then_import_into_a_fresh_store(demo_run: DemoRun, tmp_path: Path
     result = invoke("export", "-o", str(out), store_url=demo_run.store_url)
     assert result.exit_code == 0, result.output
     assert f"exported {len(demo_run.events)} events of 1 runs" in result.stderr
-    assert out.read_text().splitlines() == [e.model_dump_json() for e in demo_run.events]
+    lines = out.read_text().splitlines()
+    assert [Event.model_validate_json(line) for line in lines] == [
+        e.sealed() for e in demo_run.events]
     stdout = invoke("export", demo_run.run_id, store_url=demo_run.store_url).stdout
     assert stdout == out.read_text()
+    assert invoke("export", "--run", demo_run.run_id, "--out", str(tmp_path / "again.jsonl"),
+                  store_url=demo_run.store_url).exit_code == 0
+    assert (tmp_path / "again.jsonl").read_text() == out.read_text()
 
     fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
     result = invoke("import", str(out), store_url=fresh)
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith(f"imported 1 runs ({len(demo_run.events)} events)")
+    assert result.stdout == (f"imported 1 runs ({len(lines)} events); 0 events already "
+                             "present, skipped\n")
     assert EventStore(fresh).events(demo_run.run_id) == demo_run.events
+    assert invoke("export", store_url=fresh).stdout == out.read_text()  # lossless
     again = invoke("import", str(out), store_url=fresh)
-    assert "imported 0 runs (0 events); 1 already present" in again.stdout
+    assert again.exit_code == 0, again.output
+    assert again.stdout == (f"imported 0 runs (0 events); {len(lines)} events already "
+                            "present, skipped (nothing new)\n")
 
 
-def test_a_bad_import_file_imports_nothing(demo_run: DemoRun, tmp_path: Path) -> None:
-    bad = tmp_path / "bad.jsonl"
-    lines = [e.model_dump_json() for e in demo_run.events]
-    bad.write_text("\n".join([*lines, '{"run_id": "other", "seq": "x"}']) + "\n")
+def test_import_from_stdin(demo_run: DemoRun, tmp_path: Path) -> None:
+    text = invoke("export", store_url=demo_run.store_url).stdout
     fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
-    error = one_line_error(invoke("import", str(bad), store_url=fresh), 1)
-    assert f"bad.jsonl:{len(lines) + 1}: not a hypha event" in error
-    assert not (tmp_path / "fresh.db").exists() or EventStore(fresh).run_ids() == []
+    result = CliRunner().invoke(cli, ["import", "-"], input=text, catch_exceptions=False,
+                                env={"HYPHA_BROKER_URL": None, "HYPHA_STORE_URL": fresh})
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"imported 1 runs ({len(demo_run.events)} events)")
+
+
+def test_export_selects_runs(tmp_path: Path) -> None:
+    from tests.store.test_jsonl_import import make_run
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = EventStore(url)
+    try:
+        old = make_run(store, user="ann", session="s:1", ts=1_600_000_000.0)
+        mine = make_run(store, user="ann", session="s:1")
+        other = make_run(store, user="bob", session="s:1")
+    finally:
+        store.dispose()
+
+    def runs_of(*args: str) -> list[str]:
+        result = invoke("export", *args, store_url=url)
+        assert result.exit_code == 0, result.output
+        evs = [Event.model_validate_json(line) for line in result.stdout.splitlines()]
+        assert f"exported {len(evs)} events of" in result.stderr
+        return list(dict.fromkeys(e.run_id for e in evs))
+
+    assert runs_of() == [old, mine, other]
+    assert runs_of("--run", other, "--run", old) == [other, old]
+    assert runs_of(mine, "--run", old) == [mine, old]
+    assert runs_of("--session", "ann:s:1") == [old, mine]
+    # old's last event is at 1,600,000,003 = 2020-09-13T12:26:43Z
+    assert runs_of("--since", "2020-09-13T12:26:43Z") == [old, mine, other]
+    assert runs_of("--since", "2020-09-13T14:26:43.5+02:00") == [mine, other]
+    assert runs_of("--since", "1600000004", "--session", "ann:s:1") == [mine]
+    assert runs_of("--session", "nobody:s") == []
+
+
+@pytest.mark.parametrize(("content", "error_class", "needle"), [
+    ("", "EmptyImport", "in.jsonl: no events"),
+    ("\n\n", "EmptyImport", "in.jsonl: no events"),
+    ("{not json\n", "MalformedLine", "in.jsonl:1: not a hypha event (Invalid JSON"),
+    ('{"type": "run.exploded"}\n', "UnknownEventType", "in.jsonl:1: unknown event type"),
+    ("TAMPER", "ChecksumMismatch", "in.jsonl:4: checksum mismatch: event"),
+    ("GAP", "IncompleteRun", "in.jsonl:4: run"),
+])
+def test_bad_import_files_are_one_line_errors_and_import_nothing(
+    demo_run: DemoRun, tmp_path: Path, content: str, error_class: str, needle: str,
+) -> None:
+    lines = invoke("export", store_url=demo_run.store_url).stdout.splitlines(keepends=True)
+    if content == "TAMPER":
+        content = "".join(lines).replace('"node_id":"classify"', '"node_id":"classifx"', 1)
+    elif content == "GAP":
+        content = "".join(lines[:3] + lines[4:])
+    bad = tmp_path / "in.jsonl"
+    bad.write_text(content)
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    result = invoke("import", str(bad), store_url=fresh)
+    error = one_line_error(result, 1)
+    assert needle in error, error
+    assert not (tmp_path / "fresh.db").exists()  # checked before the store is opened
+    with pytest.raises(getattr(errors, error_class)), bad.open("rb") as file:
+        parse_jsonl(file, str(bad))
+
+
+def test_an_import_conflict_is_a_one_line_error(demo_run: DemoRun, tmp_path: Path) -> None:
+    text = invoke("export", store_url=demo_run.store_url).stdout
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    first = tmp_path / "first.jsonl"
+    first.write_text(text)
+    assert invoke("import", str(first), store_url=fresh).exit_code == 0
+    lines = text.splitlines()
+    event = Event.model_validate_json(lines[1])
+    lines[1] = dump_line(event.model_copy(update={"timestamp": event.timestamp + 1}))
+    changed = tmp_path / "changed.jsonl"
+    changed.write_text("\n".join(lines) + "\n")
+    error = one_line_error(invoke("import", str(changed), store_url=fresh), 1)
+    assert f"changed.jsonl:2: event {demo_run.run_id}:2 differs from the one the store has " \
+           "under that id (timestamp); nothing was imported" in error
 
 
 @pytest.mark.parametrize(("args", "code", "needle"), [
@@ -106,7 +188,10 @@ def test_a_bad_import_file_imports_nothing(demo_run: DemoRun, tmp_path: Path) ->
     (["run", "nope", "--app", "examples.support:hypha"], 1, "no graph 'nope' is registered"),
     (["run", "support"], 2, "Missing option '--app'"),
     (["status", "x", "--app", "examples.support:nope"], 1, "has no attribute 'nope'"),
-    (["import", "/no/such/file.jsonl"], 2, "No such file or directory"),
+    (["import", "/no/such/file.jsonl"], 1, "/no/such/file.jsonl: cannot read it: No such file"),
+    (["export", "--session", "nocolon"], 2, "Invalid value for '--session'"),
+    (["export", "--since", "last tuesday"], 2, "Invalid value for '--since'"),
+    (["export", "--run", "no-such-run"], 1, "no run 'no-such-run'"),
     (["worker", "--app", "examples.support:hypha"], 1, "needs a broker"),
     (["worker", "--app", "examples.support:hypha", "--pool", "gevent"], 2, "--pool"),
     (["frobnicate"], 2, "No such command 'frobnicate'"),

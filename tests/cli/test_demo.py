@@ -24,13 +24,13 @@ def test_demo_prints_the_timeline_and_the_result(tmp_path: Path) -> None:
     timeline = lines[1:]
     kinds = [line.split()[2] for line in timeline]
     assert kinds[0] == "run.created" and kinds[-1] == "run.completed"
-    assert kinds.count("node.completed") == 5  # classify, 3 lookup edges, answer
-    assert "fanout.scheduled" in kinds and "reducer.completed" in kinds
+    assert kinds.count("node.execution.completed") == 5  # classify, 3 lookup edges, answer
+    assert "node.fanout.scheduled" in kinds and "node.reducer.completed" in kinds
     assert [line.split()[1] for line in timeline] == [str(i) for i in range(1, len(kinds) + 1)]
     assert all(line.split()[0].startswith("+") and line.split()[0].endswith("ms")
                for line in timeline)
     assert any("lookup#2" in line for line in timeline)
-    assert any(line.split()[2] == "reducer.completed" and "merge" in line for line in timeline)
+    assert any(line.split()[2] == "node.reducer.completed" and "merge" in line for line in timeline)
     assert QUESTION not in head and "charged" not in head  # the input never reaches the timeline
     assert (tmp_path / ".hypha" / "hypha.db").is_file()
 

@@ -6,16 +6,24 @@ from pathlib import Path
 
 from hypha_celery.cli.follow import follow
 from hypha_celery.events import new_view
-from hypha_celery.store import EventStore
+from hypha_celery.runtime import lifecycle
+from hypha_celery.store import EventStore, Tx
+
+
+def append(tx: Tx, run_id: str, kind: str, data: dict[str, object]) -> None:
+    if kind.startswith("run."):
+        lifecycle.record(tx, run_id, kind, data)
+    else:
+        tx.append(run_id, kind, data)
 
 
 def test_follow_yields_new_events_and_stops_after_the_terminal_one(tmp_path: Path) -> None:
     store = EventStore(f"sqlite:///{tmp_path / 'f.db'}")
     with store.transaction() as tx:
         tx.create(new_view("r"))
-        tx.append("r", "run.created", {"graph_id": "g"})
-    pending = [("run.started", {"execution_id": "r.0"}), ("run.cancel_requested", {}),
-               ("run.cancelled", {"reason": "cancelled"}), ("node.late_result", {})]
+        lifecycle.record(tx, "r", "run.created", {"graph_id": "g"})
+    pending = [("run.started", {"execution_id": "r.0"}), ("run.cancel.requested", {}),
+               ("run.cancelled", {"reason": "cancelled"}), ("node.execution.late_result", {})]
     polls: list[float] = []
 
     def sleep(seconds: float) -> None:  # each idle poll, one more event is recorded
@@ -23,11 +31,11 @@ def test_follow_yields_new_events_and_stops_after_the_terminal_one(tmp_path: Pat
         kind, data = pending.pop(0)
         with store.transaction() as tx:
             tx.lock("r")
-            tx.append("r", kind, data)
+            append(tx, "r", kind, data)
 
     try:
         seen = [e.kind for e in follow(store, "r", poll=0.01, sleep=sleep)]
-        assert seen == ["run.created", "run.started", "run.cancel_requested", "run.cancelled"]
+        assert seen == ["run.created", "run.started", "run.cancel.requested", "run.cancelled"]
         assert polls == [0.01, 0.01, 0.01]
     finally:
         store.dispose()
@@ -37,7 +45,7 @@ def test_follow_gives_up_after_its_timeout(tmp_path: Path) -> None:
     store = EventStore(f"sqlite:///{tmp_path / 'f.db'}")
     with store.transaction() as tx:
         tx.create(new_view("r"))
-        tx.append("r", "run.created", {"graph_id": "g"})
+        lifecycle.record(tx, "r", "run.created", {"graph_id": "g"})
     try:
         assert [e.seq for e in follow(store, "r", poll=0.01, timeout=0.05)] == [1]
     finally:

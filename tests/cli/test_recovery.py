@@ -81,7 +81,7 @@ def test_dlq_list_show_redrive_purge(lib: Hypha, store: str, tmp_path: Path) -> 
 
 
 def quarantined(lib: Hypha) -> str:
-    """An effect run whose worker died after committing node.started."""
+    """An effect run whose worker died after committing node.execution.started."""
     run = lib.start("effect")
     wait_until(lambda: lib.store.get(run.id)["status"] == "completed", what="a first run")
     run = lib.start("effect")  # the second run is driven by hand: its messages are lost

@@ -104,13 +104,13 @@ def test_events_follow_prints_until_the_run_ends(cluster: Cluster) -> None:
     kinds = [line.split()[2] for line in proc.stdout.splitlines()]
     assert kinds[0] == "run.created"
     assert kinds[-1] == "run.completed"
-    assert kinds.count("node.completed") == 5
-    assert "reducer.completed" in kinds
+    assert kinds.count("node.execution.completed") == 5
+    assert "node.reducer.completed" in kinds
 
 
 def test_cancel_a_running_fan_out(cluster: Cluster) -> None:
     run_id = cluster.start({"question": "refund?", "latency": 1.0})
-    cluster.wait_for(run_id, "fanout.scheduled")
+    cluster.wait_for(run_id, "node.fanout.scheduled")
     proc = cluster.hypha("cancel", run_id)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"cancelled {run_id}"
@@ -118,7 +118,8 @@ def test_cancel_a_running_fan_out(cluster: Cluster) -> None:
     assert json.loads(status.stdout)["status"] == "cancelled"
     again = cluster.hypha("cancel", run_id)
     assert again.returncode == 0 and "already ended (cancelled)" in again.stdout
-    kinds = cluster.wait_for(run_id, "node.late_result")  # the lookups end after the cancel
+    kinds = cluster.wait_for(run_id,
+                             "node.execution.late_result")  # the lookups end after the cancel
     assert "run.completed" not in kinds and kinds.count("run.cancelled") == 1
 
 

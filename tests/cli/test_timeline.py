@@ -14,39 +14,40 @@ SECRET = "sk-secret-prompt-text"
 
 
 def ev(seq: int, kind: str, ts: float = 100.0, **data: object) -> Event:
-    return Event(run_id=RUN, seq=seq, kind=kind, ts=ts, data=data)  # type: ignore[arg-type]
+    return Event(run_id=RUN, seq=seq, type=kind, timestamp=ts, payload=data)  # type: ignore[arg-type]
 
 
 def test_one_line_per_event_with_relative_ms_seq_kind_and_duration() -> None:
     evs = [
         ev(1, "run.created", 100.0, graph_id="support", input={"question": SECRET}),
-        ev(2, "node.completed", 100.25, execution_id=f"{RUN}.1", node_id="classify",
+        ev(2, "node.execution.completed", 100.25, execution_id=f"{RUN}.1", node_id="classify",
            update={"topic": SECRET}, duration=0.0123),
         ev(3, "run.completed", 100.5, result={"answer": SECRET}),
     ]
     lines = list(timeline(evs))
     assert len(lines) == 3
     assert lines[0].split() == ["+0.0ms", "1", "run.created", "graph", "support"]
-    assert lines[1].split() == ["+250.0ms", "2", "node.completed", "classify", "12.3ms"]
+    assert lines[1].split() == ["+250.0ms", "2", "node.execution.completed", "classify", "12.3ms"]
     assert lines[2].split() == ["+500.0ms", "3", "run.completed", "total", "500.0ms"]
 
 
 @pytest.mark.parametrize(("event", "expected"), [
-    (ev(1, "decision.recorded", step=1, type="fanout", reducer="merge",
+    (ev(1, "decision.policy.recorded", step=1, type="fanout", reducer="merge",
         node_ids=["lookup", "lookup", "lookup"]), "step 1: fan-out lookup x3 -> merge"),
-    (ev(1, "decision.recorded", step=0, type="next", node_ids=["classify"]),
+    (ev(1, "decision.policy.recorded", step=0, type="next", node_ids=["classify"]),
      "step 0: next classify"),
-    (ev(1, "decision.recorded", step=3, type="finish"), "step 3: finish"),
-    (ev(1, "fanout.scheduled", execution_id=f"{RUN}.2", step=2, reducer="merge",
+    (ev(1, "decision.policy.recorded", step=3, type="finish"), "step 3: finish"),
+    (ev(1, "node.fanout.scheduled", execution_id=f"{RUN}.2", step=2, reducer="merge",
         edges=[{"node_id": "lookup", "input": SECRET}, {"node_id": "wiki", "input": SECRET}]),
      "lookup#0, wiki#1 -> merge (step 2)"),
-    (ev(1, "node.started", execution_id=f"{RUN}.2.1", node_id="lookup", attempt=2,
+    (ev(1, "node.execution.started", execution_id=f"{RUN}.2.1", node_id="lookup", attempt=2,
         worker="h:1"), "lookup#1  attempt 2"),
-    (ev(1, "node.failed", execution_id=f"{RUN}.2.0", node_id="lookup", edge_of=f"{RUN}.2",
+    (ev(1, "node.execution.failed", execution_id=f"{RUN}.2.0", node_id="lookup", edge_of=f"{RUN}.2",
         error={"type": "ValueError", "message": SECRET}, duration=0.1), "lookup#0  ValueError"),
-    (ev(1, "reducer.completed", execution_id=f"{RUN}.2", reducer="merge",
+    (ev(1, "node.reducer.completed", execution_id=f"{RUN}.2", reducer="merge",
         update={"docs": SECRET}), "merge"),
-    (ev(1, "node.late_result", execution_id=f"{RUN}.4", node_id="answer", reason="timeout"),
+    (ev(1, "node.execution.late_result", execution_id=f"{RUN}.4", node_id="answer",
+        reason="timeout"),
      "answer  timeout"),
     (ev(1, "run.failed", reason="node_failed", message=f"classify: ValueError: {SECRET}"),
      "node_failed"),
@@ -80,3 +81,32 @@ def test_use_colour_needs_a_terminal_and_no_NO_COLOR(monkeypatch: pytest.MonkeyP
     assert not use_colour(_Stream(tty=False))
     monkeypatch.setenv("NO_COLOR", "1")
     assert not use_colour(_Stream(tty=True))
+
+
+def test_nested_by_step_execution_and_call_with_call_durations() -> None:
+    eid = f"{RUN}.1"
+
+    def call(seq: int, kind: str, ts: float, **data: object) -> Event:
+        return Event(run_id=RUN, seq=seq, type=kind, timestamp=ts,  # type: ignore[arg-type]
+                     correlation_id=f"{eid}:m0", payload=data)
+
+    evs = [
+        ev(1, "run.created", 100.0, graph_id="g"),
+        ev(2, "decision.policy.recorded", 100.1, step=0, type="next", node_ids=["think"]),
+        ev(3, "node.execution.scheduled", 100.1, execution_id=eid, node_id="think", step=1),
+        ev(4, "node.execution.retrying", 100.2, execution_id=eid, node_id="think", attempt=1,
+           delay=0.05, error={"type": "ConnectionError", "message": SECRET}),
+        ev(5, "node.execution.started", 100.3, execution_id=eid, node_id="think", attempt=2),
+        call(6, "model.call.started", 100.3, model="small-llm", request_hash="ab"),
+        call(7, "model.call.completed", 100.325, model="small-llm", output=SECRET),
+        ev(8, "node.execution.completed", 100.4, execution_id=eid, node_id="think",
+           update={"x": SECRET}, duration=0.1),
+        ev(9, "run.completed", 100.5, result=SECRET),
+    ]
+    lines = list(timeline(evs))
+    indents = [len(line[17:]) - len(line[17:].lstrip()) for line in lines]
+    assert indents == [0, 2, 2, 4, 4, 6, 6, 4, 0]
+    assert lines[3].split()[2:] == ["node.execution.retrying", "think", "attempt", "1",
+                                    "failed", "(ConnectionError),", "retry", "in", "0.05s"]
+    assert lines[6].split()[2:] == ["model.call.completed", "small-llm", "25.0ms"]
+    assert all(SECRET not in line for line in lines)

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pydantic
 import pytest
 
+import hypha_celery
 from hypha_celery import Event
+from hypha_celery.errors import NotTheLifecycleWriter
 from hypha_celery.events import KINDS, TERMINAL_KINDS, apply_event, fold, new_view
 from hypha_celery.events.envelope import AGENT_KINDS
 from hypha_celery.events.fold import PASSIVE_KINDS
+from hypha_celery.runtime import lifecycle
+from hypha_celery.store import EventStore
 
 R = "run1"
 
@@ -26,30 +31,49 @@ def created(**extra: Any) -> tuple[str, dict[str, Any], float]:
 LINEAR = [
     created(),
     ("run.started", {"execution_id": f"{R}.0"}, 2.0),
-    ("decision.recorded", {"step": 0, "type": "next", "node_ids": ["a"]}, 3.0),
-    ("node.scheduled", {"execution_id": f"{R}.1", "node_id": "a", "input": None, "step": 1}, 3.0),
-    ("node.started", {"execution_id": f"{R}.1", "node_id": "a", "attempt": 1}, 4.0),
-    ("node.completed", {"execution_id": f"{R}.1", "node_id": "a", "update": {"x": 1}}, 5.0),
-    ("decision.recorded", {"step": 1, "type": "fanout"}, 6.0),
-    ("fanout.scheduled", {"execution_id": f"{R}.2", "step": 2, "reducer": "m", "edges": [
+    ("decision.policy.recorded", {"step": 0, "type": "next", "node_ids": ["a"]}, 3.0),
+    ("node.execution.scheduled", {"execution_id": f"{R}.1", "node_id": "a", "input": None,
+                                  "step": 1}, 3.0),
+    ("node.execution.started", {"execution_id": f"{R}.1", "node_id": "a", "attempt": 1}, 4.0),
+    ("node.execution.completed", {"execution_id": f"{R}.1", "node_id": "a", "update": {"x": 1}},
+     5.0),
+    ("decision.policy.recorded", {"step": 1, "type": "fanout"}, 6.0),
+    ("node.fanout.scheduled", {"execution_id": f"{R}.2", "step": 2, "reducer": "m", "edges": [
         {"execution_id": f"{R}.2.0", "node_id": "b"},
         {"execution_id": f"{R}.2.1", "node_id": "c"}]}, 6.0),
-    ("node.completed", {"execution_id": f"{R}.2.0", "node_id": "b", "edge_of": f"{R}.2",
+    ("node.execution.completed", {"execution_id": f"{R}.2.0", "node_id": "b", "edge_of": f"{R}.2",
                         "index": 0, "update": {"edge": "b"}}, 7.0),
-    ("node.failed", {"execution_id": f"{R}.2.1", "node_id": "c", "edge_of": f"{R}.2",
+    ("node.execution.failed", {"execution_id": f"{R}.2.1", "node_id": "c", "edge_of": f"{R}.2",
                      "index": 1, "error": {"type": "E", "message": "m"}}, 7.5),
-    ("reducer.completed", {"execution_id": f"{R}.2", "reducer": "m", "update": {"y": 2}}, 8.0),
-    ("decision.recorded", {"step": 2, "type": "finish"}, 9.0),
+    ("node.reducer.completed", {"execution_id": f"{R}.2", "reducer": "m", "update": {"y": 2}}, 8.0),
+    ("decision.policy.recorded", {"step": 2, "type": "finish"}, 9.0),
     ("run.completed", {"result": {"ok": True}}, 9.0),
-    ("node.late_result", {"execution_id": f"{R}.2.1", "node_id": "c", "reason": "x"}, 10.0),
+    ("node.execution.late_result", {"execution_id": f"{R}.2.1", "node_id": "c", "reason": "x"},
+     10.0),
 ]
 
 
 def test_kinds() -> None:
     assert {"run.completed", "run.failed", "run.cancelled"} == TERMINAL_KINDS
     assert TERMINAL_KINDS <= KINDS and PASSIVE_KINDS <= KINDS
-    assert len(KINDS - AGENT_KINDS) == 28 and len(AGENT_KINDS) == 10
-    assert {"node.late_result", "node.started", "decision.recorded"} <= PASSIVE_KINDS
+    assert len(AGENT_KINDS) == 10
+
+
+HYPHA_TWO_PART = ("run", "message", "eval", "replay", "regression")
+
+
+def test_event_types_follow_the_area_noun_past_tense_taxonomy() -> None:
+    """``<area>.<noun>.<past-tense>``; hypha's own two-part families keep their names
+    (run lifecycle, messages, eval / replay / regression);
+    hypha's own non-past endings (late_result, waiting_human, retrying) and redriven are
+    allowed."""
+    for kind in KINDS - AGENT_KINDS:
+        parts = kind.split(".")
+        assert len(parts) == 3 or (len(parts) == 2 and parts[0] in HYPHA_TWO_PART), kind
+        past = any(word.endswith("ed") for word in parts[-1].split("_"))  # timed_out
+        assert past or parts[-1] in ("late_result", "waiting_human", "retrying", "redriven"), kind
+    assert {"node.execution.late_result", "node.execution.started",
+            "decision.policy.recorded"} <= PASSIVE_KINDS
     assert not TERMINAL_KINDS & PASSIVE_KINDS
 
 
@@ -78,7 +102,7 @@ def test_fold_tracks_what_the_run_waits_for() -> None:
 
 
 def test_failed_node_sets_last_and_merges_nothing() -> None:
-    evs = [*LINEAR[:4], ("node.failed", {"execution_id": f"{R}.1", "node_id": "a",
+    evs = [*LINEAR[:4], ("node.execution.failed", {"execution_id": f"{R}.1", "node_id": "a",
                                          "error": {"type": "ValueError", "message": "no"}}, 5.0),
            ("run.failed", {"reason": "node_failed", "message": "a: ValueError: no"}, 6.0)]
     v = fold(R, evs)
@@ -91,7 +115,7 @@ def test_failed_node_sets_last_and_merges_nothing() -> None:
 def test_cancelled_and_queued() -> None:
     v = fold(R, [created(), ("run.queued", {"behind": "r0"}, 2.0)])
     assert v["status"] == "queued"
-    v = fold(R, [*LINEAR[:4], ("run.cancel_requested", {}, 5.0),
+    v = fold(R, [*LINEAR[:4], ("run.cancel.requested", {}, 5.0),
                  ("run.cancelled", {"reason": "cancelled", "message": "by request"}, 5.0)])
     assert v["status"] == "cancelled" and v["cancel_requested"] is True
     assert v["error"] == {"reason": "cancelled", "message": "by request"}
@@ -118,12 +142,53 @@ def test_every_kind_has_a_handler() -> None:
 
 
 def test_event_envelope_is_strict() -> None:
-    e = Event(run_id=R, seq=1, kind="run.created", ts=1.5, data={"a": 1})
+    e = Event(run_id=R, seq=1, type="run.created", timestamp=1.5, payload={"a": 1})
     assert Event.model_validate_json(e.model_dump_json()) == e
     with pytest.raises(pydantic.ValidationError):
-        Event(run_id=R, seq=1, kind="run.exploded", ts=1.0, data={})  # type: ignore[arg-type]
+        Event(run_id=R, seq=1, type="run.exploded", timestamp=1.0, payload={})  # type: ignore[arg-type]
     with pytest.raises(pydantic.ValidationError):
         Event.model_validate({"run_id": R, "seq": 1, "kind": "run.created", "ts": 1.0,
                               "data": {}, "extra": 1})
     with pytest.raises(pydantic.ValidationError):
         e.seq = 2  # type: ignore[misc]
+
+
+def test_only_the_lifecycle_writer_appends_run_events(tmp_path: Path) -> None:
+    """hypha's RunManager rule: ``Tx.append`` refuses ``run.*``; the lifecycle module
+    writes them, and nothing follows a terminal event."""
+    store = EventStore(f"sqlite:///{tmp_path / 'w.db'}")
+    try:
+        with store.transaction() as tx:
+            tx.create(new_view("r"))
+            with pytest.raises(NotTheLifecycleWriter, match="run.created"):
+                tx.append("r", "run.created", {"graph_id": "g"})
+            lifecycle.record(tx, "r", "run.created", {"graph_id": "g"})
+            tx.append("r", "eval.started", {})  # other facts are anyone's to record
+            lifecycle.record(tx, "r", "run.completed", {"result": 1}, idem="r:terminal")
+            with pytest.raises(NotTheLifecycleWriter, match="has ended"):
+                lifecycle.record(tx, "r", "run.started", {"execution_id": "r.0"})
+            with pytest.raises(NotTheLifecycleWriter, match="not a run lifecycle"):
+                lifecycle.record(tx, "r", "eval.completed", {})
+        assert [e.type for e in store.events("r")] == ["run.created", "eval.started",
+                                                       "run.completed"]
+    finally:
+        store.dispose()
+
+
+def test_no_module_but_the_lifecycle_writer_appends_run_events_directly() -> None:
+    """A structural check: no ``.append(..., "run.…")`` call in the package outside
+    runtime/lifecycle.py."""
+    import ast
+
+    root = Path(hypha_celery.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        if path.name == "lifecycle.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr == "append" and len(node.args) >= 2 and \
+                    isinstance(node.args[1], ast.Constant) and \
+                    str(node.args[1].value).startswith("run."):
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert offenders == []

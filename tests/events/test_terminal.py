@@ -49,12 +49,13 @@ def test_one_terminal_event_per_run(hypha: Hypha) -> None:
         runs["hold"].wait(WAIT)
     assert runs["hold"].cancel() is False
     gate.set()
-    wait_until(lambda: runs["hold"].events()[-1].kind == "node.late_result", what="late result")
+    wait_until(lambda: runs["hold"].events()[-1].kind == "node.execution.late_result",
+               what="late result")
     expected = {"ok": "run.completed", "fail": "run.failed", "loop": "run.failed",
                 "hold": "run.cancelled"}
     for inp, run in runs.items():
         assert [e.kind for e in terminal_events(run)] == [expected[inp]]
         assert_well_formed(run)
         assert sum(e.kind in TERMINAL_KINDS for e in run.events()) == 1
-        assert sum(e.kind == "run.cancel_requested" for e in run.events()) == (
+        assert sum(e.kind == "run.cancel.requested" for e in run.events()) == (
             inp == "hold")

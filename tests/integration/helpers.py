@@ -277,26 +277,27 @@ def assert_well_formed(events: Sequence[Event]) -> Event:
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     terminal = [i for i, e in enumerate(events) if e.kind in TERMINAL_KINDS]
     assert len(terminal) == 1, [e.kind for e in events]
-    assert all(e.kind == "node.late_result" for e in events[terminal[0] + 1:])
+    assert all(e.kind == "node.execution.late_result" for e in events[terminal[0] + 1:])
     return events[terminal[0]]
 
 
 def assert_exactly_once(events: Sequence[Event]) -> None:
-    """Every scheduled execution (node or edge) has exactly one ``node.started`` and
+    """Every scheduled execution (node or edge) has exactly one ``node.execution.started`` and
     one outcome; every fan-out exactly one reducer outcome."""
     expected: list[str] = []
     fanouts: list[str] = []
     for e in events:
-        if e.kind == "node.scheduled":
+        if e.kind == "node.execution.scheduled":
             expected.append(e.data["execution_id"])
-        elif e.kind == "fanout.scheduled":
+        elif e.kind == "node.fanout.scheduled":
             fanouts.append(e.data["execution_id"])
             expected.extend(edge["execution_id"] for edge in e.data["edges"])
     outcomes = Counter(e.data["execution_id"]
-                       for e in of_kind(events, "node.completed", "node.failed"))
-    started = Counter(e.data["execution_id"] for e in of_kind(events, "node.started"))
+                       for e in of_kind(events, "node.execution.completed",
+                                        "node.execution.failed"))
+    started = Counter(e.data["execution_id"] for e in of_kind(events, "node.execution.started"))
     reduced = Counter(e.data["execution_id"]
-                      for e in of_kind(events, "reducer.completed", "reducer.failed"))
+                      for e in of_kind(events, "node.reducer.completed", "node.reducer.failed"))
     assert outcomes == Counter(expected), (outcomes, expected)
     assert started == Counter(expected), (started, expected)
     assert reduced == Counter(fanouts), (reduced, fanouts)

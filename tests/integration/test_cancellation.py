@@ -35,8 +35,8 @@ def test_cancel_revokes_queued_edges_and_fences_running_ones(dedicated: Dedicate
                               ).values():
             revoked.update(ids_of_worker)
         assert ids <= revoked, revoked
-        late = wait_until(lambda: len(of_kind(run.events(), "node.late_result")) == 2 and
-                          of_kind(run.events(), "node.late_result"), what="late results",
+        late = wait_until(lambda: len(of_kind(run.events(), "node.execution.late_result")) == 2 and
+                          of_kind(run.events(), "node.execution.late_result"), what="late results",
                           timeout=WAIT, log=s.worker.tail)
         time.sleep(0.5)
         assert s.redis.llen(key) == 2  # the queued edge never ran
@@ -44,5 +44,5 @@ def test_cancel_revokes_queued_edges_and_fences_running_ones(dedicated: Dedicate
         assert {e.data["reason"] for e in late} == {"cancelled"}
         events = run.events()
         assert assert_well_formed(events).kind == "run.cancelled"
-        (requested,) = of_kind(events, "run.cancel_requested")
+        (requested,) = of_kind(events, "run.cancel.requested")
         assert set(requested.data["revoked"]) == ids

@@ -315,15 +315,16 @@ def test_sigkilled_workers_lose_no_run(chaos_redis: str, pg_url: str, tmp_path: 
         logs = check_completed(c, expected)
         execs = {k.decode(): int(v) for k, v in c.side.hgetall(chaos.EXECS).items()}
     scheduled = {e.data["execution_id"] for events in logs.values()
-                 for e in of_kind(events, "node.scheduled")}
+                 for e in of_kind(events, "node.execution.scheduled")}
     assert scheduled <= set(execs), "every execution's node function ran"
-    redriven = sum(len(of_kind(ev, "recovery.redriven")) for ev in logs.values())
+    redriven = sum(len(of_kind(ev, "recovery.run.redriven")) for ev in logs.values())
     assert redriven > 0, "the kills interrupted nothing: the test proves nothing"
     summary_line(record_property, capsys, runs=RUNS, kills=len(kills),
                  duplicated_executions=sum(1 for n in execs.values() if n > 1),
                  redriven=redriven, wall_s=round(wall, 1),
                  executions=sum(execs.values()),
-                 redelivered=sum(len(of_kind(ev, "node.redelivered")) for ev in logs.values()),
+                 redelivered=sum(len(of_kind(ev, "node.execution.redelivered"))
+                                 for ev in logs.values()),
                  sweep_errors=len(sweeper.errors))
 
 
@@ -456,7 +457,7 @@ def test_broker_restart_loses_messages_not_runs(private_redis: PrivateRedis, cha
     unsubscribe_before_outage()  # before the private Redis stops
     assert all(KOMBU_CLOSE_BUG in reason for reason in crashes), crashes
     assert before["completed"] < len(expected) - 20, before  # the outage hit runs in flight
-    redriven = [r for r, ev in logs.items() if of_kind(ev, "recovery.redriven")]
+    redriven = [r for r, ev in logs.items() if of_kind(ev, "recovery.run.redriven")]
     assert redriven, f"nothing needed a re-drive: {sweeper.actions()}"
     fans = [r for r in redriven if logs[r][0].data["graph_id"] == "chaos_fan"]
     summary_line(record_property, capsys, broker_restart_runs=len(expected),
@@ -490,10 +491,10 @@ def test_poison_node_is_dead_lettered_after_the_delivery_limit(
         assert terminal.data["reason"] == "dead_lettered", terminal.data
         eid = f"{run.id}.1"
         assert c.side.hget(chaos.POISON, eid) == b"2"  # ran twice, never a third time
-        assert [e.data["delivery"] for e in of_kind(events, "node.redelivered")] == [2, 3]
-        (dead,) = of_kind(events, "node.dead_lettered")
+        assert [e.data["delivery"] for e in of_kind(events, "node.execution.redelivered")] == [2, 3]
+        (dead,) = of_kind(events, "node.execution.dead_lettered")
         assert dead.data["reason"] == "delivery_limit" and dead.data["execution_id"] == eid
-        (failed,) = of_kind(events, "node.failed")
+        (failed,) = of_kind(events, "node.execution.failed")
         assert failed.data["error"]["type"] == "DeliveryLimitExceeded"
         (record,) = c.client.store.dead_letters(run_id=run.id)
         assert record["reason"] == "delivery_limit"
@@ -521,16 +522,16 @@ def test_poison_edge_is_dead_lettered_and_the_reducer_sees_it(
         events = run.events()
         assert assert_well_formed(events).kind == "run.completed"
         eid = f"{run.id}.1.1"
-        # one outcome per edge; the dead-lettered one never finished, so no node.started
-        outcomes = of_kind(events, "node.completed", "node.failed")
+        # one outcome per edge; the dead-lettered one never finished, so no node.execution.started
+        outcomes = of_kind(events, "node.execution.completed", "node.execution.failed")
         assert sorted(e.data["execution_id"] for e in outcomes) == [f"{run.id}.1.0", eid]
-        assert [e.data["execution_id"] for e in of_kind(events, "node.started")] == [
+        assert [e.data["execution_id"] for e in of_kind(events, "node.execution.started")] == [
             f"{run.id}.1.0"]
         assert c.side.hget(chaos.POISON, eid) == b"2"
-        redelivered = of_kind(events, "node.redelivered")
+        redelivered = of_kind(events, "node.execution.redelivered")
         assert [(e.data["execution_id"], e.data["delivery"]) for e in redelivered] == [
             (eid, 2), (eid, 3)]
-        (dead,) = of_kind(events, "node.dead_lettered")
+        (dead,) = of_kind(events, "node.execution.dead_lettered")
         assert dead.data["execution_id"] == eid and dead.data["reason"] == "delivery_limit"
         (record,) = c.client.store.dead_letters(run_id=run.id)
         assert record["task"] == "chaos_poison_fan.poison" and record["execution_id"] == eid
@@ -547,17 +548,18 @@ def test_at_most_once_node_is_quarantined_not_rerun_when_its_worker_dies(
         eid = f"{run.id}.1"
         wait_until(lambda: c.side.hget(chaos.EFFECTS, f"{eid}:1"), 30,
                    "the effect node to start", c.tail)
-        time.sleep(0.5)  # mid-call, its node.started committed
+        time.sleep(0.5)  # mid-call, its node.execution.started committed
         c.kill_and_restart(0)
         wait_until(lambda: run.status().status == "quarantined", 40,
                    "the supervisor to quarantine the run", c.tail)
         events = run.events()
-        (started,) = of_kind(events, "node.started")
+        (started,) = of_kind(events, "node.execution.started")
         assert started.data["at_most_once"] is True and started.data["attempt"] == 1
         (q,) = of_kind(events, "run.quarantined")
         assert q.data == {"execution_id": eid, "node_id": "effect", "attempt": 1,
                           "reason": "unknown_commit_state"}
-        assert of_kind(events, "recovery.redriven", "node.completed", "node.failed") == []
+        assert of_kind(events, "recovery.run.redriven", "node.execution.completed",
+                       "node.execution.failed") == []
         assert any(d["action"] == "quarantined" and d["run_id"] == run.id
                    for d in sweeper.decisions)
         # a live worker, later sweeps: nothing runs the effect again
@@ -572,5 +574,5 @@ def test_at_most_once_node_is_quarantined_not_rerun_when_its_worker_dies(
         assert effects == {f"{eid}:1": 1, f"{eid}:2": 1}
         events = run.events()
         assert assert_well_formed(events).kind == "run.completed"
-        assert [e.data["attempt"] for e in of_kind(events, "node.started")] == [1, 2]
+        assert [e.data["attempt"] for e in of_kind(events, "node.execution.started")] == [1, 2]
         assert len(of_kind(events, "run.released")) == 1

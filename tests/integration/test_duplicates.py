@@ -61,11 +61,11 @@ def test_every_message_delivered_twice_still_records_everything_once(
             events = run.events()
             assert assert_well_formed(events).kind == "run.completed"
             assert_exactly_once(events)
-            assert len(of_kind(events, "node.scheduled")) == 3
-            (fanout,) = of_kind(events, "fanout.scheduled")
+            assert len(of_kind(events, "node.execution.scheduled")) == 3
+            (fanout,) = of_kind(events, "node.fanout.scheduled")
             assert len(fanout.data["edges"]) == 3
-            assert len(of_kind(events, "decision.recorded")) == 5
-            assert of_kind(events, "node.late_result") == []  # a duplicate is not stale
+            assert len(of_kind(events, "decision.policy.recorded")) == 5
+            assert of_kind(events, "node.execution.late_result") == []  # a duplicate is not stale
             assert s.client.store.rebuild(run.id)["state"] == {"n": 3, "sum": 60,
                                                                 "failed_edges": 0}
         assert all(count >= 2 for count in deliveries.values()), deliveries
@@ -80,9 +80,9 @@ def task_ids(events: list[Any]) -> set[str]:
     """The Celery task ids hypha chose for a run: kickoff, nodes, edges, reducer."""
     ids = {f"{events[0].run_id}.0.c"}
     for e in events:
-        if e.kind == "node.scheduled":
+        if e.kind == "node.execution.scheduled":
             ids.add(e.data["execution_id"])
-        elif e.kind == "fanout.scheduled":
+        elif e.kind == "node.fanout.scheduled":
             ids.add(e.data["execution_id"] + ".r")
             ids.update(edge["execution_id"] for edge in e.data["edges"])
     return ids

@@ -29,9 +29,9 @@ def test_threads_pool_records_a_result_past_the_node_timeout_as_late(
         assert result == {"state": {}, "last_ok": False, "last_error": "NodeTimeout"}
         events = run.events()
         assert assert_well_formed(events).kind == "run.completed"
-        (late,) = of_kind(events, "node.late_result")
+        (late,) = of_kind(events, "node.execution.late_result")
         assert late.data["reason"] == "timeout" and late.data["node_id"] == "slow"
-        (failed,) = of_kind(events, "node.failed")
+        (failed,) = of_kind(events, "node.execution.failed")
         assert failed.data["error"]["type"] == "NodeTimeout"
         assert "update" not in failed.data
         assert failed.data["duration"] >= sleep  # it really ran to the end

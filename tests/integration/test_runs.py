@@ -68,12 +68,13 @@ def test_fanout_edges_reach_the_reducer_in_declaration_order(any_stack: Stack) -
     events = run.events()
     assert assert_well_formed(events).kind == "run.completed"
     assert_exactly_once(events)
-    (fanout,) = of_kind(events, "fanout.scheduled")
+    (fanout,) = of_kind(events, "node.fanout.scheduled")
     assert [e["node_id"] for e in fanout.data["edges"]] == ["lookup"] * 3
-    assert [e.data["node_id"] for e in of_kind(events, "node.scheduled")] == ["classify",
+    assert [e.data["node_id"] for e in of_kind(events, "node.execution.scheduled")] == ["classify",
                                                                              "answer"]
     assert s.worker.proc is not None
-    pids = {int(e.data["worker"].rsplit(":", 1)[1]) for e in of_kind(events, "node.started")}
+    pids = {int(e.data["worker"].rsplit(":", 1)[1]) for e in of_kind(events,
+                                                                     "node.execution.started")}
     assert s.worker.proc.pid not in pids  # the prefork children ran the nodes
 
 
@@ -94,11 +95,11 @@ def test_a_failing_edge_still_lets_the_reducer_decide(any_stack: Stack, mode: st
     events = run.events()
     assert assert_well_formed(events).kind == "run.completed"
     assert_exactly_once(events)
-    (failed,) = of_kind(events, "node.failed")
+    (failed,) = of_kind(events, "node.execution.failed")
     assert failed.data["node_id"] == "boom"
     assert failed.data["error"] == {"type": "ValueError", "message": "edge x failed",
                                     "class": "validation"}
-    assert len(of_kind(events, "reducer.completed")) == 1
+    assert len(of_kind(events, "node.reducer.completed")) == 1
 
 
 # -- notify ---------------------------------------------------------------------
@@ -135,7 +136,8 @@ def test_runs_of_one_lane_run_one_at_a_time_in_fifo_order(any_stack: Stack) -> N
         terminal = assert_well_formed(events)
         (started,) = of_kind(events, "run.started")
         spans.append((started.ts, terminal.ts))
-        node_ts = [e.ts for e in of_kind(events, "node.started", "node.completed")]
+        node_ts = [e.ts for e in of_kind(events, "node.execution.started",
+                                         "node.execution.completed")]
         assert all(started.ts <= t <= terminal.ts for t in node_ts)
     assert spans == sorted(spans)  # FIFO: started in the order of start()
     for (_, ended), (next_started, _) in zip(spans, spans[1:], strict=False):
@@ -165,17 +167,17 @@ def test_on_busy_reject_raises_and_never_notifies(any_stack: Stack) -> None:
 # -- timeouts and cancellation --------------------------------------------------
 def test_prefork_soft_time_limit_fails_the_node_with_node_timeout(any_stack: Stack) -> None:
     """On prefork the node timeout is Celery's soft time limit: the node is
-    interrupted, ``node.failed`` says NodeTimeout and nothing is merged."""
+    interrupted, ``node.execution.failed`` says NodeTimeout and nothing is merged."""
     s = any_stack
     run = start(s, "itest_slow", {"node": "slow", "sleep": 6.0})
     result = s.wait(run)
     assert result == {"state": {}, "last_ok": False, "last_error": "NodeTimeout"}
     events = run.events()
     assert assert_well_formed(events).kind == "run.completed"
-    (failed,) = of_kind(events, "node.failed")
+    (failed,) = of_kind(events, "node.execution.failed")
     assert failed.data["error"]["type"] == "NodeTimeout"
     assert failed.data["duration"] < 6.0  # interrupted, not waited out
-    assert of_kind(events, "node.late_result") == []
+    assert of_kind(events, "node.execution.late_result") == []
 
 
 def test_cancel_during_a_node_fences_its_late_result(any_stack: Stack) -> None:
@@ -188,13 +190,13 @@ def test_cancel_during_a_node_fences_its_late_result(any_stack: Stack) -> None:
     assert run.cancel() is True
     with pytest.raises(RunCancelled):
         s.wait(run, timeout=1.0)
-    late = wait_until(lambda: of_kind(run.events(), "node.late_result"),
-                      what="node.late_result", log=s.worker.tail)
+    late = wait_until(lambda: of_kind(run.events(), "node.execution.late_result"),
+                      what="node.execution.late_result", log=s.worker.tail)
     assert [e.data["reason"] for e in late] == ["cancelled"]
     assert late[0].data["node_id"] == "wait"
     events = run.events()
     assert assert_well_formed(events).kind == "run.cancelled"
-    assert of_kind(events, "node.completed", "node.failed") == []
+    assert of_kind(events, "node.execution.completed", "node.execution.failed") == []
     assert s.client.store.get(run.id)["state"] == {}  # the late value was not merged
     assert run.status().status == "cancelled"
     outcome = notified_once(s, key)
@@ -210,11 +212,11 @@ def test_cancel_during_a_fan_out_fences_the_edges_that_finish_later(any_stack: S
     wait_until(lambda: s.redis.llen(itest.started_key(token)) == 2,
                what="both edges to start (2 worker processes)", log=s.worker.tail)
     assert run.cancel() is True
-    late = wait_until(lambda: len(found := of_kind(run.events(), "node.late_result")) == 2
-                      and found, what="a node.late_result per edge", log=s.worker.tail)
+    late = wait_until(lambda: len(found := of_kind(run.events(), "node.execution.late_result")) == 2
+                      and found, what="a node.execution.late_result per edge", log=s.worker.tail)
     assert sorted(e.data["execution_id"] for e in late) == [f"{run.id}.2.0", f"{run.id}.2.1"]
     assert {(e.data["node_id"], e.data["reason"]) for e in late} == {("lookup", "cancelled")}
     events = run.events()
     assert assert_well_formed(events).kind == "run.cancelled"
-    assert of_kind(events, "reducer.completed", "reducer.failed") == []
+    assert of_kind(events, "node.reducer.completed", "node.reducer.failed") == []
     assert "order" not in s.client.store.get(run.id)["state"]

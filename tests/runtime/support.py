@@ -60,4 +60,4 @@ def assert_well_formed(run: RunHandle) -> None:
     assert [e.seq for e in evs] == list(range(1, len(evs) + 1))
     terminal = [i for i, e in enumerate(evs) if e.kind in TERMINAL_KINDS]
     assert len(terminal) == 1, [e.kind for e in evs]
-    assert all(e.kind == "node.late_result" for e in evs[terminal[0] + 1:])
+    assert all(e.kind == "node.execution.late_result" for e in evs[terminal[0] + 1:])

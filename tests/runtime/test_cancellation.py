@@ -40,7 +40,7 @@ def test_node_code_sees_the_cooperative_flag(hypha: Hypha) -> None:
         run.wait(WAIT)
     wait_until(lambda: seen, what="the node to see the flag")
     assert seen == [True] and time.monotonic() - started < 2.0
-    late = wait_until(lambda: of_kind(run, "node.late_result"), what="the late result")
+    late = wait_until(lambda: of_kind(run, "node.execution.late_result"), what="the late result")
     assert late[0].data["reason"] == "cancelled"
     assert "stopped" not in hypha.store.get(run.id)["state"]
     assert_well_formed(run)
@@ -69,7 +69,7 @@ def test_cancel_revokes_the_awaited_tasks(hypha: Hypha, monkeypatch: pytest.Monk
     finally:
         gate.set()
     assert revoked == [[f"{run.id}.1.0", f"{run.id}.1.1", f"{run.id}.1.2"]]
-    (requested,) = of_kind(run, "run.cancel_requested")
+    (requested,) = of_kind(run, "run.cancel.requested")
     assert requested.data == {"revoked": revoked[0]}
 
 
@@ -97,6 +97,7 @@ def test_a_blocked_node_does_not_block_the_coordinator_or_other_runs(hypha: Hyph
     finally:
         gate.set()
     assert cancelled_after < 1.0
-    late = wait_until(lambda: of_kind(blocked, "node.late_result"), what="the late result")
+    late = wait_until(lambda: of_kind(blocked, "node.execution.late_result"),
+                      what="the late result")
     assert late[0].data["reason"] == "cancelled"
     assert_well_formed(blocked)

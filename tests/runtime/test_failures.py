@@ -87,20 +87,20 @@ def test_failure_reason(hypha: Hypha, name: str) -> None:
     assert exc.message == end.data["message"]
     assert_well_formed(run)
     if name == "max_steps":
-        scheduled = of_kind(run, "node.scheduled")
+        scheduled = of_kind(run, "node.execution.scheduled")
         assert [e.data["step"] for e in scheduled] == [1, 2, 3]  # exactly max_steps, no 4th
-        assert len(of_kind(run, "node.completed")) == 3
+        assert len(of_kind(run, "node.execution.completed")) == 3
         assert "max_steps=3" in exc.message
     if case.reason == "invalid_state":
-        assert of_kind(run, "node.failed")[0].data["error"]["type"] in (
+        assert of_kind(run, "node.execution.failed")[0].data["error"]["type"] in (
             "InvalidState", "InvalidNodeOutput")
         assert run.status().step == 1 and hypha.store.get(run.id)["state"] == {}
     if name == "policy_error":
-        assert "KeyError" in exc.message and not of_kind(run, "node.scheduled")
+        assert "KeyError" in exc.message and not of_kind(run, "node.execution.scheduled")
     if name == "node_failed":
         assert "ConnectionError: backend down" in exc.message
     if name == "unknown_node":
-        assert "nowhere" in exc.message and not of_kind(run, "node.scheduled")
+        assert "nowhere" in exc.message and not of_kind(run, "node.execution.scheduled")
 
 
 def test_on_node_error_policy_routes_to_a_fallback(hypha: Hypha) -> None:
@@ -124,8 +124,8 @@ def test_on_node_error_policy_routes_to_a_fallback(hypha: Hypha) -> None:
     assert (failed.error.type, failed.error.message) == ("ConnectionError", "backend down")
     assert lasts[2].ok and lasts[2].node_id == "fallback"
     assert [e.kind for e in run.events() if e.kind.startswith("node.")] == [
-        "node.scheduled", "node.started", "node.failed",
-        "node.scheduled", "node.started", "node.completed"]
+        "node.execution.scheduled", "node.execution.started", "node.execution.failed",
+        "node.execution.scheduled", "node.execution.started", "node.execution.completed"]
     assert_well_formed(run)
 
 
@@ -150,5 +150,5 @@ def test_unknown_reducer_and_bad_decisions(hypha: Hypha) -> None:
         with pytest.raises(RunFailed) as info:
             run.wait(WAIT)
         assert info.value.reason == expected[kind], kind
-        assert not of_kind(run, "node.scheduled")
+        assert not of_kind(run, "node.execution.scheduled")
         assert_well_formed(run)

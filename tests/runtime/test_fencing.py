@@ -1,5 +1,5 @@
 """Stale results are fenced: a node finishing past its timeout, or after the run
-was cancelled, records ``node.late_result`` and changes nothing else."""
+was cancelled, records ``node.execution.late_result`` and changes nothing else."""
 
 from __future__ import annotations
 
@@ -41,10 +41,10 @@ def test_result_after_node_timeout_is_late_and_not_merged(hypha: Hypha) -> None:
                          decision_policy=policy, on_node_error="policy"))
     run = hypha.start("late")
     assert run.wait(WAIT) == {}
-    (late,) = of_kind(run, "node.late_result")
+    (late,) = of_kind(run, "node.execution.late_result")
     assert late.data == {"execution_id": f"{run.id}.1", "node_id": "slow", "reason": "timeout"}
-    assert not of_kind(run, "node.completed")
-    (failed,) = of_kind(run, "node.failed")
+    assert not of_kind(run, "node.execution.completed")
+    (failed,) = of_kind(run, "node.execution.failed")
     assert failed.data["error"]["type"] == "NodeTimeout" and "update" not in failed.data
     last = lasts[1]
     assert last is not None and not last.ok and last.value is None
@@ -60,7 +60,7 @@ def test_node_timeout_with_fail_policy_ends_node_failed(hypha: Hypha) -> None:
     with pytest.raises(RunFailed) as info:
         run.wait(WAIT)
     assert info.value.reason == "node_failed" and "NodeTimeout" in info.value.message
-    assert [e.data["reason"] for e in of_kind(run, "node.late_result")] == ["timeout"]
+    assert [e.data["reason"] for e in of_kind(run, "node.execution.late_result")] == ["timeout"]
     assert hypha.store.get(run.id)["state"] == {}
 
 
@@ -99,15 +99,15 @@ def test_cancel_while_a_node_runs(hypha: Hypha) -> None:
     assert isinstance(info.value, RunFailed) and info.value.reason == "cancelled"
     at_cancel = hypha.store.get(run.id)
     events_at_cancel = run.events()
-    assert [e.kind for e in events_at_cancel][-2:] == ["run.cancel_requested", "run.cancelled"]
+    assert [e.kind for e in events_at_cancel][-2:] == ["run.cancel.requested", "run.cancelled"]
 
     gate.set()
-    wait_until(lambda: of_kind(run, "node.late_result"), what="the late result")
+    wait_until(lambda: of_kind(run, "node.execution.late_result"), what="the late result")
     assert done == ["9"]
     evs = run.events()
     assert evs[:len(events_at_cancel)] == events_at_cancel
     (late,) = evs[len(events_at_cancel):]
-    assert late.kind == "node.late_result"
+    assert late.kind == "node.execution.late_result"
     assert late.data == {"execution_id": f"{run.id}.2", "node_id": "hold", "reason": "cancelled"}
     after = hypha.store.get(run.id)
     ignore = ("seq", "updated_at")
@@ -127,12 +127,14 @@ def test_cancel_during_a_fanout_fences_every_edge(hypha: Hypha) -> None:
     with pytest.raises(RunCancelled):
         run.wait(WAIT)
     gate.set()
-    wait_until(lambda: len(of_kind(run, "node.late_result")) == 2, what="two late results")
+    wait_until(lambda: len(of_kind(run, "node.execution.late_result")) == 2,
+               what="two late results")
     time.sleep(0.1)  # the (stale) reducer step must not add anything
-    late = of_kind(run, "node.late_result")
+    late = of_kind(run, "node.execution.late_result")
     assert sorted(e.data["execution_id"] for e in late) == [f"{run.id}.1.0", f"{run.id}.1.1"]
     assert {e.data["reason"] for e in late} == {"cancelled"}
-    assert not of_kind(run, "reducer.completed") and not of_kind(run, "node.completed")
+    assert not of_kind(run, "node.reducer.completed") and not of_kind(run,
+                                                                      "node.execution.completed")
     assert sorted(done) == ["0", "1"]
     assert hypha.store.get(run.id)["state"] == {}
     assert_well_formed(run)

@@ -24,7 +24,7 @@ def test_the_kickoff_runs_fast_nodes_locally(hypha: Hypha, published: list[str])
     run = hypha.start("l1")
     assert run.wait(WAIT) == {"a": True, "b": True, "c": True}
     assert published == ["hypha.coordinator"]  # the kickoff; no node message at all
-    workers = {e.data["worker"] for e in run.events() if e.kind == "node.started"}
+    workers = {e.data["worker"] for e in run.events() if e.kind == "node.execution.started"}
     assert len(workers) == 1
 
 

@@ -51,12 +51,12 @@ def test_a_transient_error_is_retried_with_one_event_per_attempt(hypha: Hypha) -
     run = hypha.start("r1")
     assert run.wait(WAIT) == {"ok": 3}
     assert flaky.attempts == [1, 2, 3]
-    retrying = of_kind(run, "node.retrying")
+    retrying = of_kind(run, "node.execution.retrying")
     eid = f"{run.id}.1"
     assert [(e.data["attempt"], e.data["delay"]) for e in retrying] == [
         (1, FAST.delay(eid, 1)), (2, FAST.delay(eid, 2))]
     assert {e.data["error"]["class"] for e in retrying} == {"transient"}
-    (started,) = of_kind(run, "node.started")
+    (started,) = of_kind(run, "node.execution.started")
     assert started.data["attempt"] == 3
     assert_well_formed(run)
 
@@ -68,8 +68,9 @@ def test_a_non_retryable_class_fails_at_once(hypha: Hypha) -> None:
     with pytest.raises(RunFailed) as info:
         run.wait(WAIT)
     assert info.value.reason == "node_failed" and flaky.attempts == [1]
-    assert not of_kind(run, "node.retrying") and not of_kind(run, "node.dead_lettered")
-    (failed,) = of_kind(run, "node.failed")
+    assert not of_kind(run, "node.execution.retrying") and not of_kind(run,
+                                                                       "node.execution.dead_lettered")
+    (failed,) = of_kind(run, "node.execution.failed")
     assert failed.data["error"]["class"] == "validation"
 
 
@@ -80,7 +81,7 @@ def test_exhausted_retries_dead_letter_and_fail_the_run(hypha: Hypha) -> None:
     with pytest.raises(RunFailed) as info:
         run.wait(WAIT)
     assert info.value.reason == "dead_lettered" and flaky.attempts == [1, 2, 3]
-    (dl_event,) = of_kind(run, "node.dead_lettered")
+    (dl_event,) = of_kind(run, "node.execution.dead_lettered")
     (record,) = hypha.store.dead_letters(run_id=run.id)
     assert dl_event.data["dead_letter_id"] == record["id"]
     assert record["reason"] == "retries_exhausted" and record["attempts"] == 3
@@ -126,7 +127,8 @@ def test_a_parked_run_continues_after_a_redrive(hypha: Hypha) -> None:
     assert run.wait(WAIT) == {"ok": 1}
     assert hypha.store.dead_letter(record["id"])["status"] == "redriven"  # type: ignore[index]
     assert [e.kind for e in run.events()][-5:] == [
-        "run.redriven", "node.started", "node.completed", "decision.recorded", "run.completed"]
+        "run.redriven", "node.execution.started", "node.execution.completed",
+        "decision.policy.recorded", "run.completed"]
     with pytest.raises(NotRedrivable):
         hypha.redrive(record["id"])
     assert_well_formed(run)
@@ -147,7 +149,7 @@ def test_an_edge_retries_inside_its_fanout(hypha: Hypha) -> None:
                          policy, {"join": join}))
     run = hypha.start("r6")
     assert run.wait(WAIT) == {"oks": [True, True]}
-    (retry,) = of_kind(run, "node.retrying")
+    (retry,) = of_kind(run, "node.execution.retrying")
     assert retry.data["execution_id"] == f"{run.id}.1.0" and flaky.attempts == [1, 2]
     assert_well_formed(run)
 
@@ -159,8 +161,8 @@ def test_three_failures_open_the_circuit(hypha: Hypha, monkeypatch: pytest.Monke
     hypha.register(Graph("r7", {"a": Node(flaky, retry=policy, dependency="llm")}, once()))
     run = hypha.start("r7")
     assert run.wait(WAIT) == {"ok": 4}
-    (opened,) = of_kind(run, "recovery.circuit_opened")
+    (opened,) = of_kind(run, "recovery.circuit.opened")
     assert opened.data["key"] == "llm"
-    third = [e for e in of_kind(run, "node.retrying") if e.data["attempt"] == 3][0]
+    third = [e for e in of_kind(run, "node.execution.retrying") if e.data["attempt"] == 3][0]
     assert third.data["delay"] >= 0.25  # waited for the reset, not the 0.04 s backoff
     assert hypha.store.circuit("llm")["failures"] == 0  # type: ignore[index]  # success closed it

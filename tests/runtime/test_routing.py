@@ -44,9 +44,9 @@ def test_policy_routes_b_then_c_then_finishes(hypha: Hypha) -> None:
             ] == [("b", True, {"b": 20}), ("c", True, {"c": 210})]
     assert contexts[2].last.execution_id == f"{run.id}.2"  # type: ignore[union-attr]
     scheduled = [(e.data["node_id"], e.data["input"], e.data["step"], e.data["execution_id"])
-                 for e in of_kind(run, "node.scheduled")]
+                 for e in of_kind(run, "node.execution.scheduled")]
     assert scheduled == [("b", {"n": 2}, 1, f"{run.id}.1"), ("c", {"n": 21}, 2, f"{run.id}.2")]
-    assert [e.data["type"] for e in of_kind(run, "decision.recorded")] == [
+    assert [e.data["type"] for e in of_kind(run, "decision.policy.recorded")] == [
         "next", "next", "finish"]
     status = run.status()
     assert (status.status, status.step, status.done, status.graph_id) == (
@@ -124,17 +124,18 @@ def test_fanout_outcomes_reach_reducer_in_declaration_order(hypha: Hypha) -> Non
     assert all(o.ok and o.node_id == "work" and o.error is None for o in outcomes)
     # they finished in another order than declared ...
     # (edge outcomes are logged with the reducer's step, once each, in declaration order)
-    finished = [e.data["index"] for e in of_kind(run, "node.completed") if e.data.get("edge_of")]
+    finished = [e.data["index"] for e in of_kind(run, "node.execution.completed")
+                if e.data.get("edge_of")]
     assert finished == [0, 1, 2]
     assert sorted(spans, key=lambda i: spans[i][1]) == [1, 2, 0]
     # ... and ran at the same time
     assert max(b for b, _ in spans.values()) < min(e for _, e in spans.values())
-    (fanout,) = of_kind(run, "fanout.scheduled")
+    (fanout,) = of_kind(run, "node.fanout.scheduled")
     assert [e["execution_id"] for e in fanout.data["edges"]] == [
         f"{run.id}.1.{i}" for i in range(3)]
     kinds = [e.kind for e in run.events()]
-    assert kinds.index("reducer.completed") > max(
-        i for i, k in enumerate(kinds) if k == "node.completed")
+    assert kinds.index("node.reducer.completed") > max(
+        i for i, k in enumerate(kinds) if k == "node.execution.completed")
     assert_well_formed(run)
 
 
@@ -149,7 +150,7 @@ def test_failing_edge_still_lets_the_reducer_decide(hypha: Hypha) -> None:
     assert [o.ok for o in outcomes] == [True, False, True]
     assert outcomes[1].value is None and outcomes[1].error is not None
     assert outcomes[1].error.message == "edge 1 failed"
-    (failed,) = of_kind(run, "node.failed")
+    (failed,) = of_kind(run, "node.execution.failed")
     assert failed.data["execution_id"] == f"{run.id}.1.1"
     assert_well_formed(run)
 
@@ -167,7 +168,7 @@ def test_fail_fast_reducer_ends_run_reducer_failed(hypha: Hypha) -> None:
     else:
         raise AssertionError("the run should have failed")
     assert len(received) == 1
-    (rf,) = of_kind(run, "reducer.failed")
+    (rf,) = of_kind(run, "node.reducer.failed")
     assert rf.data["error"]["type"] == "RuntimeError"
     (end,) = of_kind(run, "run.failed")
     assert end.data["reason"] == "reducer_failed"

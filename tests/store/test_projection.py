@@ -4,6 +4,7 @@ for real runs of every shape; export / import reproduces both."""
 from __future__ import annotations
 
 import contextlib
+import io
 import threading
 import time
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from hypha_celery import Context, FanOut, Finish, Graph, Hypha, Next, Outcome, RunFailed
+from hypha_celery.cli.jsonl import read_jsonl, write_jsonl
 from hypha_celery.events import Event
 from hypha_celery.store import EventStore
 from tests import services
@@ -75,7 +77,7 @@ def _make_runs(hypha: Hypha) -> dict[str, str]:
     for run in ids.values():
         with contextlib.suppress(RunFailed):
             run.wait(WAIT)
-    wait_until(lambda: of_kind(ids["cancelled"], "node.late_result"), what="late result")
+    wait_until(lambda: of_kind(ids["cancelled"], "node.execution.late_result"), what="late result")
     return {shape: run.id for shape, run in ids.items()}
 
 
@@ -123,9 +125,9 @@ def test_runs_have_the_intended_shapes(runs: Runs, source: EventStore) -> None:
     views = {shape: source.get(run_id) for shape, run_id in runs.ids.items()}
     assert {s: v["status"] for s, v in views.items()} == EXPECTED_STATUS
     kinds = {s: [e.kind for e in source.events(r)] for s, r in runs.ids.items()}
-    assert "fanout.scheduled" in kinds["fanout"] and "node.failed" in kinds["fanout"]
+    assert "node.fanout.scheduled" in kinds["fanout"] and "node.execution.failed" in kinds["fanout"]
     assert "run.queued" in kinds["lane_queued"]
-    assert kinds["cancelled"][-1] == "node.late_result"
+    assert kinds["cancelled"][-1] == "node.execution.late_result"
     assert views["policy_error"]["error"]["reason"] == "policy_error"
     assert views["max_steps"]["error"]["reason"] == "max_steps_exceeded"
     assert views["fanout"]["result"]["state"]["merged"] == [{"w1": "x"}, "ValueError", {"w1": "y"}]
@@ -142,20 +144,24 @@ def test_projection_equals_rebuild(runs: Runs, source: EventStore, shape: str) -
 
 def _jsonl(evs: list[Event]) -> list[Event]:
     """Through the JSONL text form, as `hypha export` / `hypha import` do."""
-    text = "\n".join(e.model_dump_json() for e in evs)
-    return [Event.model_validate_json(line) for line in text.splitlines()]
+    out = io.StringIO()
+    write_jsonl(evs, out)
+    return read_jsonl(out.getvalue().splitlines())
 
 
 def test_export_import_roundtrip(runs: Runs, source: EventStore, target: EventStore) -> None:
     ids = list(runs.ids.values())
     exported = list(source.export(ids))
     assert len(exported) == sum(len(source.events(r)) for r in ids)
-    assert target.import_events(_jsonl(exported)) == (len(ids), len(exported))
+    done = target.import_events(_jsonl(exported))
+    assert (done.runs, done.events, done.present) == (len(ids), len(exported), 0)
     for run_id in ids:
-        assert target.events(run_id) == source.events(run_id)
+        assert target.events(run_id) == source.events(run_id)  # idempotency keys included
         assert target.get(run_id) == source.get(run_id)
         assert target.get(run_id) == target.rebuild(run_id)
+    assert any(e.idempotency_key for e in target.events(runs.ids["fanout"]))
     assert sorted(target.run_ids()) == sorted(ids)
+    assert list(target.export(ids)) == exported
 
 
 def test_import_twice_is_harmless(runs: Runs, source: EventStore, target: EventStore) -> None:
@@ -163,7 +169,7 @@ def test_import_twice_is_harmless(runs: Runs, source: EventStore, target: EventS
     first = target.import_events(exported)
     before = {r: (target.events(r), target.get(r)) for r in runs.ids.values()}
     time.sleep(0.01)
-    assert target.import_events(exported) == (0, 0)
-    assert source.import_events(exported) == (0, 0)
-    assert first[0] == len(runs.ids)
+    assert tuple(target.import_events(exported)) == (0, 0, len(exported))
+    assert tuple(source.import_events(exported)) == (0, 0, len(exported))
+    assert first.runs == len(runs.ids)
     assert {r: (target.events(r), target.get(r)) for r in runs.ids.values()} == before

@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from hypha_celery.errors import StoreConflict
 from hypha_celery.events import new_view
+from hypha_celery.runtime import lifecycle
 from hypha_celery.store import EventStore
 from hypha_celery.store.schema import events, runs
 
@@ -19,8 +20,9 @@ def new_run(store: EventStore) -> str:
     run_id = uuid.uuid4().hex
     with store.transaction() as tx:
         tx.create(new_view(run_id))
-        tx.append(run_id, "run.created", {"graph_id": "g", "input": {"q": 1}, "lane": None})
-        tx.append(run_id, "run.started", {"execution_id": f"{run_id}.0"})
+        lifecycle.record(tx, run_id, "run.created",
+                         {"graph_id": "g", "input": {"q": 1}, "lane": None})
+        lifecycle.record(tx, run_id, "run.started", {"execution_id": f"{run_id}.0"})
     return run_id
 
 
@@ -39,9 +41,9 @@ def test_concurrent_writers_get_gap_free_unique_seqs(store: EventStore) -> None:
             for i in range(per_writer):
                 with store.transaction() as tx:
                     assert tx.lock(run_id) is not None
-                    tx.append(run_id, "node.started", started(f"{name}.{i}"))
+                    tx.append(run_id, "node.execution.started", started(f"{name}.{i}"))
                     if i % 3 == 0:  # several events in one transaction, too
-                        tx.append(run_id, "node.started", started(f"{name}.{i}b"))
+                        tx.append(run_id, "node.execution.started", started(f"{name}.{i}b"))
         except BaseException as exc:
             errors.append(exc)
 
@@ -75,7 +77,7 @@ def test_duplicate_idem_rejected_by_the_database(store: EventStore) -> None:
     run_id, other = new_run(store), new_run(store)
     with store.transaction() as tx:
         tx.lock(run_id)
-        tx.append(run_id, "node.started", started("x"), idem=f"{run_id}:k")
+        tx.append(run_id, "node.execution.started", started("x"), idem=f"{run_id}:k")
     with pytest.raises(sa.exc.IntegrityError), store.engine.begin() as conn:
         conn.execute(events.insert().values(run_id=other, seq=99, kind="run.queued", ts=0.0,
                                             data={}, idem=f"{run_id}:k"))
@@ -104,17 +106,17 @@ def test_idempotency_key_second_append_conflicts_and_rolls_back(store: EventStor
     first = {"execution_id": f"{run_id}.1", "node_id": "n", "update": {"a": 1}}
     with store.transaction() as tx:
         tx.lock(run_id)
-        tx.append(run_id, "node.completed", first, idem=idem)
+        tx.append(run_id, "node.execution.completed", first, idem=idem)
     before = store.get(run_id)
     called: list[bool] = []
     with pytest.raises(StoreConflict), store.transaction() as tx:
         tx.lock(run_id)
-        tx.append(run_id, "node.started", started("y"))  # rolled back with the duplicate
-        tx.append(run_id, "node.completed", {**first, "update": {"a": 2}}, idem=idem)
+        tx.append(run_id, "node.execution.started", started("y"))  # rolled back with the duplicate
+        tx.append(run_id, "node.execution.completed", {**first, "update": {"a": 2}}, idem=idem)
         tx.after_commit(lambda: called.append(True))
     assert called == []
     evs = store.events(run_id)
-    assert [e.kind for e in evs] == ["run.created", "run.started", "node.completed"]
+    assert [e.kind for e in evs] == ["run.created", "run.started", "node.execution.completed"]
     assert evs[-1].data["update"] == {"a": 1}
     assert store.get(run_id) == before == store.rebuild(run_id)
     assert before["state"] == {"a": 1}
@@ -128,7 +130,7 @@ def test_after_commit_runs_only_after_commit(store: EventStore) -> None:
     seen: list[int] = []
     with store.transaction() as tx:
         tx.lock(run_id)
-        tx.append(run_id, "node.started", started("z"))
+        tx.append(run_id, "node.execution.started", started("z"))
         tx.after_commit(lambda: seen.append(len(store.events(run_id))))
         assert seen == []
     assert seen == [3]

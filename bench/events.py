@@ -1,0 +1,298 @@
+"""Event store speed: appends, projecting a long history, JSONL export and import.
+
+Runs once on PostgreSQL (a private ``hypha_bench_events_<pid>`` database, and a second
+one to import into) and once on SQLite (files in a temporary directory). No Redis, no
+worker: the store alone, through its public API.
+
+* **append, batched**: one run of ``HISTORY`` events (default 100,000) appended through
+  the Tx API, ``BATCH`` (1,000) per transaction: ``with store.transaction() as tx:
+  tx.lock(run); tx.append(...) x BATCH``. Events are a node step's realistic cycle
+  (decision, scheduled, started, model call started / completed, completed with its
+  ``:done`` idempotency key).
+* **append, one per transaction**: ``ONE_TX`` (5,000) transactions of ``tx.lock(run);
+  tx.append(...)`` from one thread; again with ``THREADS`` (4) threads, one run each
+  (informational: the target is the single writer's).
+* **project**: the ``HISTORY``-event run folded into its projection, ``REPEATS`` times:
+  over :meth:`EventStore.history` (rows, no envelopes: the target) and over
+  :meth:`EventStore.events` (envelopes; informational). Both must equal the stored
+  projection.
+* **export**: ``hypha export``'s library path (:func:`hypha_celery.cli.jsonl.export_jsonl`)
+  of the whole store to a file: the long run plus ``SMALL_RUNS`` (1,000) runs of ~20
+  events.
+* **import**: ``hypha import``'s library path (:func:`read_file`: parse and check every
+  line, then :func:`import_parsed`: one transaction) of that file into an empty store;
+  then the same file again (everything present: nothing written). The imported store is
+  exported again and must give the identical file (checked, not timed).
+
+    python -m bench.events          # BENCH_EVENTS_HISTORY=20000 for a quick look
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import sqlalchemy as sa
+
+from bench._harness import PG_ADMIN_URL, emit, machine_info, target
+from hypha_celery.cli.jsonl import export_jsonl, import_parsed, read_file
+from hypha_celery.events.fold import fold, new_view
+from hypha_celery.runtime import lifecycle
+from hypha_celery.store import EventStore
+
+HISTORY = int(os.environ.get("BENCH_EVENTS_HISTORY", "100000"))
+BATCH = 1000
+ONE_TX = int(os.environ.get("BENCH_EVENTS_ONE_TX", "5000"))
+THREADS = 4
+SMALL_RUNS = 1000
+REPEATS = 3
+TARGETS = {"append_batched_events_per_s": (">=", 20_000.0),
+           "append_one_per_tx_events_per_s": (">=", 5_000.0),
+           "project_100k_history_s": ("<=", 1.0),
+           "export_events_per_s": (">=", 50_000.0),
+           "import_events_per_s": (">=", 50_000.0)}
+
+_ANSWER = ("The retrieved passage discusses the operational limits of the system and the "
+           "expected latency of each step.")
+
+
+def _created(i: int) -> dict[str, Any]:
+    return {"graph_id": "bench_events", "input": {"question": f"question {i}"},
+            "user_id": f"user-{i % 50}", "session_id": f"session-{i}",
+            "lane": None, "deadline": None, "max_steps": 10**9, "notify": None,
+            "idempotency_key": None}
+
+
+def _cycle(run_id: str, step: int) -> list[tuple[str, dict[str, Any], str | None]]:
+    """One node step: (kind, data, idempotency key) x 6."""
+    eid = f"{run_id}.{step}"
+    call = f"{eid}.call"
+    return [
+        ("decision.policy.recorded", {"step": step - 1, "type": "next", "node_id": "llm"}, None),
+        ("node.execution.scheduled", {"execution_id": eid, "node_id": "llm", "step": step,
+                                      "input": {"k": 5}}, None),
+        ("node.execution.started", {"execution_id": eid, "node_id": "llm", "attempt": 1,
+                                    "worker": "celery@bench"}, f"{eid}:started:1"),
+        ("model.call.started", {"execution_id": eid, "call_id": call, "model": "mock",
+                                "step": step}, None),
+        ("model.call.completed", {"execution_id": eid, "call_id": call, "model": "mock",
+                                  "step": step, "output": {"text": _ANSWER, "tokens": 42}},
+         None),
+        ("node.execution.completed", {"execution_id": eid, "node_id": "llm", "duration": 0.2,
+                                      "update": {f"a{step % 10}": step}}, f"{eid}:done"),
+    ]
+
+
+def _events(run_id: str, count: int) -> Iterator[tuple[str, dict[str, Any], str | None]]:
+    """``count`` events after ``run.created``: run.started, then node steps."""
+    yield "run.started", {"execution_id": f"{run_id}.0"}, None
+    n, step = 2, 1
+    while True:
+        for item in _cycle(run_id, step):
+            if n >= count:
+                return
+            yield item
+            n += 1
+        step += 1
+
+
+def _append_run(store: EventStore, run_id: str, i: int, count: int, batch: int) -> float:
+    """Create ``run_id`` with ``count`` events, ``batch`` per transaction; seconds taken."""
+    todo = _events(run_id, count)
+    t0 = time.perf_counter()
+    with store.transaction() as tx:
+        tx.create(new_view(run_id))
+        lifecycle.record(tx, run_id, "run.created", _created(i))
+    done = 1
+    while done < count:
+        with store.transaction() as tx:
+            tx.lock(run_id)
+            for kind, data, idem in _take(todo, min(batch, count - done)):
+                if kind.startswith("run."):
+                    lifecycle.record(tx, run_id, kind, data, idem=idem)
+                else:
+                    tx.append(run_id, kind, data, idem=idem)
+                done += 1
+    return time.perf_counter() - t0
+
+
+def _take(it: Iterator[Any], n: int) -> list[Any]:
+    return [next(it) for _ in range(n)]
+
+
+def _one_per_tx(store: EventStore, run_id: str, count: int) -> None:
+    for i in range(count):
+        with store.transaction() as tx:
+            tx.lock(run_id)
+            tx.append(run_id, "tool.call.completed",
+                      {"call_id": f"{run_id}.t{i}", "tool": "search", "output": {"hits": 3}})
+
+
+def _one_per_tx_threads(store: EventStore, threads: int, count: int) -> float:
+    ids = [uuid.uuid4().hex for _ in range(threads)]
+    for n, run_id in enumerate(ids):
+        _append_run(store, run_id, 10**6 + n, 2, BATCH)
+    workers = [threading.Thread(target=_one_per_tx, args=(store, r, count // threads))
+               for r in ids]
+    t0 = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return (count // threads) * threads / (time.perf_counter() - t0)
+
+
+def _project(store: EventStore, run_id: str) -> dict[str, Any]:
+    stored = store.get(run_id)
+    ways: dict[str, Callable[[], dict[str, Any]]] = {
+        "history": lambda: fold(run_id, store.history(run_id)),
+        "events": lambda: fold(run_id, ((e.kind, e.data, e.ts) for e in store.events(run_id))),
+    }
+    out: dict[str, Any] = {}
+    for name, how in ways.items():
+        samples = []
+        for _ in range(REPEATS):
+            t0 = time.perf_counter()
+            view = how()
+            samples.append(time.perf_counter() - t0)
+            view["seq"] = stored["seq"]
+            assert view == stored, f"projection over {name} differs from the stored one"
+        out[name] = {"median_s": round(statistics.median(samples), 3),
+                     "samples_s": [round(s, 3) for s in samples]}
+    return out
+
+
+def _exchange(store: EventStore, fresh: EventStore, path: Path) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    with path.open("w", encoding="utf-8") as out:
+        runs, count = export_jsonl(store, out)
+    export_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    parsed = read_file(str(path))
+    parse_s = time.perf_counter() - t0
+    done = import_parsed(fresh, parsed)
+    import_s = time.perf_counter() - t0
+    assert (done.runs, done.events, done.present) == (runs, count, 0), done
+    t0 = time.perf_counter()
+    again = import_parsed(fresh, read_file(str(path)))
+    reimport_s = time.perf_counter() - t0
+    assert (again.events, again.present) == (0, count), again
+    copy = path.with_suffix(".again.jsonl")
+    with copy.open("w", encoding="utf-8") as out:
+        export_jsonl(fresh, out)
+    identical = copy.read_bytes() == path.read_bytes()
+    assert identical, "export -> import -> export changed the file"
+    return {"runs": runs, "events": count, "file_mb": round(path.stat().st_size / 2**20, 1),
+            "export_s": round(export_s, 3), "export_events_per_s": round(count / export_s),
+            "import_s": round(import_s, 3), "import_parse_and_check_s": round(parse_s, 3),
+            "import_events_per_s": round(count / import_s),
+            "reimport_all_present_s": round(reimport_s, 3),
+            "reexport_identical": identical}
+
+
+def _backend(name: str, url: str, fresh_url: str, tmp: Path) -> dict[str, Any]:
+    store, fresh = EventStore(url), EventStore(fresh_url)
+    try:
+        store.migrate()
+        fresh.migrate()
+        long_run = uuid.uuid4().hex
+        batched_s = _append_run(store, long_run, 0, HISTORY, BATCH)
+        single = uuid.uuid4().hex
+        _append_run(store, single, 1, 2, BATCH)
+        t0 = time.perf_counter()
+        _one_per_tx(store, single, ONE_TX)
+        one_s = time.perf_counter() - t0
+        threaded = _one_per_tx_threads(store, THREADS, ONE_TX)
+        for i in range(SMALL_RUNS):
+            _append_run(store, uuid.uuid4().hex, 2 + i, 20, BATCH)
+        project = _project(store, long_run)
+        exchange = _exchange(store, fresh, tmp / f"{name}.jsonl")
+    finally:
+        store.dispose()
+        fresh.dispose()
+    return {"append_batched": {"events": HISTORY, "per_transaction": BATCH,
+                               "seconds": round(batched_s, 3),
+                               "events_per_s": round(HISTORY / batched_s)},
+            "append_one_per_tx": {"transactions": ONE_TX, "seconds": round(one_s, 3),
+                                  "events_per_s": round(ONE_TX / one_s),
+                                  f"with_{THREADS}_threads_events_per_s": round(threaded)},
+            "project": {"events": HISTORY, **project},
+            "exchange": exchange}
+
+
+def _targets(name: str, data: dict[str, Any]) -> list[dict[str, Any]]:
+    values = {"append_batched_events_per_s": data["append_batched"]["events_per_s"],
+              "append_one_per_tx_events_per_s": data["append_one_per_tx"]["events_per_s"],
+              "project_100k_history_s": data["project"]["history"]["median_s"],
+              "export_events_per_s": data["exchange"]["export_events_per_s"],
+              "import_events_per_s": data["exchange"]["import_events_per_s"]}
+    return [target(f"{name}_{key}", values[key], *TARGETS[key]) for key in TARGETS]
+
+
+@contextmanager
+def _pg_databases() -> Iterator[tuple[str, str]]:
+    base, _, _ = PG_ADMIN_URL.rpartition("/")
+    names = [f"hypha_bench_events_{os.getpid()}_{x}" for x in ("src", "dst")]
+    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            for db in names:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+                conn.exec_driver_sql(f'CREATE DATABASE "{db}"')
+        yield f"{base}/{names[0]}", f"{base}/{names[1]}"
+    finally:
+        with admin.connect() as conn:
+            for db in names:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        admin.dispose()
+
+
+def bench() -> dict[str, Any]:
+    out: dict[str, Any] = {"history": HISTORY, "batch": BATCH, "one_tx": ONE_TX,
+                           "small_runs": SMALL_RUNS}
+    targets: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="hypha-bench-events-") as tmp:
+        with _pg_databases() as (src, dst):
+            out["postgresql"] = _backend("postgresql", src, dst, Path(tmp))
+            engine = sa.create_engine(src)
+            with engine.connect() as conn:
+                out["postgresql"]["server"] = conn.exec_driver_sql("SHOW server_version").scalar()
+                out["postgresql"]["synchronous_commit"] = conn.exec_driver_sql(
+                    "SHOW synchronous_commit").scalar()
+            engine.dispose()
+        targets += _targets("postgresql", out["postgresql"])
+        out["sqlite"] = _backend("sqlite", f"sqlite:///{tmp}/src.db", f"sqlite:///{tmp}/dst.db",
+                                 Path(tmp))
+        out["sqlite"]["version"] = sqlite3.sqlite_version
+        targets += _targets("sqlite", out["sqlite"])
+    out["targets"] = targets
+    return out
+
+
+def main() -> int:
+    t0 = time.monotonic()
+    doc: dict[str, Any] = {"machine": machine_info()}
+    doc["events"] = bench()
+    doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    doc["targets"] = doc["events"].pop("targets")
+    doc["all_pass"] = all(t["pass"] for t in doc["targets"])
+    doc["duration_s"] = round(time.monotonic() - t0, 1)
+    emit("events", doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

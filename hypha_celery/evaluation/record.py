@@ -1,0 +1,44 @@
+"""Record evaluation's own events (``eval.*``, ``replay.*``, ``regression.*``) in a run's log.
+
+The canonical-writer rule: the run lifecycle (``run.*``, ``node.*``, ``decision.*``, and the
+runtime's ``recovery.*`` / ``agent.*`` streams) has exactly one writer, the runtime; this
+recorder refuses those types. What it records is passive: the run projection (status,
+state, result) does not change, only the run's ``seq`` moves on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from hypha_celery.errors import NotRecordable, RunNotFound
+from hypha_celery.events.envelope import KINDS, Event, event_id
+from hypha_celery.store.sql import EventStore
+
+#: Type prefixes only the runtime writes.
+RESERVED_PREFIXES = ("run.", "node.", "decision.", "recovery.", "agent.")
+
+
+def check_recordable(type_: str) -> None:
+    """:class:`NotRecordable` unless ``type_`` is a known type outside the runtime's own."""
+    if type_.startswith(RESERVED_PREFIXES):
+        raise NotRecordable(f"{type_} is written by the runtime only (run.*, node.*, "
+                            "decision.*, recovery.* and agent.* have one canonical writer)")
+    if type_ not in KINDS:
+        raise NotRecordable(f"unknown event type {type_!r}")
+
+
+def record(store: EventStore, run_id: str, type_: str, payload: Mapping[str, Any]) -> Event:
+    """Append one event of ``type_`` to ``run_id``'s log (locking the run for the append,
+    like every writer) and return it. Raises :class:`NotRecordable` for a type the runtime
+    owns and :class:`RunNotFound` for an unknown run."""
+    check_recordable(type_)
+    data = dict(payload)
+    ts = time.time()
+    with store.transaction() as tx:
+        if tx.lock(run_id) is None:
+            raise RunNotFound(f"no run {run_id!r} in the event store")
+        seq = tx.append(run_id, type_, data, ts=ts)["seq"]
+    return Event(id=event_id(run_id, seq), type=type_, run_id=run_id,  # type: ignore[arg-type]
+                 seq=seq, timestamp=ts, correlation_id=run_id, payload=data)

@@ -1,0 +1,122 @@
+"""Model and tool calls made through a node's context: recorded live, served in replay.
+
+A node that calls a model or a tool through ``ctx.model(...)`` / ``ctx.tool(...)`` gets
+its calls recorded: the outcome envelope carries them and the step that records the node
+writes ``model.call.started`` / ``model.call.completed | failed`` (and ``tool.call.*``)
+before the node's own outcome, in the same transaction. The request itself is never
+stored (it may hold prompt text or secrets): only ``request_hash``, the first 16 hex
+digits of the SHA-256 of its canonical JSON. The output is stored: it is what a replay
+serves.
+
+Re-executing a recorded run (:mod:`hypha_celery.rerun`) gives the node a context whose
+calls are *served*: the n-th call of the execution must name the same model or tool with
+the same request hash, and gets the recorded output (or the recorded error, raised as
+:class:`RecordedCallError`) without calling anything. Anything else raises
+:class:`~hypha_celery.errors.ReplayDivergence`.
+
+Bounds: 1,000 calls per execution, 1 MiB of JSON per recorded output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from hypha_celery.errors import InvalidCall, ReplayDivergence
+from hypha_celery.events.envelope import canonical
+
+Family = Literal["model", "tool"]
+#: Calls one node execution may record.
+MAX_CALLS = 1000
+#: JSON bytes of one recorded call output.
+MAX_OUTPUT_BYTES = 1_048_576
+
+
+class RecordedCallError(Exception):
+    """In a replay: the recorded call failed; ``type`` / ``message`` are the recording's."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(f"{error.get('type', 'Error')}: {error.get('message', '')}")
+        self.type = str(error.get("type", "Error"))
+        self.error = error
+
+
+def request_hash(request: Any) -> str:
+    try:
+        text = canonical(request)
+    except (TypeError, ValueError) as exc:
+        raise InvalidCall(f"a call's request must be JSON ({exc})") from None
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _error_json(exc: BaseException) -> dict[str, str]:
+    from hypha_celery.runtime.jsonsafe import error_json
+
+    return error_json(exc)
+
+
+class Calls:
+    """The calls of one node execution. ``recorded`` given: a replay that serves them."""
+
+    def __init__(self, execution_id: str, node_id: str,
+                 recorded: list[dict[str, Any]] | None = None) -> None:
+        self.execution_id = execution_id
+        self.node_id = node_id
+        self.records: list[dict[str, Any]] = []
+        self._recorded = recorded
+
+    def call(self, family: Family, name: str, fn: Callable[[Any], Any], request: Any,
+             extra: dict[str, Any] | None = None) -> Any:
+        if not isinstance(name, str) or not name:
+            raise InvalidCall(f"a {family} call needs a name")
+        if len(self.records) >= MAX_CALLS:
+            raise InvalidCall(f"more than {MAX_CALLS} calls in one node execution")
+        digest = request_hash(request)
+        n = len(self.records)
+        record: dict[str, Any] = {"call_id": f"{self.execution_id}:{family[0]}{n}",
+                                  "family": family, "name": name, "request_hash": digest,
+                                  **(extra or {})}
+        if self._recorded is not None:
+            return self._serve(record)
+        record["started_at"] = time.time()
+        try:
+            output = fn(request)
+        except Exception as exc:
+            record.update(ended_at=time.time(), error=_error_json(exc))
+            self.records.append(record)
+            raise
+        record.update(ended_at=time.time(), output=_checked(output, family, name))
+        self.records.append(record)
+        return output
+
+    def _serve(self, record: dict[str, Any]) -> Any:
+        assert self._recorded is not None
+        n = len(self.records)
+        where = f"{self.node_id} ({self.execution_id}) call {n}"
+        if n >= len(self._recorded):
+            raise ReplayDivergence(where, f"new {record['family']} call {record['name']!r}")
+        old = self._recorded[n]
+        for key in ("family", "name", "request_hash"):
+            if old.get(key) != record[key]:
+                raise ReplayDivergence(where, f"{key} {old.get(key)!r} became {record[key]!r}")
+        self.records.append(old)
+        if "error" in old:
+            raise RecordedCallError(old["error"])
+        return old.get("output")
+
+    def unused(self) -> int:
+        """Recorded calls a replay did not serve (the new code made fewer calls)."""
+        return 0 if self._recorded is None else len(self._recorded) - len(self.records)
+
+
+def _checked(output: Any, family: str, name: str) -> Any:
+    try:
+        size = len(canonical(output).encode())
+    except (TypeError, ValueError):
+        raise InvalidCall(f"{family} {name!r} returned a value that is not JSON") from None
+    if size > MAX_OUTPUT_BYTES:
+        raise InvalidCall(f"{family} {name!r} returned {size} bytes of JSON; "
+                          f"at most {MAX_OUTPUT_BYTES} are recorded")
+    return output

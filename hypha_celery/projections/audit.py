@@ -1,0 +1,219 @@
+"""``audit_view``: what a run decided and did, as data, folded from its events.
+
+hypha's ``projectAudit``: the state path, the decisions, the tool calls, the policy
+decisions, plus hypha-celery's failure handling (retries, redeliveries, dead letters,
+recovery re-drives, timeouts) and the terminal outcome. It never carries the run's
+input, its state or its nodes' outputs: node inputs and updates, the run's result and
+failure messages stay out. Tool outputs and errors are in (they are what a tool call
+audit is about); model calls are named, never their output. Payloads of policy events
+are kept without their content keys (``input``, ``update``, ``output``, ...).
+
+Step ids come from the envelope (``Event.step_id``, filled by the store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from hypha_celery.events.envelope import TERMINAL_KINDS, Event
+from hypha_celery.projections.run import Status, status_of
+from hypha_celery.projections.trace import last_of, run_trace
+
+__all__ = ["AuditView", "Counts", "Decision", "ModelCall", "Outcome", "PolicyDecision",
+           "ToolCall", "audit_view", "state_path"]
+
+#: Payload keys that hold run content; policy decisions drop them.
+CONTENT_KEYS = frozenset({"input", "state", "update", "result", "output", "error", "message",
+                          "request", "args", "arguments", "messages", "prompt", "value"})
+ToolOutcome = Literal["completed", "failed", "rejected"]
+ModelOutcome = Literal["started", "completed", "failed"]
+End = Literal["completed", "failed", "cancelled"]
+_TOOL_OUTCOMES: dict[str, ToolOutcome] = {
+    "tool.call.completed": "completed", "tool.call.failed": "failed",
+    "tool.call.rejected": "rejected"}
+_MODEL_OUTCOMES: dict[str, ModelOutcome] = {
+    "model.call.started": "started", "model.call.completed": "completed",
+    "model.call.failed": "failed"}
+_ENDS: dict[str, End] = {
+    "run.completed": "completed", "run.failed": "failed", "run.cancelled": "cancelled"}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Decision(_Frozen):
+    """One ``decision.policy.recorded``: the step it was taken at, its type
+    (``next`` / ``fanout`` / ``finish``) and the nodes (and reducer) it chose."""
+
+    seq: int
+    step: int
+    type: str
+    node_ids: tuple[str, ...] = ()
+    reducer: str | None = None
+
+
+class ToolCall(_Frozen):
+    """One finished tool call (``tool.call.completed`` / ``failed`` / ``rejected``)."""
+
+    seq: int
+    step_id: str | None
+    call_id: str | None
+    tool: str | None
+    outcome: ToolOutcome
+    output: Any = None
+    error: dict[str, Any] | None = None
+    reason: str | None = None
+
+
+class ModelCall(_Frozen):
+    """One model call: its ``model.call.*`` events paired by ``call_id`` (an event
+    without one is a call of its own); ``outcome`` is the newest event's."""
+
+    seq: int
+    step_id: str | None
+    call_id: str | None
+    model: str | None
+    outcome: ModelOutcome
+
+
+class PolicyDecision(_Frozen):
+    """An event whose type names a policy, with its payload minus content keys."""
+
+    seq: int
+    type: str
+    step_id: str | None
+    detail: dict[str, Any]
+
+
+class Counts(_Frozen):
+    """Failure handling: node retries and redeliveries, dead-lettered executions,
+    recovery re-drives and supervisor timeouts."""
+
+    retries: int = 0
+    redeliveries: int = 0
+    dead_letters: int = 0
+    recoveries: int = 0
+    timeouts: int = 0
+
+
+class Outcome(_Frozen):
+    """The terminal event: its status, its reason (failed / cancelled) and time."""
+
+    status: End
+    reason: str | None = None
+    at: float
+
+
+class AuditView(_Frozen):
+    run_id: str
+    graph_id: str | None
+    status: Status
+    state_path: tuple[str, ...]
+    decisions: tuple[Decision, ...]
+    tool_calls: tuple[ToolCall, ...]
+    model_calls: tuple[ModelCall, ...]
+    policy_decisions: tuple[PolicyDecision, ...]
+    counts: Counts
+    outcome: Outcome | None = None
+
+
+def audit_view(events: Iterable[Event]) -> AuditView:
+    """The audit of one run from its events (``ValueError`` when empty or mixed). Pure."""
+    trace = run_trace(events)
+    created = last_of(trace, ("run.created",))
+    graph_id = created.payload.get("graph_id") if created is not None else None
+    return AuditView(
+        run_id=trace[0].run_id,
+        graph_id=graph_id or trace[0].agent_id,
+        status=status_of(trace),
+        state_path=state_path(trace),
+        decisions=tuple(_decision(e) for e in trace if e.type == "decision.policy.recorded"),
+        tool_calls=tuple(_tool_call(e) for e in trace if e.type in _TOOL_OUTCOMES),
+        model_calls=_model_calls(trace),
+        policy_decisions=tuple(_policy(e) for e in trace if "policy" in e.type),
+        counts=_counts(trace),
+        outcome=_outcome(last_of(trace, TERMINAL_KINDS)),
+    )
+
+
+def state_path(trace: Sequence[Event]) -> tuple[str, ...]:
+    """Node ids in the order they were scheduled (a fan-out's edges in edge order)."""
+    path: list[Any] = []
+    for e in trace:
+        if e.type == "node.execution.scheduled":
+            path.append(e.payload.get("node_id"))
+        elif e.type == "node.fanout.scheduled":
+            path.extend(edge.get("node_id") for edge in e.payload.get("edges") or ())
+    return tuple(str(node_id) for node_id in path if node_id is not None)
+
+
+def _decision(e: Event) -> Decision:
+    d = e.payload
+    return Decision(seq=e.seq, step=int(d.get("step") or 0), type=str(d.get("type") or "-"),
+                    node_ids=tuple(str(n) for n in d.get("node_ids") or ()),
+                    reducer=d.get("reducer"))
+
+
+def _name(e: Event, key: str) -> str | None:
+    name = e.payload.get(key) or e.payload.get("name")
+    return str(name) if name is not None else None
+
+
+def _call_id(e: Event) -> str | None:
+    call_id = e.payload.get("call_id")
+    return str(call_id) if call_id is not None else None
+
+
+def _tool_call(e: Event) -> ToolCall:
+    d = e.payload
+    reason = d.get("reason")
+    return ToolCall(seq=e.seq, step_id=e.step_id, call_id=_call_id(e), tool=_name(e, "tool"),
+                    outcome=_TOOL_OUTCOMES[e.type],
+                    output=d.get("output"), error=d.get("error"),
+                    reason=str(reason) if reason is not None else None)
+
+
+def _model_calls(trace: Sequence[Event]) -> tuple[ModelCall, ...]:
+    calls: dict[str, ModelCall] = {}
+    for e in trace:
+        outcome = _MODEL_OUTCOMES.get(e.type)
+        if outcome is None:
+            continue
+        key = _call_id(e) or f"#{e.seq}"
+        first = calls.get(key)
+        calls[key] = ModelCall(
+            seq=first.seq if first else e.seq, step_id=e.step_id, call_id=_call_id(e),
+            model=_name(e, "model") or (first.model if first else None),
+            outcome=outcome)
+    return tuple(calls.values())
+
+
+def _policy(e: Event) -> PolicyDecision:
+    detail = {k: v for k, v in e.payload.items() if k not in CONTENT_KEYS}
+    return PolicyDecision(seq=e.seq, type=e.type, step_id=e.step_id, detail=detail)
+
+
+_COUNTED = {"node.execution.retrying": "retries", "node.execution.redelivered": "redeliveries",
+            "node.execution.dead_lettered": "dead_letters",
+            "recovery.run.redriven": "recoveries", "recovery.node.timed_out": "timeouts"}
+
+
+def _counts(trace: Sequence[Event]) -> Counts:
+    counts: dict[str, int] = {}
+    for e in trace:
+        field = _COUNTED.get(e.type)
+        if field is not None:
+            counts[field] = counts.get(field, 0) + 1
+    return Counts(**counts)
+
+
+def _outcome(end: Event | None) -> Outcome | None:
+    if end is None:
+        return None
+    reason = end.payload.get("reason") if end.type != "run.completed" else None
+    return Outcome(status=_ENDS[end.type],
+                   reason=str(reason) if reason is not None else None, at=end.timestamp)

@@ -1,0 +1,149 @@
+"""``run_view``: a run's status, outcome and timing, folded from its events alone.
+
+The status follows hypha's projection rules, in priority order:
+
+1. the last terminal event (``run.completed`` / ``run.failed`` / ``run.cancelled``) wins;
+2. otherwise a ``run.waiting_human`` not yet answered by a later ``human.review.approved``
+   or ``human.review.rejected`` gives ``waiting_human``;
+3. otherwise ``run.started``, or any later sign of execution (a decision, a node, a
+   recovery, a model or tool call, a human review, a hold), gives ``running``;
+4. otherwise (only ``run.created`` / ``run.queued`` / ``run.cancel.requested``) ``queued``.
+
+A run an operator must look at (``run.quarantined`` or ``run.parked`` and not yet
+released or re-driven) keeps hypha's status ``running`` and says why in ``held``; the
+store's projection names those two states as statuses of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict
+
+from hypha_celery.events.envelope import TERMINAL_KINDS, Event
+from hypha_celery.projections.trace import last_of, run_trace
+
+__all__ = ["STATUSES", "TERMINAL_STATUSES", "Held", "RunError", "RunView", "Status", "run_view",
+           "status_of"]
+
+Status = Literal["queued", "running", "waiting_human", "completed", "failed", "cancelled"]
+Held = Literal["quarantined", "parked"]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+STATUSES: tuple[Status, ...] = get_args(Status)
+
+_REVIEWED = frozenset({"human.review.approved", "human.review.rejected"})
+_HOLDS = frozenset({"run.quarantined", "run.released", "run.parked", "run.redriven"})
+_SCHEDULED = frozenset({"node.execution.scheduled", "node.fanout.scheduled"})
+#: Kinds that only happen once a run executes (beyond ``run.started`` itself).
+_EXECUTION_PREFIXES = ("decision.", "node.", "recovery.", "model.call.", "tool.", "memory.",
+                       "human.review.")
+_EXECUTION_KINDS = frozenset({"run.started", "run.waiting_human"}) | _HOLDS
+
+
+class RunError(BaseModel):
+    """Why a run failed or was cancelled: the terminal event's reason and message."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reason: str
+    message: str = ""
+
+
+class RunView(BaseModel):
+    """One run as hypha projects it. ``output`` is the ``run.completed`` result (the
+    run's answer: print it only where the run's data may be shown); ``steps`` the
+    highest step scheduled; ``duration`` runs from ``run.started`` to the terminal
+    event (``None`` while running, or for a run that ended before it started)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str
+    graph_id: str | None
+    user_id: str | None
+    session_id: str | None
+    status: Status
+    held: Held | None = None
+    cancel_requested: bool = False
+    output: Any = None
+    error: RunError | None = None
+    steps: int = 0
+    events: int
+    created_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    updated_at: float
+    duration: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+def run_view(events: Iterable[Event]) -> RunView:
+    """The view of one run from its events (any order; ``ValueError`` when empty or
+    mixed). Pure: the same events always give the same view."""
+    trace = run_trace(events)
+    created = last_of(trace, ("run.created",))
+    owner: dict[str, Any] = dict(created.payload) if created is not None else {}
+    first, end = trace[0], last_of(trace, TERMINAL_KINDS)
+    started = next((e.timestamp for e in trace if e.type == "run.started"), None)
+    return RunView(
+        run_id=first.run_id,
+        graph_id=owner.get("graph_id") or first.agent_id,
+        user_id=owner.get("user_id", first.user_id),
+        session_id=owner.get("session_id", first.session_id),
+        status=status_of(trace),
+        held=_held(trace),
+        cancel_requested=any(e.type == "run.cancel.requested" for e in trace),
+        output=end.payload.get("result") if end and end.type == "run.completed" else None,
+        error=_error(end),
+        steps=max((int(e.payload.get("step") or 0) for e in trace if e.type in _SCHEDULED),
+                  default=0),
+        events=len(trace),
+        created_at=(created or first).timestamp,
+        started_at=started,
+        ended_at=end.timestamp if end else None,
+        updated_at=trace[-1].timestamp,
+        duration=end.timestamp - started if end and started is not None else None,
+    )
+
+
+def status_of(trace: Sequence[Event]) -> Status:
+    """hypha's status of a run whose events ``trace`` holds in ``seq`` order."""
+    end = last_of(trace, TERMINAL_KINDS)
+    if end is not None:
+        return _TERMINAL_STATUS[end.type]
+    if _awaits_human(trace):
+        return "waiting_human"
+    if any(_executing(e.type) for e in trace):
+        return "running"
+    return "queued"
+
+
+_TERMINAL_STATUS: dict[str, Status] = {
+    "run.completed": "completed", "run.failed": "failed", "run.cancelled": "cancelled"}
+
+
+def _awaits_human(trace: Sequence[Event]) -> bool:
+    last = last_of(trace, _REVIEWED | {"run.waiting_human"})
+    return last is not None and last.type == "run.waiting_human"
+
+
+def _executing(kind: str) -> bool:
+    return kind in _EXECUTION_KINDS or kind.startswith(_EXECUTION_PREFIXES)
+
+
+def _held(trace: Sequence[Event]) -> Held | None:
+    last = last_of(trace, _HOLDS | TERMINAL_KINDS)
+    if last is None or last.type not in ("run.quarantined", "run.parked"):
+        return None
+    return "quarantined" if last.type == "run.quarantined" else "parked"
+
+
+def _error(end: Event | None) -> RunError | None:
+    if end is None or end.type == "run.completed":
+        return None
+    status = _TERMINAL_STATUS[end.type]
+    return RunError(reason=str(end.payload.get("reason") or status),
+                    message=str(end.payload.get("message") or ""))

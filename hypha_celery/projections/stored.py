@@ -1,0 +1,29 @@
+"""The views over what an event store holds (the views themselves are pure)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from hypha_celery.projections.session import SessionView, session_view
+from hypha_celery.store import EventStore
+from hypha_celery.store.schema import runs
+
+__all__ = ["runs_of_session", "stored_session"]
+
+
+def runs_of_session(store: EventStore, user_id: str, session_id: str) -> list[str]:
+    """Ids of the runs of ``(user_id, session_id)``, in the order they were created.
+    (No index serves this: it reads the whole runs table. It is an operator's query.)"""
+    store.ensure_schema()
+    q = (sa.select(runs.c.run_id)
+         .where(runs.c.user_id == user_id, runs.c.session_id == session_id)
+         .order_by(runs.c.id))
+    with store.reader.connect() as conn:
+        return list(conn.execute(q).scalars())
+
+
+def stored_session(store: EventStore, user_id: str, session_id: str) -> SessionView:
+    """:func:`session_view` over the events of the session's runs in ``store``."""
+    events = [e for run_id in runs_of_session(store, user_id, session_id)
+              for e in store.events(run_id)]
+    return session_view(events, user_id, session_id)

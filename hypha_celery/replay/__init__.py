@@ -1,0 +1,49 @@
+"""Replay: capture a run's events as a fixture and compare later runs with it.
+
+Replay is pure over recorded events: it never calls a model, a tool, a node or any
+external service, and it leaves out evaluation's own ``eval.*``, ``replay.*`` and
+``regression.*`` events. See docs/traces.md.
+"""
+
+from hypha_celery.replay.compare import (
+    FAMILIES,
+    Mismatch,
+    OutputDiff,
+    SequenceDiff,
+    TraceDiff,
+    compare,
+    diff_sequences,
+)
+from hypha_celery.replay.fixture import (
+    FIXTURE_VERSION,
+    Projection,
+    ReplayFixture,
+    capture,
+    final_output,
+    project,
+)
+from hypha_celery.replay.run import capture_run
+from hypha_celery.replay.spec import ReplaySpec, SnapshotPolicy
+from hypha_celery.replay.store import FileFixtureStore, read_fixture, write_fixture
+
+__all__ = [
+    "FAMILIES",
+    "FIXTURE_VERSION",
+    "FileFixtureStore",
+    "Mismatch",
+    "OutputDiff",
+    "Projection",
+    "ReplayFixture",
+    "ReplaySpec",
+    "SequenceDiff",
+    "SnapshotPolicy",
+    "TraceDiff",
+    "capture",
+    "capture_run",
+    "compare",
+    "diff_sequences",
+    "final_output",
+    "project",
+    "read_fixture",
+    "write_fixture",
+]

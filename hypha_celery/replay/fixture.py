@@ -1,0 +1,241 @@
+"""Capture a run's events as a replay fixture: the events plus the projections that
+:func:`~hypha_celery.replay.compare` checks. Pure: no store, model, tool or network."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, Field
+
+from hypha_celery.errors import EmptyTrace, InvalidContract, MixedRunTrace
+from hypha_celery.events.envelope import META_PREFIXES, Event, canonical
+from hypha_celery.replay.spec import ReplaySpec
+
+#: The fixture file format; a loader refuses anything else.
+FIXTURE_VERSION = 1
+
+TERMINAL = ("run.completed", "run.failed", "run.cancelled")
+TOOL_OUTCOMES = ("tool.call.completed", "tool.call.failed", "tool.call.rejected")
+#: ``source`` in a tool-call signature: the output came from the recorded event.
+SOURCE = "recorded"
+
+
+class ReplayFixture(BaseModel):
+    """A captured run. ``events`` are the run's own events (never ``eval.*``,
+    ``replay.*``, ``regression.*``) in ``seq`` order, filtered by ``replay_spec``; every
+    other list is a projection of them (see :func:`project`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    version: int = FIXTURE_VERSION
+    run_id: str
+    created_at: float
+    replay_spec: ReplaySpec = Field(default_factory=ReplaySpec)
+    events: list[Event]
+    event_types: list[str]
+    state_path: list[str]
+    final_output: Any = None
+    tool_calls: list[str]
+    model_calls: list[str]
+    policy_decisions: list[str]
+    memory_read_set: list[str]
+    #: ``snapshot_policy="full"``: ``{seq, step, execution_id, state}`` after each outcome
+    snapshots: list[dict[str, Any]] | None = None
+    #: a JSON Schema the run's final output must satisfy (regression ``output_contract``)
+    output_contract: dict[str, Any] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Projection(BaseModel):
+    """What :func:`project` derives from a list of events."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    events: list[Event]
+    event_types: list[str]
+    state_path: list[str]
+    final_output: Any = None
+    tool_calls: list[str]
+    model_calls: list[str]
+    policy_decisions: list[str]
+    memory_read_set: list[str]
+    snapshots: list[dict[str, Any]] | None = None
+
+
+def own_events(events: Iterable[Event]) -> list[Event]:
+    """``events`` without evaluation's own (``eval.*``, ``replay.*``, ``regression.*``),
+    in ``seq`` order (stable)."""
+    return sorted((e for e in events if not e.type.startswith(META_PREFIXES)),
+                  key=lambda e: e.seq)
+
+
+def _step(event: Event) -> str:
+    """The event's ``step_id``; for an event built without one, the envelope's rule (the
+    payload's ``step``, else the step in its execution id ``<run>.<step>[.<edge>]``)."""
+    if event.step_id is not None:
+        return event.step_id
+    step = event.payload.get("step")
+    if step is not None:
+        return str(step)
+    parts = str(event.execution_id or event.payload.get("execution_id") or "").split(".")
+    return parts[1] if len(parts) >= 2 and parts[1].isdigit() else ""
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else canonical(value)
+
+
+def _first_present(payload: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if payload.get(key) is not None:
+            return payload[key]
+    return None
+
+
+def tool_call_signature(event: Event) -> str:
+    """``type|step|tool|recorded|stable(output ?? error ?? decision ?? null)``"""
+    p = event.payload
+    outcome = _first_present(p, "output", "error", "decision")
+    return "|".join((event.type, _step(event), _text(p.get("tool")), SOURCE, canonical(outcome)))
+
+
+def policy_signature(event: Event) -> str:
+    """``tool.policy.checked``: ``step|tool|stable(decision)``;
+    ``decision.policy.recorded`` (our addition): ``step|type|stable(node_ids)``."""
+    p = event.payload
+    if event.type == "decision.policy.recorded":
+        node_ids = list(p.get("node_ids") or [])
+        return "|".join((_step(event), _text(p.get("type")), canonical(node_ids)))
+    return "|".join((_step(event), _text(p.get("tool")), canonical(p.get("decision"))))
+
+
+def memory_read_signature(event: Event) -> str:
+    """``step|target``"""
+    return f"{_step(event)}|{_text(event.payload.get('target'))}"
+
+
+def model_call_signature(event: Event) -> str:
+    """``type|step|model``"""
+    return f"{event.type}|{_step(event)}|{_text(event.payload.get('model'))}"
+
+
+def final_output(events: Sequence[Event]) -> Any:
+    """The last terminal event's outcome: ``run.completed``'s ``result``, ``{"error":
+    reason}`` for ``run.failed`` / ``run.cancelled``; ``None`` before the run ended."""
+    for event in reversed(events):
+        if event.type == "run.completed":
+            return event.payload.get("result")
+        if event.type in TERMINAL:
+            return {"error": event.payload.get("reason", event.type.removeprefix("run."))}
+    return None
+
+
+def _state_path(events: Sequence[Event]) -> list[str]:
+    path: list[str] = []
+    for event in events:
+        if event.type == "node.execution.scheduled":
+            path.append(_text(event.payload.get("node_id")))
+        elif event.type == "node.fanout.scheduled":
+            path.extend(_text(edge.get("node_id")) for edge in event.payload.get("edges") or [])
+    return path
+
+
+def _snapshots(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """The run state after each node / reducer outcome that changed it (edge outcomes
+    reach the state only through their reducer), as the run projection folds it."""
+    state: dict[str, Any] = {}
+    out: list[dict[str, Any]] = []
+    for event in events:
+        p = event.payload
+        if event.type not in ("node.execution.completed", "node.reducer.completed"):
+            continue
+        if p.get("edge_of") or not isinstance(p.get("update"), Mapping) or not p["update"]:
+            continue
+        state.update(p["update"])
+        out.append({"seq": event.seq, "step": _step(event),
+                    "execution_id": event.execution_id or p.get("execution_id"),
+                    "state": copy.deepcopy(state)})
+    return out
+
+
+def project(events: Iterable[Event], spec: ReplaySpec | None = None) -> Projection:
+    """The fixture projections of ``events`` (filtered and ordered as a capture would);
+    no run-id checks (see :func:`capture`)."""
+    spec = spec or ReplaySpec()
+    kept = [e for e in own_events(events) if spec.keeps(e.type)]
+    return Projection(
+        events=kept,
+        event_types=[e.type for e in kept],
+        state_path=_state_path(kept) if spec.snapshot_policy != "none" else [],
+        final_output=final_output(kept),
+        tool_calls=[tool_call_signature(e) for e in kept if e.type in TOOL_OUTCOMES],
+        model_calls=[model_call_signature(e) for e in kept if e.type.startswith("model.call.")],
+        policy_decisions=[policy_signature(e) for e in kept
+                          if e.type in ("tool.policy.checked", "decision.policy.recorded")],
+        memory_read_set=[memory_read_signature(e) for e in kept
+                         if e.type == "memory.read.completed"],
+        snapshots=_snapshots(kept) if spec.snapshot_policy == "full" else None,
+    )
+
+
+def check_single_run(events: Sequence[Event], run_id: str | None = None) -> str:
+    """The one run id of ``events`` (or ``run_id``); :class:`MixedRunTrace` names the
+    first event of another run, :class:`EmptyTrace` when there is nothing to check."""
+    if not events:
+        raise EmptyTrace(f"no events to capture{f' for run {run_id}' if run_id else ''} "
+                         "(eval.*, replay.* and regression.* do not count)")
+    expected = run_id if run_id is not None else events[0].run_id
+    for event in events:
+        if event.run_id != expected:
+            raise MixedRunTrace(event.id or f"{event.run_id}:{event.seq}", event.run_id,
+                                expected)
+    return expected
+
+
+def checked_schema(schema: Any, name: str = "output contract") -> dict[str, Any]:
+    """``schema`` (a JSON object) if it is a valid JSON Schema (Draft 2020-12), else
+    :class:`InvalidContract`."""
+    if not isinstance(schema, Mapping):
+        raise InvalidContract(f"{name} must be a JSON Schema object, not "
+                              f"{type(schema).__name__}")
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path)
+        raise InvalidContract(f"{name} is not a valid JSON Schema"
+                              f"{f' (at {where})' if where else ''}: {exc.message}") from None
+    return dict(schema)
+
+
+def capture(
+    events: Iterable[Event], spec: ReplaySpec | None = None, *, run_id: str | None = None,
+    fixture_id: str | None = None, output_contract: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None, now: Callable[[], float] = time.time,
+) -> ReplayFixture:
+    """A :class:`ReplayFixture` of one run's ``events``.
+
+    ``eval.*`` / ``replay.*`` / ``regression.*`` events are left out, the rest ordered by
+    ``seq`` and filtered by ``spec`` (default ``ReplaySpec()``: everything). Raises
+    :class:`EmptyTrace` when no event is left and :class:`MixedRunTrace` when the events
+    belong to more than one run (or not to ``run_id``, when given). The fixture id
+    defaults to the run id. Pure: reads nothing, calls nothing.
+    """
+    spec = spec or ReplaySpec()
+    contract = checked_schema(output_contract) if output_contract is not None else None
+    own = own_events(events)
+    rid = check_single_run(own, run_id)
+    projection = project(own, spec)
+    return ReplayFixture(
+        id=fixture_id or rid, run_id=rid, created_at=now(), replay_spec=spec,
+        output_contract=contract,
+        metadata=dict(metadata or {}), **projection.model_dump(exclude={"events"}),
+        events=projection.events,
+    )

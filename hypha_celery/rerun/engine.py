@@ -1,0 +1,258 @@
+"""The re-execution engine: one pass over a run's recorded events (see the package doc)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hypha_celery.errors import ReplayDivergence
+from hypha_celery.events import Event, apply_event, new_view
+from hypha_celery.events.envelope import canonical
+from hypha_celery.graph import ErrorInfo, FanOut, Finish, Graph, Next, NodeContext, Outcome
+from hypha_celery.graph.calls import Calls
+from hypha_celery.runtime.coordinator import summary
+
+#: Recorded failures that say what happened to the infrastructure, not what the code
+#: returned: those executions are not re-run (a timeout, a fenced edge, a dead letter).
+_NOT_CODE = frozenset({"NodeTimeout", "StaleEdge"})
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where new code first did something else: the recorded event's ``seq`` and
+    ``step``, ``what`` (``decision``, ``input``, ``result``, ``node``, ``output``,
+    ``call``), what the recording has and what the new code gave."""
+
+    seq: int
+    step: int | None
+    what: str
+    expected: Any
+    actual: Any
+    message: str
+
+
+@dataclass(frozen=True)
+class RerunReport:
+    run_id: str
+    graph_id: str
+    decisions: int
+    executions: int
+    skipped: int
+    divergence: Divergence | None
+
+    @property
+    def ok(self) -> bool:
+        return self.divergence is None
+
+
+class _Diverged(Exception):
+    def __init__(self, divergence: Divergence) -> None:
+        super().__init__(divergence.message)
+        self.divergence = divergence
+
+
+def rerun(graph: Graph, events: Sequence[Event]) -> RerunReport:
+    """Re-execute the recorded run ``events`` with ``graph`` (its new code)."""
+    return _Rerun(graph, sorted(events, key=lambda e: e.seq)).run()
+
+
+@dataclass
+class _Scheduled:
+    node_id: str
+    input: Any
+    state: dict[str, Any]
+
+
+class _Rerun:
+    def __init__(self, graph: Graph, events: list[Event]) -> None:
+        self.graph = graph
+        self.events = events
+        self.run_id = events[0].run_id if events else ""
+        self.view = new_view(self.run_id)
+        self.decision: Next | FanOut | Finish | None = None
+        self.scheduled: dict[str, _Scheduled] = {}
+        self.calls = _recorded_calls(events)
+        self.edges: dict[str, list[Event]] = {}
+        self.counts = {"decisions": 0, "executions": 0, "skipped": 0}
+
+    def run(self) -> RerunReport:
+        divergence = None
+        try:
+            for event in self.events:
+                self._check(event)
+                apply_event(self.view, event.type, event.payload, event.timestamp)
+        except _Diverged as diverged:
+            divergence = diverged.divergence
+        return RerunReport(self.run_id, self.graph.id, divergence=divergence, **self.counts)
+
+    def _diverge(self, event: Event, what: str, expected: Any, actual: Any,
+                 message: str) -> _Diverged:
+        step = int(event.step_id) if event.step_id and event.step_id.isdigit() else None
+        return _Diverged(Divergence(event.seq, step, what, expected, actual, message))
+
+    def _check(self, event: Event) -> None:
+        handler = _HANDLERS.get(event.type)
+        if handler is not None:
+            handler(self, event)
+
+    # -- decisions ---------------------------------------------------------------------
+    def _decided(self, event: Event) -> None:
+        self.counts["decisions"] += 1
+        expected = {k: v for k, v in event.payload.items() if k != "step"}
+        try:
+            decision = self.graph.decision_policy(self.graph.context(self.view))
+        except Exception as exc:
+            raise self._diverge(event, "decision", expected, type(exc).__name__,
+                                f"the policy raised {type(exc).__name__}") from None
+        if not isinstance(decision, Next | FanOut | Finish):
+            raise self._diverge(event, "decision", expected, type(decision).__name__,
+                                "the policy returned no Next / FanOut / Finish")
+        actual = summary(decision)
+        if actual != expected:
+            raise self._diverge(event, "decision", expected, actual,
+                                f"step {event.payload.get('step')}: the policy decided "
+                                f"{actual} where the run decided {expected}")
+        self.decision = decision
+
+    def _scheduled_one(self, event: Event) -> None:
+        p = event.payload
+        if isinstance(self.decision, Next):
+            self._same_input(event, p["node_id"], p.get("input"), self.decision.input)
+        self.scheduled[p["execution_id"]] = _Scheduled(p["node_id"], p.get("input"),
+                                                       copy.deepcopy(self.view["state"]))
+
+    def _scheduled_fanout(self, event: Event) -> None:
+        new = self.decision.edges if isinstance(self.decision, FanOut) else None
+        for i, edge in enumerate(event.payload.get("edges") or []):
+            if new is not None and i < len(new):
+                self._same_input(event, edge["node_id"], edge.get("input"), new[i].input)
+            self.scheduled[edge["execution_id"]] = _Scheduled(
+                edge["node_id"], edge.get("input"), copy.deepcopy(self.view["state"]))
+
+    def _same_input(self, event: Event, node_id: str, recorded: Any, new: Any) -> None:
+        if canonical(recorded) != canonical(new):
+            raise self._diverge(event, "input", recorded, new,
+                                f"the input of {node_id!r} changed")
+
+    def _completed(self, event: Event) -> None:
+        if isinstance(self.decision, Finish) and \
+                canonical(self.decision.result) != canonical(event.payload.get("result")):
+            raise self._diverge(event, "result", event.payload.get("result"),
+                                self.decision.result, "the run's result changed")
+
+    # -- node executions ---------------------------------------------------------------
+    def _node_outcome(self, event: Event) -> None:
+        p = event.payload
+        if p.get("edge_of"):
+            self.edges.setdefault(p["edge_of"], []).append(event)
+        sched = self.scheduled.get(p.get("execution_id", ""))
+        if sched is None or _not_code(p):
+            self.counts["skipped"] += 1
+            return
+        node = self.graph.nodes.get(sched.node_id)
+        if node is None:
+            raise self._diverge(event, "node", sched.node_id, None,
+                                f"node {sched.node_id!r} is not in the new graph")
+        self.counts["executions"] += 1
+        calls = Calls(p["execution_id"], sched.node_id, self.calls.get(p["execution_id"], []))
+        ctx = NodeContext(self.run_id, p["execution_id"], sched.node_id, 1, lambda: False, calls)
+        try:
+            if node.takes_ctx:
+                value = node.fn(copy.deepcopy(sched.state), copy.deepcopy(sched.input), ctx)
+            else:
+                value = node.fn(copy.deepcopy(sched.state), copy.deepcopy(sched.input))
+            actual = _result(value)
+        except ReplayDivergence as exc:
+            raise self._diverge(event, "call", None, exc.where, str(exc)) from None
+        except Exception as exc:
+            actual = ("error", type(exc).__name__)
+        self._same_outcome(event, sched.node_id, actual)
+        if calls.unused():
+            raise self._diverge(event, "call", len(self.calls[p["execution_id"]]),
+                                len(calls.records), f"{sched.node_id!r} made "
+                                f"{calls.unused()} fewer model/tool calls than recorded")
+
+    def _reducer_outcome(self, event: Event) -> None:
+        p = event.payload
+        reducer = self.graph.reducers.get(p.get("reducer", ""))
+        if reducer is None:
+            raise self._diverge(event, "node", p.get("reducer"), None,
+                                f"reducer {p.get('reducer')!r} is not in the new graph")
+        if _not_code(p):
+            self.counts["skipped"] += 1
+            return
+        self.counts["executions"] += 1
+        edges = sorted(self.edges.get(p["execution_id"], []), key=lambda e: e.payload["index"])
+        outcomes = [_outcome(e.payload) for e in edges]
+        try:
+            actual = _result(reducer(copy.deepcopy(self.view["state"]), outcomes))
+        except Exception as exc:
+            actual = ("error", type(exc).__name__)
+        self._same_outcome(event, str(p["reducer"]), actual)
+
+    def _same_outcome(self, event: Event, name: str, actual: tuple[str, Any]) -> None:
+        p = event.payload
+        expected = ("ok", p["update"]) if "update" in p else \
+            ("error", (p.get("error") or {}).get("type"))
+        if canonical(list(expected)) != canonical(list(actual)):
+            raise self._diverge(event, "output", list(expected), list(actual),
+                                f"{name!r} returned something else")
+
+
+_HANDLERS = {
+    "decision.policy.recorded": _Rerun._decided,
+    "node.execution.scheduled": _Rerun._scheduled_one,
+    "node.fanout.scheduled": _Rerun._scheduled_fanout,
+    "run.completed": _Rerun._completed,
+    "node.execution.completed": _Rerun._node_outcome,
+    "node.execution.failed": _Rerun._node_outcome,
+    "node.reducer.completed": _Rerun._reducer_outcome,
+    "node.reducer.failed": _Rerun._reducer_outcome,
+}
+
+
+def _not_code(payload: Mapping[str, Any]) -> bool:
+    err = payload.get("error") or {}
+    return bool(err.get("type") in _NOT_CODE or err.get("by") or payload.get("dead_letter_id"))
+
+
+def _result(value: Any) -> tuple[str, Any]:
+    if value is None:
+        return ("ok", {})
+    if not isinstance(value, Mapping):
+        return ("error", "InvalidNodeOutput")
+    return ("ok", dict(value))
+
+
+def _outcome(payload: Mapping[str, Any]) -> Outcome:
+    err = payload.get("error")
+    return Outcome(node_id=payload["node_id"], ok=err is None, value=payload.get("update"),
+                   error=ErrorInfo.from_json(err) if err else None,
+                   execution_id=payload["execution_id"])
+
+
+def _recorded_calls(events: Sequence[Event]) -> dict[str, list[dict[str, Any]]]:
+    """Per execution, its recorded model / tool calls in call order."""
+    calls: dict[str, dict[str, dict[str, Any]]] = {}
+    for e in events:
+        family, _, what = e.type.partition(".call.")
+        if family not in ("model", "tool") or not what:
+            continue
+        p = e.payload
+        rec = calls.setdefault(p["execution_id"], {}).setdefault(
+            p["call_id"], {"call_id": p["call_id"], "family": family, "name": p.get(family)})
+        if what == "started":
+            rec["request_hash"] = p.get("request_hash")
+        elif what == "completed":
+            rec["output"] = p.get("output")
+        elif what == "failed":
+            rec["error"] = p.get("error") or {}
+    return {eid: sorted(by_id.values(), key=lambda r: _index(r["call_id"]))
+            for eid, by_id in calls.items()}
+
+
+def _index(call_id: str) -> int:
+    tail = call_id.rsplit(":", 1)[-1]
+    return int(tail[1:]) if tail[1:].isdigit() else 0

@@ -1,0 +1,38 @@
+"""The one writer of run lifecycle events (hypha's RunManager).
+
+Every ``run.*`` event — created, queued, started, cancel.requested, parked, quarantined,
+released, redriven, waiting_human, completed, failed, cancelled — is appended here, by the
+client, the coordinator, the lanes and the supervisor alike. :meth:`Tx.append
+<hypha_celery.store.sql.Tx.append>` refuses ``run.*`` from anywhere else
+(:class:`~hypha_celery.errors.NotTheLifecycleWriter`), so application and node code
+cannot write a run's lifecycle: nodes record facts through their context (model and tool
+calls), operators through the supervisor's operations, evaluators through
+:func:`hypha_celery.evaluation.record` — never ``run.*``.
+
+What this writer guarantees on top of the store's own rules (gap-free ``seq``, one
+terminal event per run through its ``<run>:terminal`` idempotency key): nothing is
+appended to a run after its terminal event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hypha_celery.errors import NotTheLifecycleWriter
+from hypha_celery.events import TERMINAL_KINDS
+from hypha_celery.events.fold import View
+from hypha_celery.store.sql import LIFECYCLE_WRITER, Tx
+
+_ENDED = frozenset({"completed", "failed", "cancelled"})
+
+
+def record(tx: Tx, run_id: str, kind: str, data: Mapping[str, Any], *,
+           idem: str | None = None, ts: float | None = None) -> View:
+    """Append the lifecycle event ``kind`` (a ``run.*`` type) to ``run_id``."""
+    if not kind.startswith("run."):
+        raise NotTheLifecycleWriter(f"{kind} is not a run lifecycle event")
+    view = tx.lock(run_id) if kind != "run.created" else None
+    if view is not None and view.get("status") in _ENDED and kind not in TERMINAL_KINDS:
+        raise NotTheLifecycleWriter(f"run {run_id} has ended; {kind} cannot follow")
+    return tx.append(run_id, kind, data, idem=idem, ts=ts, writer=LIFECYCLE_WRITER)
