@@ -46,7 +46,7 @@ from hypha_celery.store.sql import EventStore, ImportResult, check_run, gc_pause
 
 _derived = itemgetter(*DERIVED_FIELDS)
 #: :func:`hypha_celery.events.envelope.canonical`, without building an encoder per call
-_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                               allow_nan=False, check_circular=False).encode
 _SUFFIX_HEAD = b',"checksum":"sha256:'
 _HEX = 64
@@ -163,9 +163,24 @@ def import_parsed(store: EventStore, parsed: Parsed) -> ImportResult:
         return store.import_events(parsed.events, where=parsed.where, checked=parsed.views)
 
 
+def _validate(line: str | bytes) -> Event:
+    """The fast parser; pydantic's refuses a lone surrogate escape (``\ud800``) that
+    Python's JSON accepts (and node output may hold), so such a line goes the slow way."""
+    try:
+        return Event.model_validate_json(line)
+    except ValidationError as exc:
+        if "escape" not in str(exc):
+            raise
+        try:
+            data = json.loads(line)
+        except ValueError:
+            raise exc from None
+        return Event.model_validate(data)
+
+
 def _parse_line(line: str | bytes, source: str, lineno: int) -> Event:
     try:
-        event = Event.model_validate_json(line)
+        event = _validate(line)
     except ValidationError as exc:
         first = exc.errors()[0]
         if first["loc"] == ("type",) and first["type"] == "literal_error":

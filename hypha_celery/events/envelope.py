@@ -147,8 +147,9 @@ class Event(BaseModel):
 
 
 def canonical(value: Any) -> str:
-    """Canonical JSON: sorted keys, no spaces, finite numbers only."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+    """Canonical JSON: sorted keys, no spaces, finite numbers only, ASCII (\\u escapes: a
+    lone surrogate in a payload still encodes)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                       allow_nan=False)
 
 

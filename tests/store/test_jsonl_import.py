@@ -257,3 +257,24 @@ def test_lines_in_any_order_import_the_same(store: EventStore, fresh: EventStore
     assert (done.runs, done.events) == (2, len(text.splitlines()))
     assert export_text(fresh, ids) == text
     assert all(fresh.get(r) == store.get(r) for r in ids)
+
+
+def test_a_lone_surrogate_in_a_payload_exports_and_imports(sqlite_url: str,
+                                                          tmp_path: Any) -> None:
+    """Node output is checked with Python's JSON encoder, which lets a lone surrogate
+    through as ``\\ud800``; the canonical JSON of an export is ASCII, so it still
+    encodes, checksums and round-trips."""
+    store = EventStore(sqlite_url)
+    fresh = EventStore(f"sqlite:///{tmp_path / 'fresh.db'}")
+    try:
+        run_id = make_run(store, steps=1)
+        with store.transaction() as tx:
+            tx.lock(run_id)
+            tx.append(run_id, "eval.completed", {"note": "half \ud800 a pair", "ok": "é"})
+        text = export_text(store, [run_id])
+        assert text.isascii()
+        assert import_text(fresh, text).events == len(store.events(run_id))
+        assert fresh.events(run_id) == store.events(run_id)
+    finally:
+        store.dispose()
+        fresh.dispose()
