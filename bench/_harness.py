@@ -89,6 +89,10 @@ def _release_redis(url: str, token: str) -> None:
 class BenchEnv:
     """Context manager owning the Redis db, the PostgreSQL db and the worker process."""
 
+    pool = "prefork"
+    concurrency = CONCURRENCY
+    queues = QUEUES
+
     def __init__(self, *, profile_dir: str | None = None) -> None:
         self.redis_url = ""
         self.token = f"bench-{uuid.uuid4().hex}"
@@ -139,7 +143,7 @@ class BenchEnv:
 
     def _start_worker(self) -> None:
         cmd = [sys.executable, "-m", "celery", "-A", "bench.app:celery", "worker",
-               "-P", "prefork", "-c", str(CONCURRENCY), "-Q", QUEUES, "-E",
+               "-P", self.pool, "-c", str(self.concurrency), "-Q", self.queues, "-E",
                "--without-gossip", "--without-mingle", "--loglevel=WARNING",
                "-n", f"{self.db_name}@%h"]
         path = os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH")) if x)

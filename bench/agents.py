@@ -51,7 +51,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._harness import ROOT, BenchEnv, emit, machine_info, setup_info, target
+from bench._harness import BenchEnv, emit, machine_info, setup_info, target
 from bench.agents_app import Counter, LoopingMock
 from hypha_celery.backends import Event, MockBackend
 
@@ -82,6 +82,8 @@ def idle_name(i: int) -> str:
 class AgentEnv(BenchEnv):
     """:class:`BenchEnv` whose worker consumes the agents' queue (and ``celery``)."""
 
+    queues = QUEUES
+
     def __init__(self, pool: str = "prefork", concurrency: int = 2) -> None:
         super().__init__()
         self.pool, self.concurrency = pool, concurrency
@@ -89,18 +91,6 @@ class AgentEnv(BenchEnv):
     def __enter__(self) -> AgentEnv:
         super().__enter__()
         return self
-
-    def _start_worker(self) -> None:
-        cmd = [sys.executable, "-m", "celery", "-A", "bench.app:celery", "worker",
-               "-P", self.pool, "-c", str(self.concurrency), "-Q", QUEUES, "-E",
-               "--without-gossip", "--without-mingle", "--loglevel=WARNING",
-               "-n", f"{self.db_name}@%h"]
-        path = os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH")) if x)
-        env = dict(os.environ, PYTHONPATH=path)
-        log = self.log_path.open("wb")
-        self.worker = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log,
-                                       stderr=subprocess.STDOUT)
-        self._wait_ready()
 
     def _stop_worker(self) -> None:
         if self.worker is not None and self.worker.poll() is None:

@@ -40,21 +40,18 @@ from hypha_celery.errors import (
     UnknownEventType,
 )
 from hypha_celery.events import Event
-from hypha_celery.events.envelope import DERIVED_FIELDS, derive
+from hypha_celery.events.envelope import DERIVED_FIELDS, canonical, derive
 from hypha_celery.events.fold import View
 from hypha_celery.store.sql import EventStore, ImportResult, check_run, gc_paused
 
 _derived = itemgetter(*DERIVED_FIELDS)
-#: :func:`hypha_celery.events.envelope.canonical`, without building an encoder per call
-_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                              allow_nan=False, check_circular=False).encode
 _SUFFIX_HEAD = b',"checksum":"sha256:'
 _HEX = 64
 _SUFFIX = len(_SUFFIX_HEAD) + _HEX + 2  # ,"checksum":"sha256:<hex>"}
 
 
 def _digest(body: dict[str, Any]) -> str:
-    return "sha256:" + hashlib.sha256(_canonical(body).encode()).hexdigest()
+    return "sha256:" + hashlib.sha256(canonical(body).encode()).hexdigest()
 
 
 def dump_line(event: Event) -> str:
@@ -62,7 +59,7 @@ def dump_line(event: Event) -> str:
     (recomputed) last. Parses back to ``event.sealed()``."""
     body = dict(event.__dict__)
     del body["checksum"]
-    text = _canonical(body)
+    text = canonical(body)
     return f'{text[:-1]},"checksum":"sha256:{hashlib.sha256(text.encode()).hexdigest()}"}}'
 
 

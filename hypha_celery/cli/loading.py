@@ -20,9 +20,20 @@ class AppLoadError(SetupError):
 def load_app(spec: str, *, cwd: str | os.PathLike[str] | None = None) -> Hypha:
     """Import ``MODULE`` (with the working directory on ``sys.path``) and return its
     ``ATTR`` (a dotted attribute path is allowed); it must be a :class:`Hypha`."""
+    obj = load_object(spec, cwd=cwd)
+    if not isinstance(obj, Hypha):
+        raise AppLoadError(f"{spec} is a {type(obj).__name__}, not a Hypha instance "
+                           "(define e.g. hypha = Hypha.from_env() in the module)")
+    return obj
+
+
+def load_object(spec: str, *, option: str = "--app",
+                cwd: str | os.PathLike[str] | None = None) -> object:
+    """The object ``MODULE:ATTR`` names (``option`` is the flag it came from, for the
+    error message)."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise AppLoadError(f"--app must look like MODULE:ATTR (e.g. examples.support:hypha), "
+        raise AppLoadError(f"{option} must look like MODULE:ATTR (e.g. examples.support:hypha), "
                            f"got {spec!r}")
     base = str(Path(cwd) if cwd is not None else Path.cwd())
     if base not in sys.path:
@@ -34,9 +45,6 @@ def load_app(spec: str, *, cwd: str | os.PathLike[str] | None = None) -> Hypha:
             obj = getattr(obj, part)
         except AttributeError:
             raise AppLoadError(f"module {module_name!r} has no attribute {attr!r}") from None
-    if not isinstance(obj, Hypha):
-        raise AppLoadError(f"{spec} is a {type(obj).__name__}, not a Hypha instance "
-                           "(define e.g. hypha = Hypha.from_env() in the module)")
     return obj
 
 

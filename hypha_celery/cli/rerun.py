@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 from typing import Any
 
 import click
 
 from hypha_celery.cli.common import app_option, echo_json, opened
-from hypha_celery.cli.loading import AppLoadError
+from hypha_celery.cli.loading import AppLoadError, load_object
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.errors import RunNotFound
 from hypha_celery.graph import Graph
@@ -20,17 +17,10 @@ from hypha_celery.rerun import RerunReport, rerun
 def _target(spec: str, graph_id: str) -> Graph:
     """``MODULE:ATTR`` naming a :class:`Graph`, or a :class:`Hypha` that registered the
     run's graph."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise AppLoadError(f"--against must look like MODULE:ATTR, got {spec!r}")
-    if str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
     try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise AppLoadError(f"--against {spec}: {type(exc).__name__}: {exc}") from None
+        obj = load_object(spec, option="--against")
+    except AppLoadError as exc:
+        raise AppLoadError(f"--against {spec}: {exc}") from None
     if isinstance(obj, Graph):
         return obj
     if isinstance(obj, Hypha):

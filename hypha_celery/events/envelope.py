@@ -146,11 +146,14 @@ class Event(BaseModel):
         return self.model_copy(update={"checksum": checksum(self)})
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                              allow_nan=False)
+
+
 def canonical(value: Any) -> str:
     """Canonical JSON: sorted keys, no spaces, finite numbers only, ASCII (\\u escapes: a
     lone surrogate in a payload still encodes)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                      allow_nan=False)
+    return _CANONICAL.encode(value)
 
 
 def checksum(event: Event) -> str:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hypha_celery.errors import EmptyTrace, InvalidContract, MixedRunTrace
 from hypha_celery.events.envelope import META_PREFIXES, Event, canonical
+from hypha_celery.projections.audit import state_path
 from hypha_celery.replay.spec import ReplaySpec
 
 #: The fixture file format; a loader refuses anything else.
@@ -138,16 +139,6 @@ def final_output(events: Sequence[Event]) -> Any:
     return None
 
 
-def _state_path(events: Sequence[Event]) -> list[str]:
-    path: list[str] = []
-    for event in events:
-        if event.type == "node.execution.scheduled":
-            path.append(_text(event.payload.get("node_id")))
-        elif event.type == "node.fanout.scheduled":
-            path.extend(_text(edge.get("node_id")) for edge in event.payload.get("edges") or [])
-    return path
-
-
 def _snapshots(events: Sequence[Event]) -> list[dict[str, Any]]:
     """The run state after each node / reducer outcome that changed it (edge outcomes
     reach the state only through their reducer), as the run projection folds it."""
@@ -174,7 +165,7 @@ def project(events: Iterable[Event], spec: ReplaySpec | None = None) -> Projecti
     return Projection(
         events=kept,
         event_types=[e.type for e in kept],
-        state_path=_state_path(kept) if spec.snapshot_policy != "none" else [],
+        state_path=list(state_path(kept)) if spec.snapshot_policy != "none" else [],
         final_output=final_output(kept),
         tool_calls=[tool_call_signature(e) for e in kept if e.type in TOOL_OUTCOMES],
         model_calls=[model_call_signature(e) for e in kept if e.type.startswith("model.call.")],

@@ -10,9 +10,10 @@ from typing import Any
 from hypha_celery.errors import ReplayDivergence
 from hypha_celery.events import Event, apply_event, new_view
 from hypha_celery.events.envelope import canonical
-from hypha_celery.graph import ErrorInfo, FanOut, Finish, Graph, Next, NodeContext, Outcome
+from hypha_celery.graph import FanOut, Finish, Graph, Next, NodeContext
 from hypha_celery.graph.calls import Calls
 from hypha_celery.runtime.coordinator import summary
+from hypha_celery.runtime.nodes import checked_update, outcome_of
 
 #: Recorded failures that say what happened to the infrastructure, not what the code
 #: returned: those executions are not re-run (a timeout, a fenced edge, a dead letter).
@@ -185,7 +186,7 @@ class _Rerun:
             return
         self.counts["executions"] += 1
         edges = sorted(self.edges.get(p["execution_id"], []), key=lambda e: e.payload["index"])
-        outcomes = [_outcome(e.payload) for e in edges]
+        outcomes = [outcome_of(e.payload) for e in edges]
         try:
             actual = _result(reducer(copy.deepcopy(self.view["state"]), outcomes))
         except Exception as exc:
@@ -219,18 +220,9 @@ def _not_code(payload: Mapping[str, Any]) -> bool:
 
 
 def _result(value: Any) -> tuple[str, Any]:
-    if value is None:
-        return ("ok", {})
-    if not isinstance(value, Mapping):
-        return ("error", "InvalidNodeOutput")
-    return ("ok", dict(value))
-
-
-def _outcome(payload: Mapping[str, Any]) -> Outcome:
-    err = payload.get("error")
-    return Outcome(node_id=payload["node_id"], ok=err is None, value=payload.get("update"),
-                   error=ErrorInfo.from_json(err) if err else None,
-                   execution_id=payload["execution_id"])
+    """What the runtime would record for ``value`` (the same checks), as (ok|error, ...)."""
+    out = checked_update(value)
+    return ("ok", out["update"]) if "update" in out else ("error", out["error"]["type"])
 
 
 def _recorded_calls(events: Sequence[Event]) -> dict[str, list[dict[str, Any]]]:

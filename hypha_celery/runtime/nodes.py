@@ -26,7 +26,8 @@ from hypha_celery.runtime import failures
 from hypha_celery.runtime.core import Envelope, Runtime, awaits
 from hypha_celery.runtime.jsonsafe import error_json, is_json
 
-__all__ = ["Envelope", "awaits", "edge_ref", "run_node", "run_reducer"]
+__all__ = ["Envelope", "awaits", "checked_update", "edge_ref", "outcome_of", "run_node",
+           "run_reducer"]
 
 _HOST = socket.gethostname()
 #: How long a ``ctx.cancelled()`` answer is reused before the store is asked again (s).
@@ -133,7 +134,7 @@ def _execute(graph: Graph, node_id: str, state: dict[str, Any], env: Envelope,
             value = node.fn(state, env.get("input"), ctx)
         else:
             value = node.fn(state, env.get("input"))
-        out.update(_checked_update(value))
+        out.update(checked_update(value))
     except SoftTimeLimitExceeded:
         out["error"] = {"type": "NodeTimeout", "message": f"node ran past its {timeout}s timeout",
                         "class": "timeout"}
@@ -149,7 +150,8 @@ def _execute(graph: Graph, node_id: str, state: dict[str, Any], env: Envelope,
     return out
 
 
-def _checked_update(value: Any) -> Envelope:
+def checked_update(value: Any) -> Envelope:
+    """``{"update": ...}`` for a node's / reducer's return value, or the ``error`` it is."""
     if value is None:
         return {"update": {}}
     if not isinstance(value, Mapping):
@@ -208,9 +210,9 @@ def run_reducer(rt: Runtime, graph: Graph, meta: Envelope, results: list[Any]) -
     started = time.monotonic()
     view = rt.store.load(meta["run_id"])
     try:
-        outcomes = [_outcome(e) for e in edges]
+        outcomes = [outcome_of(e) for e in edges]
         value = graph.reducers[meta["reducer"]]((view or {}).get("state", {}), outcomes)
-        out.update(_checked_update(value))
+        out.update(checked_update(value))
     except Exception as exc:
         out["error"] = error_json(exc)
     out["duration"] = round(time.monotonic() - started, 6)
@@ -230,7 +232,8 @@ def _declaration_order(results: list[Any], width: int) -> tuple[list[Envelope], 
     return [by_index[i] for i in sorted(by_index)], complete
 
 
-def _outcome(envelope: Envelope) -> Outcome:
+def outcome_of(envelope: Envelope) -> Outcome:
+    """The :class:`Outcome` a reducer (or a re-execution) sees for an edge envelope."""
     err = envelope.get("error")
     return Outcome(
         node_id=envelope["node_id"],
