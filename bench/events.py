@@ -9,9 +9,13 @@ worker: the store alone, through its public API.
   tx.lock(run); tx.append(...) x BATCH``. Events are a node step's realistic cycle
   (decision, scheduled, started, model call started / completed, completed with its
   ``:done`` idempotency key).
-* **append, one per transaction**: ``ONE_TX`` (5,000) transactions of ``tx.lock(run);
-  tx.append(...)`` from one thread; again with ``THREADS`` (4) threads, one run each
-  (informational: the target is the single writer's).
+* **append, one per transaction**: ``ONE_TX`` (5,000) events on one run through
+  :meth:`EventStore.append` (each its own durable transaction: one statement on
+  PostgreSQL) from one writer — the target —; informational: ``THREADS`` (4) threads
+  and ``PROCESSES`` (4) processes, one run each, and ``ONE_TX / 5`` events through the
+  general write transaction (``tx.lock`` + ``tx.append``). On PostgreSQL the driver
+  alone is measured beside it (psycopg, autocommit, prepared): ``SELECT 1`` round trips
+  and the same one-statement append, the machine's ceiling, with our ratio to it.
 * **project**: the ``HISTORY``-event run folded into its projection, ``REPEATS`` times:
   over :meth:`EventStore.history` (rows, no envelopes: the target) and over
   :meth:`EventStore.events` (envelopes; informational). Both must equal the stored
@@ -29,6 +33,7 @@ worker: the store alone, through its public API.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sqlite3
 import statistics
@@ -57,6 +62,7 @@ HISTORY = int(os.environ.get("BENCH_EVENTS_HISTORY", "100000"))
 BATCH = 1000
 ONE_TX = int(os.environ.get("BENCH_EVENTS_ONE_TX", "5000"))
 THREADS = 4
+PROCESSES = 4
 SMALL_RUNS = 1000
 REPEATS = 3
 TARGETS = {"append_batched_events_per_s": (">=", 20_000.0),
@@ -134,11 +140,27 @@ def _take(it: Iterator[Any], n: int) -> list[Any]:
 
 
 def _one_per_tx(store: EventStore, run_id: str, count: int) -> None:
+    """``count`` events, each its own transaction, through :meth:`EventStore.append`."""
+    for i in range(count):
+        store.append(run_id, "tool.call.completed",
+                     {"call_id": f"{run_id}.t{i}", "tool": "search", "output": {"hits": 3}})
+
+
+def _one_per_tx_locked(store: EventStore, run_id: str, count: int) -> None:
+    """The same through the general write transaction (lock, fold, write)."""
     for i in range(count):
         with store.transaction() as tx:
             tx.lock(run_id)
             tx.append(run_id, "tool.call.completed",
-                      {"call_id": f"{run_id}.t{i}", "tool": "search", "output": {"hits": 3}})
+                      {"call_id": f"{run_id}.l{i}", "tool": "search", "output": {"hits": 3}})
+
+
+def _rate(store: EventStore, how: Callable[[EventStore, str, int], None], count: int) -> float:
+    run_id = uuid.uuid4().hex
+    _append_run(store, run_id, 10**6, 2, BATCH)
+    t0 = time.perf_counter()
+    how(store, run_id, count)
+    return count / (time.perf_counter() - t0)
 
 
 def _one_per_tx_threads(store: EventStore, threads: int, count: int) -> float:
@@ -153,6 +175,67 @@ def _one_per_tx_threads(store: EventStore, threads: int, count: int) -> float:
     for w in workers:
         w.join()
     return (count // threads) * threads / (time.perf_counter() - t0)
+
+
+def _writer_process(url: str, run_id: str, count: int, go: Any) -> None:
+    store = EventStore(url)
+    store.ensure_schema()
+    store.append(run_id, "tool.call.started", {"call_id": f"{run_id}.warm", "tool": "search"})
+    go.wait()
+    _one_per_tx(store, run_id, count)
+    store.dispose()
+
+
+def _one_per_tx_processes(store: EventStore, procs: int, count: int) -> float:
+    """``procs`` writer processes (one run each), started together."""
+    ids = [uuid.uuid4().hex for _ in range(procs)]
+    for n, run_id in enumerate(ids):
+        _append_run(store, run_id, 2 * 10**6 + n, 2, BATCH)
+    ctx = multiprocessing.get_context("spawn")
+    go = ctx.Event()
+    workers = [ctx.Process(target=_writer_process, args=(store.url, r, count // procs, go))
+               for r in ids]
+    for w in workers:
+        w.start()
+    time.sleep(3.0)  # spawn + import + connect
+    t0 = time.perf_counter()
+    go.set()
+    for w in workers:
+        w.join()
+    assert all(w.exitcode == 0 for w in workers), [w.exitcode for w in workers]
+    return (count // procs) * procs / (time.perf_counter() - t0)
+
+
+_RAW_PG_APPEND = ("WITH r AS (UPDATE hypha_runs SET seq = seq + 1, updated_at = %s "
+                  "WHERE run_id = %s RETURNING seq) INSERT INTO hypha_events "
+                  "(run_id, seq, kind, ts, data, idem) SELECT %s, r.seq, %s, %s, %s::json, NULL "
+                  "FROM r RETURNING seq")
+
+
+def _raw_pg(store: EventStore, count: int) -> dict[str, float]:
+    """The driver alone (psycopg, autocommit, prepared): the machine's ceiling for a
+    durable one-statement append, and for a bare round trip (``SELECT 1``)."""
+    import json
+
+    import psycopg
+
+    run_id = uuid.uuid4().hex
+    _append_run(store, run_id, 3 * 10**6, 2, BATCH)
+    dsn = store.url.replace("postgresql+psycopg://", "postgresql://")
+    out: dict[str, float] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        t0 = time.perf_counter()
+        for _ in range(count):
+            conn.execute("SELECT 1", prepare=True).fetchone()
+        out["select_1_round_trips_per_s"] = round(count / (time.perf_counter() - t0))
+        data = json.dumps({"tool": "search", "output": {"hits": 3}})
+        t0 = time.perf_counter()
+        for _ in range(count):
+            now = time.time()
+            conn.execute(_RAW_PG_APPEND, (now, run_id, run_id, "tool.call.completed", now, data),
+                         prepare=True).fetchone()
+        out["one_statement_append_per_s"] = round(count / (time.perf_counter() - t0))
+    return out
 
 
 def _project(store: EventStore, run_id: str) -> dict[str, Any]:
@@ -210,12 +293,11 @@ def _backend(name: str, url: str, fresh_url: str, tmp: Path) -> dict[str, Any]:
         fresh.migrate()
         long_run = uuid.uuid4().hex
         batched_s = _append_run(store, long_run, 0, HISTORY, BATCH)
-        single = uuid.uuid4().hex
-        _append_run(store, single, 1, 2, BATCH)
-        t0 = time.perf_counter()
-        _one_per_tx(store, single, ONE_TX)
-        one_s = time.perf_counter() - t0
+        one = _rate(store, _one_per_tx, ONE_TX)
+        locked = _rate(store, _one_per_tx_locked, ONE_TX // 5)
         threaded = _one_per_tx_threads(store, THREADS, ONE_TX)
+        processes = _one_per_tx_processes(store, PROCESSES, ONE_TX)
+        raw = _raw_pg(store, ONE_TX // 2) if name == "postgresql" else None
         for i in range(SMALL_RUNS):
             _append_run(store, uuid.uuid4().hex, 2 + i, 20, BATCH)
         project = _project(store, long_run)
@@ -226,9 +308,13 @@ def _backend(name: str, url: str, fresh_url: str, tmp: Path) -> dict[str, Any]:
     return {"append_batched": {"events": HISTORY, "per_transaction": BATCH,
                                "seconds": round(batched_s, 3),
                                "events_per_s": round(HISTORY / batched_s)},
-            "append_one_per_tx": {"transactions": ONE_TX, "seconds": round(one_s, 3),
-                                  "events_per_s": round(ONE_TX / one_s),
-                                  f"with_{THREADS}_threads_events_per_s": round(threaded)},
+            "append_one_per_tx": {
+                "transactions": ONE_TX, "events_per_s": round(one),
+                f"with_{THREADS}_threads_events_per_s": round(threaded),
+                f"with_{PROCESSES}_processes_events_per_s": round(processes),
+                "through_transaction_api_events_per_s": round(locked),
+                **({"raw_driver": raw, "ratio_to_raw_driver":
+                    round(one / raw["one_statement_append_per_s"], 3)} if raw else {})},
             "project": {"events": HISTORY, **project},
             "exchange": exchange}
 

@@ -10,8 +10,9 @@ The tree, split by phase::
     │   ├── AgentSpecError               a bad agent class, backend or start option
     │   ├── InvalidCall                  ``ctx.model`` / ``ctx.tool`` with a non-JSON request
     │   │                                or output, or past the per-execution call bound
-    │   └── NotTheLifecycleWriter        a ``run.*`` event appended by anything but
-    │                                    ``hypha_celery.runtime.lifecycle``
+    │   ├── NotTheLifecycleWriter        a ``run.*`` event appended by anything but
+    │   │                                ``hypha_celery.runtime.lifecycle``
+    │   └── UnknownEventKind             an event type outside the taxonomy appended
     ├── SetupError (RuntimeError)        configuration: URLs, missing extras, store schema
     │   └── ExtraNotInstalled (ImportError)
     ├── HyphaRuntimeError (RuntimeError) things that happen while runs execute
@@ -111,6 +112,11 @@ class InvalidNotify(SpecError):
 class AgentSpecError(SpecError):
     """``agents.start`` was given a bad agent class, backend, name or option; nothing
     was recorded."""
+
+
+class UnknownEventKind(SpecError):
+    """An event whose type is not in the taxonomy
+    (:data:`hypha_celery.events.envelope.KINDS`) was appended; nothing was written."""
 
 
 class SetupError(HyphaError, RuntimeError):

@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from hypha_celery.errors import NotRecordable, RunNotFound
+from hypha_celery.errors import NotRecordable
 from hypha_celery.events.envelope import KINDS, Event, event_id
 from hypha_celery.store.sql import EventStore
 
@@ -30,15 +30,12 @@ def check_recordable(type_: str) -> None:
 
 
 def record(store: EventStore, run_id: str, type_: str, payload: Mapping[str, Any]) -> Event:
-    """Append one event of ``type_`` to ``run_id``'s log (locking the run for the append,
-    like every writer) and return it. Raises :class:`NotRecordable` for a type the runtime
+    """Append one event of ``type_`` to ``run_id``'s log (one transaction,
+    :meth:`EventStore.append`) and return it. Raises :class:`NotRecordable` for a type the runtime
     owns and :class:`RunNotFound` for an unknown run."""
     check_recordable(type_)
     data = dict(payload)
     ts = time.time()
-    with store.transaction() as tx:
-        if tx.lock(run_id) is None:
-            raise RunNotFound(f"no run {run_id!r} in the event store")
-        seq = tx.append(run_id, type_, data, ts=ts)["seq"]
+    seq = store.append(run_id, type_, data, ts=ts)
     return Event(id=event_id(run_id, seq), type=type_, run_id=run_id,  # type: ignore[arg-type]
                  seq=seq, timestamp=ts, correlation_id=run_id, payload=data)
