@@ -22,7 +22,7 @@ from hypha_celery.events.envelope import KINDS, Event
 #: start type -> the types that close it
 LIFECYCLE_PAIRS: dict[str, tuple[str, ...]] = {
     "node.execution.started": ("node.execution.completed", "node.execution.failed",
-                               "node.execution.late_result"),
+                               "node.execution.late_result", "node.execution.retrying"),
     "model.call.started": ("model.call.completed", "model.call.failed"),
     "tool.call.started": ("tool.call.completed", "tool.call.failed", "tool.call.rejected"),
     "human.review.requested": ("human.review.approved", "human.review.rejected",

@@ -61,9 +61,12 @@ class Calls:
     """The calls of one node execution. ``recorded`` given: a replay that serves them."""
 
     def __init__(self, execution_id: str, node_id: str,
-                 recorded: list[dict[str, Any]] | None = None) -> None:
+                 recorded: list[dict[str, Any]] | None = None, attempt: int = 1) -> None:
         self.execution_id = execution_id
         self.node_id = node_id
+        self.attempt = attempt
+        # a retried attempt's calls are kept too: its ids must not collide with the next's
+        self._prefix = execution_id if attempt == 1 else f"{execution_id}:a{attempt}"
         self.records: list[dict[str, Any]] = []
         self._recorded = recorded
 
@@ -75,8 +78,9 @@ class Calls:
             raise InvalidCall(f"more than {MAX_CALLS} calls in one node execution")
         digest = request_hash(request)
         n = len(self.records)
-        record: dict[str, Any] = {"call_id": f"{self.execution_id}:{family[0]}{n}",
-                                  "family": family, "name": name, "request_hash": digest,
+        record: dict[str, Any] = {"call_id": f"{self._prefix}:{family[0]}{n}",
+                                  "family": family, "name": name, "attempt": self.attempt,
+                                  "request_hash": digest,
                                   **(extra or {})}
         if self._recorded is not None:
             return self._serve(record)

@@ -75,6 +75,7 @@ class _Rerun:
         self.decision: Next | FanOut | Finish | None = None
         self.scheduled: dict[str, _Scheduled] = {}
         self.calls = _recorded_calls(events)
+        self.attempts = _final_attempts(events)
         self.edges: dict[str, list[Event]] = {}
         self.counts = {"decisions": 0, "executions": 0, "skipped": 0}
 
@@ -157,8 +158,11 @@ class _Rerun:
             raise self._diverge(event, "node", sched.node_id, None,
                                 f"node {sched.node_id!r} is not in the new graph")
         self.counts["executions"] += 1
-        calls = Calls(p["execution_id"], sched.node_id, self.calls.get(p["execution_id"], []))
-        ctx = NodeContext(self.run_id, p["execution_id"], sched.node_id, 1, lambda: False, calls)
+        attempt = self.attempts.get(p["execution_id"], 1)  # run as the attempt that counted
+        calls = Calls(p["execution_id"], sched.node_id, self.calls.get(p["execution_id"], []),
+                      attempt)
+        ctx = NodeContext(self.run_id, p["execution_id"], sched.node_id, attempt, lambda: False,
+                          calls)
         try:
             if node.takes_ctx:
                 value = node.fn(copy.deepcopy(sched.state), copy.deepcopy(sched.input), ctx)
@@ -225,8 +229,14 @@ def _result(value: Any) -> tuple[str, Any]:
     return ("ok", out["update"]) if "update" in out else ("error", out["error"]["type"])
 
 
+def _final_attempts(events: Sequence[Event]) -> dict[str, int]:
+    """Per execution, the attempt number of its last ``node.execution.started``."""
+    return {e.payload["execution_id"]: int(e.payload.get("attempt") or 1)
+            for e in events if e.type == "node.execution.started"}
+
+
 def _recorded_calls(events: Sequence[Event]) -> dict[str, list[dict[str, Any]]]:
-    """Per execution, its recorded model / tool calls in call order."""
+    """Per execution, the recorded model / tool calls of its final attempt in call order."""
     calls: dict[str, dict[str, dict[str, Any]]] = {}
     for e in events:
         family, _, what = e.type.partition(".call.")
@@ -234,15 +244,23 @@ def _recorded_calls(events: Sequence[Event]) -> dict[str, list[dict[str, Any]]]:
             continue
         p = e.payload
         rec = calls.setdefault(p["execution_id"], {}).setdefault(
-            p["call_id"], {"call_id": p["call_id"], "family": family, "name": p.get(family)})
+            p["call_id"], {"call_id": p["call_id"], "family": family, "name": p.get(family),
+                           "attempt": p.get("attempt", 1)})
         if what == "started":
             rec["request_hash"] = p.get("request_hash")
         elif what == "completed":
             rec["output"] = p.get("output")
         elif what == "failed":
             rec["error"] = p.get("error") or {}
-    return {eid: sorted(by_id.values(), key=lambda r: _index(r["call_id"]))
-            for eid, by_id in calls.items()}
+    return {eid: _final_attempt(list(by_id.values())) for eid, by_id in calls.items()}
+
+
+def _final_attempt(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calls of the attempt whose outcome the run used (the last one), in call order;
+    a retried attempt's calls are in the log but were not what the decision saw."""
+    last = max(r["attempt"] for r in records)
+    return sorted((r for r in records if r["attempt"] == last),
+                  key=lambda r: _index(r["call_id"]))
 
 
 def _index(call_id: str) -> int:

@@ -16,6 +16,7 @@ from hypha_celery.errors import FailureReason, StoreConflict
 from hypha_celery.events.fold import View
 from hypha_celery.graph import FanOut, Finish, Graph, Next
 from hypha_celery.runtime import canvas, lifecycle
+from hypha_celery.runtime.attempts import record_attempt
 from hypha_celery.runtime.config import EFFECTS_QUEUE, NODES_QUEUE
 from hypha_celery.runtime.core import Envelope, Runtime, awaits
 from hypha_celery.runtime.jsonsafe import error_json, is_json, json_size
@@ -144,12 +145,8 @@ def _record_node(tx: Tx, rt: Runtime, run_id: str, env: Envelope, data: dict[str
     """``node.execution.started`` (at its real time), its model and tool calls, a
     ``node.execution.late_result`` if it ran past its timeout, a dead letter, then the
     outcome — once per execution (idempotency key)."""
+    record_attempt(tx, run_id, env)
     started = env.get("started")
-    if started:
-        tx.append(run_id, "node.execution.started",
-                  {k: v for k, v in started.items() if k != "at"}, ts=started["at"])
-    for call in env.get("calls") or ():
-        _record_call(tx, run_id, env, call)
     if env.get("late"):
         tx.append(run_id, "node.execution.late_result",
                   {"execution_id": env["execution_id"], "node_id": env["node_id"],
@@ -163,26 +160,6 @@ def _record_node(tx: Tx, rt: Runtime, run_id: str, env: Envelope, data: dict[str
 
 
 _NOT_EVENT_DATA = ("started", "late", "run_id", "settled", "dead_letter", "calls")
-
-
-def _record_call(tx: Tx, run_id: str, env: Envelope, call: dict[str, Any]) -> None:
-    """``model.call.started`` then ``completed`` / ``failed`` (``tool.call.*`` alike) at
-    their real times; the request only as its hash."""
-    family, eid = call["family"], env["execution_id"]
-    parts = str(eid).split(".")
-    base = {"call_id": call["call_id"], "execution_id": eid,
-            "step": int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None,
-            "node_id": env["node_id"], family: call["name"]}
-    tx.append(run_id, f"{family}.call.started",
-              {**base, "request_hash": call["request_hash"],
-               **({"side_effect": call["side_effect"]} if "side_effect" in call else {})},
-              ts=call["started_at"])
-    if "error" in call:
-        tx.append(run_id, f"{family}.call.failed", {**base, "error": call["error"]},
-                  ts=call["ended_at"])
-    else:
-        tx.append(run_id, f"{family}.call.completed", {**base, "output": call["output"]},
-                  ts=call["ended_at"])
 
 
 def _edge_data(edge: Envelope) -> dict[str, Any]:

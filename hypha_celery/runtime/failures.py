@@ -14,6 +14,7 @@ from typing import Any
 from hypha_celery.errors import StoreConflict
 from hypha_celery.events.fold import View
 from hypha_celery.graph import Graph
+from hypha_celery.runtime.attempts import record_attempt
 from hypha_celery.runtime.core import Envelope, Runtime, awaits
 from hypha_celery.store import Tx
 
@@ -93,8 +94,9 @@ def dead_lettered(env: Envelope, error: dict[str, Any], task: str, queue: str | 
                      if k in env}
     out["error"] = {**error, "dead_letter": reason}
     out["duration"] = env.get("duration") or 0.0
-    if env.get("started"):
-        out["started"] = env["started"]
+    for key in ("started", "calls"):
+        if env.get(key):
+            out[key] = env[key]
     out["dead_letter"] = {"task": task, "queue": queue, "args": [args], "reason": reason,
                           "error_class": error.get("class", "unknown"), "attempts": attempts}
     return out
@@ -118,7 +120,8 @@ def retry_delay(rt: Runtime, graph: Graph, env: Envelope, outcome: Envelope, att
     opened, open_until = rt.store.record_failure(key, now, THRESHOLD, RESET)
     _failing.add(key)
     if not policy.retries(error["class"], attempt):
-        done = {**env, "duration": outcome.get("duration"), "started": outcome.get("started")}
+        done = {**env, "duration": outcome.get("duration"), "started": outcome.get("started"),
+                "calls": outcome.get("calls")}
         return None, dead_lettered(done, error, task, queue, attempts=attempt,
                                    reason="retries_exhausted")
     delay = max(policy.delay(outcome["execution_id"], attempt), open_until - now, 0.0)
@@ -134,6 +137,7 @@ def _record_retry(rt: Runtime, outcome: Envelope, attempt: int, delay: float,
     run_id, eid = outcome["run_id"], outcome["execution_id"]
 
     def write(tx: Tx, view: View) -> None:
+        record_attempt(tx, run_id, outcome)  # what the failed attempt did stays in the log
         if opened is not None:
             tx.append(run_id, "recovery.circuit.opened", {"key": opened, "until": open_until})
         tx.append(run_id, "node.execution.retrying",

@@ -90,7 +90,7 @@ def run_node(
         view = rt.store.read(run_id)
     started = {"execution_id": execution_id, "node_id": env["node_id"], "attempt": attempt,
                "worker": worker, "at": time.time()}
-    calls = Calls(execution_id, env["node_id"])
+    calls = Calls(execution_id, env["node_id"], attempt=attempt)
     ctx = NodeContext(run_id, execution_id, env["node_id"], attempt,
                       _cancel_flag(rt, run_id, awaited), calls)
     with rt.leases.track(execution_id, run_id, worker):

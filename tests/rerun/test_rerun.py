@@ -132,3 +132,33 @@ def test_cli_replay_against_new_code(recorded: tuple[str, list[Event]]) -> None:
     missing = assert_one_line_error(hypha("replay", "no-such-run", "--against",
                                           "tests.rerun.app:same", env=env))
     assert "no events for run" in missing
+
+
+def test_a_retried_attempt_is_replayed_from_the_final_attempts_calls(sqlite_url: str) -> None:
+    from hypha_celery import Graph, Node, NodeContext, RetryPolicy
+
+    def node(state: dict[str, Any], inp: Any, ctx: NodeContext) -> dict[str, Any]:
+        out = ctx.model("m", lambda req: {"n": req["attempt"]}, {"attempt": ctx.attempt})
+        if ctx.attempt == 1:
+            raise ConnectionError("after the call")
+        return {"n": out["n"]}
+
+    def policy(ctx: Any) -> Any:
+        return Next("a", None) if ctx.step == 0 else Finish(ctx.state)
+
+    def build() -> Graph:
+        retry = RetryPolicy(max_attempts=2, backoff=0.01, max_backoff=0.01)
+        return Graph("retried", {"a": Node(node, retry=retry)}, policy)
+
+    h: Hypha = embedded(sqlite_url)
+    try:
+        h.register(build())
+        run = h.start("retried")
+        assert run.wait(WAIT) == {"n": 2}
+        events = run.events()
+    finally:
+        h.close()
+    assert len([e for e in events if e.type == "model.call.completed"]) == 2
+    # replayed as attempt 1, the node is served the call its final (2nd) attempt made
+    report = rerun(build(), events)
+    assert report.ok, report.divergence

@@ -56,8 +56,30 @@ def test_a_transient_error_is_retried_with_one_event_per_attempt(hypha: Hypha) -
     assert [(e.data["attempt"], e.data["delay"]) for e in retrying] == [
         (1, FAST.delay(eid, 1)), (2, FAST.delay(eid, 2))]
     assert {e.data["error"]["class"] for e in retrying} == {"transient"}
-    (started,) = of_kind(run, "node.execution.started")
-    assert started.data["attempt"] == 3
+    # every attempt is in the log: its start, at its real time, before its retry
+    assert [e.data["attempt"] for e in of_kind(run, "node.execution.started")] == [1, 2, 3]
+    assert_well_formed(run)
+
+
+def test_a_retried_attempts_calls_stay_in_the_log_under_their_own_ids(hypha: Hypha) -> None:
+    seen: list[int] = []
+
+    def node(state: dict[str, Any], inp: Any, ctx: NodeContext) -> dict[str, Any]:
+        seen.append(ctx.attempt)
+        answer = ctx.model("m", lambda req: {"text": f"try {req['n']}"}, {"n": ctx.attempt})
+        if ctx.attempt < 2:
+            raise ConnectionError("flaky after the call")
+        return {"answer": answer["text"]}
+
+    hypha.register(Graph("r1c", {"a": Node(node, retry=FAST)}, once()))
+    run = hypha.start("r1c")
+    assert run.wait(WAIT) == {"answer": "try 2"}
+    eid = f"{run.id}.1"
+    done = of_kind(run, "model.call.completed")
+    assert [(e.data["call_id"], e.data["attempt"], e.data["output"]) for e in done] == [
+        (f"{eid}:m0", 1, {"text": "try 1"}), (f"{eid}:a2:m0", 2, {"text": "try 2"})]
+    kinds = [e.kind for e in run.events()]
+    assert kinds.index("model.call.completed") < kinds.index("node.execution.retrying")
     assert_well_formed(run)
 
 

@@ -1,0 +1,44 @@
+"""What one attempt of a node execution did, as events: ``node.execution.started`` (at
+its real start time) and its model and tool calls (``model.call.*`` / ``tool.call.*``,
+the request only as its hash).
+
+Written in the transaction that records the attempt's end: the coordinator's for the
+final attempt, the retry's (:mod:`hypha_celery.runtime.failures`) for one that failed
+and is tried again — so a retried attempt's calls stay in the log too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypha_celery.runtime.core import Envelope
+from hypha_celery.store import Tx
+
+
+def record_attempt(tx: Tx, run_id: str, env: Envelope) -> None:
+    """``node.execution.started`` (when the envelope carries it) and the calls."""
+    started = env.get("started")
+    if started:
+        tx.append(run_id, "node.execution.started",
+                  {k: v for k, v in started.items() if k != "at"}, ts=started["at"])
+    for call in env.get("calls") or ():
+        record_call(tx, run_id, env, call)
+
+
+def record_call(tx: Tx, run_id: str, env: Envelope, call: dict[str, Any]) -> None:
+    """``<family>.call.started`` then ``completed`` / ``failed`` at their real times."""
+    family, eid = call["family"], env["execution_id"]
+    parts = str(eid).split(".")
+    base = {"call_id": call["call_id"], "execution_id": eid,
+            "step": int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None,
+            "node_id": env["node_id"], "attempt": call.get("attempt", 1), family: call["name"]}
+    tx.append(run_id, f"{family}.call.started",
+              {**base, "request_hash": call["request_hash"],
+               **({"side_effect": call["side_effect"]} if "side_effect" in call else {})},
+              ts=call["started_at"])
+    if "error" in call:
+        tx.append(run_id, f"{family}.call.failed", {**base, "error": call["error"]},
+                  ts=call["ended_at"])
+    else:
+        tx.append(run_id, f"{family}.call.completed", {**base, "output": call["output"]},
+                  ts=call["ended_at"])
