@@ -24,6 +24,7 @@ from hypha_celery.events import Event
 from hypha_celery.graph import (
     Context,
     ErrorInfo,
+    Fail,
     FanOut,
     Finish,
     Graph,
@@ -32,6 +33,7 @@ from hypha_celery.graph import (
     NodeContext,
     Outcome,
     RetryPolicy,
+    Review,
     classify,
 )
 from hypha_celery.runtime.config import Settings
@@ -47,6 +49,7 @@ __all__ = [
     # graph model
     "Context",
     "ErrorInfo",
+    "Fail",
     "FanOut",
     "Finish",
     "Graph",
@@ -55,6 +58,7 @@ __all__ = [
     "NodeContext",
     "Outcome",
     "RetryPolicy",
+    "Review",
     "classify",
     # recovery
     "RecoveryPolicy",

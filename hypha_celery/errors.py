@@ -12,7 +12,18 @@ The tree, split by phase::
     │   │                                or output, or past the per-execution call bound
     │   ├── NotTheLifecycleWriter        a ``run.*`` event appended by anything but
     │   │                                ``hypha_celery.runtime.lifecycle``
-    │   └── UnknownEventKind             an event type outside the taxonomy appended
+    │   ├── UnknownEventKind             an event type outside the taxonomy appended
+    │   ├── GuardError (ValueError)      a guard expression that does not parse or breaks a
+    │   │   │                            limit (1,024 chars); ``.expression``, ``.position``
+    │   │   └── UnsafeGuardPattern       a ``matches`` regex that is invalid, too long
+    │   │                                (128 chars) or unsafe (backreference, lookaround,
+    │   │                                nested quantifier)
+    │   ├── WorkflowSpecError            a workflow that does not make an FSM (duplicate
+    │   │                                states, unknown targets, duplicate (from, to, guard),
+    │   │                                retry on a terminal state); ``.problems``
+    │   ├── ToolSpecError                a ``ToolSpec`` / tool policy that does not validate
+    │   └── PackError                    a DomainPack that does not load: ``.problems`` is
+    │                                    every (path, message) found
     ├── SetupError (RuntimeError)        configuration: URLs, missing extras, store schema
     │   └── ExtraNotInstalled (ImportError)
     ├── HyphaRuntimeError (RuntimeError) things that happen while runs execute
@@ -31,6 +42,12 @@ The tree, split by phase::
     │   ├── BackendError                 a conversational backend failed (hypha_celery.backends);
     │   │                                ``.kind``, ``.retryable``; never shows message or raw
     │   ├── InvalidEvent (TypeError)     a backend Event whose kind / data is not plain JSON
+    │   ├── TransitionRejected           an FSM transition refused; ``.reason``: not_allowed,
+    │   │                                guard_rejected, policy_denied, human_review_required
+    │   ├── ToolCallRejected             a governed tool call that did not run; ``.code``
+    │   │                                (``TOOL_POLICY_DENIED``, ``TOOL_INPUT_INVALID``, ...)
+    │   ├── ReviewError                  a human review action that cannot apply
+    │   │   └── NoPendingReview (LookupError)  the run is not waiting for that review
     │   ├── ReplayDivergence             re-executing a recorded run: new code did something
     │   │                                else (a call, a decision, an output); ``.where``
     │   └── RunFailed                    the run ended ``run.failed``; ``.reason`` says why
@@ -87,6 +104,10 @@ class FailureReason(StrEnum):
     DEAD_LETTERED = "dead_lettered"
     RECOVERY_EXHAUSTED = "recovery_exhausted"
     QUARANTINED = "quarantined"
+    WORKFLOW_FAILED = "workflow_failed"
+    TRANSITION_REJECTED = "transition_rejected"
+    REVIEW_REJECTED = "review_rejected"
+    REVIEW_EXPIRED = "review_expired"
 
 
 class HyphaError(Exception):
@@ -345,3 +366,83 @@ class NotRecordable(EvaluationError):
 
 class NotTheLifecycleWriter(SpecError):
     """Run lifecycle events (``run.*``) have one writer: :mod:`hypha_celery.runtime.lifecycle`."""
+
+
+# -- declarative agents: guards, workflows (FSM), tools, packs, human review -------------
+class GuardError(SpecError, ValueError):
+    """A guard expression that does not parse or breaks a limit. ``position`` is the
+    0-based character offset of the problem (``None``: the whole expression)."""
+
+    def __init__(self, message: str, expression: str = "", position: int | None = None
+                 ) -> None:
+        where = f" at character {position}" if position is not None else ""
+        super().__init__(f"{message}{where}")
+        self.expression = expression
+        self.position = position
+
+
+class UnsafeGuardPattern(GuardError):
+    """A ``matches(path, 're')`` pattern that is invalid, longer than 128 characters, or
+    unsafe: backreferences, lookarounds and nested quantifiers are refused."""
+
+
+class _Problems:
+    """Mixin: an error that lists every problem found as ``(path, message)`` pairs."""
+
+    problems: list[tuple[str, str]]
+
+    @staticmethod
+    def text(problems: list[tuple[str, str]]) -> str:
+        return "; ".join(f"{path}: {msg}" if path else msg for path, msg in problems)
+
+
+class WorkflowSpecError(SpecError, _Problems):
+    """A workflow that does not compile to an FSM; ``problems`` lists (path, message)."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__(self.text(problems))
+        self.problems = problems
+
+
+class ToolSpecError(SpecError):
+    """A ``ToolSpec`` or tool policy that does not validate (bad schema, level, rule)."""
+
+
+class PackError(SpecError, _Problems):
+    """A DomainPack that does not load; ``problems`` lists every (path, message)."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__(self.text(problems))
+        self.problems = problems
+
+
+class TransitionRejected(HyphaRuntimeError):
+    """An FSM transition was refused. ``reason`` is one of ``not_allowed``,
+    ``guard_rejected``, ``policy_denied``, ``human_review_required``."""
+
+    REASONS = ("not_allowed", "guard_rejected", "policy_denied", "human_review_required")
+
+    def __init__(self, reason: str, source: str, target: str, message: str = "") -> None:
+        super().__init__(f"transition {source} -> {target} rejected: {reason}"
+                         + (f" ({message})" if message else ""))
+        self.reason = reason
+        self.source = source
+        self.target = target
+
+
+class ToolCallRejected(HyphaRuntimeError):
+    """A governed tool call that did not run (or whose output was refused). ``code`` is
+    hypha's: ``TOOL_NOT_ALLOWED_IN_SCOPE``, ``TOOL_INPUT_INVALID``, ``TOOL_POLICY_DENIED``,
+    ``TOOL_APPROVAL_REQUIRED``, ``TOOL_APPROVAL_REJECTED``, ``TOOL_OUTPUT_INVALID``, ..."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+class ReviewError(HyphaRuntimeError):
+    """A human review action (approve / reject) that cannot apply."""
+
+
+class NoPendingReview(ReviewError, LookupError):
+    """The run is not waiting for a human review (or not for that one)."""

@@ -10,7 +10,8 @@ from hypha_celery import errors
 
 PUBLIC = {
     "Hypha", "RunHandle", "RunStatus", "Settings",
-    "Context", "ErrorInfo", "FanOut", "Finish", "Graph", "Next", "Node", "Outcome",
+    "Context", "ErrorInfo", "Fail", "FanOut", "Finish", "Graph", "Next", "Node", "Outcome",
+    "Review",
     "NodeContext", "RetryPolicy", "classify", "RecoveryPolicy",
     "Event",
     "BrokerUnavailable", "FailureReason", "GraphSpecError", "HyphaError", "InvalidNotify",

@@ -29,8 +29,7 @@ from hypha_celery.runtime.coordinator import (
     step_locked,
     terminal,
 )
-from hypha_celery.runtime.core import Envelope, Runtime, awaited_task_ids
-from hypha_celery.runtime.lanes import kickoff_id
+from hypha_celery.runtime.core import Envelope, Runtime, awaited_task_ids, awaits_coordinator
 from hypha_celery.runtime.leases import alive
 from hypha_celery.runtime.nodes import effect_key
 from hypha_celery.store import Tx
@@ -90,10 +89,23 @@ def sweep(rt: Runtime, now: float | None = None,
             decisions.append(decision)
             log.info("hypha recovery: %s %s %s", decision["action"], decision["run_id"],
                      decision.get("execution_id", ""))
+    decisions.extend(_expire_reviews(rt, now))
     decisions.extend(_drain_broker_dead_letters(rt))
     decisions.extend(_sweep_agents(rt, now, policy))
     rt.store.prune_leases(now - policy.lease_retention)
     return decisions
+
+
+def _expire_reviews(rt: Runtime, now: float) -> list[Decision]:
+    from hypha_celery.reviews import expire_due
+
+    try:
+        expired = expire_due(rt, now)
+    except Exception as exc:  # never stops the sweep
+        log.warning("hypha recovery: review expiry failed: %s", type(exc).__name__)
+        return []
+    return [{"run_id": rid.rsplit(".r", 1)[0], "action": "review_expired", "execution_id": rid}
+            for rid in expired]
 
 
 def _sweep_agents(rt: Runtime, now: float, policy: RecoveryPolicy) -> list[Decision]:
@@ -118,7 +130,7 @@ def _examine(rt: Runtime, view: View, leases: dict[str, dict[str, Any]], now: fl
         return None  # quarantined / parked runs wait for a human; other apps' graphs
     idle = now - max(view["updated_at"], view.get("retry_at") or 0.0)
     backoff = policy.backoff ** int(view.get("recoveries") or 0)
-    if view["waiting"] == kickoff_id(view["run_id"]):
+    if awaits_coordinator(view):
         if idle < policy.kickoff_lease * backoff:
             return None
         return _redrive(rt, view, graph, "not_started", policy)
@@ -262,7 +274,7 @@ def _publisher(rt: Runtime, view: View, graph: Graph, node_attempt: int | None
     """The message(s) that re-drive the awaited execution: same ids, so duplicates are
     fenced."""
     run_id, eid = view["run_id"], view["waiting"]
-    if eid == kickoff_id(run_id):
+    if awaits_coordinator(view):
         return lambda: canvas.kickoff(rt.app, run_id, eid)
     if view.get("fanout"):
         scheduled = rt.store.last_event(run_id, "node.fanout.scheduled")

@@ -246,6 +246,30 @@ class Hypha:
         self._ensure_worker()
         release(self._rt, run_id)
 
+    # -- human review ------------------------------------------------------
+    def reviews(self, limit: int = 100) -> list[Any]:
+        """Runs waiting for a human (``PendingReview``), oldest first."""
+        from hypha_celery.reviews import pending
+
+        return pending(self.store, limit)
+
+    def approve(self, run_id: str, *, by: str, note: str = "",
+                review_id: str | None = None) -> str:
+        """Approve the run's pending review: the policy runs again and the run goes on.
+        :class:`NoPendingReview` if it is not waiting for one."""
+        from hypha_celery.reviews import approve
+
+        self._ensure_worker()
+        return approve(self._rt, run_id, by=by, note=note, review_id=review_id)
+
+    def reject(self, run_id: str, *, by: str, reason: str,
+               review_id: str | None = None) -> str:
+        """Reject the run's pending review (a workflow then ends ``review_rejected``)."""
+        from hypha_celery.reviews import reject
+
+        self._ensure_worker()
+        return reject(self._rt, run_id, by=by, reason=reason, review_id=review_id)
+
     def fail_quarantined(self, run_id: str, message: str = "failed by an operator") -> None:
         """End a quarantined run ``run.failed`` (reason ``quarantined``)."""
         from hypha_celery.beat.operator import fail_quarantined

@@ -63,6 +63,15 @@ EventType = Literal[
     "tool.call.failed",
     "tool.call.rejected",
     "tool.policy.checked",
+    # governed tools (hypha_celery.tools): request, approval, output contract
+    "tool.call.requested",
+    "tool.call.approved",
+    "tool.output.validated",
+    "tool.output.invalid",
+    # workflows compiled to an FSM (hypha_celery.fsm); the snapshot is projected from these
+    "fsm.state.entered",
+    "fsm.transition.accepted",
+    "fsm.transition.rejected",
     # human review, messages, evaluation
     "human.review.requested",
     "human.review.approved",

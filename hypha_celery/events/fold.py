@@ -47,6 +47,11 @@ def new_view(run_id: str) -> View:
         "fanout": 0,  # the awaited execution is a fan-out of this many edges
         "created_at": None,
         "updated_at": None,
+        # workflows (hypha_celery.fsm): {"workflow", "state", "path"} once a state is entered
+        "fsm": None,
+        # human reviews by id: {"status", "subject", "reason", "expires_at", ...}
+        "reviews": {},
+        "held_since": None,  # waiting_human since (the run's deadline stops meanwhile)
     }
 
 
@@ -167,11 +172,45 @@ def _nothing(v: View, d: Mapping[str, Any]) -> None:
 def _waiting_human(v: View, d: Mapping[str, Any]) -> None:
     if v["status"] not in ("completed", "failed", "cancelled"):
         v["status"] = "waiting_human"
+        if d.get("review_id"):  # the coordinator's resume message is awaited under its id
+            v["waiting"] = d["review_id"]
+            v["waiting_nodes"] = []
+        v["held_since"] = d.get("at")
 
 
-def _reviewed(v: View, d: Mapping[str, Any]) -> None:
+def _review_requested(v: View, d: Mapping[str, Any]) -> None:
+    if not d.get("review_id"):
+        return
+    v.setdefault("reviews", {})[d["review_id"]] = {
+        "status": "pending", "subject": d.get("subject"), "reason": d.get("reason"),
+        "expires_at": d.get("expires_at"), "step": d.get("step")}
+
+
+def _reviewed(v: View, d: Mapping[str, Any], status: str) -> None:
+    review = v.setdefault("reviews", {}).get(d.get("review_id"))
+    if review is not None:
+        review["status"] = status
+        review["by"] = d.get("by")
     if v["status"] == "waiting_human":
         v["status"] = "running"
+        held, at = v.get("held_since"), d.get("at")
+        if v.get("deadline") is not None and held is not None and at is not None:
+            v["deadline"] += max(0.0, at - held)  # the time spent with a human is not counted
+        v["held_since"] = None
+
+
+def _review_outcome(status: str) -> _Handler:
+    return lambda v, d: _reviewed(v, d, status)
+
+
+def _fsm_entered(v: View, d: Mapping[str, Any]) -> None:
+    if not d.get("state"):
+        return
+    fsm = v.get("fsm") or {"workflow": d.get("workflow"), "state": None, "path": []}
+    fsm["state"] = d["state"]
+    fsm["path"] = [*fsm["path"], d["state"]]
+    fsm["step"] = d.get("step")  # the run's step when entered: its node has run once it moved
+    v["fsm"] = fsm
 
 
 _HANDLERS: dict[str, _Handler] = {
@@ -204,8 +243,12 @@ _HANDLERS: dict[str, _Handler] = {
     "run.failed": _terminal("failed"),
     "run.cancelled": _terminal("cancelled"),
     "run.waiting_human": _waiting_human,
-    "human.review.approved": _reviewed,
-    "human.review.rejected": _reviewed,
+    "human.review.requested": _review_requested,
+    "human.review.approved": _review_outcome("approved"),
+    "human.review.rejected": _review_outcome("rejected"),
+    "human.review.expired": _review_outcome("expired"),
+    "human.review.cancelled": _review_outcome("cancelled"),
+    "fsm.state.entered": _fsm_entered,
     **{kind: _nothing for kind in AGENT_KINDS},  # an agent's stream is not a run
 }
 # the other families (model and tool calls, messages, evaluation, ...) are facts about

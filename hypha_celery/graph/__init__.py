@@ -1,6 +1,6 @@
 """The graph model: nodes, decisions, outcomes, retries, and build-time validation."""
 
-from hypha_celery.graph.decisions import Decision, FanOut, Finish, Next
+from hypha_celery.graph.decisions import Decision, Fail, FanOut, Finish, Next, Review
 from hypha_celery.graph.model import (
     AT_MOST_ONCE,
     Context,
@@ -19,6 +19,7 @@ __all__ = [
     "Decision",
     "ErrorClass",
     "ErrorInfo",
+    "Fail",
     "FanOut",
     "Finish",
     "Graph",
@@ -27,6 +28,7 @@ __all__ = [
     "NodeContext",
     "Outcome",
     "RetryPolicy",
+    "Review",
     "SideEffect",
     "classify",
 ]

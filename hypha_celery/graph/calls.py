@@ -14,7 +14,12 @@ the same request hash, and gets the recorded output (or the recorded error, rais
 :class:`RecordedCallError`) without calling anything. Anything else raises
 :class:`~hypha_celery.errors.ReplayDivergence`.
 
-Bounds: 1,000 calls per execution, 1 MiB of JSON per recorded output.
+A node may also record *facts* about what it did (``ctx.record``: a governed tool's
+``tool.call.requested`` / ``tool.policy.checked`` / ``tool.call.approved`` /
+``tool.output.validated`` ...): they are written with its outcome too. A replay ignores them.
+
+Bounds: 1,000 calls and 1,000 facts per execution, 1 MiB of JSON per recorded output and
+64 KiB per fact.
 """
 
 from __future__ import annotations
@@ -32,6 +37,12 @@ Family = Literal["model", "tool"]
 MAX_CALLS = 1000
 #: JSON bytes of one recorded call output.
 MAX_OUTPUT_BYTES = 1_048_576
+#: Facts one node execution may record, and the JSON bytes of one.
+MAX_FACTS = 1000
+MAX_FACT_BYTES = 65_536
+#: The event families a node may record as facts (``ctx.record``).
+NODE_FACTS = ("tool.call.requested", "tool.call.rejected", "tool.policy.checked",
+              "tool.call.approved", "tool.output.validated", "tool.output.invalid")
 
 
 class RecordedCallError(Exception):
@@ -68,6 +79,7 @@ class Calls:
         # a retried attempt's calls are kept too: its ids must not collide with the next's
         self._prefix = execution_id if attempt == 1 else f"{execution_id}:a{attempt}"
         self.records: list[dict[str, Any]] = []
+        self.facts: list[tuple[str, dict[str, Any]]] = []
         self._recorded = recorded
 
     def call(self, family: Family, name: str, fn: Callable[[Any], Any], request: Any,
@@ -109,6 +121,21 @@ class Calls:
         if "error" in old:
             raise RecordedCallError(old["error"])
         return old.get("output")
+
+    def fact(self, kind: str, data: dict[str, Any]) -> None:
+        """Keep a fact for the outcome (dropped in a replay: the recording has them)."""
+        if kind not in NODE_FACTS:
+            raise InvalidCall(f"a node records only {', '.join(NODE_FACTS)}, not {kind!r}")
+        if len(self.facts) >= MAX_FACTS:
+            raise InvalidCall(f"more than {MAX_FACTS} facts in one node execution")
+        try:
+            size = len(canonical(data).encode())
+        except (TypeError, ValueError):
+            raise InvalidCall(f"fact {kind} is not JSON") from None
+        if size > MAX_FACT_BYTES:
+            raise InvalidCall(f"fact {kind} is {size} bytes of JSON; at most {MAX_FACT_BYTES}")
+        if self._recorded is None:
+            self.facts.append((kind, {**data, "execution_id": self.execution_id}))
 
     def unused(self) -> int:
         """Recorded calls a replay did not serve (the new code made fewer calls)."""

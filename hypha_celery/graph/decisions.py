@@ -1,4 +1,4 @@
-"""What a decision policy returns: ``Next``, ``FanOut`` or ``Finish``."""
+"""What a decision policy returns: ``Next``, ``FanOut``, ``Finish``, ``Fail`` or ``Review``."""
 
 from __future__ import annotations
 
@@ -52,4 +52,42 @@ class Finish:
         return {"type": "finish", "result": self.result}
 
 
-Decision = Next | FanOut | Finish
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """End the run ``run.failed`` with ``reason`` (a short code) and ``message``."""
+
+    message: str = ""
+    reason: str = "workflow_failed"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reason, str) or not self.reason:
+            raise GraphSpecError("Fail needs a non-empty reason code")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "fail", "reason": self.reason, "message": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    """Park the run for a human (``human.review.requested`` + ``run.waiting_human``): it
+    holds no worker. An approval, rejection or expiry records its event and calls the
+    policy again, which reads the outcome in ``ctx.reviews[review_id]``.
+
+    ``subject`` (JSON) says what is reviewed — shown to the reviewer, so keep secrets and
+    prompt text out of it; ``expires_in`` (seconds) lets the supervisor expire it."""
+
+    reason: str
+    subject: Any = None
+    expires_in: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.reason, str) or not self.reason:
+            raise GraphSpecError("Review needs a reason")
+        if self.expires_in is not None and not self.expires_in > 0:
+            raise GraphSpecError("Review expires_in must be > 0 seconds")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "review", "reason": self.reason, "expires_in": self.expires_in}
+
+
+Decision = Next | FanOut | Finish | Fail | Review

@@ -24,6 +24,9 @@ AT_MOST_ONCE: frozenset[str] = frozenset({"external_effect", "irreversible"})
 ReducerFn = Callable[[dict[str, Any], list["Outcome"]], Mapping[str, Any]]
 PolicyFn = Callable[["Context"], Any]
 
+#: The event families a decision policy may record with its decision (``Context.record``).
+POLICY_FACTS = ("fsm.",)
+
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
 
 #: Default bound on the JSON size of a run's state (bytes).
@@ -91,6 +94,26 @@ class Context:
     last: Outcome | None
     user_id: str | None = None
     session_id: str | None = None
+    #: The workflow snapshot (``{"workflow", "state", "path"}``) projected from
+    #: ``fsm.state.entered`` events; None until a state is entered.
+    fsm: dict[str, Any] | None = None
+    #: Human reviews of this run by id: ``{"status": pending|approved|rejected|expired, ...}``.
+    reviews: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _facts: list[tuple[str, dict[str, Any]]] = field(default_factory=list, repr=False,
+                                                     compare=False)
+
+    def record(self, kind: str, data: Mapping[str, Any]) -> None:
+        """Record a fact with this decision, in its transaction: ``fsm.*`` events only
+        (a workflow's transitions and entered states)."""
+        if not kind.startswith(POLICY_FACTS) or not isinstance(data, Mapping):
+            raise GraphSpecError(f"a decision policy records only {POLICY_FACTS} events, "
+                                 f"not {kind!r}")
+        self._facts.append((kind, dict(data)))
+
+    @property
+    def facts(self) -> list[tuple[str, dict[str, Any]]]:
+        """What :meth:`record` collected (for the coordinator)."""
+        return list(self._facts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +127,9 @@ class NodeContext:
     attempt: int = 1
     _cancelled: Callable[[], bool] = field(default=lambda: False, repr=False, compare=False)
     _calls: Calls | None = field(default=None, repr=False, compare=False)
+    #: The human review approved right before this execution was scheduled
+    #: (``{"review_id", "by"}``), if any: what a governed tool's approval step accepts.
+    review: dict[str, Any] | None = None
 
     def cancelled(self) -> bool:
         """True once the run was cancelled (or ended): stop and return early."""
@@ -122,6 +148,10 @@ class NodeContext:
         if side_effect not in SIDE_EFFECTS:
             raise GraphSpecError(f"side_effect must be one of {SIDE_EFFECTS}")
         return self._recorder().call("tool", tool, call, args, {"side_effect": side_effect})
+
+    def record(self, kind: str, data: Mapping[str, Any]) -> None:
+        """Record a fact with the node's outcome (a governed tool's ``tool.*`` steps)."""
+        self._recorder().fact(kind, dict(data))
 
     def _recorder(self) -> Calls:
         if self._calls is None:  # a context built by hand (tests): calls go unrecorded
@@ -294,6 +324,8 @@ class Graph:
             last=Outcome.from_json(last) if last else None,
             user_id=view.get("user_id"),
             session_id=view.get("session_id"),
+            fsm=copy.deepcopy(view.get("fsm")),
+            reviews=copy.deepcopy(view.get("reviews") or {}),
         )
 
     def __repr__(self) -> str:

@@ -3,8 +3,10 @@
 The status follows hypha's projection rules, in priority order:
 
 1. the last terminal event (``run.completed`` / ``run.failed`` / ``run.cancelled``) wins;
-2. otherwise a ``run.waiting_human`` not yet answered by a later ``human.review.approved``
-   or ``human.review.rejected`` gives ``waiting_human``;
+2. otherwise a ``run.waiting_human`` not yet answered by a later ``human.review.approved``,
+   ``rejected``, ``expired`` or ``cancelled`` gives ``waiting_human`` (hypha counts only
+   approval and rejection; here an expiry also ends the wait: the decision policy runs
+   again and decides, as :mod:`hypha_celery.reviews` says);
 3. otherwise ``run.started``, or any later sign of execution (a decision, a node, a
    recovery, a model or tool call, a human review, a hold), gives ``running``;
 4. otherwise (only ``run.created`` / ``run.queued`` / ``run.cancel.requested``) ``queued``.
@@ -32,7 +34,8 @@ Held = Literal["quarantined", "parked"]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 STATUSES: tuple[Status, ...] = get_args(Status)
 
-_REVIEWED = frozenset({"human.review.approved", "human.review.rejected"})
+_REVIEWED = frozenset({"human.review.approved", "human.review.rejected",
+                       "human.review.expired", "human.review.cancelled"})
 _HOLDS = frozenset({"run.quarantined", "run.released", "run.parked", "run.redriven"})
 _SCHEDULED = frozenset({"node.execution.scheduled", "node.fanout.scheduled"})
 #: Kinds that only happen once a run executes (beyond ``run.started`` itself).

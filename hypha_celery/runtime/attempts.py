@@ -1,6 +1,6 @@
 """What one attempt of a node execution did, as events: ``node.execution.started`` (at
-its real start time) and its model and tool calls (``model.call.*`` / ``tool.call.*``,
-the request only as its hash).
+its real start time), its model and tool calls (``model.call.*`` / ``tool.call.*``,
+the request only as its hash) and the facts it recorded (``ctx.record``).
 
 Written in the transaction that records the attempt's end: the coordinator's for the
 final attempt, the retry's (:mod:`hypha_celery.runtime.failures`) for one that failed
@@ -23,6 +23,8 @@ def record_attempt(tx: Tx, run_id: str, env: Envelope) -> None:
                   {k: v for k, v in started.items() if k != "at"}, ts=started["at"])
     for call in env.get("calls") or ():
         record_call(tx, run_id, env, call)
+    for kind, data in env.get("facts") or ():
+        tx.append(run_id, kind, data)
 
 
 def record_call(tx: Tx, run_id: str, env: Envelope, call: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from hypha_celery.errors import FailureReason, StoreConflict
 from hypha_celery.events.fold import View
-from hypha_celery.graph import FanOut, Finish, Graph, Next
+from hypha_celery.graph import Decision, Fail, FanOut, Finish, Graph, Next, Review
 from hypha_celery.runtime import canvas, lifecycle
 from hypha_celery.runtime.attempts import record_attempt
 from hypha_celery.runtime.config import EFFECTS_QUEUE, NODES_QUEUE
@@ -78,8 +78,9 @@ def step_locked(tx: Tx, rt: Runtime, view: View, payload: Envelope) -> None:
 def _step(
     tx: Tx, rt: Runtime, view: View, payload: Envelope, local: canvas.LocalSteps | None
 ) -> None:
-    if payload["execution_id"] != kickoff_id(view["run_id"]):
-        _record_outcome(tx, rt, view, payload)
+    eid = payload["execution_id"]
+    if eid != kickoff_id(view["run_id"]) and eid not in (view.get("reviews") or {}):
+        _record_outcome(tx, rt, view, payload)  # (a review's outcome is already recorded)
     _decide_and_record(tx, rt, view, local)
 
 
@@ -159,7 +160,8 @@ def _record_node(tx: Tx, rt: Runtime, run_id: str, env: Envelope, data: dict[str
     tx.append(run_id, kind, data, idem=f"{env['execution_id']}:done", ts=ended)
 
 
-_NOT_EVENT_DATA = ("started", "late", "run_id", "settled", "dead_letter", "calls")
+_NOT_EVENT_DATA = ("started", "late", "run_id", "settled", "dead_letter", "calls",
+                   "facts")
 
 
 def _edge_data(edge: Envelope) -> dict[str, Any]:
@@ -195,7 +197,7 @@ def _decide_and_record(
         if graph is None:
             raise _Fail(FailureReason.UNKNOWN_GRAPH,
                         f"graph {view['graph_id']!r} is not registered on this worker")
-        decision = _decide(graph, view)
+        decision, facts = _decide(graph, view)
     except _Fail as fail:
         terminal(tx, rt, view, "run.failed", {"reason": fail.reason.value,
                                                "message": fail.message})
@@ -207,27 +209,38 @@ def _decide_and_record(
                           "dead_letter_id": last.get("dead_letter_id")})
         return
     step = int(view["step"])
+    for kind, data in facts:
+        tx.append(run_id, kind, data)
     tx.append(run_id, "decision.policy.recorded", {"step": step, **summary(decision)})
     if isinstance(decision, Finish):
         terminal(tx, rt, view, "run.completed", {"result": decision.result})
+    elif isinstance(decision, Fail):
+        terminal(tx, rt, view, "run.failed", {"reason": decision.reason,
+                                               "message": decision.message[:500]})
+    elif isinstance(decision, Review):
+        _park_for_review(tx, view, decision)
     elif isinstance(decision, Next):
         _schedule_next(tx, rt, graph, view, decision, local)
     else:
         _schedule_fanout(tx, rt, graph, view, decision)
 
 
-def _decide(graph: Graph, view: View) -> Next | FanOut | Finish:
+def _decide(graph: Graph, view: View) -> tuple[Decision, list[tuple[str, dict[str, Any]]]]:
+    """The policy's decision and the facts it recorded with it (``ctx.record``)."""
     if view["deadline"] is not None and time.time() > view["deadline"]:
         raise _Fail(FailureReason.DEADLINE_EXCEEDED,
                     f"execution_timeout of {graph.execution_timeout}s passed")
     _check_last(graph, view)
+    ctx = graph.context(view)
     try:
-        decision = graph.decision_policy(graph.context(view))
+        decision = graph.decision_policy(ctx)
     except Exception as exc:
         err = error_json(exc)
         raise _Fail(FailureReason.POLICY_ERROR, f"{err['type']}: {err['message']}") from None
     _validate(graph, view, decision)
-    return decision  # type: ignore[no-any-return]
+    if not all(is_json(data) for _, data in ctx.facts):
+        raise _Fail(FailureReason.INVALID_DECISION, "a fact the policy recorded is not JSON")
+    return decision, ctx.facts
 
 
 def _check_last(graph: Graph, view: View) -> None:
@@ -254,10 +267,20 @@ def _check_last(graph: Graph, view: View) -> None:
         raise _Fail(reason, where)
 
 
+def _validate_ending(graph: Graph, view: View, decision: Finish | Fail | Review) -> None:
+    if isinstance(decision, Finish) and not is_json(decision.result):
+        raise _Fail(FailureReason.INVALID_DECISION, "Finish result is not JSON-serializable")
+    if isinstance(decision, Review):
+        if not is_json(decision.subject):
+            raise _Fail(FailureReason.INVALID_DECISION, "Review subject is not JSON")
+        if len(view.get("reviews") or {}) >= graph.max_steps:
+            raise _Fail(FailureReason.MAX_STEPS_EXCEEDED,
+                        f"more than max_steps={graph.max_steps} reviews")
+
+
 def _validate(graph: Graph, view: View, decision: object) -> None:
-    if isinstance(decision, Finish):
-        if not is_json(decision.result):
-            raise _Fail(FailureReason.INVALID_DECISION, "Finish result is not JSON-serializable")
+    if isinstance(decision, Finish | Fail | Review):
+        _validate_ending(graph, view, decision)
         return
     if isinstance(decision, Next):
         nexts = [decision]
@@ -268,7 +291,8 @@ def _validate(graph: Graph, view: View, decision: object) -> None:
         nexts = list(decision.edges)
     else:
         raise _Fail(FailureReason.INVALID_DECISION,
-                    f"policy must return Next, FanOut or Finish, got {type(decision).__name__}")
+                    "policy must return Next, FanOut, Finish, Fail or Review, got "
+                    f"{type(decision).__name__}")
     for n in nexts:
         if n.node_id not in graph.nodes:
             raise _Fail(FailureReason.UNKNOWN_NODE, f"policy returned unknown node {n.node_id!r}")
@@ -279,13 +303,30 @@ def _validate(graph: Graph, view: View, decision: object) -> None:
                     f"max_steps={graph.max_steps} reached")
 
 
-def summary(decision: Next | FanOut | Finish) -> dict[str, Any]:
+def summary(decision: Decision) -> dict[str, Any]:
     if isinstance(decision, Next):
         return {"type": "next", "node_ids": [decision.node_id]}
     if isinstance(decision, FanOut):
         return {"type": "fanout", "reducer": decision.reducer,
                 "node_ids": [e.node_id for e in decision.edges]}
+    if isinstance(decision, Fail):
+        return {"type": "fail", "reason": decision.reason}
+    if isinstance(decision, Review):
+        return {"type": "review", "reason": decision.reason}
     return {"type": "finish"}
+
+
+def _park_for_review(tx: Tx, view: View, d: Review) -> None:
+    """``human.review.requested`` + ``run.waiting_human``: the run holds no worker until
+    an approval, rejection or expiry (:mod:`hypha_celery.reviews`) calls the policy again
+    with a coordinator message whose execution id is the review id."""
+    run_id, now = view["run_id"], time.time()
+    review_id = f"{run_id}.r{len(view.get('reviews') or {}) + 1}"
+    tx.append(run_id, "human.review.requested",
+              {"review_id": review_id, "reason": d.reason, "subject": d.subject,
+               "step": int(view["step"]),
+               "expires_at": None if d.expires_in is None else now + d.expires_in})
+    lifecycle.record(tx, run_id, "run.waiting_human", {"review_id": review_id, "at": now})
 
 
 def node_call(rt: Runtime, graph: Graph, node_id: str, env: Envelope) -> canvas.NodeCall:

@@ -25,11 +25,18 @@ def awaits(view: Mapping[str, Any] | None, execution_id: str) -> bool:
     return view is not None and view["status"] == "running" and view["waiting"] == execution_id
 
 
+def awaits_coordinator(view: Mapping[str, Any]) -> bool:
+    """The run awaits a coordinator message, not a node: its kickoff, or the message
+    that resumes it after a human review (its execution id is the review id)."""
+    waiting = view.get("waiting")
+    return waiting == kickoff_id(view["run_id"]) or waiting in (view.get("reviews") or {})
+
+
 def awaited_task_ids(view: Mapping[str, Any]) -> list[str]:
     """Task ids of the node messages a run awaits (a fan-out: every edge; not the
     reducer, which records the late results of edges that were already running)."""
     waiting = view.get("waiting")
-    if not waiting or waiting == kickoff_id(view["run_id"]):  # no node task yet
+    if not waiting or awaits_coordinator(view):  # no node task yet
         return []
     edges = int(view.get("fanout") or 0)
     if not edges:

@@ -92,14 +92,26 @@ def run_node(
                "worker": worker, "at": time.time()}
     calls = Calls(execution_id, env["node_id"], attempt=attempt)
     ctx = NodeContext(run_id, execution_id, env["node_id"], attempt,
-                      _cancel_flag(rt, run_id, awaited), calls)
+                      _cancel_flag(rt, run_id, awaited), calls, approved_review(view or {}))
     with rt.leases.track(execution_id, run_id, worker):
         envelope = _execute(graph, env["node_id"], copy.deepcopy((view or {})["state"]), env, ctx)
     if calls.records:
         envelope["calls"] = calls.records
+    if calls.facts:
+        envelope["facts"] = [list(f) for f in calls.facts]
     if not node.at_most_once:  # an at-most-once start is already in the log
         envelope["started"] = started
     return envelope, view
+
+
+def approved_review(view: View) -> dict[str, Any] | None:
+    """The review approved right before the awaited execution was scheduled: requested
+    at the step before it, approved since (``{"review_id", "by"}``)."""
+    step = int(view.get("step") or 0) - 1
+    for review_id, review in (view.get("reviews") or {}).items():
+        if review.get("status") == "approved" and review.get("step") == step:
+            return {"review_id": review_id, "by": review.get("by")}
+    return None
 
 
 def settle(rt: Runtime, graph: Graph, outcome: Envelope, attempt: int) -> Envelope:

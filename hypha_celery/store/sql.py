@@ -827,6 +827,14 @@ class EventStore:
         with self.reader.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
+    def by_status(self, status: str, limit: int = 100) -> list[View]:
+        """Projections of runs in ``status``, oldest first (the status index serves it)."""
+        self.ensure_schema()
+        q = (sa.select(runs.c.run_id, runs.c.doc, runs.c.seq, runs.c.updated_at)
+             .where(runs.c.status == status).order_by(runs.c.id).limit(limit))
+        with self.reader.connect() as conn:
+            return [{**r.doc, "seq": r.seq, "updated_at": r.updated_at} for r in conn.execute(q)]
+
     def last_event(self, run_id: str, kind: str) -> Event | None:
         """The newest event of ``kind`` in a run."""
         q = (sa.select(events.c.run_id, events.c.seq, events.c.kind, events.c.ts, events.c.data,

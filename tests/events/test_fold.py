@@ -65,13 +65,14 @@ HYPHA_TWO_PART = ("run", "message", "eval", "replay", "regression")
 def test_event_types_follow_the_area_noun_past_tense_taxonomy() -> None:
     """``<area>.<noun>.<past-tense>``; hypha's own two-part families keep their names
     (run lifecycle, messages, eval / replay / regression);
-    hypha's own non-past endings (late_result, waiting_human, retrying) and redriven are
-    allowed."""
+    hypha's own non-past endings (late_result, waiting_human, retrying, tool.output.invalid)
+    and redriven are allowed."""
     for kind in KINDS - AGENT_KINDS:
         parts = kind.split(".")
         assert len(parts) == 3 or (len(parts) == 2 and parts[0] in HYPHA_TWO_PART), kind
         past = any(word.endswith("ed") for word in parts[-1].split("_"))  # timed_out
-        assert past or parts[-1] in ("late_result", "waiting_human", "retrying", "redriven"), kind
+        assert past or parts[-1] in ("late_result", "waiting_human", "retrying", "redriven",
+                                   "invalid"), kind
     assert {"node.execution.late_result", "node.execution.started",
             "decision.policy.recorded"} <= PASSIVE_KINDS
     assert not TERMINAL_KINDS & PASSIVE_KINDS

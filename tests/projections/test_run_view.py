@@ -65,8 +65,11 @@ def test_a_completed_run() -> None:
     # a second wait after an answered one waits again
     ([created(), started(), *WAITING, ("human.review.approved", {"review_id": "rv1"}),
       *WAITING], "waiting_human"),
-    # only approval or rejection answers a wait
+    # an expiry answers a wait too (hypha-celery: the policy then decides)
     ([created(), started(), *WAITING, ("human.review.expired", {"review_id": "rv1"})],
+     "running"),
+    # a review event that is not an answer does not
+    ([created(), started(), *WAITING, ("human.review.requested", {"review_id": "rv2"})],
      "waiting_human"),
     # the terminal event wins over a wait, before or after it
     ([created(), started(), *WAITING, ("run.cancelled", {"reason": "cancelled"})], "cancelled"),

@@ -1,0 +1,120 @@
+"""Human review: a run parked by a ``Review`` decision (``run.waiting_human``) holds no
+worker until a person approves or rejects it, or the review expires.
+
+Each action is one transaction on the locked run — the review's event
+(``human.review.approved`` / ``rejected`` / ``expired``, which puts the run back to
+``running``) — and, after the commit, a coordinator message whose execution id is the
+review id: the decision policy runs again and reads the outcome in ``ctx.reviews``. If
+that message is lost the recovery supervisor re-drives it like a lost kickoff.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from hypha_celery.errors import NoPendingReview, RunNotFound
+from hypha_celery.events.fold import View
+from hypha_celery.runtime import canvas
+from hypha_celery.runtime.core import Runtime
+from hypha_celery.store import EventStore, Tx
+
+__all__ = ["PendingReview", "approve", "expire_due", "pending", "reject"]
+
+#: Bounds on what a reviewer's words may add to the log.
+MAX_BY_CHARS = 200
+MAX_REASON_CHARS = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReview:
+    """One run waiting for a human: what is asked (``reason``, ``subject``) and until when."""
+
+    run_id: str
+    review_id: str
+    graph_id: str
+    reason: str | None
+    subject: Any
+    requested_step: int | None
+    expires_at: float | None
+    user_id: str | None
+    session_id: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+def pending(store: EventStore, limit: int = 100) -> list[PendingReview]:
+    """Runs waiting for a human, oldest first, with their pending review."""
+    out = []
+    for view in store.by_status("waiting_human", limit):
+        review_id, review = _pending_of(view)
+        if review_id is None:
+            continue
+        out.append(PendingReview(
+            run_id=view["run_id"], review_id=review_id, graph_id=view["graph_id"],
+            reason=review.get("reason"), subject=review.get("subject"),
+            requested_step=review.get("step"), expires_at=review.get("expires_at"),
+            user_id=view.get("user_id"), session_id=view.get("session_id")))
+    return out
+
+
+def approve(rt: Runtime, run_id: str, *, by: str, note: str = "",
+            review_id: str | None = None) -> str:
+    """Approve the run's pending review; the run goes on. Returns the review id."""
+    return _decide(rt, run_id, "human.review.approved", review_id,
+                   {"by": by[:MAX_BY_CHARS], "note": note[:MAX_REASON_CHARS]})
+
+
+def reject(rt: Runtime, run_id: str, *, by: str, reason: str,
+           review_id: str | None = None) -> str:
+    """Reject the run's pending review; the policy decides what follows (a workflow
+    ends ``run.failed``, reason ``review_rejected``). Returns the review id."""
+    return _decide(rt, run_id, "human.review.rejected", review_id,
+                   {"by": by[:MAX_BY_CHARS], "reason": reason[:MAX_REASON_CHARS]})
+
+
+def expire_due(rt: Runtime, now: float | None = None, limit: int = 100) -> list[str]:
+    """Expire every pending review past its ``expires_at`` (the supervisor's sweep calls
+    this); returns the review ids expired."""
+    now = time.time() if now is None else now
+    done = []
+    for view in rt.store.by_status("waiting_human", limit):
+        review_id, review = _pending_of(view)
+        expires = review.get("expires_at") if review_id else None
+        if review_id is None or expires is None or expires > now:
+            continue
+        try:
+            done.append(_decide(rt, view["run_id"], "human.review.expired", review_id,
+                                {"expires_at": expires}))
+        except NoPendingReview:
+            continue  # decided by a person meanwhile
+    return done
+
+
+def _pending_of(view: View) -> tuple[str | None, dict[str, Any]]:
+    waiting = view.get("waiting")
+    review = (view.get("reviews") or {}).get(waiting)
+    if view.get("status") != "waiting_human" or not review or review["status"] != "pending":
+        return None, {}
+    return waiting, review
+
+
+def _decide(rt: Runtime, run_id: str, kind: str, review_id: str | None,
+            data: dict[str, Any]) -> str:
+    with rt.store.transaction() as tx:
+        view = tx.lock(run_id)
+        if view is None:
+            raise RunNotFound(f"no run {run_id!r} in the event store")
+        found, _ = _pending_of(view)
+        if found is None or (review_id is not None and review_id != found):
+            what = f"review {review_id}" if review_id else "a review"
+            raise NoPendingReview(f"run {run_id} is {view['status']}, not waiting for {what}")
+        _record(tx, run_id, kind, found, data)
+        tx.after_commit(lambda: canvas.kickoff(rt.app, run_id, found))
+    return found
+
+
+def _record(tx: Tx, run_id: str, kind: str, review_id: str, data: dict[str, Any]) -> None:
+    tx.append(run_id, kind, {"review_id": review_id, **data, "at": time.time()})

@@ -1,0 +1,80 @@
+"""A governed tool as a graph node: every step of the governed runner, inside a node
+execution, recorded with its outcome.
+
+The handler is called through ``ctx.tool`` (so ``tool.call.started`` / ``completed`` /
+``failed`` are the recorded, replayable call), the runner's other steps
+(``tool.call.requested``, ``tool.policy.checked``, ``tool.call.approved``,
+``tool.call.rejected``, ``tool.output.*``) are facts written in the same commit. The
+invocation id is the execution id: a redelivered execution is fenced by the runtime, and a
+tool whose level is ``external_effect`` / ``irreversible`` runs on the at-most-once queue
+(early ack, never silently re-executed). A review is the workflow's: the state that runs
+the node is entered only once a person approved it (``ctx.review``); without one the
+result says ``human_review_required`` and the policy decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hypha_celery.errors import GraphSpecError, ToolCallRejected
+from hypha_celery.graph import AT_MOST_ONCE, Node, NodeContext
+from hypha_celery.tools.approvals import MemoryApprovals
+from hypha_celery.tools.policy import ToolPolicy
+from hypha_celery.tools.registry import ToolRegistry
+from hypha_celery.tools.result import ToolResult
+from hypha_celery.tools.runner import GovernedRunner
+
+#: Runner events the node does not record itself: ``ctx.tool`` writes the call, the
+#: workflow requests reviews.
+_WRITTEN_ELSEWHERE = frozenset({"tool.call.started", "tool.call.completed",
+                                "human.review.requested"})
+
+
+def tool_node(tools: ToolRegistry, tool_id: str, *, policy: ToolPolicy | None = None,
+              input_from: str | None = None, output_to: str = "tool_result",
+              scope_allow: Sequence[str] | None = None,
+              permission_scope: str | None = None) -> Node:
+    """A node that calls ``tool_id`` through the governed runner with its input (or the
+    value at ``input_from``, e.g. ``variables.order``) and puts the result's JSON
+    (``status``, ``output``, ``code``, ``message``) in the state under ``output_to``."""
+    try:
+        spec = tools.resolve(tool_id).spec
+    except ToolCallRejected:
+        raise GraphSpecError(f"tool node: unknown tool {tool_id!r}") from None
+
+    def run(state: dict[str, Any], inp: Any, ctx: NodeContext) -> dict[str, Any]:
+        handler = tools.resolve(tool_id).handler
+        via_ctx = ToolRegistry.of({tool_id: (spec, lambda args: ctx.tool(
+            tool_id, handler, args, side_effect=spec.side_effect))})
+        runner = GovernedRunner(via_ctx, policy, _recorder(ctx), MemoryApprovals())
+        args = inp if input_from is None else _value(state, inp, input_from)
+        result = runner.run(tool_id, args, invocation_id=ctx.execution_id,
+                            scope_allow=scope_allow, permission_scope=permission_scope,
+                            approval=ctx.review)
+        return {output_to: summary(result)}
+
+    side_effect = spec.side_effect if spec.side_effect in AT_MOST_ONCE else "none"
+    return Node(run, side_effect=side_effect)
+
+
+def summary(result: ToolResult) -> dict[str, Any]:
+    """What a node keeps of a tool result in the run state."""
+    return {"tool": result.tool, "status": result.status, "output": result.output,
+            "code": result.code, "message": result.message}
+
+
+def _recorder(ctx: NodeContext) -> Any:
+    def record(type_: str, payload: dict[str, Any]) -> None:
+        if type_ in _WRITTEN_ELSEWHERE:
+            return
+        if type_ == "tool.call.failed" and payload.get("phase") == "execute":
+            return  # ctx.tool recorded the failed call
+        ctx.record(type_, payload)
+    return record
+
+
+def _value(state: Mapping[str, Any], inp: Any, path: str) -> Any:
+    from hypha_celery.fsm.policy import resolve
+
+    return resolve({"input": inp, "variables": state, "metadata": {}}, path)
