@@ -10,7 +10,7 @@ from typing import Any
 from hypha_celery.errors import ReplayDivergence
 from hypha_celery.events import Event, apply_event, new_view
 from hypha_celery.events.envelope import canonical
-from hypha_celery.graph import FanOut, Finish, Graph, Next, NodeContext
+from hypha_celery.graph import Fail, FanOut, Finish, Graph, Next, NodeContext, Review
 from hypha_celery.graph.calls import Calls
 from hypha_celery.runtime.coordinator import summary
 from hypha_celery.runtime.nodes import checked_update, outcome_of
@@ -72,7 +72,7 @@ class _Rerun:
         self.events = events
         self.run_id = events[0].run_id if events else ""
         self.view = new_view(self.run_id)
-        self.decision: Next | FanOut | Finish | None = None
+        self.decision: Next | FanOut | Finish | Fail | Review | None = None
         self.scheduled: dict[str, _Scheduled] = {}
         self.calls = _recorded_calls(events)
         self.attempts = _final_attempts(events)
@@ -108,9 +108,10 @@ class _Rerun:
         except Exception as exc:
             raise self._diverge(event, "decision", expected, type(exc).__name__,
                                 f"the policy raised {type(exc).__name__}") from None
-        if not isinstance(decision, Next | FanOut | Finish):
+        if not isinstance(decision, Next | FanOut | Finish | Fail | Review):
             raise self._diverge(event, "decision", expected, type(decision).__name__,
-                                "the policy returned no Next / FanOut / Finish")
+                                "the policy returned no Next / FanOut / Finish / Fail / "
+                                "Review")
         actual = summary(decision)
         if actual != expected:
             raise self._diverge(event, "decision", expected, actual,

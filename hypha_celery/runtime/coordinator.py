@@ -209,9 +209,9 @@ def _decide_and_record(
                           "dead_letter_id": last.get("dead_letter_id")})
         return
     step = int(view["step"])
-    for kind, data in facts:
-        tx.append(run_id, kind, data)
     tx.append(run_id, "decision.policy.recorded", {"step": step, **summary(decision)})
+    for kind, data in facts:  # after the decision: a replay decides on the view before them
+        tx.append(run_id, kind, data)
     if isinstance(decision, Finish):
         terminal(tx, rt, view, "run.completed", {"result": decision.result})
     elif isinstance(decision, Fail):

@@ -137,3 +137,15 @@ def test_a_failing_node_ends_in_failed(store_url: str) -> None:
         assert info.value.reason == "node_failed"
         assert "no classifier today" in str(info.value)
         assert hypha.store.get(run.id)["fsm"]["path"] == ["Intake", "Failed"]
+
+
+def test_a_workflow_run_re_executes_against_its_own_code(hypha: Hypha) -> None:
+    from hypha_celery.rerun import rerun
+
+    run = hypha.start("triage", {"text": "refund", "order": "D-4"})
+    wait_until(lambda: run.status().status == "waiting_human")
+    hypha.approve(run.id, by="carol")
+    run.wait(WAIT)
+    graph = workflow_graph(Fsm(WorkflowSpec.model_validate(TRIAGE), NODES), NODES)
+    report = rerun(graph, hypha.store.events(run.id))
+    assert report.ok, report.divergence
