@@ -91,7 +91,9 @@ def run(hypha: Hypha, edit_script: list[Any] | None = None) -> dict[str, Any]:
         ("translate", "Translate", [_app.result("Les chats sont adorables.")]),
     ])
     hypha.agents.notify(names[0], {"pipeline_input": "a line about cats"})
-    _app.wait_for(lambda: _app.halted(names[-1]))
+    # every stage, not only the last: a stage notifies the next one from its callback,
+    # before its own halted state is stored
+    _app.wait_for(lambda: all(_app.halted(name) for name in names))
     return {name: _app.state(name) for name in names}
 
 
