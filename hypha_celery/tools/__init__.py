@@ -12,7 +12,7 @@ memory.
 """
 
 from hypha_celery.tools.approvals import ApprovalStore, MemoryApprovals, ReviewStatus
-from hypha_celery.tools.node import summary, tool_node
+from hypha_celery.tools.node import run_governed, summary, tool_node
 from hypha_celery.tools.policy import (
     DEFAULT_POLICY_ID,
     Effect,
@@ -50,6 +50,7 @@ __all__ = [
     "ToolResult",
     "ToolStatus",
     # in a graph
+    "run_governed",
     "summary",
     "tool_node",
 ]

@@ -44,18 +44,29 @@ def tool_node(tools: ToolRegistry, tool_id: str, *, policy: ToolPolicy | None = 
         raise GraphSpecError(f"tool node: unknown tool {tool_id!r}") from None
 
     def run(state: dict[str, Any], inp: Any, ctx: NodeContext) -> dict[str, Any]:
-        handler = tools.resolve(tool_id).handler
-        via_ctx = ToolRegistry.of({tool_id: (spec, lambda args: ctx.tool(
-            tool_id, handler, args, side_effect=spec.side_effect))})
-        runner = GovernedRunner(via_ctx, policy, _recorder(ctx), MemoryApprovals())
         args = inp if input_from is None else _value(state, inp, input_from)
-        result = runner.run(tool_id, args, invocation_id=ctx.execution_id,
-                            scope_allow=scope_allow, permission_scope=permission_scope,
-                            approval=ctx.review)
+        result = run_governed(ctx, tools, tool_id, args, policy=policy,
+                              scope_allow=scope_allow, permission_scope=permission_scope)
         return {output_to: summary(result)}
 
     side_effect = spec.side_effect if spec.side_effect in AT_MOST_ONCE else "none"
     return Node(run, side_effect=side_effect)
+
+
+def run_governed(ctx: NodeContext, tools: ToolRegistry, tool_id: str, args: Any, *,
+                 policy: ToolPolicy | None = None,
+                 scope_allow: Sequence[str] | None = None,
+                 permission_scope: str | None = None) -> ToolResult:
+    """One governed call from inside a node: the handler through ``ctx.tool``, the
+    runner's other steps as ``ctx.record`` facts, the execution id as the invocation id,
+    the workflow's approval (``ctx.review``) as the approval step's answer."""
+    tool = tools.resolve(tool_id)
+    spec = tool.spec
+    via_ctx = ToolRegistry.of({tool_id: (spec, lambda value: ctx.tool(
+        tool_id, tool.handler, value, side_effect=spec.side_effect))})
+    runner = GovernedRunner(via_ctx, policy, _recorder(ctx), MemoryApprovals())
+    return runner.run(tool_id, args, invocation_id=ctx.execution_id, scope_allow=scope_allow,
+                      permission_scope=permission_scope, approval=ctx.review)
 
 
 def summary(result: ToolResult) -> dict[str, Any]:

@@ -1,0 +1,98 @@
+"""The tool side of the loop: ``policy_check`` (PolicyChecked) and ``act`` (Acting, or
+ActingEffect for a tool that must run at most once).
+
+``policy_check`` decides with the tool policy, before anything runs, whether the
+selected tool may run and whether a person must approve it first; the workflow routes on
+that (``variables.policy``). A call it stops is recorded as the governed runner would
+(``tool.call.requested``, ``tool.policy.checked``, ``tool.call.rejected``), and the
+denial is the observation. A call it lets through is recorded by the runner in ``act``,
+which checks the same policy again, takes the workflow's review as its approval, and
+calls the handler through ``ctx.tool``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hypha_celery.errors import GraphSpecError
+from hypha_celery.graph import AT_MOST_ONCE, Node, NodeContext
+from hypha_celery.graph.calls import request_hash
+from hypha_celery.tools import (
+    PolicyDecision,
+    ToolPolicy,
+    ToolRegistry,
+    ToolSpec,
+    run_governed,
+    summary,
+)
+
+__all__ = ["act_node", "policy_check_node", "verdict"]
+
+State = Mapping[str, Any]
+
+
+def verdict(spec: ToolSpec, decision: PolicyDecision) -> dict[str, Any]:
+    """``variables.policy``: may it run, must a person approve it first (the policy's
+    ``require_review`` or the spec's ``human_review``), must it run at most once."""
+    return {"allowed": decision.allowed,
+            "requires_review": decision.allowed and (decision.requires_review
+                                                     or spec.human_review),
+            "reason": decision.reason, "at_most_once": spec.side_effect in AT_MOST_ONCE,
+            "code": None if decision.allowed else "TOOL_POLICY_DENIED"}
+
+
+def policy_check_node(tools: ToolRegistry, policy: ToolPolicy) -> Node:
+    """``variables.policy`` for the selected tool (an unknown tool is not allowed)."""
+    def policy_check(state: State, inp: Any, ctx: NodeContext) -> dict[str, Any]:
+        action = state.get("action") or {}
+        tool_id = str(action.get("tool") or "")
+        if tool_id not in tools:
+            checked = {"allowed": False, "requires_review": False, "at_most_once": False,
+                       "reason": f"no tool {tool_id!r}", "code": "TOOL_NOT_FOUND"}
+            ctx.record("tool.call.rejected", {"call_id": ctx.execution_id, "tool": tool_id,
+                                              "code": checked["code"], "phase": "policy",
+                                              "message": checked["reason"]})
+        else:
+            spec = tools.resolve(tool_id).spec
+            decision = policy.decide(spec)
+            checked = verdict(spec, decision)
+            if not decision.allowed:
+                _record_denial(ctx, spec, action.get("input"), decision)
+        return {"policy": checked, "observation": None if checked["allowed"] else {
+            "source": "policy", "tool": tool_id, "status": "denied", "code": checked["code"],
+            "message": checked["reason"]}}
+    return Node(policy_check)
+
+
+def _record_denial(ctx: NodeContext, spec: ToolSpec, args: Any,
+                   decision: PolicyDecision) -> None:
+    """The runner's events for a call its policy step denies."""
+    base = {"call_id": ctx.execution_id, "tool": spec.id, "source": spec.source,
+            "side_effect": spec.side_effect}
+    ctx.record("tool.call.requested", {**base, "input_hash": request_hash(args),
+                                       "permission_scope": None})
+    ctx.record("tool.policy.checked", {**base, "decision": decision.to_json(),
+                                       "permission_scope": None})
+    ctx.record("tool.call.rejected", {**base, "code": "TOOL_POLICY_DENIED", "phase": "policy",
+                                      "message": decision.reason})
+
+
+def act_node(tools: ToolRegistry, policy: ToolPolicy, *, at_most_once: bool) -> Node:
+    """Run the selected tool through the governed runner (invocation id: the execution
+    id; approval: the workflow's review) into ``variables.tool_result``.
+    ``at_most_once``: the node is ``external_effect`` (early ack, never re-executed) and
+    runs only such tools; otherwise it refuses them."""
+    def act(state: State, inp: Any, ctx: NodeContext) -> dict[str, Any]:
+        action = state.get("action") or {}
+        tool = tools.resolve(str(action.get("tool") or ""))
+        spec = tool.spec
+        if (spec.side_effect in AT_MOST_ONCE) != at_most_once:
+            raise GraphSpecError(f"tool {spec.id} ({spec.side_effect}) cannot run in "
+                                 f"{'act_effect' if at_most_once else 'act'}")
+        args = action.get("input")
+        result = run_governed(ctx, tools, spec.id, {} if args is None else args,
+                              policy=policy)
+        return {"tool_result": summary(result)}
+    return Node(act, side_effect="external_effect" if at_most_once else "none")
+

@@ -1,0 +1,1 @@
+"""Harnessed ReAct tests."""
