@@ -315,6 +315,21 @@ def emit(name: str, doc: dict[str, Any]) -> None:
     print(text)
 
 
+def run_bench(name: str, bench: Callable[[], dict[str, Any]]) -> int:
+    """The ``main`` of a bench that starts its own services (or needs none): machine
+    info, ``bench()``'s results with their ``targets`` lifted to the top, ``all_pass``,
+    the load at the end and the duration, written and printed by :func:`emit`."""
+    t0 = time.monotonic()
+    doc: dict[str, Any] = {"machine": machine_info()}
+    doc[name] = bench()
+    doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    doc["targets"] = doc[name].pop("targets")
+    doc["all_pass"] = all(t["pass"] for t in doc["targets"])
+    doc["duration_s"] = round(time.monotonic() - t0, 1)
+    emit(name, doc)
+    return 0
+
+
 def standalone(name: str, bench: Callable[[BenchEnv], dict[str, Any]]) -> None:
     """``python bench/<name>.py``: own environment, one benchmark, JSON out."""
     t0 = time.monotonic()

@@ -52,7 +52,7 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 
 import sqlalchemy as sa
 
-from bench._harness import PG_ADMIN_URL, emit, machine_info, target
+from bench._harness import PG_ADMIN_URL, run_bench, target
 from hypha_celery.cli.jsonl import export_jsonl, import_parsed, read_file
 from hypha_celery.events.fold import fold, new_view
 from hypha_celery.runtime import lifecycle
@@ -369,15 +369,7 @@ def bench() -> dict[str, Any]:
 
 
 def main() -> int:
-    t0 = time.monotonic()
-    doc: dict[str, Any] = {"machine": machine_info()}
-    doc["events"] = bench()
-    doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    doc["targets"] = doc["events"].pop("targets")
-    doc["all_pass"] = all(t["pass"] for t in doc["targets"])
-    doc["duration_s"] = round(time.monotonic() - t0, 1)
-    emit("events", doc)
-    return 0
+    return run_bench("events", bench)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 
 import sqlalchemy as sa
 
-from bench._harness import PG_ADMIN_URL, emit, machine_info, target
+from bench._harness import PG_ADMIN_URL, run_bench, target
 from hypha_celery import Context, Finish, Graph, Hypha, Next, Outcome, Settings
 from hypha_celery.fsm import Fsm, WorkflowPolicy, WorkflowSpec, workflow_graph
 
@@ -133,14 +133,7 @@ def bench() -> dict[str, Any]:
 
 
 def main() -> int:
-    t0 = time.monotonic()
-    doc: dict[str, Any] = {"machine": machine_info()}
-    doc["fsm"] = bench()
-    doc["targets"] = doc["fsm"].pop("targets")
-    doc["all_pass"] = all(t["pass"] for t in doc["targets"])
-    doc["duration_s"] = round(time.monotonic() - t0, 1)
-    emit("fsm", doc)
-    return 0
+    return run_bench("fsm", bench)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._harness import emit, machine_info, target
+from bench._harness import run_bench, target
 from hypha_celery.guards import MAX_EXPRESSION_CHARS, evaluate, parse
 
 EVALUATIONS = int(os.environ.get("BENCH_GUARDS_EVALUATIONS", "50000"))
@@ -87,15 +87,7 @@ def bench() -> dict[str, Any]:
 
 
 def main() -> int:
-    t0 = time.monotonic()
-    doc: dict[str, Any] = {"machine": machine_info()}
-    doc["guards"] = bench()
-    doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    doc["targets"] = doc["guards"].pop("targets")
-    doc["all_pass"] = all(t["pass"] for t in doc["targets"])
-    doc["duration_s"] = round(time.monotonic() - t0, 1)
-    emit("guards", doc)
-    return 0
+    return run_bench("guards", bench)
 
 
 if __name__ == "__main__":
