@@ -200,7 +200,24 @@ def slow_graph() -> Graph:
                  max_steps=5, execution_timeout=60.0, node_timeout=20.0)
 
 
-GRAPHS: tuple[Callable[[], Graph], ...] = (itest_graph, linear_graph, dup_graph, slow_graph)
+def review_graph() -> Graph:
+    """A workflow (FSM policy) whose ``Ship`` state needs a person's approval."""
+    from hypha_celery.fsm import Fsm, WorkflowSpec, workflow_graph
+
+    spec = WorkflowSpec.model_validate({
+        "id": "itest_review", "initial_state": "Draft", "terminal_states": ["Done"],
+        "output": "variables.n",
+        "states": [{"id": "Draft", "node": "inc"}, {"id": "Done"},
+                   {"id": "Ship", "node": "inc",
+                    "human_review": {"required": True, "reason": "ship it?"}}],
+        "transitions": [{"from": "Draft", "to": "Ship", "guard": "n == 1"},
+                        {"from": "Ship", "to": "Done"}]})
+    nodes = {"inc": inc}
+    return workflow_graph(Fsm(spec, nodes), nodes, execution_timeout=60.0)
+
+
+GRAPHS: tuple[Callable[[], Graph], ...] = (itest_graph, linear_graph, dup_graph, slow_graph,
+                                           review_graph)
 
 
 # -- fault injection ------------------------------------------------------------
