@@ -1,4 +1,5 @@
-"""The ``hypha`` command line: demo, run, status, events, cancel, export, import, worker."""
+"""The ``hypha`` command line: demo, run (a graph, or a pack's workflow), status, events,
+cancel, export, import, worker, pack, review, and the operator / trace / agent groups."""
 
 from hypha_celery.cli.main import cli, main
 

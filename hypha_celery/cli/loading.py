@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
-import sys
 from pathlib import Path
 
 from hypha_celery.client.hypha import Hypha
-from hypha_celery.errors import SetupError
+from hypha_celery.loading import AppLoadError, load_object
 from hypha_celery.runtime.config import Settings
 
-
-class AppLoadError(SetupError):
-    """``--app`` does not name an importable :class:`Hypha` instance."""
+__all__ = ["AppLoadError", "app_from", "embedded_settings", "load_app", "load_object"]
 
 
 def load_app(spec: str, *, cwd: str | os.PathLike[str] | None = None) -> Hypha:
@@ -25,39 +21,6 @@ def load_app(spec: str, *, cwd: str | os.PathLike[str] | None = None) -> Hypha:
         raise AppLoadError(f"{spec} is a {type(obj).__name__}, not a Hypha instance "
                            "(define e.g. hypha = Hypha.from_env() in the module)")
     return obj
-
-
-def load_object(spec: str, *, option: str = "--app",
-                cwd: str | os.PathLike[str] | None = None) -> object:
-    """The object ``MODULE:ATTR`` names (``option`` is the flag it came from, for the
-    error message)."""
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise AppLoadError(f"{option} must look like MODULE:ATTR (e.g. examples.support:hypha), "
-                           f"got {spec!r}")
-    base = str(Path(cwd) if cwd is not None else Path.cwd())
-    if base not in sys.path:
-        sys.path.insert(0, base)
-    module = _import(module_name)
-    obj: object = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise AppLoadError(f"module {module_name!r} has no attribute {attr!r}") from None
-    return obj
-
-
-def _import(name: str) -> object:
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and (name == exc.name or name.startswith(exc.name + ".")):
-            raise AppLoadError(f"no module named {name!r} (looked in the working directory "
-                               "and sys.path)") from None
-        raise AppLoadError(f"importing {name!r} failed: {exc}") from exc
-    except Exception as exc:
-        raise AppLoadError(f"importing {name!r} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def app_from(spec: str | None) -> Hypha:

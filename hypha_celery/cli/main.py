@@ -17,7 +17,7 @@ import sqlalchemy.engine
 import sqlalchemy.exc
 
 from hypha_celery import __version__
-from hypha_celery.cli import agents, evaluate, recovery, rerun, views
+from hypha_celery.cli import agents, evaluate, pack, recovery, rerun, review, views
 from hypha_celery.cli.common import app_option, echo_json, opened
 from hypha_celery.cli.follow import follow as follow_events
 from hypha_celery.cli.jsonl import (
@@ -141,11 +141,15 @@ def demo(question: str | None) -> None:
 
 
 @cli.command()
-@click.argument("graph")
-@app_option(required=True)
+@click.argument("graph", required=False)
+@app_option()
+@click.option("--pack", "pack_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="run a workflow of this domain pack (no GRAPH; embedded unless --app)")
+@click.option("--workflow", metavar="ID", help="with --pack: the workflow (default: the "
+              "pack's default_workflow)")
 @click.option("--input", "input_json", metavar="JSON", help="run input as JSON, or @FILE")
-@click.option("--user-id", help="runs of one (user id, session id) go one at a time")
-@click.option("--session-id")
+@click.option("--user-id", "--user", help="runs of one (user id, session id) go one at a time")
+@click.option("--session-id", "--session")
 @click.option("--on-busy", type=click.Choice(["queue", "reject"]), default="queue",
               show_default=True, help="when the session already has an active run")
 @click.option("--idempotency-key", help="a second start with this key returns the same run")
@@ -153,11 +157,25 @@ def demo(question: str | None) -> None:
               help="wait for the result (the failure reason exits 1)")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="with --wait: give up waiting after this long (the run goes on)")
-def run(graph: str, app_spec: str, input_json: str | None, user_id: str | None,
-        session_id: str | None, on_busy: str, idempotency_key: str | None, wait: bool,
-        timeout: float | None) -> None:
-    """Start a run of GRAPH and print its id (then, with --wait, its result)."""
+def run(graph: str | None, app_spec: str | None, pack_file: str | None, workflow: str | None,
+        input_json: str | None, user_id: str | None, session_id: str | None, on_busy: str,
+        idempotency_key: str | None, wait: bool, timeout: float | None) -> None:
+    """Start a run of GRAPH (with --app) or of a pack's workflow (--pack FILE) and print
+    its id (then, with --wait or embedded, its result, or the review it waits for)."""
     payload = parse_input(input_json)
+    if pack_file is not None:
+        if graph is not None:
+            raise click.UsageError("give GRAPH or --pack FILE, not both (--workflow picks "
+                                   "the pack's workflow)")
+        return pack.run_pack(pack_file, workflow, app_spec, payload, wait=wait,
+                             timeout=timeout, user_id=user_id, session_id=session_id,
+                             on_busy=on_busy, idempotency_key=idempotency_key)
+    if graph is None:
+        raise click.UsageError("give GRAPH (with --app) or --pack FILE")
+    if workflow is not None:
+        raise click.UsageError("--workflow picks a workflow of --pack FILE")
+    if app_spec is None:
+        raise click.MissingParameter(param_type="option", param_hint="'--app'")
     with opened(app_spec) as hypha:
         handle = hypha.start(graph, payload, user_id=user_id, session_id=session_id,
                              on_busy=on_busy,  # type: ignore[arg-type]
@@ -300,7 +318,7 @@ def worker(app_spec: str, queues: str | None, pool: str, concurrency: int | None
 
 
 for _command in (*recovery.COMMANDS, *agents.COMMANDS, *rerun.COMMANDS, *views.COMMANDS,
-                 *evaluate.COMMANDS):
+                 *evaluate.COMMANDS, *pack.COMMANDS, *review.COMMANDS):
     cli.add_command(_command)
 
 

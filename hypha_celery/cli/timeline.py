@@ -111,6 +111,13 @@ def _call(family: str) -> Callable[[Mapping[str, Any]], str]:
     return summary
 
 
+def _verdict(decision: Any) -> str:
+    if not isinstance(decision, Mapping):
+        return ""
+    verdict = "allowed" if decision.get("allowed") else "denied"
+    return verdict + ("  review required" if decision.get("requires_review") else "")
+
+
 _EXECUTION = frozenset({
     "node.execution.started", "node.execution.completed", "node.execution.failed",
     "node.execution.retrying", "node.execution.redelivered", "node.execution.dead_lettered",
@@ -124,7 +131,8 @@ def depth(event: Event) -> int:
         return 3
     if event.type in _EXECUTION:
         return 2
-    if event.type.startswith(("decision.", "node.", "recovery.", "human.", "message.")):
+    if event.type.startswith(("decision.", "node.", "recovery.", "human.", "message.",
+                              "fsm.")):
         return 1
     return 0
 
@@ -151,6 +159,18 @@ _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "tool.call.started": _call("tool"),
     "tool.call.completed": _call("tool"),
     "tool.call.failed": _call("tool"),
+    "tool.call.requested": lambda d: str(d.get("tool", "")),
+    "tool.policy.checked": lambda d: _verdict(d.get("decision")),
+    "tool.call.approved": lambda d: f"{d.get('tool')}  review {d.get('review_id')}",
+    "tool.call.rejected": lambda d: f"{d.get('tool')}  {d.get('code')}",
+    "fsm.state.entered": lambda d: str(d.get("state", "")),
+    "fsm.transition.accepted": lambda d: f"{d.get('from')} -> {d.get('to')}",
+    "fsm.transition.rejected": lambda d: f"{d.get('from')} -> {d.get('to')}  {_reason(d)}",
+    "human.review.requested": lambda d: f"{d.get('review_id')}  {_reason(d)}",
+    "human.review.approved": lambda d: f"{d.get('review_id')}  by {d.get('by')}",
+    "human.review.rejected": lambda d: f"{d.get('review_id')}  by {d.get('by')}",
+    "human.review.expired": lambda d: str(d.get("review_id", "")),
+    "run.waiting_human": lambda d: f"review {d.get('review_id')}",
     "recovery.run.redriven": _reason,
     "recovery.node.timed_out": lambda d: _name(d),
     "run.cancel.requested": lambda d: "",

@@ -79,7 +79,8 @@ class Calls:
         # a retried attempt's calls are kept too: its ids must not collide with the next's
         self._prefix = execution_id if attempt == 1 else f"{execution_id}:a{attempt}"
         self.records: list[dict[str, Any]] = []
-        self.facts: list[tuple[str, dict[str, Any]]] = []
+        #: ``(kind, data, calls made before it)``: the position keeps log order
+        self.facts: list[tuple[str, dict[str, Any], int]] = []
         self._recorded = recorded
 
     def call(self, family: Family, name: str, fn: Callable[[Any], Any], request: Any,
@@ -135,7 +136,8 @@ class Calls:
         if size > MAX_FACT_BYTES:
             raise InvalidCall(f"fact {kind} is {size} bytes of JSON; at most {MAX_FACT_BYTES}")
         if self._recorded is None:
-            self.facts.append((kind, {**data, "execution_id": self.execution_id}))
+            self.facts.append((kind, {**data, "execution_id": self.execution_id},
+                               len(self.records)))
 
     def unused(self) -> int:
         """Recorded calls a replay did not serve (the new code made fewer calls)."""

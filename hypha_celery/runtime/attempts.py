@@ -21,9 +21,13 @@ def record_attempt(tx: Tx, run_id: str, env: Envelope) -> None:
     if started:
         tx.append(run_id, "node.execution.started",
                   {k: v for k, v in started.items() if k != "at"}, ts=started["at"])
-    for call in env.get("calls") or ():
+    facts = list(env.get("facts") or ())  # [kind, data, calls made before it]
+    for n, call in enumerate(env.get("calls") or ()):
+        while facts and facts[0][2] <= n:  # the facts recorded before this call
+            kind, data, _ = facts.pop(0)
+            tx.append(run_id, kind, data)
         record_call(tx, run_id, env, call)
-    for kind, data in env.get("facts") or ():
+    for kind, data, _ in facts:
         tx.append(run_id, kind, data)
 
 

@@ -92,3 +92,15 @@ def test_an_irreversible_tool_is_denied_by_the_default_policy(hypha: Hypha) -> N
     assert (rejected["source"], rejected["side_effect"]) == ("local", "irreversible")
     assert CALLS == []
     assert_well_formed(run)
+
+
+def test_the_governed_steps_and_the_call_are_logged_in_the_order_they_happened(
+        hypha: Hypha) -> None:
+    hypha.register(workflow("billing.refund", review=True))
+    run = hypha.start("refunds", {"order": "E-5"})
+    wait_until(lambda: run.status().status == "waiting_human")
+    hypha.approve(run.id, by="alice")
+    run.wait(WAIT)
+    kinds = [e.kind for e in run.events() if e.kind.startswith("tool.")]
+    assert kinds == ["tool.call.requested", "tool.policy.checked", "tool.call.approved",
+                     "tool.call.started", "tool.call.completed", "tool.output.validated"]

@@ -1,0 +1,1 @@
+"""Domain packs: products declared as data (see support_triage/README.md)."""

@@ -1,0 +1,1 @@
+"""The support-triage domain pack (pack.yaml) and its code (nodes.py)."""

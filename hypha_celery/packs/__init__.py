@@ -1,0 +1,70 @@
+"""Domain packs: a product declared as data (hypha's ``DomainPack``), loaded from YAML or
+JSON, checked as a whole, and compiled to graphs::
+
+    from hypha_celery.packs import compile_pack, load_pack, validate_input
+
+    pack = load_pack("examples/packs/support_triage/pack.yaml")   # PackError: every problem
+    graph = compile_pack(pack)                                    # the default workflow
+    validate_input(pack, None, {"text": "how do I reset my password?"})
+    hypha.register(graph)
+
+A pack names its task schemas, output contracts, workflows (:class:`WorkflowSpec` plus the
+refs that govern them), nodes (code, governed tool, constants), tools (:class:`ToolSpec`
+plus a handler or a mock), tool profiles, policies, session profiles and light
+evaluation / regression cases. Every reference is checked at load; a file may
+``extends:`` a base pack (an overlay: upsert or ``remove`` by id).
+"""
+
+from hypha_celery.packs.check import Layout, problems
+from hypha_celery.packs.compile import (
+    compile_all,
+    compile_pack,
+    output_issues,
+    tool_registry,
+    transition_policy,
+    validate_input,
+    workflow_policy,
+)
+from hypha_celery.packs.load import load_pack, read_doc
+from hypha_celery.packs.model import (
+    DomainPack,
+    MockOutput,
+    NodeDecl,
+    PackCase,
+    PackTool,
+    PackWorkflow,
+    SessionProfile,
+)
+from hypha_celery.packs.overlay import merge, overlay
+from hypha_celery.packs.parse import parse_pack
+from hypha_celery.packs.registry import PackRegistry, version_key
+
+__all__ = [
+    # the model
+    "DomainPack",
+    "MockOutput",
+    "NodeDecl",
+    "PackCase",
+    "PackTool",
+    "PackWorkflow",
+    "SessionProfile",
+    # loading and checking
+    "Layout",
+    "load_pack",
+    "parse_pack",
+    "problems",
+    "read_doc",
+    # overlays and versions
+    "PackRegistry",
+    "merge",
+    "overlay",
+    "version_key",
+    # running
+    "compile_all",
+    "compile_pack",
+    "output_issues",
+    "tool_registry",
+    "transition_policy",
+    "validate_input",
+    "workflow_policy",
+]

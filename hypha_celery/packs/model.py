@@ -1,0 +1,234 @@
+"""``DomainPack``: a versioned declaration of a product (hypha's), as pydantic models.
+
+A pack holds task schemas (a workflow's input), output contracts, workflows (a
+:class:`~hypha_celery.fsm.WorkflowSpec` plus the refs that govern it), nodes (code, a
+governed tool, or constants), tools (a :class:`~hypha_celery.tools.ToolSpec` plus its
+handler or a mock), tool profiles, tool policies, session profiles and light evaluation /
+regression cases. The models check shape only; :func:`hypha_celery.packs.check.problems`
+checks that every reference resolves, and :func:`hypha_celery.packs.load.parse_pack`
+runs both and reports every problem at once.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from hypha_celery.errors import ToolSpecError
+from hypha_celery.fsm import WorkflowSpec
+from hypha_celery.tools import ToolPolicy, ToolSpec
+
+__all__ = ["ID_PATTERN", "NODE_PATTERN", "REF_PATTERN", "DomainPack", "MockOutput",
+           "NodeDecl", "PackCase", "PackTool", "PackWorkflow", "SessionProfile"]
+
+#: Pack, schema, contract, profile and case ids.
+ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$"
+#: Node names (they become Celery task names ``<workflow>.<node>``).
+NODE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
+#: ``module:attr`` (a dotted attribute path is allowed).
+REF_PATTERN = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
+
+
+
+def _module_attr(value: str) -> str:
+    if not re.match(REF_PATTERN, value):
+        raise ValueError(f"{value!r} does not look like MODULE:ATTR "
+                         "(e.g. examples.packs.support_triage.nodes:classify)")
+    return value
+
+
+_Id = Annotated[str, Field(pattern=ID_PATTERN)]
+_Ref = Annotated[str, AfterValidator(_module_attr)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _as_value_error(model: type[ToolSpec] | type[ToolPolicy]) -> Any:
+    """Validate with ``model``; its :class:`ToolSpecError` becomes a ``ValueError`` so
+    pydantic reports it at its place in the pack (with the other problems)."""
+    def validate(value: Any) -> Any:
+        if isinstance(value, model):
+            return value
+        try:
+            return model.model_validate(value)
+        except ToolSpecError as exc:
+            raise ValueError(str(exc)) from None
+    return BeforeValidator(validate)
+
+
+class NodeDecl(_Model):
+    """One node, exactly one of: ``code`` (``module:attr``: ``fn(state, input[, ctx])`` or
+    a :class:`~hypha_celery.graph.Node`), ``tool`` (a governed call of that tool id, its
+    input the run input or the value at ``input_from``, its result in the state under
+    ``output_to``, default ``tool_result``) or ``set`` (constants merged into the state)."""
+
+    code: _Ref | None = None
+    tool: str | None = None
+    input_from: str | None = None
+    output_to: Annotated[str, Field(pattern=NODE_PATTERN)] | None = None
+    set_: dict[str, Any] | None = Field(default=None, alias="set")
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> NodeDecl:
+        kinds = [k for k, v in (("code", self.code), ("tool", self.tool),
+                                ("set", self.set_)) if v is not None]
+        if len(kinds) != 1:
+            raise ValueError("a node is exactly one of code, tool or set, got "
+                             + (" and ".join(kinds) or "none"))
+        if self.tool is None and (self.input_from is not None or self.output_to is not None):
+            raise ValueError("input_from and output_to belong to a tool node")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "code" if self.code else "tool" if self.tool else "set"
+
+
+class MockOutput(_Model):
+    """A deterministic handler: every call returns ``output``."""
+
+    output: Any = None
+
+
+class PackTool(_Model):
+    """A :class:`ToolSpec` (its fields, flat) plus exactly one of ``handler``
+    (``module:attr``, ``handler(input) -> output``) or ``mock``."""
+
+    spec: Annotated[ToolSpec, _as_value_error(ToolSpec)]
+    handler: _Ref | None = None
+    mock: MockOutput | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "spec" not in data:
+            own = {k: data[k] for k in ("handler", "mock") if k in data}
+            return {**own, "spec": {k: v for k, v in data.items() if k not in own}}
+        return data
+
+    @model_validator(mode="after")
+    def _one_handler(self) -> PackTool:
+        if (self.handler is None) == (self.mock is None):
+            raise ValueError("a tool has exactly one of handler or mock")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {**data.pop("spec"), **data}
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+
+class PackWorkflow(WorkflowSpec):
+    """A workflow plus the pack entries that govern it: the JSON Schema of its input
+    (``task_schema``), of its output (``output_contract``), the tools its tool nodes may
+    call (``tool_profile``: none, any) and the policy for tools and transitions
+    (``policy``: none, the pack's ``default_policy``)."""
+
+    task_schema: str | None = None
+    output_contract: str | None = None
+    tool_profile: str | None = None
+    policy: str | None = None
+
+
+class SessionProfile(_Model):
+    """Defaults for a session (hypha's ``SessionProfile``): metadata merged under the
+    caller's, and refs."""
+
+    description: str = ""
+    default_metadata: dict[str, Any] = {}
+    workflow: str | None = None
+    tool_profile: str | None = None
+    policy: str | None = None
+
+
+class PackCase(_Model):
+    """An evaluation or regression case: run ``workflow`` on ``input``; its output must
+    satisfy ``output_contract`` (default: the workflow's); ``checks`` name regression
+    checks (``event_types``, ``state_path``, ...)."""
+
+    id: _Id
+    workflow: str
+    input: Any = None
+    output_contract: str | None = None
+    checks: list[str] = []
+    description: str = ""
+
+
+class DomainPack(_Model):
+    """A versioned pack, referred to as ``id@version``."""
+
+    id: _Id
+    version: str = Field(min_length=1, max_length=64)
+    name: str = Field(min_length=1)
+    description: str = ""
+    task_schemas: dict[str, dict[str, Any]] = {}
+    output_contracts: dict[str, dict[str, Any]] = {}
+    workflows: list[PackWorkflow] = Field(min_length=1)
+    nodes: dict[str, NodeDecl] = {}
+    tools: list[PackTool] = []
+    tool_profiles: dict[str, list[str]] = {}
+    policies: list[Annotated[ToolPolicy, _as_value_error(ToolPolicy)]] = []
+    default_policy: str | None = None
+    session_profiles: dict[str, SessionProfile] = {}
+    default_workflow: str | None = None
+    evaluation_cases: list[PackCase] = []
+    regression_cases: list[PackCase] = []
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            raise ValueError("write the version as a string, e.g. '1.0' (YAML reads 1.10 "
+                             "as the number 1.1)")
+        return value
+
+    @property
+    def ref(self) -> str:
+        """``id@version``."""
+        return f"{self.id}@{self.version}"
+
+    def workflow(self, workflow_id: str | None = None) -> PackWorkflow:
+        """The workflow ``workflow_id`` (default: ``default_workflow``, else the first);
+        ``KeyError`` naming the known ones if there is none."""
+        wanted = workflow_id or self.default_workflow or self.workflows[0].id
+        for wf in self.workflows:
+            if wf.id == wanted:
+                return wf
+        known = ", ".join(wf.id for wf in self.workflows)
+        raise KeyError(f"pack {self.ref} has no workflow {wanted!r} (known: {known})")
+
+    def tool(self, tool_id: str) -> PackTool | None:
+        return next((t for t in self.tools if t.id == tool_id), None)
+
+    def policy(self, policy_id: str) -> ToolPolicy | None:
+        """The policy ``policy_id``; hypha's default (``default-deny-external-effects``)
+        is known without being declared."""
+        found = next((p for p in self.policies if p.id == policy_id), None)
+        if found is None and policy_id == ToolPolicy.default().id:
+            return ToolPolicy.default()
+        return found
+
+    def to_doc(self) -> dict[str, Any]:
+        """The pack as a document (what a pack file holds), JSON only."""
+        doc: dict[str, Any] = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return doc

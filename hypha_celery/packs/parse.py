@@ -1,0 +1,115 @@
+"""A pack document (already read: YAML / JSON) to a :class:`DomainPack`, or one
+:class:`PackError` with every problem: its shape (pydantic), the values that are not
+JSON, then every reference (:mod:`hypha_celery.packs.check`).
+
+The references are checked even when the shape is broken: the entries that failed are
+left out of a partial pack (and references to them are not reported again), so a broken
+tool spec and an unknown node in a workflow come out together.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from hypha_celery.errors import PackError
+from hypha_celery.packs._paths import Problem, path
+from hypha_celery.packs.check import Layout, problems
+from hypha_celery.packs.model import DomainPack, PackWorkflow
+
+__all__ = ["parse_pack"]
+
+
+class _Partial(DomainPack):
+    """What is left of a broken pack: every field may be missing."""
+
+    id: str = "invalid"
+    version: str = "0"
+    name: str = "invalid"
+    workflows: list[PackWorkflow] = []
+
+
+def parse_pack(doc: Any, found: Sequence[Problem] = ()) -> DomainPack:
+    """Validate ``doc``; ``found``: problems already known (an overlay's) to report with
+    the others. Raises :class:`PackError` unless there is no problem at all."""
+    if not isinstance(doc, Mapping):
+        raise PackError([*found, ("", "a pack is a mapping (id, version, name, workflows, "
+                                      f"...), not {type(doc).__name__}")])
+    out = [*found, *_not_json(doc, ())]
+    try:
+        pack: DomainPack = DomainPack.model_validate(doc)
+        layout = Layout()
+    except ValidationError as exc:
+        errors = exc.errors()
+        out += [_problem(e) for e in errors]
+        partial, layout = _salvage(dict(doc), errors)
+        if partial is None:
+            raise PackError(out) from None
+        pack = partial
+    out += problems(pack, layout)
+    if out:
+        raise PackError(out)
+    return pack
+
+
+def _problem(error: ErrorDetails) -> Problem:
+    loc = list(error["loc"])
+    if len(loc) >= 3 and loc[0] == "tools" and loc[2] == "spec":
+        del loc[2]  # the tool's own fields are flat in the document
+    if error["type"] == "extra_forbidden":
+        message = "unknown field"
+    elif error["type"] == "value_error" and "error" in (error.get("ctx") or {}):
+        message = str(error["ctx"]["error"])
+    else:
+        message = error["msg"]
+    return path(*loc), message
+
+
+def _salvage(doc: dict[str, Any], errors: Sequence[ErrorDetails]
+             ) -> tuple[DomainPack | None, Layout]:
+    """A partial pack without the entries that failed, and where the kept ones were."""
+    drop: dict[str, set[Any]] = {}
+    for error in errors:
+        loc = error["loc"]
+        if len(loc) == 1 or not isinstance(doc.get(str(loc[0])), list | dict):
+            doc.pop(str(loc[0]), None)
+        else:
+            drop.setdefault(str(loc[0]), set()).add(loc[1])
+    positions: dict[str, list[int]] = {}
+    broken: dict[str, set[str]] = {}
+    for section, bad in drop.items():
+        entries = doc.get(section)
+        if isinstance(entries, list):
+            positions[section] = [i for i in range(len(entries)) if i not in bad]
+            broken[section] = {e["id"] for i, e in enumerate(entries) if i in bad
+                               and isinstance(e, dict) and isinstance(e.get("id"), str)}
+            doc[section] = [entries[i] for i in positions[section]]
+        elif isinstance(entries, dict):
+            broken[section] = {str(k) for k in bad}
+            doc[section] = {k: v for k, v in entries.items() if k not in bad}
+    try:
+        partial = _Partial.model_validate(doc)
+    except ValidationError:
+        return None, Layout()
+    return partial, Layout(positions, {k: frozenset(v) for k, v in broken.items()})
+
+
+def _not_json(value: Any, at: tuple[str | int, ...]) -> Iterator[Problem]:
+    """Values YAML reads that JSON has no word for (dates, binary, sets, NaN, ...)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                yield path(*at), f"key {key!r} is not a string"
+            else:
+                yield from _not_json(item, (*at, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _not_json(item, (*at, i))
+    elif isinstance(value, float) and not math.isfinite(value):
+        yield path(*at), f"{value} is not a JSON number"
+    elif not isinstance(value, str | int | float | bool | type(None)):
+        yield path(*at), f"a {type(value).__name__} is not JSON (quote it)"
