@@ -120,7 +120,7 @@ def test_the_models_human_review_parks_the_run_until_approved(hypha: Hypha) -> N
     wait_until(lambda: run.status().status == "waiting_human")
     assert "human.review.requested" in kinds(run) and "run.waiting_human" in kinds(run)
     assert hypha.store.get(run.id)["fsm"]["state"] == "HumanReview"
-    (pending,) = hypha.reviews()
+    (pending,) = [r for r in hypha.reviews() if r.run_id == run.id]
     assert pending.subject["to"] == "ObservationRecorded"
     hypha.approve(run.id, by="alice")
     assert run.wait(WAIT) == {"answer": "yes", "iterations": 2}
