@@ -281,6 +281,7 @@ def _exchange(store: EventStore, fresh: EventStore, path: Path) -> dict[str, Any
     return {"runs": runs, "events": count, "file_mb": round(path.stat().st_size / 2**20, 1),
             "export_s": round(export_s, 3), "export_events_per_s": round(count / export_s),
             "import_s": round(import_s, 3), "import_parse_and_check_s": round(parse_s, 3),
+            "import_write_s": round(import_s - parse_s, 3),
             "import_events_per_s": round(count / import_s),
             "reimport_all_present_s": round(reimport_s, 3),
             "reexport_identical": identical}

@@ -17,14 +17,16 @@ refusal is an :class:`~hypha_celery.errors.ImportFormatError` naming ``FILE:LINE
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import math
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import IO, Any
 
 import click
@@ -40,14 +42,34 @@ from hypha_celery.errors import (
     UnknownEventType,
 )
 from hypha_celery.events import Event
-from hypha_celery.events.envelope import DERIVED_FIELDS, canonical, derive
-from hypha_celery.events.fold import View
-from hypha_celery.store.sql import EventStore, ImportResult, check_run, gc_paused
+from hypha_celery.events.envelope import (
+    DERIVED_FIELDS,
+    Row,
+    bodies,
+    canonical,
+    derive,
+    deriver,
+)
+from hypha_celery.events.fold import View, apply_event, new_view
+from hypha_celery.store.sql import (
+    IDEM_MAX,
+    RUN_ID_MAX,
+    EventStore,
+    ImportResult,
+    check_run,
+    close_run,
+    export_rows,
+    gc_paused,
+)
 
-_derived = itemgetter(*DERIVED_FIELDS)
+_derived = attrgetter(*DERIVED_FIELDS)
+_run_fields = itemgetter("user_id", "session_id", "graph_id")
+_stored = attrgetter("run_id", "seq", "type", "timestamp", "payload", "idempotency_key")
 _SUFFIX_HEAD = b',"checksum":"sha256:'
 _HEX = 64
 _SUFFIX = len(_SUFFIX_HEAD) + _HEX + 2  # ,"checksum":"sha256:<hex>"}
+_CHUNK = 1000  # lines per write
+_sha256 = hashlib.sha256
 
 
 def _digest(body: dict[str, Any]) -> str:
@@ -59,8 +81,13 @@ def dump_line(event: Event) -> str:
     (recomputed) last. Parses back to ``event.sealed()``."""
     body = dict(event.__dict__)
     del body["checksum"]
+    return _sealed(body)
+
+
+def _sealed(body: dict[str, Any]) -> str:
+    """The line of the envelope whose fields but ``checksum`` are ``body``."""
     text = canonical(body)
-    return f'{text[:-1]},"checksum":"sha256:{hashlib.sha256(text.encode()).hexdigest()}"}}'
+    return f'{text[:-1]},"checksum":"sha256:{_sha256(text.encode()).hexdigest()}"}}'
 
 
 def _line_checks_out(line: str | bytes, stated: str) -> bool:
@@ -69,7 +96,7 @@ def _line_checks_out(line: str | bytes, stated: str) -> bool:
     raw = (line.encode() if isinstance(line, str) else line).rstrip()
     if raw[-_SUFFIX:-_HEX - 2] != _SUFFIX_HEAD or raw[-2:] != b'"}':
         return False
-    return "sha256:" + hashlib.sha256(raw[:-_SUFFIX] + b"}").hexdigest() == stated
+    return stated == "sha256:" + _sha256(raw[:-_SUFFIX] + b"}").hexdigest()
 
 
 def write_jsonl(events: Iterable[Event], out: IO[str]) -> tuple[int, int]:
@@ -82,7 +109,7 @@ def write_jsonl(events: Iterable[Event], out: IO[str]) -> tuple[int, int]:
             chunk.append(dump_line(event))
             runs.add(event.run_id)
             count += 1
-            if len(chunk) >= 1000:
+            if len(chunk) >= _CHUNK:
                 out.write("\n".join(chunk) + "\n")
                 chunk.clear()
         if chunk:
@@ -93,8 +120,19 @@ def write_jsonl(events: Iterable[Event], out: IO[str]) -> tuple[int, int]:
 def export_jsonl(store: EventStore, out: IO[str], run_ids: Iterable[str] | None = None, *,
                  session: tuple[str, str] | None = None, since: float | None = None,
                  ) -> tuple[int, int]:
-    """:meth:`EventStore.export` of the selected runs to ``out``; returns (runs, events)."""
-    return write_jsonl(store.export(run_ids, session=session, since=since), out)
+    """:meth:`EventStore.export` of the selected runs to ``out``, as :func:`write_jsonl`
+    writes it (from the stored rows: no envelopes are built); returns (runs, events)."""
+    runs = count = 0
+    with gc_paused():
+        for run, rows in export_rows(store, run_ids, session=session, since=since):
+            if not rows:
+                continue
+            lines = [_sealed(body) for body in bodies(rows, run)]
+            runs += 1
+            count += len(lines)
+            for i in range(0, len(lines), _CHUNK):
+                out.write("\n".join(lines[i:i + _CHUNK]) + "\n")
+    return runs, count
 
 
 @dataclass
@@ -103,12 +141,22 @@ class Parsed:
 
     source: str
     events: list[Event] = field(default_factory=list)
-    lines: dict[tuple[str, int], int] = field(default_factory=dict)
+    linenos: list[int] = field(default_factory=list)  # the line of each event
     views: dict[str, View] = field(default_factory=dict)  # run id -> check_run's fold
+    _lines: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def lines(self) -> dict[str, int]:
+        """``"<run_id>:<seq>"`` (what the event's ``id`` must be) -> its line number (made
+        when first asked: error messages ask)."""
+        if len(self._lines) != len(self.events):
+            self._lines = {f"{e.run_id}:{e.seq}": n
+                           for e, n in zip(self.events, self.linenos, strict=True)}
+        return self._lines
 
     def where(self, event: Event) -> str:
         """``FILE:LINE`` of ``event``."""
-        return f"{self.source}:{self.lines[(event.run_id, event.seq)]}"
+        return f"{self.source}:{self.lines[f'{event.run_id}:{event.seq}']}"
 
 
 def parse_jsonl(lines: Iterable[str | bytes], source: str = "<input>") -> Parsed:
@@ -116,26 +164,135 @@ def parse_jsonl(lines: Iterable[str | bytes], source: str = "<input>") -> Parsed
     ignored; any problem raises an :class:`~hypha_celery.errors.ImportFormatError`
     naming the line, so a bad input imports nothing."""
     parsed = Parsed(source)
-    with gc_paused():
+    events = parsed.events
+    linenos = parsed.linenos
+    runs: dict[str, _Run] = {}
+    run, last = _Run(""), None  # the run of the line before (none yet)
+    with _kept():
         for lineno, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            event = _parse_line(line, source, lineno)
-            key = (event.run_id, event.seq)
-            if key in parsed.lines:
+            try:
+                event = _validate_json(line)
+            except ValidationError:
+                if not line.strip():
+                    continue
+                event = _parse_line(line, source, lineno)  # the error, or the slow way
+            else:
+                stated = event.checksum
+                if stated is None or not _line_checks_out(line, stated):
+                    event = _parse_line(line, source, lineno)
+                elif len(event.__pydantic_fields_set__) == _ALL_SET:
+                    _share(event, "__pydantic_fields_set__", _ALL_FIELDS)
+            run_id = event.run_id
+            if run_id != last:  # else the run of the line before
+                last = run_id
+                if run_id in runs:
+                    run = runs[run_id]
+                else:
+                    run = runs[run_id] = _Run(run_id)
+            first = run.take(event, lineno)
+            if first:
                 raise InvalidRun(f"{source}:{lineno}: duplicate event seq {event.seq} of run "
-                                 f"{event.run_id} (first on line {parsed.lines[key]})")
-            parsed.lines[key] = lineno
-            parsed.events.append(event)
-        if not parsed.events:
+                                 f"{run_id} (first on line {first})")
+            events.append(event)
+            linenos.append(lineno)
+        if not events:
             raise EmptyImport(f"{source}: no events")
-        by_run: dict[str, list[Event]] = {}
-        for event in parsed.events:
-            by_run.setdefault(event.run_id, []).append(event)
-        for run_id, evs in by_run.items():
-            view = parsed.views[run_id] = check_run(run_id, evs, parsed.where)
-            _check_derived(evs, view, parsed.where)
+        for run_id, run in runs.items():
+            parsed.views[run_id] = run.checked(parsed.where)
     return parsed
+
+
+@contextmanager
+def _kept() -> Iterator[None]:
+    """:func:`gc_paused` for making objects that are kept (a parsed input): at the end they
+    join the collector's oldest generation at once (``gc.freeze`` then ``gc.unfreeze``,
+    when nothing else is frozen) rather than after a pass over them all (10-20% of the
+    time to parse an export; they hold no reference cycles)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class _Run:
+    """One run's events as they are read. While they come in ``seq`` order from 1 (as an
+    export lists them), each is checked as it comes, while the CPU still has it in its
+    cache: folded into the run's projection, its derived fields compared with what
+    :func:`~hypha_celery.events.envelope.derive` gives, what :func:`check_run` and
+    :func:`_check_derived` do once the whole input is read. Any other order, or any check
+    failing, leaves the run to those two at the end, so that the error is theirs, raised
+    in its turn (after every line's own)."""
+
+    __slots__ = ("derive", "events", "linenos", "regular", "run_id", "run_of", "seqs", "view")
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.events: list[Event] = []
+        self.linenos: list[int] = []
+        self.seqs: dict[int, int] | None = None  # seq -> line, once not 1..n in order
+        self.view: View | None = None
+        self.derive: Callable[[Row], tuple[Any, ...]] = _no_row
+        self.run_of: tuple[Any, ...] = ()  # the run fields derive was given
+        self.regular = 0 < len(run_id) <= RUN_ID_MAX
+
+    def take(self, event: Event, lineno: int) -> int:
+        """Add ``event``, read on line ``lineno``; but when the run has an event with its
+        ``seq`` already, add nothing and return that one's line."""
+        evs = self.events
+        seq = event.seq
+        seqs = self.seqs
+        if seqs is None:  # the events so far are numbered 1..len(evs)
+            if 0 < seq <= len(evs):
+                return self.linenos[seq - 1]
+            if seq != len(evs) + 1:
+                seqs = self.seqs = {e.seq: n for e, n in zip(evs, self.linenos, strict=True)}
+                self.regular = False
+        if seqs is not None:
+            first = seqs.setdefault(seq, lineno)
+            if first != lineno:
+                return first
+        evs.append(event)
+        self.linenos.append(lineno)
+        if not self.regular:
+            return 0
+        try:  # fold and compare event, the run's n-th, numbered n
+            kind = event.type
+            view = self.view
+            if view is None:
+                view = self.view = new_view(self.run_id)
+                apply_event(view, kind, event.payload, event.timestamp)
+                self.run_of = _run_fields(view)
+                self.derive = deriver(view)
+                ok = kind == "run.created" and len(evs) == 1
+            else:
+                apply_event(view, kind, event.payload, event.timestamp)
+                ok = True
+            idem = event.idempotency_key
+            self.regular = (ok and (idem is None or len(idem) <= IDEM_MAX)
+                            and self.derive(_stored(event)) == _derived(event))
+        except Exception:  # check_run raises it in its turn
+            self.regular = False
+        return 0
+
+    def checked(self, where: Callable[[Event], str]) -> View:
+        """The run's projection, its events checked (:func:`check_run`,
+        :func:`_check_derived`)."""
+        view = self.view
+        if self.regular and view is not None and _run_fields(view) == self.run_of:
+            return close_run(view, self.events, where)
+        view = check_run(self.run_id, self.events, where)
+        _check_derived(self.events, view, where)
+        return view
+
+
+def _no_row(row: Row) -> tuple[Any, ...]:
+    return ()
 
 
 def read_jsonl(lines: Iterable[str | bytes], source: str = "<input>") -> list[Event]:
@@ -157,7 +314,18 @@ def read_file(path: str) -> Parsed:
 def import_parsed(store: EventStore, parsed: Parsed) -> ImportResult:
     """:meth:`EventStore.import_events` of a checked input (one transaction)."""
     with gc_paused():
-        return store.import_events(parsed.events, where=parsed.where, checked=parsed.views)
+        return store.import_events(parsed.events, where=parsed.where, checked=parsed.views,
+                                   json_payloads=True)
+
+
+_validate_json = Event.__pydantic_validator__.validate_json  # Event.model_validate_json
+# An envelope that sets every field (each line of an export does) gets this one set as its
+# ``model_fields_set`` in place of its own: a set per event is a quarter of a parsed
+# export's memory and walked by the garbage collector. Events are frozen, and pydantic
+# copies the set before it changes it (``model_copy``), so it is never changed.
+_ALL_FIELDS = set(Event.model_fields)
+_ALL_SET = len(_ALL_FIELDS)
+_share = object.__setattr__
 
 
 def _validate(line: str | bytes) -> Event:
@@ -209,15 +377,15 @@ def _check_derived(evs: list[Event], run: dict[str, Any], where: Callable[[Event
     """The derived fields of one run's events (in ``seq`` order) are what
     :func:`~hypha_celery.events.envelope.derive` computes from the events and the run
     (``user_id``, ``session_id``, ``graph_id``)."""
-    rows = ((e.run_id, e.seq, e.type, e.timestamp, e.payload, e.idempotency_key) for e in evs)
-    for event, want in zip(evs, derive(rows, run), strict=True):
-        got = _derived(event.__dict__)
-        if got == want:
-            continue
-        for name, mine, theirs in zip(DERIVED_FIELDS, got, want, strict=True):
-            if mine != theirs:
-                raise DerivedFieldMismatch(f"{where(event)}: event {want[0]}: {name} is "
-                                           f"{mine!r}, but the run's events give {theirs!r}")
+    wanted = list(derive(map(_stored, evs), run))
+    got = list(map(_derived, evs))
+    if got == wanted:
+        return
+    for event, mine, theirs in zip(evs, got, wanted, strict=True):
+        for name, value, want in zip(DERIVED_FIELDS, mine, theirs, strict=True):
+            if value != want:
+                raise DerivedFieldMismatch(f"{where(event)}: event {theirs[0]}: {name} is "
+                                           f"{value!r}, but the run's events give {want!r}")
 
 
 # -- command-line values -------------------------------------------------------------

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from json.encoder import encode_basestring_ascii
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -157,11 +158,24 @@ class Event(BaseModel):
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                               allow_nan=False)
+try:  # the C encoder ``_CANONICAL.encode`` builds on every call, built once (no markers)
+    from _json import make_encoder as _make_encoder
+except ImportError:  # pragma: no cover - not CPython
+    _encode_once = None
+else:
+    _encode_once = _make_encoder(None, _CANONICAL.default, encode_basestring_ascii, None,
+                                 _CANONICAL.key_separator, _CANONICAL.item_separator,
+                                 True, False, False)
 
 
 def canonical(value: Any) -> str:
     """Canonical JSON: sorted keys, no spaces, finite numbers only, ASCII (\\u escapes: a
     lone surrogate in a payload still encodes)."""
+    if _encode_once is not None:
+        try:
+            return "".join(_encode_once(value, 0))
+        except RecursionError:  # a cycle: the encoder's own error (ValueError)
+            pass
     return _CANONICAL.encode(value)
 
 
@@ -174,23 +188,43 @@ def event_id(run_id: str, seq: int) -> str:
     return f"{run_id}:{seq}"
 
 
-def _step_of(payload: Mapping[str, Any], execution_id: str | None) -> str | None:
-    if "step" in payload and payload["step"] is not None:
-        return str(payload["step"])
-    if execution_id:
-        parts = execution_id.split(".")
-        if len(parts) >= 2 and parts[1].isdigit():
-            return parts[1]
-    return None
+# How each event type's correlation and causation come (see :func:`derive`), from its
+# name: correlation by the payload's call id / review id, else the execution or run id ...
+_BY_EXECUTION, _BY_CALL, _BY_REVIEW = 0, 1, 2
+# ... and the event that caused it (the last run.created / decision.policy.recorded, the
+# schedule or start of the same correlation id), and what it records for later events.
+(_NO_CAUSE, _CREATED, _AFTER_CREATED, _SCHEDULED, _DECISION, _STARTED, _FOLLOWS,
+ _RUN_EVENT) = range(8)
 
 
-def _correlation(type_: str, payload: Mapping[str, Any], run_id: str,
-                 execution_id: str | None) -> str:
-    if type_.startswith(("model.call.", "tool.call.", "tool.policy.")) and payload.get("call_id"):
-        return str(payload["call_id"])
-    if type_.startswith("human.review.") and payload.get("review_id"):
-        return str(payload["review_id"])
-    return execution_id or run_id
+def _modes(type_: str) -> tuple[int, int]:
+    """``(correlation, causation)`` rule of an event type."""
+    if type_.startswith(("model.call.", "tool.call.", "tool.policy.")):
+        correlation = _BY_CALL
+    elif type_.startswith("human.review."):
+        correlation = _BY_REVIEW
+    else:
+        correlation = _BY_EXECUTION
+    if type_ == "run.created":
+        cause = _CREATED
+    elif type_ in ("run.started", "run.queued"):
+        cause = _AFTER_CREATED
+    elif type_ in ("node.execution.scheduled", "node.fanout.scheduled"):
+        cause = _SCHEDULED
+    elif type_ == "decision.policy.recorded":
+        cause = _DECISION
+    elif type_.endswith((".started", ".requested")):
+        cause = _STARTED
+    elif type_.startswith(("node.", "model.call.", "tool.", "human.review.")):
+        cause = _FOLLOWS
+    elif type_.startswith("run."):
+        cause = _RUN_EVENT
+    else:
+        cause = _NO_CAUSE
+    return correlation, cause
+
+
+_MODES = {kind: _modes(kind) for kind in KINDS}
 
 
 class _Causes:
@@ -202,25 +236,25 @@ class _Causes:
         self.scheduled: dict[str, str] = {}
         self.started: dict[str, str] = {}
 
-    def of(self, type_: str, eid: str, correlation: str) -> str | None:
-        cause: str | None = None
-        if type_ == "run.created":
-            self.created = eid
-        elif type_ in ("run.started", "run.queued"):
-            cause = self.created
-        elif type_ in ("node.execution.scheduled", "node.fanout.scheduled"):
-            cause = self.decision
-            self.scheduled[correlation] = eid
-        elif type_ == "decision.policy.recorded":
-            self.decision = eid
-        elif type_.endswith(".started") or type_.endswith(".requested"):
-            cause = self.scheduled.get(correlation) or self.decision
+    def of(self, rule: int, eid: str, correlation: str) -> str | None:
+        """The cause of event ``eid`` whose type has causation ``rule``."""
+        if rule == _FOLLOWS:
+            return self.started.get(correlation) or self.scheduled.get(correlation)
+        if rule == _STARTED:
             self.started[correlation] = eid
-        elif type_.startswith(("node.", "model.call.", "tool.", "human.review.")):
-            cause = self.started.get(correlation) or self.scheduled.get(correlation)
-        elif type_.startswith("run."):
-            cause = self.decision or self.created
-        return cause
+            return self.scheduled.get(correlation) or self.decision
+        if rule == _DECISION:
+            self.decision = eid
+        elif rule == _SCHEDULED:
+            self.scheduled[correlation] = eid
+            return self.decision
+        elif rule == _CREATED:
+            self.created = eid
+        elif rule == _AFTER_CREATED:
+            return self.created
+        elif rule == _RUN_EVENT:
+            return self.decision or self.created
+        return None
 
 
 #: Envelope fields the store does not keep: :func:`derive` computes them.
@@ -233,18 +267,56 @@ Row = tuple[str, int, str, float, dict[str, Any], str | None]
 def derive(rows: Iterable[Row], run: Mapping[str, Any] | None = None,
            ) -> Iterator[tuple[Any, ...]]:
     """The :data:`DERIVED_FIELDS` of each of one run's stored rows, in ``seq`` order;
-    ``run`` gives ``user_id``, ``session_id`` and ``graph_id``."""
-    run = run or {}
+    ``run`` gives ``user_id``, ``session_id`` and ``graph_id``.
+
+    * ``id``: ``<run_id>:<seq>``; ``agent_id``: the run's graph, else the payload's ``name``;
+    * ``execution_id``: the payload's; ``step_id``: the payload's ``step``, else the
+      number after the execution id's first dot;
+    * ``correlation_id``: the payload's ``call_id`` (model / tool calls, tool policy) or
+      ``review_id`` (human review) when set, else the execution id, else the run id;
+    * ``causation_id``: ``run.started`` / ``run.queued``: ``run.created``; a schedule: the
+      last decision; a ``*.started`` / ``*.requested``: the schedule of its correlation id,
+      else the last decision; any other ``node.`` / ``model.call.`` / ``tool.`` /
+      ``human.review.`` event: the start, else the schedule, of its correlation id; any
+      other ``run.`` event: the last decision, else ``run.created``.
+    """
+    return map(deriver(run), rows)
+
+
+def deriver(run: Mapping[str, Any] | None = None) -> Callable[[Row], tuple[Any, ...]]:
+    """:func:`derive` a row at a time: a function that, called with each of one run's
+    rows in ``seq`` order, returns its :data:`DERIVED_FIELDS`."""
+    steps = _derive_steps(run or {})
+    next(steps)
+    return steps.send
+
+
+def _derive_steps(run: Mapping[str, Any]) -> Generator[tuple[Any, ...], Row, None]:
     user_id, session_id, graph_id = run.get("user_id"), run.get("session_id"), run.get("graph_id")
-    causes = _Causes()
-    for run_id, seq, type_, _ts, payload, _idem in rows:
+    cause = _Causes().of
+    modes = _MODES
+    derived: tuple[Any, ...] = ()
+    while True:
+        run_id, seq, type_, _ts, payload, _idem = yield derived
         execution_id = payload.get("execution_id")
-        execution_id = str(execution_id) if execution_id is not None else None
-        eid = event_id(run_id, seq)
-        correlation = _correlation(type_, payload, run_id, execution_id)
-        yield (eid, user_id, session_id, graph_id or payload.get("name"),
-               _step_of(payload, execution_id), execution_id, correlation,
-               causes.of(type_, eid, correlation))
+        if execution_id is not None:
+            execution_id = str(execution_id)
+        eid = f"{run_id}:{seq}"
+        by, rule = modes.get(type_) or _modes(type_)
+        correlation = execution_id or run_id
+        if by:
+            key = payload.get("call_id" if by == _BY_CALL else "review_id")
+            if key:
+                correlation = str(key)
+        step = payload.get("step")
+        if step is not None:
+            step = str(step)
+        elif execution_id:
+            parts = execution_id.split(".", 2)
+            if len(parts) >= 2 and parts[1].isdigit():
+                step = parts[1]
+        derived = (eid, user_id, session_id, graph_id or payload.get("name"), step,
+                   execution_id, correlation, cause(rule, eid, correlation))
 
 
 def enrich(rows: Iterable[Row], run: Mapping[str, Any] | None = None) -> list[Event]:
@@ -256,6 +328,20 @@ def enrich(rows: Iterable[Row], run: Mapping[str, Any] | None = None) -> list[Ev
         "user_id": d[1], "session_id": d[2], "agent_id": d[3], "step_id": d[4],
         "execution_id": d[5], "correlation_id": d[6], "causation_id": d[7],
         "idempotency_key": idem, "payload": payload, "checksum": None})
+        for (run_id, seq, type_, ts, payload, idem), d in zip(rows, derive(rows, run),
+                                                             strict=True)]
+
+
+def bodies(rows: Iterable[Row], run: Mapping[str, Any] | None = None,
+           ) -> list[dict[str, Any]]:
+    """:func:`enrich` as the envelopes' fields but ``checksum`` (what it is the hash of),
+    without building the envelopes. Keys in sorted order (what :func:`canonical` sorts
+    them into: then at no cost)."""
+    rows = list(rows)
+    return [{
+        "agent_id": d[3], "causation_id": d[7], "correlation_id": d[6], "execution_id": d[5],
+        "id": d[0], "idempotency_key": idem, "payload": payload, "run_id": run_id, "seq": seq,
+        "session_id": d[2], "step_id": d[4], "timestamp": ts, "type": type_, "user_id": d[1]}
         for (run_id, seq, type_, ts, payload, idem), d in zip(rows, derive(rows, run),
                                                              strict=True)]
 

@@ -18,11 +18,15 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from operator import attrgetter
+from itertools import groupby
+from json.encoder import encode_basestring_ascii
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 import sqlalchemy as sa
+from pydantic_core import PydanticSerializationError
+from pydantic_core import to_json as _to_json
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
@@ -585,12 +589,8 @@ class EventStore:
         """Every event of the runs :meth:`export_runs` selects, run by run in ``seq``
         order, as :meth:`events` gives them (unsealed). Reads in bulk: one query per
         batch of runs holding up to ~50,000 events."""
-        selected = self.export_runs(run_ids, session=session, since=since)
-        for batch in _batches(selected, _EXPORT_BATCH):
-            with self.reader.connect() as conn:
-                rows = _event_rows(conn, [run["run_id"] for run in batch])
-            for run in batch:
-                yield from enrich(rows.get(run["run_id"], ()), run)
+        for run, rows in export_rows(self, run_ids, session=session, since=since):
+            yield from enrich(rows, run)
 
     def history(self, run_id: str, after_seq: int = 0, *, batch: int = 20_000,
                 ) -> Iterator[tuple[str, dict[str, Any], float]]:
@@ -613,7 +613,8 @@ class EventStore:
 
     def import_events(self, evs: Iterable[Event], *,
                       where: Callable[[Event], str] | None = None,
-                      checked: Mapping[str, View] | None = None) -> ImportResult:
+                      checked: Mapping[str, View] | None = None,
+                      json_payloads: bool = False) -> ImportResult:
         """Import events (an :meth:`export` of this or another store) in ONE transaction:
         all of them, or nothing when anything is wrong.
 
@@ -627,7 +628,10 @@ class EventStore:
         stays NULL: ``start(idempotency_key=)`` keys belong to the store that issued them.
         ``where(event)`` names an event's place in error messages (e.g. ``FILE:LINE``);
         ``checked`` maps run ids whose events the caller already passed through
-        :func:`check_run` (so they are in ``seq`` order) to the fold it returned.
+        :func:`check_run` (so they are in ``seq`` order) to the fold it returned;
+        ``json_payloads``: the payloads hold JSON values only (``str``, ``int``,
+        ``float``, ``bool``, ``None``, lists and dicts of them), as parsed from JSON, which
+        the store then encodes the faster way.
         """
         plans = _plan_runs(evs, where, checked or {})
         self.ensure_schema()
@@ -635,7 +639,7 @@ class EventStore:
             with self.engine.begin() as conn:
                 present = self._import_present(conn, plans, where)
                 _check_keys(conn, plans, where)
-                self._import_write(conn, plans)
+                self._import_write(conn, plans, _json_data if json_payloads else _json)
         except IntegrityError as exc:  # a concurrent writer got there in between
             raise ImportConflict("", "the store refused the import, nothing was imported: "
                                      f"{' '.join(str(exc.orig).split())}") from None
@@ -668,9 +672,10 @@ class EventStore:
             present += plan.start
         return present
 
-    def _import_write(self, conn: Connection, plans: list[_RunImport]) -> None:
+    def _import_write(self, conn: Connection, plans: list[_RunImport],
+                      encode: Callable[[Any], str]) -> None:
         new_runs: list[dict[str, Any]] = []
-        rows: list[tuple[Any, ...]] = []
+        todo: list[list[Event]] = []
         for plan in plans:
             if plan.start == len(plan.events):
                 continue
@@ -684,11 +689,13 @@ class EventStore:
                 cols = {k: v for k, v in _cols(view).items() if k != "idempotency_key"}
                 conn.execute(runs.update().where(runs.c.run_id == plan.run_id).values(
                     seq=view["seq"], doc=_doc(view), **cols))
-            rows.extend((e.run_id, e.seq, e.type, e.timestamp, _json(e.payload),
-                         e.idempotency_key) for e in plan.events[plan.start:])
+            todo.append(plan.events[plan.start:])
         if new_runs:
             conn.execute(runs.insert(), new_runs)
-        _insert_event_rows(conn, rows)
+        if todo:
+            _insert_event_rows(conn, ((run_id, seq, kind, ts, encode(data), idem)
+                                      for evs in todo
+                                      for run_id, seq, kind, ts, data, idem in map(_row_of, evs)))
 
     # -- dead letters ------------------------------------------------------
     def add_dead_letter(self, record: Mapping[str, Any], conn: Connection | None = None) -> int:
@@ -861,15 +868,57 @@ class EventStore:
 _IN_CHUNK = 500  # ids per IN (...) list
 _EXPORT_BATCH = 50_000  # events per bulk read of an export
 _EventRow = tuple[str, int, str, float, dict[str, Any], str | None]
-_COPY_EVENTS = "COPY hypha_events (run_id, seq, kind, ts, data, idem) FROM STDIN"
+# binary COPY: the driver's C dumpers, and less for the server to parse; ``data`` goes as
+# text, which is what json's binary form is
+_COPY_EVENTS = ("COPY hypha_events (run_id, seq, kind, ts, data, idem) FROM STDIN "
+                "(FORMAT BINARY)")
+_COPY_TYPES = ["text", "int4", "text", "float8", "text", "text"]
+_EVENT_ROWS = "SELECT run_id, seq, kind, ts, data, idem FROM hypha_events WHERE run_id"
+_PG_EVENT_ROWS = ("SELECT run_id, seq, kind, ts, data::text, idem FROM hypha_events "
+                  "WHERE run_id = ANY(%s)")
+_row_seq = itemgetter(1)
+_loads = json.loads
 _HELD_KEYS = "SELECT run_id, seq, idem FROM hypha_events WHERE idem"
-_PG_HELD_KEYS = _HELD_KEYS + " = ANY(%s) LIMIT 1"
+_PG_HELD_KEYS = _HELD_KEYS + " IN (SELECT json_array_elements_text(%s::json)) LIMIT 1"
 _INSERT_EVENTS = "INSERT INTO hypha_events (run_id, seq, kind, ts, data, idem) VALUES "
-#: ``_dumps`` without building an encoder per call (same text)
-_json = json.JSONEncoder(allow_nan=False, separators=(",", ":"), check_circular=False).encode
-_RUN_ID_MAX = 64  # hypha_runs.run_id
-_IDEM_MAX = 200  # hypha_events.idem
+_row_of = attrgetter("run_id", "seq", "type", "timestamp", "payload", "idempotency_key")
+_JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"), check_circular=False)
+try:  # the C encoder ``_JSON.encode`` builds on every call, built once
+    from _json import make_encoder as _make_encoder
+except ImportError:  # pragma: no cover - not CPython
+    _encode_once = None
+else:
+    _encode_once = _make_encoder(None, _JSON.default, encode_basestring_ascii, None,
+                                 _JSON.key_separator, _JSON.item_separator, False, False, False)
+
+
+def _json(value: Any) -> str:
+    """``_dumps(value)`` without building an encoder per call (same text)."""
+    if _encode_once is None:  # pragma: no cover - not CPython
+        return _JSON.encode(value)
+    return "".join(_encode_once(value, 0))
+
+
+def _json_data(value: Any) -> str:
+    """:func:`_json` of a value of JSON types only (``str``, ``int``, ``float``, ``bool``,
+    ``None``, lists and dicts of them): by pydantic's serializer (about twice as fast),
+    when its text is ASCII with finite numbers only; then it is the same JSON, only its
+    float exponents are shorter (``1e-7`` for ``1e-07``: the same number). It would turn
+    other types (datetimes, sets, ...) into JSON where :func:`_json` refuses them."""
+    try:
+        text = _to_json(value)
+    except PydanticSerializationError:  # a lone surrogate
+        return _json(value)
+    if not text.isascii() or b"NaN" in text or b"Infinity" in text:
+        return _json(value)  # ASCII escapes; refused NaN / Infinity
+    return text.decode()
+
+
+RUN_ID_MAX = _RUN_ID_MAX = 64  # hypha_runs.run_id
+IDEM_MAX = _IDEM_MAX = 200  # hypha_events.idem
 _by_seq = attrgetter("seq")
+_run_of = attrgetter("run_id")
+_idem_of = attrgetter("idempotency_key")
 _T = TypeVar("_T")
 
 
@@ -923,15 +972,64 @@ def _batches(selected: list[dict[str, Any]], limit: int) -> Iterator[list[dict[s
         yield batch
 
 
+def export_rows(store: EventStore, run_ids: Iterable[str] | None = None, *,
+                session: tuple[str, str] | None = None, since: float | None = None,
+                ) -> Iterator[tuple[dict[str, Any], list[_EventRow]]]:
+    """What :meth:`EventStore.export` reads: ``(run, rows)`` for each run
+    :meth:`EventStore.export_runs` selects (and its ``run`` dict), its stored rows
+    ``(run_id, seq, kind, ts, data, idem)`` in ``seq`` order (``rows`` and ``run`` are
+    what :func:`~hypha_celery.events.envelope.enrich` takes). Reads in bulk: one query per
+    batch of runs holding up to ~50,000 events."""
+    selected = store.export_runs(run_ids, session=session, since=since)
+    for batch in _batches(selected, _EXPORT_BATCH):
+        with store.reader.connect() as conn:
+            rows = _event_rows(conn, [run["run_id"] for run in batch])
+        for run in batch:
+            yield run, rows.get(run["run_id"], [])
+
+
 def _event_rows(conn: Connection, run_ids: list[str]) -> dict[str, list[_EventRow]]:
-    """``run_id -> [(run_id, seq, kind, ts, data, idem), ...]`` in ``seq`` order."""
-    c = events.c
-    q = sa.select(c.run_id, c.seq, c.kind, c.ts, c.data, c.idem)
+    """``run_id -> [(run_id, seq, kind, ts, data, idem), ...]`` in ``seq`` order.
+
+    Plain driver SQL with ``data`` read as text and decoded here: SQLAlchemy's row and
+    JSON processing cost more than the query. PostgreSQL returns the rows unsorted (its
+    sort of a big batch spills to disk) and they are sorted here."""
     out: dict[str, list[_EventRow]] = {}
+    pg = conn.dialect.name == "postgresql"
     for chunk in _chunks(run_ids, _IN_CHUNK):
-        for row in conn.execute(q.where(c.run_id.in_(chunk)).order_by(c.run_id, c.seq)).all():
-            out.setdefault(row[0], []).append(tuple(row))
+        if pg:
+            rows = conn.exec_driver_sql(_PG_EVENT_ROWS, (chunk,)).all()
+        else:
+            marks = ", ".join("?" * len(chunk))
+            rows = conn.exec_driver_sql(f"{_EVENT_ROWS} IN ({marks}) ORDER BY run_id, seq",
+                                        tuple(chunk)).all()
+        datas = _load_all([row[4] for row in rows])
+        group: list[_EventRow] = []
+        run_id = None
+        for (rid, seq, kind, ts, _, idem), data in zip(rows, datas, strict=True):
+            if rid != run_id:
+                run_id = rid
+                group = out.setdefault(rid, [])
+            group.append((rid, seq, kind, ts, data, idem))
+    if pg:
+        for group in out.values():
+            group.sort(key=_row_seq)
     return out
+
+
+def _load_all(texts: list[str]) -> list[Any]:
+    """``json.loads`` of each text (stored ``data``: one JSON value each, as the store
+    writes it; PostgreSQL's json type checks it), in one parse of them all; a text that is
+    not one JSON value (nothing else writes them) is found and raises as ``json.loads``."""
+    if not texts:
+        return []
+    try:
+        datas = _loads(f"[{','.join(texts)}]")
+    except (TypeError, ValueError):
+        datas = None
+    if not isinstance(datas, list) or len(datas) != len(texts):
+        return list(map(_loads, texts))
+    return datas
 
 
 def _at(where: Callable[[Event], str] | None, ev: Event) -> str:
@@ -941,8 +1039,8 @@ def _at(where: Callable[[Event], str] | None, ev: Event) -> str:
 def _plan_runs(evs: Iterable[Event], where: Callable[[Event], str] | None,
                checked: Mapping[str, View]) -> list[_RunImport]:
     by_run: dict[str, list[Event]] = {}
-    for ev in evs:
-        by_run.setdefault(ev.run_id, []).append(ev)
+    for run_id, group in groupby(evs, _run_of):  # an export lists runs one after another
+        by_run.setdefault(run_id, []).extend(group)
     if not by_run:
         raise EmptyImport("no events to import")
     plans = []
@@ -964,16 +1062,8 @@ def check_run(run_id: str, evs: list[Event], where: Callable[[Event], str] | Non
     if not run_id or len(run_id) > _RUN_ID_MAX:
         raise InvalidRun(f"{_at(where, evs[0])}run id {run_id!r} must have 1 to "
                          f"{_RUN_ID_MAX} characters")
-    for expected, ev in enumerate(evs, 1):
-        if ev.seq == expected:
-            continue
-        if ev.seq < 1:
-            raise InvalidRun(f"{_at(where, ev)}event seq {ev.seq} of run {run_id} is not >= 1")
-        if ev.seq < expected:
-            raise InvalidRun(f"{_at(where, ev)}run {run_id} has two events {run_id}:{ev.seq}")
-        raise IncompleteRun(f"{_at(where, ev)}run {run_id} has no event seq {expected}, the "
-                            f"next is {run_id}:{ev.seq} (events must be numbered from 1 "
-                            "without gaps)")
+    if list(map(_by_seq, evs)) != [*range(1, len(evs) + 1)]:  # else 1..n, seen at once
+        _seq_error(run_id, evs, where)
     if evs[0].type != "run.created":
         raise InvalidRun(f"{_at(where, evs[0])}run {run_id} must start with run.created, "
                          f"not {evs[0].type} ({run_id}:1)")
@@ -987,16 +1077,39 @@ def check_run(run_id: str, evs: list[Event], where: Callable[[Event], str] | Non
         if ev.idempotency_key is not None and len(ev.idempotency_key) > _IDEM_MAX:
             raise InvalidRun(f"{_at(where, ev)}event {run_id}:{ev.seq} has an idempotency "
                              f"key longer than {_IDEM_MAX} characters")
+    return close_run(view, evs, where)
+
+
+def close_run(view: View, evs: list[Event], where: Callable[[Event], str] | None = None,
+              ) -> View:
+    """The end of :func:`check_run`, for a caller that folded the events into ``view``
+    one at a time with its checks (numbered 1..n, ``run.created`` first, each folds, no
+    idempotency key longer than ``IDEM_MAX``): ``seq`` set, the columns checked."""
     view["seq"] = len(evs)
-    _check_columns(view, _at(where, evs[0]))
+    _check_columns(view, where, evs[0])
     return view
 
 
-def _check_columns(view: View, at: str) -> None:
-    """The projection's column values fit ``hypha_runs`` (types, lengths, NOT NULL)."""
+def _seq_error(run_id: str, evs: list[Event], where: Callable[[Event], str] | None) -> None:
+    """Raise what is wrong with the ``seq`` numbers of one run's sorted events."""
+    for expected, ev in enumerate(evs, 1):
+        if ev.seq == expected:
+            continue
+        if ev.seq < 1:
+            raise InvalidRun(f"{_at(where, ev)}event seq {ev.seq} of run {run_id} is not >= 1")
+        if ev.seq < expected:
+            raise InvalidRun(f"{_at(where, ev)}run {run_id} has two events {run_id}:{ev.seq}")
+        raise IncompleteRun(f"{_at(where, ev)}run {run_id} has no event seq {expected}, the "
+                            f"next is {run_id}:{ev.seq} (events must be numbered from 1 "
+                            "without gaps)")
+
+
+def _check_columns(view: View, where: Callable[[Event], str] | None, first: Event) -> None:
+    """The projection's column values fit ``hypha_runs`` (types, lengths, NOT NULL); an
+    error names the run's ``first`` event's place."""
     run_id = view["run_id"]
     if not isinstance(view["graph_id"], str) or not view["graph_id"]:
-        raise InvalidRun(f"{at}run.created of run {run_id} has no graph_id")
+        raise InvalidRun(f"{_at(where, first)}run.created of run {run_id} has no graph_id")
     for key, value in _cols(view).items():
         column = runs.c[key]
         if value is None:
@@ -1007,8 +1120,8 @@ def _check_columns(view: View, at: str) -> None:
         else:
             ok = isinstance(value, int | float) and not isinstance(value, bool)
         if not ok:
-            raise InvalidRun(f"{at}run {run_id}: {key} {value!r:.60} does not fit the store "
-                             f"({column.type})")
+            raise InvalidRun(f"{_at(where, first)}run {run_id}: {key} {value!r:.60} does not "
+                             f"fit the store ({column.type})")
 
 
 def _differs(ev: Event, row: _EventRow) -> str:
@@ -1024,20 +1137,20 @@ def _differs(ev: Event, row: _EventRow) -> str:
 def _check_keys(conn: Connection, plans: list[_RunImport],
                 where: Callable[[Event], str] | None) -> None:
     """The idempotency keys of the events to write are held by no other event."""
-    owner: dict[str, Event] = {}
+    owner: dict[str | None, Event] = {}
+    count = 0
     for plan in plans:
-        for ev in plan.events[plan.start:]:
-            key = ev.idempotency_key
-            if key is None:
-                continue
-            if key in owner:
-                raise ImportConflict(ev.id, f"{_at(where, ev)}event {ev.id} has the "
-                                     f"idempotency key {key!r} of event {owner[key].id}")
-            owner[key] = ev
+        evs = plan.events[plan.start:]
+        keys = list(map(_idem_of, evs))
+        owner.update(zip(keys, evs, strict=True))
+        count += len(keys) - keys.count(None)
+    owner.pop(None, None)
+    if len(owner) != count:  # a key twice: which
+        _key_twice(plans, where)
     keys = list(owner)
     found: list[Any] = []
-    if conn.dialect.name == "postgresql":  # one query, the keys as an array
-        found += conn.exec_driver_sql(_PG_HELD_KEYS, (keys,)).all()
+    if conn.dialect.name == "postgresql":  # one query, the keys as one JSON array
+        found += conn.exec_driver_sql(_PG_HELD_KEYS, (_json(keys),)).all()
     else:  # plain driver SQL: building these statements costs more than running them
         for chunk in _chunks(keys, _IN_CHUNK):
             marks = ", ".join("?" * len(chunk))
@@ -1050,17 +1163,34 @@ def _check_keys(conn: Connection, plans: list[_RunImport],
                                  "nothing was imported")
 
 
-def _insert_event_rows(conn: Connection, rows: list[tuple[Any, ...]]) -> None:
-    """Bulk insert (``data`` already JSON text): COPY on PostgreSQL, else one prepared
-    INSERT run for every row."""
-    if not rows:
-        return
+def _key_twice(plans: list[_RunImport], where: Callable[[Event], str] | None) -> None:
+    """Raise the conflict of the first event to write whose idempotency key an earlier
+    one has."""
+    owner: dict[str, Event] = {}
+    for plan in plans:
+        for ev in plan.events[plan.start:]:
+            key = ev.idempotency_key
+            if key is None:
+                continue
+            if key in owner:
+                raise ImportConflict(ev.id, f"{_at(where, ev)}event {ev.id} has the "
+                                     f"idempotency key {key!r} of event {owner[key].id}")
+            owner[key] = ev
+
+
+def _insert_event_rows(conn: Connection, rows: Iterable[tuple[Any, ...]]) -> None:
+    """Bulk insert (``data`` already JSON text): COPY on PostgreSQL (``rows`` made as
+    they are sent, while the server takes in those before), else one prepared INSERT run
+    for every row."""
     if conn.dialect.name != "postgresql":
-        conn.exec_driver_sql(_INSERT_EVENTS + "(?, ?, ?, ?, ?, ?)", rows)
+        rows = list(rows)
+        if rows:
+            conn.exec_driver_sql(_INSERT_EVENTS + "(?, ?, ?, ?, ?, ?)", rows)
         return
     cursor = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
     try:
         with cursor.copy(_COPY_EVENTS) as copy:
+            copy.set_types(_COPY_TYPES)
             for row in rows:
                 copy.write_row(row)
     except conn.dialect.loaded_dbapi.Error as exc:  # as SQLAlchemy would have raised it
