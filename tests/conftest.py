@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hypha_celery.store import EventStore
 from tests import services
 
 pytest_plugins = ("celery.contrib.pytest",)
@@ -65,3 +66,17 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'hypha.db'}"
     return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[EventStore]:
+    """A migrated store on each backend (PostgreSQL: the session's database)."""
+    yield from migrated(store_url)
+
+
+def migrated(url: str) -> Iterator[EventStore]:
+    """A migrated :class:`EventStore` at ``url``, disposed afterwards (for fixtures)."""
+    s = EventStore(url)
+    s.migrate()
+    yield s
+    s.dispose()

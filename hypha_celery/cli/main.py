@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
-from contextlib import suppress
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -17,6 +16,7 @@ import sqlalchemy.engine
 import sqlalchemy.exc
 
 from hypha_celery import __version__
+from hypha_celery.atomic import write_atomically
 from hypha_celery.cli import agents, evaluate, pack, recovery, rerun, review, views
 from hypha_celery.cli.common import app_option, echo_json, opened
 from hypha_celery.cli.follow import follow as follow_events
@@ -261,22 +261,12 @@ def export(run_ids: tuple[str, ...], run_opts: tuple[str, ...], session: str | N
     click.echo(f"exported {count} events of {runs} runs", err=True)
 
 
-def _write_file(path: str, write: Any) -> tuple[int, int]:
+def _write_file(path: str, write: Callable[[IO[str]], tuple[int, int]]) -> tuple[int, int]:
     """Write through a temporary file in the same directory: no half-written export."""
-    target = Path(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        return write_atomically(path, write)
     except OSError as exc:
         raise click.FileError(path, exc.strerror) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            result: tuple[int, int] = write(out)
-        os.replace(tmp, target)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return result
 
 
 @cli.command("import")

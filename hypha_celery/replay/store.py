@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
-from contextlib import suppress
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from hypha_celery.atomic import write_atomically
 from hypha_celery.errors import InvalidFixture
 from hypha_celery.replay.fixture import FIXTURE_VERSION, ReplayFixture
 
@@ -31,15 +30,7 @@ def write_fixture(fixture: ReplayFixture, path: str | os.PathLike[str]) -> Path:
     a half-written fixture); creates the directory."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(dump_fixture(fixture))
-        os.replace(tmp, target)
-    except BaseException:
-        with suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomically(target, lambda out: out.write(dump_fixture(fixture)))
     return target
 
 

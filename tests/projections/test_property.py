@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -165,14 +163,6 @@ def _store(store: EventStore, evs: list[Event], commits: list[bool]) -> None:
                 i += 1
                 if i == len(evs) or commits[i]:
                     break
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[EventStore]:
-    s = EventStore(store_url)
-    s.migrate()
-    yield s
-    s.dispose()
 
 
 @settings(max_examples=40, deadline=None, database=None,

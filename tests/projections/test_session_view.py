@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-
-import pytest
 
 from hypha_celery.events import Event, new_view
 from hypha_celery.projections import (
@@ -76,14 +73,6 @@ def test_two_users_sharing_a_session_id_are_separate_sessions() -> None:
 
 
 # -- over a store --------------------------------------------------------------
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[EventStore]:
-    s = EventStore(store_url)
-    s.migrate()
-    yield s
-    s.dispose()
-
 
 def _store_run(store: EventStore, user: str | None, session: str | None,
                steps: list[Step]) -> str:

@@ -5,17 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from hypha_celery.store import EventStore
 from tests import services
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[EventStore]:
-    """A migrated store on each backend (PostgreSQL: the session's database)."""
-    s = EventStore(store_url)
-    s.migrate()
-    yield s
-    s.dispose()
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from hypha_celery.events import Event
 from hypha_celery.events.fold import fold, new_view
 from hypha_celery.runtime import lifecycle
 from hypha_celery.store import EventStore
+from tests.conftest import migrated
 
 
 def make_run(store: EventStore, *, steps: int = 2, user: str | None = "u",
@@ -83,10 +84,7 @@ def count_events(store: EventStore) -> int:
 @pytest.fixture
 def fresh(fresh_url: str) -> Iterator[EventStore]:
     """An empty, migrated store of the same backend."""
-    s = EventStore(fresh_url)
-    s.migrate()
-    yield s
-    s.dispose()
+    yield from migrated(fresh_url)
 
 
 def test_round_trip_is_lossless(store: EventStore, fresh: EventStore) -> None:
