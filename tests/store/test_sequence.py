@@ -125,6 +125,38 @@ def test_idempotency_key_second_append_conflicts_and_rolls_back(store: EventStor
         assert tx.recorded("nobody:done") is None
 
 
+@pytest.mark.parametrize("count", [3, 64, 500], ids=["pipelined", "copy-edge", "copy"])
+def test_a_large_commit_writes_every_event_as_given(store: EventStore, count: int) -> None:
+    """From 64 events a PostgreSQL commit sends them by COPY: same rows, same text."""
+    run_id = new_run(store)
+    datas = [{"call_id": f"c{i}", "tool": "t", "output": {"s": "é\u2028\"x", "n": i / 3,
+                                                         "l": [None, True, i]}}
+             for i in range(count)]
+    with store.transaction() as tx:
+        tx.lock(run_id)
+        for i, data in enumerate(datas):
+            tx.append(run_id, "tool.call.completed", data, idem=f"{run_id}:{i}")
+    evs = store.events(run_id)[2:]
+    assert [e.data for e in evs] == datas
+    assert [e.seq for e in evs] == list(range(3, count + 3))
+    assert [e.idempotency_key for e in evs] == [f"{run_id}:{i}" for i in range(count)]
+    assert store.get(run_id) == store.rebuild(run_id)
+
+
+@pytest.mark.parametrize("count", [3, 200], ids=["pipelined", "copy"])
+def test_a_taken_key_in_a_large_commit_conflicts_and_writes_nothing(store: EventStore,
+                                                                     count: int) -> None:
+    run_id = new_run(store)
+    before = store.get(run_id)
+    with pytest.raises(StoreConflict), store.transaction() as tx:
+        tx.lock(run_id)
+        for i in range(count):
+            tx.append(run_id, "tool.call.completed", {"call_id": f"c{i}"},
+                      idem=f"{run_id}:{i % (count - 1)}")
+    assert len(store.events(run_id)) == 2
+    assert store.get(run_id) == before
+
+
 def test_after_commit_runs_only_after_commit(store: EventStore) -> None:
     run_id = new_run(store)
     seen: list[int] = []
