@@ -517,20 +517,17 @@ class EventStore:
 
     def events(self, run_id: str, after_seq: int = 0, limit: int | None = None) -> list[Event]:
         """The run's events as envelopes (see :func:`~hypha_celery.events.envelope.enrich`;
-        causation ids are found within the events read)."""
+        causation ids are found within the events read). Read as :meth:`history` reads:
+        a ``seq`` range, plain driver SQL."""
         self.ensure_schema()
-        q = (sa.select(events.c.run_id, events.c.seq, events.c.kind, events.c.ts, events.c.data,
-                       events.c.idem)
-             .where(events.c.run_id == run_id, events.c.seq > after_seq)
-             .order_by(events.c.seq))
-        if limit is not None:
-            q = q.limit(limit)
+        upto = _MAX_SEQ if limit is None else after_seq + max(limit, 0)
         owner = sa.select(runs.c.user_id, runs.c.session_id, runs.c.graph_id).where(
             runs.c.run_id == run_id)
-        with self.reader.connect() as conn:
-            rows = conn.execute(q).all()
+        with gc_paused(), self.reader.connect() as conn:
+            rows, datas = _run_rows(conn, (run_id, after_seq, upto))
             run = conn.execute(owner).first() if rows else None
-        return enrich(((r.run_id, r.seq, r.kind, r.ts, dict(r.data), r.idem) for r in rows),
+        pairs = zip(rows, datas, strict=True)
+        return enrich(((r[0], r[1], r[2], r[3], d, r[5]) for r, d in pairs),
                       dict(run._mapping) if run is not None else None)
 
     def rebuild(self, run_id: str) -> View:
@@ -599,20 +596,22 @@ class EventStore:
                 ) -> Iterator[tuple[str, dict[str, Any], float]]:
         """The run's events as ``(kind, data, ts)``, what :func:`fold` takes, oldest first,
         read ``batch`` at a time: the fast path to project a long history (no envelopes
-        are built)."""
+        are built; plain driver SQL, ``data`` read as text and decoded in one parse per
+        batch, as an export reads).
+
+        A batch is a ``seq`` range (a run's ``seq`` has no gaps), not ``ORDER BY seq
+        LIMIT n``: PostgreSQL, its statistics not yet updated after a burst of appends,
+        plans that as a scan of the run's every event and a sort spilling to disk per
+        batch; a range is an index scan of the batch alone (sorted here, in case)."""
         self.ensure_schema()
-        c = events.c
-        q = (sa.select(c.seq, c.kind, c.data, c.ts)
-             .where(c.run_id == run_id, c.seq > sa.bindparam("after"))
-             .order_by(c.seq).limit(batch))
         while True:
             with gc_paused(), self.reader.connect() as conn:
-                rows = conn.execute(q, {"after": after_seq}).all()
-            for row in rows:
-                yield row[1], row[2], row[3]
+                rows, datas = _run_rows(conn, (run_id, after_seq, after_seq + batch),
+                                        _HISTORY)
+            yield from zip(map(_kind_of, rows), datas, map(_ts_of, rows), strict=True)
             if len(rows) < batch:
                 return
-            after_seq = rows[-1][0]
+            after_seq += batch
 
     def import_events(self, evs: Iterable[Event], *,
                       where: Callable[[Event], str] | None = None,
@@ -882,7 +881,14 @@ _COPY_TYPES = ["text", "int4", "text", "float8", "text", "text"]
 _EVENT_ROWS = "SELECT run_id, seq, kind, ts, data, idem FROM hypha_events WHERE run_id"
 _PG_EVENT_ROWS = ("SELECT run_id, seq, kind, ts, data::text, idem FROM hypha_events "
                   "WHERE run_id = ANY(%s)")
+# a run's events in a ``seq`` range: ``(run_id, seq, kind, ts, data, idem)``
+_RUN_ROWS = "SELECT run_id, seq, kind, ts, data{}, idem FROM hypha_events"
+_HISTORY = "SELECT NULL, seq, kind, ts, data{}, NULL FROM hypha_events"  # what fold needs
+_IN_RANGE = " WHERE run_id = {0} AND seq > {0} AND seq <= {0}"
+_MAX_SEQ = 2**31 - 1
 _row_seq = itemgetter(1)
+_kind_of = itemgetter(2)
+_ts_of = itemgetter(3)
 _loads = json.loads
 _HELD_KEYS = "SELECT run_id, seq, idem FROM hypha_events WHERE idem"
 _PG_HELD_KEYS = _HELD_KEYS + " IN (SELECT json_array_elements_text(%s::json)) LIMIT 1"
@@ -1182,6 +1188,35 @@ def _key_twice(plans: list[_RunImport], where: Callable[[Event], str] | None) ->
                 raise ImportConflict(ev.id, f"{_at(where, ev)}event {ev.id} has the "
                                      f"idempotency key {key!r} of event {owner[key].id}")
             owner[key] = ev
+
+
+def _run_rows(conn: Connection, params: tuple[str, int, int], select: str = _RUN_ROWS,
+              ) -> tuple[list[Any], list[Any]]:
+    """The events of run ``params[0]`` with ``params[1] < seq <= params[2]`` in ``seq``
+    order: the rows ``(run_id, seq, kind, ts, data, idem)`` of ``select``, ``data`` as
+    stored text, and the decoded ``data`` of each (one parse). PostgreSQL's rows come
+    unsorted and are sorted here."""
+    if conn.dialect.name == "postgresql":
+        rows: list[Any] = _pg_fetch(conn, select.format("::text") + _IN_RANGE.format("%s"),
+                                    params)
+        rows.sort(key=_row_seq)
+    else:
+        sql = select.format("") + _IN_RANGE.format("?") + " ORDER BY seq"
+        rows = list(conn.exec_driver_sql(sql, params).all())
+    return rows, _load_all([row[4] for row in rows])
+
+
+def _pg_fetch(conn: Connection, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """Rows of ``sql`` through the driver's binary protocol (less for the server to
+    format and for the driver to parse than text)."""
+    cursor = conn.connection.driver_connection.cursor(binary=True)  # type: ignore[union-attr]
+    try:
+        return cursor.execute(sql, params).fetchall()  # type: ignore[no-any-return]
+    except conn.dialect.loaded_dbapi.Error as exc:  # as SQLAlchemy would have raised it
+        raise sa.exc.DBAPIError.instance(sql, params, exc,
+                                         conn.dialect.loaded_dbapi.Error) from None
+    finally:
+        cursor.close()
 
 
 def _insert_event_rows(conn: Connection, rows: Iterable[tuple[Any, ...]]) -> None:
