@@ -256,6 +256,21 @@ def target(name: str, value: float, op: str, limit: float) -> dict[str, Any]:
     return {"name": name, "value": round(value, 3), "op": op, "target": limit, "pass": ok}
 
 
+def python_loop_ms() -> float:
+    """Milliseconds for a fixed pure-Python loop (5,000,000 additions), best of 3: how
+    fast this host runs Python at the moment. Shared VMs vary from run to run (this loop
+    took 184 ms and 320 ms on the same machine within an hour), so compare results taken
+    at similar figures."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(5_000_000):
+            total += i
+        best = min(best, time.perf_counter() - t0)
+    return round(best * 1000, 1)
+
+
 def machine_info() -> dict[str, Any]:
     import celery
     import kombu
@@ -277,6 +292,7 @@ def machine_info() -> dict[str, Any]:
         "kombu": kombu.__version__, "redis_py": redis.__version__,
         "sqlalchemy": sqlalchemy.__version__, "psycopg": psycopg.__version__,
         "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "python_loop_ms_at_start": python_loop_ms(),
     }
     try:
         info["redis_server"] = redis.Redis.from_url(REDIS_BASE).info("server")["redis_version"]
@@ -323,6 +339,7 @@ def run_bench(name: str, bench: Callable[[], dict[str, Any]]) -> int:
     doc: dict[str, Any] = {"machine": machine_info()}
     doc[name] = bench()
     doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    doc["machine"]["python_loop_ms_at_end"] = python_loop_ms()
     doc["targets"] = doc[name].pop("targets")
     doc["all_pass"] = all(t["pass"] for t in doc["targets"])
     doc["duration_s"] = round(time.monotonic() - t0, 1)
@@ -337,6 +354,7 @@ def standalone(name: str, bench: Callable[[BenchEnv], dict[str, Any]]) -> None:
         doc = {"machine": machine_info(), "setup": setup_info(env), name: bench(env)}
         doc["setup"]["foreign_messages_in_worker_log"] = env.foreign_messages()
     doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    doc["machine"]["python_loop_ms_at_end"] = python_loop_ms()
     doc["targets"] = doc[name].pop("targets")
     doc["all_pass"] = all(t["pass"] for t in doc["targets"])
     doc["duration_s"] = round(time.monotonic() - t0, 1)

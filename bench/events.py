@@ -36,7 +36,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sqlite3
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -177,11 +179,11 @@ def _one_per_tx_threads(store: EventStore, threads: int, count: int) -> float:
     return (count // threads) * threads / (time.perf_counter() - t0)
 
 
-def _writer_process(url: str, run_id: str, count: int, go: Any) -> None:
+def _writer_process(url: str, run_id: str, count: int, ready: Any) -> None:
     store = EventStore(url)
     store.ensure_schema()
     store.append(run_id, "tool.call.started", {"call_id": f"{run_id}.warm", "tool": "search"})
-    go.wait()
+    ready.wait()  # every writer connected and warm, and the clock started
     _one_per_tx(store, run_id, count)
     store.dispose()
 
@@ -192,14 +194,13 @@ def _one_per_tx_processes(store: EventStore, procs: int, count: int) -> float:
     for n, run_id in enumerate(ids):
         _append_run(store, run_id, 2 * 10**6 + n, 2, BATCH)
     ctx = multiprocessing.get_context("spawn")
-    go = ctx.Event()
-    workers = [ctx.Process(target=_writer_process, args=(store.url, r, count // procs, go))
+    ready = ctx.Barrier(procs + 1)
+    workers = [ctx.Process(target=_writer_process, args=(store.url, r, count // procs, ready))
                for r in ids]
     for w in workers:
         w.start()
-    time.sleep(3.0)  # spawn + import + connect
+    ready.wait(timeout=120)  # spawned, imported, connected, warm
     t0 = time.perf_counter()
-    go.set()
     for w in workers:
         w.join()
     assert all(w.exitcode == 0 for w in workers), [w.exitcode for w in workers]
@@ -235,6 +236,40 @@ def _raw_pg(store: EventStore, count: int) -> dict[str, float]:
             conn.execute(_RAW_PG_APPEND, (now, run_id, run_id, "tool.call.completed", now, data),
                          prepare=True).fetchone()
         out["one_statement_append_per_s"] = round(count / (time.perf_counter() - t0))
+    return out
+
+
+_PGBENCH_APPEND = """\\set ts random(1, 2000000000)
+WITH r AS (UPDATE hypha_runs SET seq = seq + 1, updated_at = :ts
+           WHERE run_id = 'pgbench-' || :client_id RETURNING seq)
+INSERT INTO hypha_events (run_id, seq, kind, ts, data, idem)
+SELECT 'pgbench-' || :client_id, r.seq, 'tool.call.completed', :ts,
+       '{"tool":"search","output":{"hits":3}}'::json, NULL FROM r;
+"""
+
+
+def _pgbench(store: EventStore, tmp: Path) -> dict[str, Any]:
+    """The server's ceiling without Python: ``pgbench`` (C, libpq) running the same
+    one-statement durable append, each client on a run of its own, for 1 and 16 clients
+    (5 s each). Empty when ``pgbench`` is not installed."""
+    exe = shutil.which("pgbench")
+    if exe is None:
+        return {"pgbench": "not installed"}
+    for n in range(16):
+        _append_run(store, f"pgbench-{n}", 4 * 10**6 + n, 2, BATCH)
+    script = tmp / "append.sql"
+    script.write_text(_PGBENCH_APPEND)
+    url = sa.engine.make_url(store.url)
+    out: dict[str, Any] = {}
+    for clients in (1, 16):
+        done = subprocess.run(
+            [exe, "-n", "-h", url.host or "127.0.0.1", "-p", str(url.port or 5432),
+             "-U", url.username or "postgres", "-f", str(script), "-c", str(clients),
+             "-j", "2", "-T", "5", url.database or "test"],
+            capture_output=True, text=True, timeout=60, check=False)
+        tps = [line for line in done.stdout.splitlines() if line.startswith("tps = ")]
+        out[f"pgbench_{clients}_clients_per_s"] = (
+            round(float(tps[0].split()[2])) if tps else done.stderr.strip()[-200:])
     return out
 
 
@@ -298,7 +333,8 @@ def _backend(name: str, url: str, fresh_url: str, tmp: Path) -> dict[str, Any]:
         locked = _rate(store, _one_per_tx_locked, ONE_TX // 5)
         threaded = _one_per_tx_threads(store, THREADS, ONE_TX)
         processes = _one_per_tx_processes(store, PROCESSES, ONE_TX)
-        raw = _raw_pg(store, ONE_TX // 2) if name == "postgresql" else None
+        raw = ({**_raw_pg(store, ONE_TX // 2), **_pgbench(store, tmp)}
+               if name == "postgresql" else None)
         for i in range(SMALL_RUNS):
             _append_run(store, uuid.uuid4().hex, 2 + i, 20, BATCH)
         project = _project(store, long_run)
