@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import sqlite3
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
