@@ -15,7 +15,9 @@ worker: the store alone, through its public API.
   and ``PROCESSES`` (4) processes, one run each, and ``ONE_TX / 5`` events through the
   general write transaction (``tx.lock`` + ``tx.append``). On PostgreSQL the driver
   alone is measured beside it (psycopg, autocommit, prepared): ``SELECT 1`` round trips
-  and the same one-statement append, the machine's ceiling, with our ratio to it.
+  and the same one-statement append, the machine's ceiling, with our ratio to it; and,
+  when installed, ``pgbench`` (PostgreSQL's C client) running that statement with 1 and
+  16 clients.
 * **project**: the ``HISTORY``-event run folded into its projection, ``REPEATS`` times:
   over :meth:`EventStore.history` (rows, no envelopes: the target) and over
   :meth:`EventStore.events` (envelopes; informational). Both must equal the stored
