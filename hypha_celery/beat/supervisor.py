@@ -104,8 +104,8 @@ def _expire_reviews(rt: Runtime, now: float) -> list[Decision]:
     except Exception as exc:  # never stops the sweep
         log.warning("hypha recovery: review expiry failed: %s", type(exc).__name__)
         return []
-    return [{"run_id": rid.rsplit(".r", 1)[0], "action": "review_expired", "execution_id": rid}
-            for rid in expired]
+    return [{"run_id": run_id, "action": "review_expired", "execution_id": review_id}
+            for run_id, review_id in expired]
 
 
 def _sweep_agents(rt: Runtime, now: float, policy: RecoveryPolicy) -> list[Decision]:

@@ -75,19 +75,21 @@ def reject(rt: Runtime, run_id: str, *, by: str, reason: str,
                    {"by": by[:MAX_BY_CHARS], "reason": reason[:MAX_REASON_CHARS]})
 
 
-def expire_due(rt: Runtime, now: float | None = None, limit: int = 100) -> list[str]:
+def expire_due(rt: Runtime, now: float | None = None, limit: int = 100,
+               ) -> list[tuple[str, str]]:
     """Expire every pending review past its ``expires_at`` (the supervisor's sweep calls
-    this); returns the review ids expired."""
+    this); returns ``(run_id, review_id)`` of each review expired."""
     now = time.time() if now is None else now
-    done = []
+    done: list[tuple[str, str]] = []
     for view in rt.store.by_status("waiting_human", limit):
         review_id, review = _pending_of(view)
         expires = review.get("expires_at") if review_id else None
         if review_id is None or expires is None or expires > now:
             continue
         try:
-            done.append(_decide(rt, view["run_id"], "human.review.expired", review_id,
-                                {"expires_at": expires}))
+            run_id = view["run_id"]
+            done.append((run_id, _decide(rt, run_id, "human.review.expired", review_id,
+                                         {"expires_at": expires})))
         except NoPendingReview:
             continue  # decided by a person meanwhile
     return done
