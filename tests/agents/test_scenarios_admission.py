@@ -165,8 +165,14 @@ def test_8_notify_is_ok_when_full_but_notify_ack_is_overloaded(w: World) -> None
         "notifications", "count", 1, 1)
     assert [r["reason"] for r in rejected] == ["overloaded"]
     w.release(hold)
-    wait_until(lambda: w.status(name).state == "idle" and trace(name, "handle_event"))
-    assert w.status(name).agent_state["notes"] == [1]
+    # one status read: "idle" read before the note was taken, then the trace, would let a
+    # second read see the note's turn still running
+    wait_until(lambda: trace(name, "handle_event") and _idle_with(w, name, [1]))
+
+
+def _idle_with(w: World, name: str, notes: list[int]) -> bool:
+    status = w.status(name)
+    return status.state == "idle" and status.agent_state.get("notes") == notes
 
 
 def test_8_an_event_prompt_that_cannot_be_queued_goes_to_handle_error(w: World) -> None:
