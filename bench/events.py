@@ -22,7 +22,7 @@ worker: the store alone, through its public API.
   over :meth:`EventStore.history` (rows, no envelopes: the target) and over
   :meth:`EventStore.events` (envelopes; informational). Both must equal the stored
   projection.
-* **export**: ``hypha export``'s library path (:func:`hypha_celery.cli.jsonl.export_jsonl`)
+* **export**: ``hypha export``'s library path (:func:`hypha_celery.exchange.export_jsonl`)
   of the whole store to a file: the long run plus ``SMALL_RUNS`` (1,000) runs of ~20
   events.
 * **import**: ``hypha import``'s library path (:func:`read_file`: parse and check every
@@ -57,8 +57,8 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 import sqlalchemy as sa
 
 from bench._harness import PG_ADMIN_URL, run_bench, target
-from hypha_celery.cli.jsonl import export_jsonl, import_parsed, read_file
 from hypha_celery.events.fold import fold, new_view
+from hypha_celery.exchange import export_jsonl, import_parsed, read_file
 from hypha_celery.runtime import lifecycle
 from hypha_celery.store import EventStore
 

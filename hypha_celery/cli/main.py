@@ -20,19 +20,14 @@ from hypha_celery.atomic import write_atomically
 from hypha_celery.cli import agents, evaluate, pack, recovery, rerun, review, views
 from hypha_celery.cli.common import app_option, echo_json, opened
 from hypha_celery.cli.follow import follow as follow_events
-from hypha_celery.cli.jsonl import (
-    export_jsonl,
-    import_parsed,
-    parse_session,
-    parse_since,
-    read_file,
-)
 from hypha_celery.cli.loading import embedded_settings, load_app
+from hypha_celery.cli.selection import parse_session, parse_since
 from hypha_celery.cli.status import status_json, status_lines
 from hypha_celery.cli.timeline import timeline, use_colour
 from hypha_celery.cli.worker import POOLS, parse_queues, worker_argv
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.errors import HyphaError
+from hypha_celery.exchange import export_jsonl, import_parsed, read_file
 
 #: Failures of the user's making (configuration, input, unknown ids, unreachable
 #: services): one line on stderr, no traceback. ``HYPHA_DEBUG=1`` shows it.

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from hypha_celery import Event, errors
 from hypha_celery.cli import cli
-from hypha_celery.cli.jsonl import dump_line, parse_jsonl
+from hypha_celery.exchange import dump_line, parse_jsonl
 from hypha_celery.store import EventStore
 from tests.cli.conftest import DemoRun
 from tests.cli.helpers import ROOT, assert_one_line_error, clean_env, hypha

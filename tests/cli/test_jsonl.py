@@ -12,16 +12,7 @@ import click
 import pytest
 
 from hypha_celery import Event
-from hypha_celery.cli.jsonl import (
-    dump_line,
-    import_parsed,
-    parse_jsonl,
-    parse_session,
-    parse_since,
-    read_file,
-    read_jsonl,
-    write_jsonl,
-)
+from hypha_celery.cli.selection import parse_session, parse_since
 from hypha_celery.errors import (
     ChecksumMismatch,
     DerivedFieldMismatch,
@@ -34,6 +25,14 @@ from hypha_celery.errors import (
     UnknownEventType,
 )
 from hypha_celery.events.envelope import canonical, checksum
+from hypha_celery.exchange import (
+    dump_line,
+    import_parsed,
+    parse_jsonl,
+    read_file,
+    read_jsonl,
+    write_jsonl,
+)
 from hypha_celery.store import EventStore
 from tests.cli.conftest import DemoRun
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from hypha_celery.cli.jsonl import export_jsonl, import_parsed, parse_jsonl, write_jsonl
 from hypha_celery.errors import EmptyImport, ImportConflict, IncompleteRun, RunNotFound
 from hypha_celery.events import Event
 from hypha_celery.events.fold import fold, new_view
+from hypha_celery.exchange import export_jsonl, import_parsed, parse_jsonl, write_jsonl
 from hypha_celery.runtime import lifecycle
 from hypha_celery.store import EventStore
 from tests.conftest import migrated

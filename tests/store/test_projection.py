@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from hypha_celery import Context, FanOut, Finish, Graph, Hypha, Next, Outcome, RunFailed
-from hypha_celery.cli.jsonl import read_jsonl, write_jsonl
 from hypha_celery.events import Event
+from hypha_celery.exchange import read_jsonl, write_jsonl
 from hypha_celery.store import EventStore
 from tests import services
 from tests.runtime.support import WAIT, of_kind, running, wait_until

@@ -20,16 +20,13 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import math
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from operator import attrgetter, itemgetter
 from typing import IO, Any
 
-import click
 from pydantic import ValidationError
 
 from hypha_celery.errors import (
@@ -386,37 +383,3 @@ def _check_derived(evs: list[Event], run: dict[str, Any], where: Callable[[Event
             if value != want:
                 raise DerivedFieldMismatch(f"{where(event)}: event {theirs[0]}: {name} is "
                                            f"{value!r}, but the run's events give {want!r}")
-
-
-# -- command-line values -------------------------------------------------------------
-def parse_session(value: str | None) -> tuple[str, str] | None:
-    """``--session USER_ID:SESSION_ID`` (split at the first colon)."""
-    if value is None:
-        return None
-    user, sep, session = value.partition(":")
-    if not sep or not user or not session:
-        raise click.BadParameter(f"{value!r} is not USER_ID:SESSION_ID",
-                                 param_hint="'--session'")
-    return user, session
-
-
-def parse_since(value: str | None) -> float | None:
-    """``--since``: epoch seconds, or an ISO 8601 time (UTC when it has no offset)."""
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        if not math.isfinite(seconds):
-            raise click.BadParameter(f"{value!r} is not a time", param_hint="'--since'")
-        return seconds
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is neither an ISO 8601 time nor epoch seconds",
-                                 param_hint="'--since'") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
