@@ -4,7 +4,6 @@ cancelling queued requests."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,15 +24,6 @@ from tests.runtime.support import WAIT, wait_until
 
 TEN = "x" * 10  # 12 bytes as JSON
 DEFAULT_BYTES = 1_048_576
-
-
-@pytest.fixture
-def w(sqlite_url: str) -> Iterator[World]:
-    world = World(sqlite_url)
-    try:
-        yield world
-    finally:
-        world.close()
 
 
 def overload(limit: str, count: int, max_count: int, max_bytes: int = DEFAULT_BYTES,

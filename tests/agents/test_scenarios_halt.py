@@ -3,7 +3,6 @@ and resume, ``on_halt="fail"``; and §1.7's ``transition_to_halted`` funnel."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,15 +21,6 @@ from tests.agents.support import (
     trace,
 )
 from tests.runtime.support import WAIT, wait_until
-
-
-@pytest.fixture
-def w(sqlite_url: str) -> Iterator[World]:
-    world = World(sqlite_url)
-    try:
-        yield world
-    finally:
-        world.close()
 
 
 def steps(name: str) -> list[tuple[Any, ...]]:

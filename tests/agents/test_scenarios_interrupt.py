@@ -4,7 +4,6 @@ sleep is used to order anything."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -19,15 +18,6 @@ from tests.agents.support import (
     trace,
 )
 from tests.runtime.support import WAIT, wait_until
-
-
-@pytest.fixture
-def w(sqlite_url: str) -> Iterator[World]:
-    world = World(sqlite_url)
-    try:
-        yield world
-    finally:
-        world.close()
 
 
 def completions(msgs: list[dict[str, Any]]) -> list[tuple[str, tuple[str, str]]]:

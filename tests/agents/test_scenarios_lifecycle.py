@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -33,15 +32,6 @@ from tests.runtime.support import WAIT, wait_until
 
 SECRET = "sk-test-SECRET-123"
 ANSWER = 5.0  # an ask whose agent stops is answered at once; this only bounds a failure
-
-
-@pytest.fixture
-def w(sqlite_url: str) -> Iterator[World]:
-    world = World(sqlite_url)
-    try:
-        yield world
-    finally:
-        world.close()
 
 
 # -- 13 -------------------------------------------------------------------------------

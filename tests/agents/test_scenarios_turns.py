@@ -5,7 +5,7 @@ post_turn, record, notifications, pending halt, idle; the self-chain before the 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -28,15 +28,6 @@ from tests.agents.support import (
     trace,
 )
 from tests.runtime.support import WAIT, wait_until
-
-
-@pytest.fixture
-def w(sqlite_url: str) -> Iterator[World]:
-    world = World(sqlite_url)
-    try:
-        yield world
-    finally:
-        world.close()
 
 
 def retry_boom(ref: str, err: TurnError, s: Any) -> Prompt | NoReply:
