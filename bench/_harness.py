@@ -338,13 +338,19 @@ def run_bench(name: str, bench: Callable[[], dict[str, Any]]) -> int:
     t0 = time.monotonic()
     doc: dict[str, Any] = {"machine": machine_info()}
     doc[name] = bench()
+    _finish(name, doc, t0)
+    return 0
+
+
+def _finish(name: str, doc: dict[str, Any], t0: float) -> None:
+    """The machine at the end, ``targets`` lifted to the top, ``all_pass``, the
+    duration; then :func:`emit`."""
     doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     doc["machine"]["python_loop_ms_at_end"] = python_loop_ms()
     doc["targets"] = doc[name].pop("targets")
     doc["all_pass"] = all(t["pass"] for t in doc["targets"])
     doc["duration_s"] = round(time.monotonic() - t0, 1)
     emit(name, doc)
-    return 0
 
 
 def standalone(name: str, bench: Callable[[BenchEnv], dict[str, Any]]) -> None:
@@ -353,9 +359,4 @@ def standalone(name: str, bench: Callable[[BenchEnv], dict[str, Any]]) -> None:
     with BenchEnv() as env:
         doc = {"machine": machine_info(), "setup": setup_info(env), name: bench(env)}
         doc["setup"]["foreign_messages_in_worker_log"] = env.foreign_messages()
-    doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    doc["machine"]["python_loop_ms_at_end"] = python_loop_ms()
-    doc["targets"] = doc[name].pop("targets")
-    doc["all_pass"] = all(t["pass"] for t in doc["targets"])
-    doc["duration_s"] = round(time.monotonic() - t0, 1)
-    emit(name, doc)
+    _finish(name, doc, t0)

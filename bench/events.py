@@ -61,6 +61,7 @@ from hypha_celery.events.fold import fold, new_view
 from hypha_celery.exchange import export_jsonl, import_parsed, read_file
 from hypha_celery.runtime import lifecycle
 from hypha_celery.store import EventStore
+from hypha_celery.store.sql import _PG_APPEND  # the statement EventStore.append runs
 
 HISTORY = int(os.environ.get("BENCH_EVENTS_HISTORY", "100000"))
 BATCH = 1000
@@ -209,10 +210,6 @@ def _one_per_tx_processes(store: EventStore, procs: int, count: int) -> float:
     return (count // procs) * procs / (time.perf_counter() - t0)
 
 
-_RAW_PG_APPEND = ("WITH r AS (UPDATE hypha_runs SET seq = seq + 1, updated_at = %s "
-                  "WHERE run_id = %s RETURNING seq) INSERT INTO hypha_events "
-                  "(run_id, seq, kind, ts, data, idem) SELECT %s, r.seq, %s, %s, %s::json, NULL "
-                  "FROM r RETURNING seq")
 
 
 def _raw_pg(store: EventStore, count: int) -> dict[str, float]:
@@ -235,19 +232,17 @@ def _raw_pg(store: EventStore, count: int) -> dict[str, float]:
         t0 = time.perf_counter()
         for _ in range(count):
             now = time.time()
-            conn.execute(_RAW_PG_APPEND, (now, run_id, run_id, "tool.call.completed", now, data),
-                         prepare=True).fetchone()
+            conn.execute(_PG_APPEND, {"ts": now, "run": run_id, "kind": "tool.call.completed",
+                                      "data": data, "idem": None}, prepare=True).fetchone()
         out["one_statement_append_per_s"] = round(count / (time.perf_counter() - t0))
     return out
 
 
-_PGBENCH_APPEND = """\\set ts random(1, 2000000000)
-WITH r AS (UPDATE hypha_runs SET seq = seq + 1, updated_at = :ts
-           WHERE run_id = 'pgbench-' || :client_id RETURNING seq)
-INSERT INTO hypha_events (run_id, seq, kind, ts, data, idem)
-SELECT 'pgbench-' || :client_id, r.seq, 'tool.call.completed', :ts,
-       '{"tool":"search","output":{"hits":3}}'::json, NULL FROM r;
-"""
+# the store's statement with pgbench's variables and literals in place of its parameters
+_PGBENCH_APPEND = "\\set ts random(1, 2000000000)\n" + (
+    _PG_APPEND.replace("%(ts)s", ":ts").replace("%(run)s", "'pgbench-' || :client_id")
+    .replace("%(kind)s", "'tool.call.completed'").replace("%(idem)s", "NULL")
+    .replace("%(data)s", """'{"tool":"search","output":{"hits":3}}'""")) + ";\n"
 
 
 def _pgbench(store: EventStore, tmp: Path) -> dict[str, Any]:
@@ -268,7 +263,8 @@ def _pgbench(store: EventStore, tmp: Path) -> dict[str, Any]:
             [exe, "-n", "-h", url.host or "127.0.0.1", "-p", str(url.port or 5432),
              "-U", url.username or "postgres", "-f", str(script), "-c", str(clients),
              "-j", "2", "-T", "5", url.database or "test"],
-            capture_output=True, text=True, timeout=60, check=False)
+            capture_output=True, text=True, timeout=60, check=False,
+            env={**os.environ, "PGPASSWORD": url.password or ""})
         tps = [line for line in done.stdout.splitlines() if line.startswith("tps = ")]
         out[f"pgbench_{clients}_clients_per_s"] = (
             round(float(tps[0].split()[2])) if tps else done.stderr.strip()[-200:])

@@ -21,10 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from json.encoder import encode_basestring_ascii
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from hypha_celery.events.jsontext import prebuilt
 
 EventType = Literal[
     "run.created",
@@ -158,25 +159,16 @@ class Event(BaseModel):
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                               allow_nan=False)
-try:  # the C encoder ``_CANONICAL.encode`` builds on every call, built once (no markers)
-    from _json import make_encoder as _make_encoder
-except ImportError:  # pragma: no cover - not CPython
-    _encode_once = None
-else:
-    _encode_once = _make_encoder(None, _CANONICAL.default, encode_basestring_ascii, None,
-                                 _CANONICAL.key_separator, _CANONICAL.item_separator,
-                                 True, False, False)
+_canonical = prebuilt(_CANONICAL)
 
 
 def canonical(value: Any) -> str:
     """Canonical JSON: sorted keys, no spaces, finite numbers only, ASCII (\\u escapes: a
     lone surrogate in a payload still encodes)."""
-    if _encode_once is not None:
-        try:
-            return "".join(_encode_once(value, 0))
-        except RecursionError:  # a cycle: the encoder's own error (ValueError)
-            pass
-    return _CANONICAL.encode(value)
+    try:
+        return _canonical(value)
+    except RecursionError:  # a cycle: the encoder's own error (ValueError)
+        return _CANONICAL.encode(value)
 
 
 def checksum(event: Event) -> str:

@@ -205,16 +205,11 @@ def _kept() -> Iterator[None]:
     join the collector's oldest generation at once (``gc.freeze`` then ``gc.unfreeze``,
     when nothing else is frozen) rather than after a pass over them all (10-20% of the
     time to parse an export; they hold no reference cycles)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         yield
         if gc.get_freeze_count() == 0:
             gc.freeze()
             gc.unfreeze()
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class _Run:

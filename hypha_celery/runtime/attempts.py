@@ -21,13 +21,15 @@ def record_attempt(tx: Tx, run_id: str, env: Envelope) -> None:
     if started:
         tx.append(run_id, "node.execution.started",
                   {k: v for k, v in started.items() if k != "at"}, ts=started["at"])
-    facts = list(env.get("facts") or ())  # [kind, data, calls made before it]
+    facts = env.get("facts") or []  # [kind, data, calls made before it]
+    done = 0
     for n, call in enumerate(env.get("calls") or ()):
-        while facts and facts[0][2] <= n:  # the facts recorded before this call
-            kind, data, _ = facts.pop(0)
+        while done < len(facts) and facts[done][2] <= n:  # recorded before this call
+            kind, data, _ = facts[done]
             tx.append(run_id, kind, data)
+            done += 1
         record_call(tx, run_id, env, call)
-    for kind, data, _ in facts:
+    for kind, data, _ in facts[done:]:
         tx.append(run_id, kind, data)
 
 

@@ -19,7 +19,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from itertools import groupby
-from json.encoder import encode_basestring_ascii
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -44,6 +43,7 @@ from hypha_celery.errors import (
 )
 from hypha_celery.events.envelope import KINDS, Event, enrich
 from hypha_celery.events.fold import PASSIVE_KINDS, View, apply_event, fold, new_view
+from hypha_celery.events.jsontext import prebuilt
 from hypha_celery.store.schema import circuits, dead_letters, events, lanes, leases, outcomes, runs
 
 _dumps = partial(json.dumps, allow_nan=False, separators=(",", ":"))
@@ -878,11 +878,10 @@ _EventRow = tuple[str, int, str, float, dict[str, Any], str | None]
 _COPY_EVENTS = ("COPY hypha_events (run_id, seq, kind, ts, data, idem) FROM STDIN "
                 "(FORMAT BINARY)")
 _COPY_TYPES = ["text", "int4", "text", "float8", "text", "text"]
-_EVENT_ROWS = "SELECT run_id, seq, kind, ts, data, idem FROM hypha_events WHERE run_id"
-_PG_EVENT_ROWS = ("SELECT run_id, seq, kind, ts, data::text, idem FROM hypha_events "
-                  "WHERE run_id = ANY(%s)")
-# a run's events in a ``seq`` range: ``(run_id, seq, kind, ts, data, idem)``
+# stored rows ``(run_id, seq, kind, ts, data, idem)``; ``data`` read as text on PostgreSQL
 _RUN_ROWS = "SELECT run_id, seq, kind, ts, data{}, idem FROM hypha_events"
+_EVENT_ROWS = _RUN_ROWS.format("") + " WHERE run_id"  # of a list of runs
+_PG_EVENT_ROWS = _RUN_ROWS.format("::text") + " WHERE run_id = ANY(%s)"
 _HISTORY = "SELECT NULL, seq, kind, ts, data{}, NULL FROM hypha_events"  # what fold needs
 _IN_RANGE = " WHERE run_id = {0} AND seq > {0} AND seq <= {0}"
 _MAX_SEQ = 2**31 - 1
@@ -894,21 +893,8 @@ _HELD_KEYS = "SELECT run_id, seq, idem FROM hypha_events WHERE idem"
 _PG_HELD_KEYS = _HELD_KEYS + " IN (SELECT json_array_elements_text(%s::json)) LIMIT 1"
 _INSERT_EVENTS = "INSERT INTO hypha_events (run_id, seq, kind, ts, data, idem) VALUES "
 _row_of = attrgetter("run_id", "seq", "type", "timestamp", "payload", "idempotency_key")
-_JSON = json.JSONEncoder(allow_nan=False, separators=(",", ":"), check_circular=False)
-try:  # the C encoder ``_JSON.encode`` builds on every call, built once
-    from _json import make_encoder as _make_encoder
-except ImportError:  # pragma: no cover - not CPython
-    _encode_once = None
-else:
-    _encode_once = _make_encoder(None, _JSON.default, encode_basestring_ascii, None,
-                                 _JSON.key_separator, _JSON.item_separator, False, False, False)
-
-
-def _json(value: Any) -> str:
-    """``_dumps(value)`` without building an encoder per call (same text)."""
-    if _encode_once is None:  # pragma: no cover - not CPython
-        return _JSON.encode(value)
-    return "".join(_encode_once(value, 0))
+#: ``_dumps(value)`` without building an encoder per call (same text)
+_json = prebuilt(json.JSONEncoder(allow_nan=False, separators=(",", ":"), check_circular=False))
 
 
 def _json_data(value: Any) -> str:
@@ -926,8 +912,8 @@ def _json_data(value: Any) -> str:
     return text.decode()
 
 
-RUN_ID_MAX = _RUN_ID_MAX = 64  # hypha_runs.run_id
-IDEM_MAX = _IDEM_MAX = 200  # hypha_events.idem
+RUN_ID_MAX = 64  # hypha_runs.run_id
+IDEM_MAX = 200  # hypha_events.idem
 _by_seq = attrgetter("seq")
 _run_of = attrgetter("run_id")
 _idem_of = attrgetter("idempotency_key")
@@ -1071,9 +1057,9 @@ def check_run(run_id: str, evs: list[Event], where: Callable[[Event], str] | Non
     1..n (:class:`IncompleteRun`), no ``seq`` twice, ``run.created`` first, folding into a
     projection whose columns fit the store (:class:`InvalidRun`). Returns the fold."""
     evs.sort(key=_by_seq)
-    if not run_id or len(run_id) > _RUN_ID_MAX:
+    if not run_id or len(run_id) > RUN_ID_MAX:
         raise InvalidRun(f"{_at(where, evs[0])}run id {run_id!r} must have 1 to "
-                         f"{_RUN_ID_MAX} characters")
+                         f"{RUN_ID_MAX} characters")
     if list(map(_by_seq, evs)) != [*range(1, len(evs) + 1)]:  # else 1..n, seen at once
         _seq_error(run_id, evs, where)
     if evs[0].type != "run.created":
@@ -1086,9 +1072,9 @@ def check_run(run_id: str, evs: list[Event], where: Callable[[Event], str] | Non
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InvalidRun(f"{_at(where, ev)}event {run_id}:{ev.seq} ({ev.type}) does not "
                              f"fold into run {run_id} ({type(exc).__name__}: {exc})") from None
-        if ev.idempotency_key is not None and len(ev.idempotency_key) > _IDEM_MAX:
+        if ev.idempotency_key is not None and len(ev.idempotency_key) > IDEM_MAX:
             raise InvalidRun(f"{_at(where, ev)}event {run_id}:{ev.seq} has an idempotency "
-                             f"key longer than {_IDEM_MAX} characters")
+                             f"key longer than {IDEM_MAX} characters")
     return close_run(view, evs, where)
 
 
