@@ -12,18 +12,17 @@ are registered in this process only: the workers' app must register them too
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
 import click
 
-from hypha_celery.cli.common import echo_json, echo_line
+from hypha_celery.cli.common import echo_json, echo_line, settle
 from hypha_celery.cli.loading import embedded_settings, load_app
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.client.run import TERMINAL, RunHandle
-from hypha_celery.errors import PackError, WaitTimeout
+from hypha_celery.errors import PackError
 from hypha_celery.graph import Graph
 from hypha_celery.packs import (
     DomainPack,
@@ -32,6 +31,7 @@ from hypha_celery.packs import (
     output_issues,
     validate_input,
 )
+from hypha_celery.reviews import pending_for
 
 __all__ = ["COMMANDS", "opened_pack", "run_pack", "show_lines"]
 
@@ -103,17 +103,6 @@ def run_pack(file: str, workflow: str | None, app_spec: str | None, payload: Any
             show_outcome(hypha, pack, handle, status, _review_options(file, app_spec))
 
 
-def settle(handle: RunHandle, timeout: float | None = None) -> str:
-    """Wait until the run is no longer queued or running (it ended, or waits for a
-    person); its status. :class:`WaitTimeout` after ``timeout`` seconds."""
-    end = None if timeout is None else time.monotonic() + timeout
-    while (status := handle.status().status) in ("queued", "running"):
-        if end is not None and time.monotonic() > end:
-            raise WaitTimeout(f"run {handle.id} still {status} after {timeout}s")
-        time.sleep(0.05)  # ends: the run's deadline bounds it
-    return status
-
-
 def show_outcome(hypha: Hypha, pack: DomainPack | None, handle: RunHandle, status: str,
                  review_options: str) -> None:
     """Print the result (checked against the workflow's output contract when the run is
@@ -139,7 +128,7 @@ def show_outcome(hypha: Hypha, pack: DomainPack | None, handle: RunHandle, statu
 
 
 def waiting_lines(hypha: Hypha, run_id: str, review_options: str) -> list[str]:
-    pending = next((r for r in hypha.reviews(limit=1000) if r.run_id == run_id), None)
+    pending = pending_for(hypha.store, run_id)
     if pending is None:
         return [f"run {run_id} waiting_human"]
     subject = pending.subject if isinstance(pending.subject, dict) else {}

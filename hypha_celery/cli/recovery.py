@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from hypha_celery.cli.common import app_option, echo_json, echo_line, load_app, opened
+from hypha_celery.cli.common import app_option, echo_json, echo_line, load_app, opened, settle
 
 
 def _when(ts: float | None) -> str:
@@ -65,18 +65,15 @@ def dlq_redrive(dead_letter_id: int, app_spec: str) -> None:
         published = hypha.redrive(dead_letter_id)
         click.echo(f"redriven dead letter {dead_letter_id} as {published}")
         if record and record["run_id"]:
-            _wait_if_embedded(hypha, record["run_id"])
+            wait_if_embedded(hypha, record["run_id"])
 
 
-def _wait_if_embedded(hypha: Any, run_id: str) -> None:
+def wait_if_embedded(hypha: Any, run_id: str) -> None:
     """Embedded, the run executes in this process: stay until it ends."""
     if hypha.settings.embedded:
         click.echo("hypha: note: no HYPHA_BROKER_URL, the run executes in this process; "
                    "waiting for it", err=True)
-        handle = hypha.get_run(run_id)
-        while (status := handle.status().status) in ("queued", "running"):
-            time.sleep(0.05)  # ends: the run's deadline bounds it
-        click.echo(f"run {run_id} {status}")
+        click.echo(f"run {run_id} {settle(hypha.get_run(run_id))}")
 
 
 @dlq.command("purge")
@@ -122,7 +119,7 @@ def quarantine_release(run_id: str, app_spec: str) -> None:
     with opened(app_spec) as hypha:
         hypha.release(run_id)
         click.echo(f"released {run_id}: the node runs again")
-        _wait_if_embedded(hypha, run_id)
+        wait_if_embedded(hypha, run_id)
 
 
 @quarantine.command("fail")

@@ -17,7 +17,7 @@ import click
 
 from hypha_celery.cli.common import app_option, echo_line, opened
 from hypha_celery.cli.pack import opened_pack, show_outcome
-from hypha_celery.cli.recovery import _wait_if_embedded
+from hypha_celery.cli.recovery import wait_if_embedded
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.packs import DomainPack
 
@@ -96,7 +96,7 @@ def review_approve(run_id: str, by: str, note: str, pack_file: str | None,
         review_id = hypha.approve(run_id, by=by, note=note)
         click.echo(f"approved review {review_id} of run {run_id}")
         if hypha.settings.embedded:
-            _wait_if_embedded(hypha, run_id)
+            wait_if_embedded(hypha, run_id)
             handle = hypha.get_run(run_id)
             show_outcome(hypha, pack, handle, handle.status().status,
                          f" --pack {pack_file}" if pack_file else "")
@@ -118,7 +118,7 @@ def review_reject(run_id: str, reason: str, by: str, pack_file: str | None,
         _resumable_here(hypha, run_id)
         review_id = hypha.reject(run_id, by=by, reason=reason)
         click.echo(f"rejected review {review_id} of run {run_id}")
-        _wait_if_embedded(hypha, run_id)
+        wait_if_embedded(hypha, run_id)
 
 
 #: Registered on the ``hypha`` group by :mod:`hypha_celery.cli.main`.

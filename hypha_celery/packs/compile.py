@@ -21,6 +21,7 @@ from hypha_celery.errors import HyphaError, PackError
 from hypha_celery.evaluation.contracts import OutputContract
 from hypha_celery.fsm import Fsm, StateSpec, TransitionPolicy, workflow_graph
 from hypha_celery.graph import Graph, Node
+from hypha_celery.loading import load_object
 from hypha_celery.packs._paths import Problem, path
 from hypha_celery.packs.check import problems
 from hypha_celery.packs.model import DomainPack, PackWorkflow
@@ -39,23 +40,18 @@ def compile_pack(pack: DomainPack, workflow_id: str | None = None, **graph_optio
     """The graph of ``workflow_id`` (default: the pack's ``default_workflow``, else its
     first). ``graph_options`` go to :class:`Graph` (``execution_timeout``, ...).
     :class:`PackError` lists every problem: the pack's, code that does not import."""
-    found = problems(pack)
-    if found:
-        raise PackError(found)
-    wf = _workflow(pack, workflow_id)
-    policy = workflow_policy(pack, wf)
-    nodes = _nodes(pack, wf, policy)
-    fsm = Fsm(wf, nodes, policy=transition_policy(policy))
-    return workflow_graph(fsm, nodes, **graph_options)
+    _check(pack)
+    return _compile(pack, _workflow(pack, workflow_id), **graph_options)
 
 
 def compile_all(pack: DomainPack, **graph_options: Any) -> dict[str, Graph]:
     """Every workflow's graph, by workflow id; one :class:`PackError` for all problems."""
+    _check(pack)
     graphs: dict[str, Graph] = {}
     found: list[Problem] = []
     for wf in pack.workflows:
         try:
-            graphs[wf.id] = compile_pack(pack, wf.id, **graph_options)
+            graphs[wf.id] = _compile(pack, wf, **graph_options)
         except PackError as exc:
             found += [p for p in exc.problems if p not in found]
     if found:
@@ -118,6 +114,20 @@ def output_issues(pack: DomainPack, workflow_id: str | None, output: Any) -> lis
 
 
 # -- building -----------------------------------------------------------------------------
+def _check(pack: DomainPack) -> None:
+    found = problems(pack)
+    if found:
+        raise PackError(found)
+
+
+def _compile(pack: DomainPack, wf: PackWorkflow, **graph_options: Any) -> Graph:
+    """The graph of ``wf`` (``pack`` already checked)."""
+    policy = workflow_policy(pack, wf)
+    nodes = _nodes(pack, wf, policy)
+    fsm = Fsm(wf, nodes, policy=transition_policy(policy))
+    return workflow_graph(fsm, nodes, **graph_options)
+
+
 def _workflow(pack: DomainPack, workflow_id: str | None) -> PackWorkflow:
     try:
         return pack.workflow(workflow_id)
@@ -193,8 +203,6 @@ def _state_binding(pack: DomainPack, wf: PackWorkflow, state: StateSpec, policy:
 
 def _load(ref: str, where: str, found: list[Problem]) -> Any:
     """The object ``ref`` names (a function or a :class:`Node`), or None with a problem."""
-    from hypha_celery.loading import load_object
-
     try:
         obj = load_object(ref, option=where)
     except HyphaError as exc:

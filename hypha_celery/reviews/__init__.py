@@ -20,7 +20,7 @@ from hypha_celery.runtime import canvas
 from hypha_celery.runtime.core import Runtime
 from hypha_celery.store import EventStore, Tx
 
-__all__ = ["PendingReview", "approve", "expire_due", "pending", "reject"]
+__all__ = ["PendingReview", "approve", "expire_due", "pending", "pending_for", "reject"]
 
 #: Bounds on what a reviewer's words may add to the log.
 MAX_BY_CHARS = 200
@@ -47,17 +47,14 @@ class PendingReview:
 
 def pending(store: EventStore, limit: int = 100) -> list[PendingReview]:
     """Runs waiting for a human, oldest first, with their pending review."""
-    out = []
-    for view in store.by_status("waiting_human", limit):
-        review_id, review = _pending_of(view)
-        if review_id is None:
-            continue
-        out.append(PendingReview(
-            run_id=view["run_id"], review_id=review_id, graph_id=view["graph_id"],
-            reason=review.get("reason"), subject=review.get("subject"),
-            requested_step=review.get("step"), expires_at=review.get("expires_at"),
-            user_id=view.get("user_id"), session_id=view.get("session_id")))
-    return out
+    found = (_pending_review(view) for view in store.by_status("waiting_human", limit))
+    return [r for r in found if r is not None]
+
+
+def pending_for(store: EventStore, run_id: str) -> PendingReview | None:
+    """The pending review of run ``run_id`` (one run read), or None."""
+    view = store.load(run_id)
+    return None if view is None else _pending_review(view)
 
 
 def approve(rt: Runtime, run_id: str, *, by: str, note: str = "",
@@ -93,6 +90,17 @@ def expire_due(rt: Runtime, now: float | None = None, limit: int = 100,
         except NoPendingReview:
             continue  # decided by a person meanwhile
     return done
+
+
+def _pending_review(view: View) -> PendingReview | None:
+    review_id, review = _pending_of(view)
+    if review_id is None:
+        return None
+    return PendingReview(
+        run_id=view["run_id"], review_id=review_id, graph_id=view["graph_id"],
+        reason=review.get("reason"), subject=review.get("subject"),
+        requested_step=review.get("step"), expires_at=review.get("expires_at"),
+        user_id=view.get("user_id"), session_id=view.get("session_id"))
 
 
 def _pending_of(view: View) -> tuple[str | None, dict[str, Any]]:

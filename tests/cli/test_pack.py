@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hypha_celery import Hypha, Settings
 from tests.cli.helpers import ROOT, assert_one_line_error, clean_env, hypha
+from tests.runtime.support import running
 
 PACK = "examples/packs/support_triage/pack.yaml"
 
@@ -109,8 +109,7 @@ def test_run_a_pack_checks_its_input_first(env: dict[str, str]) -> None:
     assert "not both" in assert_one_line_error(both, 2)
 
 
-def test_a_refund_parks_then_a_second_process_approves_it(env: dict[str, str],
-                                                          tmp_path: Path) -> None:
+def test_a_refund_parks_then_a_second_process_approves_it(env: dict[str, str]) -> None:
     started = hypha("run", "--pack", PACK, "--input",
                     '{"text": "I was charged twice, refund please", "order": "B-42"}',
                     "--user", "u1", "--session", "s1", env=env)
@@ -140,14 +139,10 @@ def test_a_refund_parks_then_a_second_process_approves_it(env: dict[str, str],
     assert f"run {run_id} is completed, not waiting for a review" in \
         assert_one_line_error(again, 1)
 
-    app = Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
-                         store_url=env["HYPHA_STORE_URL"], embedded=True))
-    try:
-        kinds = [e.kind for e in app.get_run(run_id).events()]
-        by = [e.data["by"] for e in app.get_run(run_id).events()
-              if e.kind == "human.review.approved"]
-    finally:
-        app.close()
+    with running(env["HYPHA_STORE_URL"]) as app:
+        events = app.get_run(run_id).events()
+    kinds = [e.kind for e in events]
+    by = [e.data["by"] for e in events if e.kind == "human.review.approved"]
     assert kinds.count("tool.call.started") == 1  # the refund ran exactly once
     assert by == ["alice"]
 

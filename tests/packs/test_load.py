@@ -29,9 +29,7 @@ from hypha_celery.packs import (
     workflow_policy,
 )
 from hypha_celery.tools import ToolPolicy
-from tests.cli.helpers import ROOT
-
-EXAMPLE = ROOT / "examples" / "packs" / "support_triage" / "pack.yaml"
+from tests.packs import EXAMPLE
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from hypha_celery.packs import (
     overlay,
     validate_input,
 )
-from tests.packs.test_load import EXAMPLE
+from tests.packs import EXAMPLE
 from tests.runtime.support import WAIT, assert_well_formed, of_kind, running, wait_until
 
 WORKFLOW = "support-triage"
