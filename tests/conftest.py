@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,13 +29,17 @@ def redis_base() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def redis_url(redis_base: str) -> str:
-    """A Redis URL on a database reserved for the test session (flushed first)."""
-    import redis
+def redis_url(redis_base: str) -> Iterator[str]:
+    """A Redis URL on a database claimed for this test session (emptied first): another
+    test session on the same server (a second checkout, CI) never shares it."""
+    from tests.integration.helpers import claim_db, release_db
 
-    url = f"{redis_base}/9"
-    redis.Redis.from_url(url).flushdb()
-    return url
+    token = uuid.uuid4().hex
+    url = claim_db(redis_base, token, first=9)
+    try:
+        yield url
+    finally:
+        release_db(url, token)
 
 
 @pytest.fixture(scope="session")

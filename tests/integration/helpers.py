@@ -65,9 +65,11 @@ CLAIM_KEY = "hypha-itest:claim"
 CLAIM_TTL = 1800
 
 
-def claim_db(redis_base: str, token: str, skip: Sequence[str] = ()) -> str:
-    """A Redis URL on a database no concurrent test session uses, emptied."""
-    for db in CANDIDATE_DBS:
+def claim_db(redis_base: str, token: str, skip: Sequence[str] = (),
+             first: int | None = None) -> str:
+    """A Redis URL on a database no concurrent test session uses, emptied (``first``:
+    the database to try before the candidates)."""
+    for db in (() if first is None else (first,)) + CANDIDATE_DBS:
         url = f"{redis_base}/{db}"
         if url in skip:
             continue

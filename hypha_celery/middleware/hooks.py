@@ -1,0 +1,72 @@
+"""What each middleware hook is told: small frozen records of ids, names and reasons.
+
+They carry no node input or output, no prompt and no state: a middleware sees what an
+operator may see (the same rule as events and Flower)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RunStart:
+    """A run was admitted (``run.started``, or ``run.queued`` when its lane was busy)."""
+
+    run_id: str
+    graph_id: str
+    queued: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """A run's one terminal event was committed."""
+
+    run_id: str
+    status: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One coordinator step of a run: recording the awaited outcome and deciding."""
+
+    run_id: str
+    execution_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One attempt of a node (or fan-out edge) execution on a worker."""
+
+    run_id: str
+    execution_id: str
+    node: str
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEnd:
+    """How an attempt ended: ``ok``, or the error's type name (never its message)."""
+
+    ok: bool
+    error_type: str | None = None
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One attempt of a conversational agent's turn."""
+
+    agent: str
+    ref: str
+    attempt: int
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    """How a turn attempt ended: ``reason_kind`` is ``None`` for a stop, else the error's
+    kind (``timeout``, ``interrupted``, ``task_crashed``, ``backend_or_callback_error``)."""
+
+    duration_ms: float
+    reason_kind: str | None = None
