@@ -132,6 +132,18 @@ def _sqlite_append(engine: Engine, row: tuple[str, str, float, str, str | None]
 LIFECYCLE_WRITER = object()
 
 
+def check_append(kind: str, writer: object = None) -> None:
+    """The checks every appended event passes, whoever appends it: a type of the
+    taxonomy (:class:`UnknownEventKind`), and ``run.*`` only from the lifecycle writer
+    (:class:`NotTheLifecycleWriter`)."""
+    if kind.startswith("run.") and writer is not LIFECYCLE_WRITER:
+        raise NotTheLifecycleWriter(
+            f"{kind} is a run lifecycle event: only hypha_celery.runtime.lifecycle "
+            "appends those")
+    if kind not in KINDS:
+        raise UnknownEventKind(f"{kind!r} is not an event type of the taxonomy")
+
+
 class Tx:
     """One store transaction. Use through :meth:`EventStore.transaction`."""
 
@@ -190,10 +202,7 @@ class Tx:
         self, run_id: str, kind: str, data: Mapping[str, Any], idem: str | None = None,
         ts: float | None = None, *, writer: object = None,
     ) -> View:
-        if kind.startswith("run.") and writer is not LIFECYCLE_WRITER:
-            raise NotTheLifecycleWriter(
-                f"{kind} is a run lifecycle event: only hypha_celery.runtime.lifecycle "
-                "appends those")
+        check_append(kind, writer)
         view = self._views[run_id]
         ts = time.time() if ts is None else ts
         apply_event(view, kind, data, ts)
@@ -386,13 +395,8 @@ class EventStore:
         (:class:`NotTheLifecycleWriter`), as an unknown type (:class:`UnknownEventKind`);
         an unknown run is :class:`RunNotFound`, a taken ``idem`` :class:`StoreConflict`.
         """
-        if kind.startswith("run."):
-            raise NotTheLifecycleWriter(
-                f"{kind} is a run lifecycle event: only hypha_celery.runtime.lifecycle "
-                "appends those")
+        check_append(kind)
         if kind not in PASSIVE_KINDS:
-            if kind not in KINDS:
-                raise UnknownEventKind(f"{kind!r} is not an event type of the taxonomy")
             return self._append_folded(run_id, kind, data, idem, ts)
         self.ensure_schema()
         ts = time.time() if ts is None else ts
