@@ -61,7 +61,7 @@ from hypha_celery.events.fold import fold, new_view
 from hypha_celery.exchange import export_jsonl, import_parsed, read_file
 from hypha_celery.runtime import lifecycle
 from hypha_celery.store import EventStore
-from hypha_celery.store.sql import _PG_APPEND  # the statement EventStore.append runs
+from hypha_celery.store.events import _PG_APPEND  # the statement EventStore.append runs
 
 HISTORY = int(os.environ.get("BENCH_EVENTS_HISTORY", "100000"))
 BATCH = 1000

@@ -38,7 +38,7 @@ def redrive(rt: Runtime, dead_letter_id: int) -> str:
         if view["status"] == "parked" and parked.get("dead_letter_id") == dead_letter_id:
             return _unpark(tx, rt, view, record)
         if record["execution_id"] and awaits(view, record["execution_id"]):
-            rt.store.mark_redriven(dead_letter_id, tx.conn)
+            rt.store.mark_redriven(dead_letter_id, tx)
             tx.after_commit(lambda: None if _send(rt, record) else None)
             return str(record["execution_id"])
         raise NotRedrivable(
@@ -53,7 +53,7 @@ def _unpark(tx: Tx, rt: Runtime, view: View, record: dict[str, Any]) -> str:
     env = dict(record["args"][0])
     node_id = env["node_id"]
     eid = f"{view['parked']['execution_id']}.r{record['id']}"
-    rt.store.mark_redriven(record["id"], tx.conn)
+    rt.store.mark_redriven(record["id"], tx)
     lifecycle.record(tx, view["run_id"], "run.redriven",
                      {"dead_letter_id": record["id"], "execution_id": eid, "node_id": node_id,
                       "input": env.get("input"),
@@ -67,9 +67,8 @@ def _unpark(tx: Tx, rt: Runtime, view: View, record: dict[str, Any]) -> str:
 def _republish(rt: Runtime, record: dict[str, Any]) -> str:
     if record["task"] not in rt.app.tasks:
         raise NotRedrivable(f"task {record['task']!r} is not registered here")
-    with rt.store.engine.begin() as conn:
-        if not rt.store.mark_redriven(record["id"], conn):
-            raise NotRedrivable(f"dead letter {record['id']} is no longer open")
+    if not rt.store.mark_redriven(record["id"]):
+        raise NotRedrivable(f"dead letter {record['id']} is no longer open")
     return _send(rt, record)
 
 

@@ -200,7 +200,7 @@ def _unknown_edge(rt: Runtime, view: View, graph: Graph, edges: list[Envelope]
         return None
     done = rt.store.outcomes([f"{e['execution_id']}:done" for e in effects])
     for edge in effects:
-        if f"{edge['execution_id']}:done" not in done and rt.store.recorded(
+        if f"{edge['execution_id']}:done" not in done and rt.store.has_event(
                 f"{edge['execution_id']}:started:1"):
             return edge
     return None
@@ -336,7 +336,7 @@ def _exhaust_fanout(tx: Tx, rt: Runtime, view: View) -> None:
 # -- at-most-once nodes with an unknown commit state ------------------------
 def _effect_started(rt: Runtime, view: View) -> bool:
     attempt = int(view.get("attempt") or 1)
-    return rt.store.recorded(f"{view['waiting']}:started:{attempt}")
+    return rt.store.has_event(f"{view['waiting']}:started:{attempt}")
 
 
 def _unknown_effect(rt: Runtime, view: View, graph: Graph, node_id: str) -> Decision | None:

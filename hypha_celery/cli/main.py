@@ -12,8 +12,6 @@ from typing import IO, Any, NoReturn
 import click
 import kombu.exceptions
 import redis.exceptions
-import sqlalchemy.engine
-import sqlalchemy.exc
 
 from hypha_celery import __version__
 from hypha_celery.atomic import write_atomically
@@ -28,11 +26,12 @@ from hypha_celery.cli.worker import POOLS, parse_queues, worker_argv
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.errors import HyphaError
 from hypha_celery.exchange import export_jsonl, import_parsed, read_file
+from hypha_celery.store import STORE_ERRORS, display_url, store_error
 
 #: Failures of the user's making (configuration, input, unknown ids, unreachable
 #: services): one line on stderr, no traceback. ``HYPHA_DEBUG=1`` shows it.
 USER_ERRORS: tuple[type[BaseException], ...] = (
-    HyphaError, sqlalchemy.exc.OperationalError, kombu.exceptions.OperationalError,
+    HyphaError, *STORE_ERRORS, kombu.exceptions.OperationalError,
     redis.exceptions.ConnectionError, ConnectionError,
 )
 
@@ -50,8 +49,8 @@ def _usage_hint(exc: click.ClickException) -> str:
 
 
 def _describe(exc: BaseException) -> str:
-    if isinstance(exc, sqlalchemy.exc.DBAPIError):
-        return f"event store unavailable: {exc.orig}"
+    if (reason := store_error(exc)) is not None:
+        return f"event store unavailable: {reason}"
     if isinstance(exc, kombu.exceptions.OperationalError | ConnectionError):
         return f"broker unavailable: {exc}"
     if isinstance(exc, redis.exceptions.ConnectionError):
@@ -124,9 +123,8 @@ def demo(question: str | None) -> None:
     hypha = Hypha(embedded_settings())
     try:
         run, result = run_demo(hypha, question or QUESTION)
-        store = sqlalchemy.engine.make_url(hypha.settings.store_url)
         click.echo(f"run {run.id}  graph support  store "
-                   f"{store.render_as_string(hide_password=True)}")
+                   f"{display_url(hypha.settings.store_url)}")
         for line in timeline(run.events(), colour=use_colour(sys.stdout)):
             click.echo(line)
         click.echo("result:")

@@ -17,7 +17,7 @@ from hypha_celery.evaluation.results import Check, EvaluationResult, EvaluationS
 from hypha_celery.evaluation.trace import TraceSpec, evaluate_trace
 from hypha_celery.events.envelope import Event
 from hypha_celery.replay.fixture import final_output, own_events
-from hypha_celery.store.sql import EventStore
+from hypha_celery.store import EventStore
 
 EvaluationType = Literal["schema", "output_contract", "tool_trace", "policy", "process",
                          "regression", "cost", "latency", "human"]

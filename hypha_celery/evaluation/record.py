@@ -14,7 +14,7 @@ from typing import Any
 
 from hypha_celery.errors import NotRecordable
 from hypha_celery.events.envelope import KINDS, Event, event_id
-from hypha_celery.store.sql import EventStore
+from hypha_celery.store import EventStore
 
 #: Type prefixes only the runtime writes.
 RESERVED_PREFIXES = ("run.", "node.", "decision.", "recovery.", "agent.")

@@ -34,7 +34,7 @@ from hypha_celery.events.envelope import Event
 from hypha_celery.replay.compare import SEQUENCE_FAMILIES, TraceDiff, compare, describe
 from hypha_celery.replay.fixture import ReplayFixture, final_output, own_events
 from hypha_celery.replay.store import FileFixtureStore, read_fixture
-from hypha_celery.store.sql import EventStore
+from hypha_celery.store import EventStore
 
 RegressionCheck = Literal["event_types", "state_path", "tool_calls", "model_calls",
                           "policy_decisions", "memory_read_set", "output", "output_contract",

@@ -48,7 +48,7 @@ from hypha_celery.events.envelope import (
     deriver,
 )
 from hypha_celery.events.fold import View, apply_event, new_view
-from hypha_celery.store.sql import (
+from hypha_celery.store import (
     IDEM_MAX,
     RUN_ID_MAX,
     EventStore,

@@ -4,7 +4,8 @@ The one implementation of "one at a time, bounded, cancellable" in hypha-celery.
 runs that share ``(user_id, session_id)`` go through a lane (the run is the item), and so
 does every conversational agent: its prompt mailbox and its deferred notifications are two
 lanes. A lane is a row of ``hypha_lanes`` (active item, pending count and bytes) plus its
-items in ``hypha_lane_items``. Every operation runs inside a store transaction and starts
+items in ``hypha_lane_items`` (their statements: :mod:`hypha_celery.store.lanes`; this
+module is the policy over them). Every operation runs inside a store transaction and starts
 by locking the lane row (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite transactions are
 ``BEGIN IMMEDIATE``), so admission is atomic across processes and machines: twenty
 concurrent callers against room for three give exactly three admissions.
@@ -22,10 +23,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
-
-from hypha_celery.store import Tx
-from hypha_celery.store.schema import lane_items, lanes
+from hypha_celery.store import Item, LaneState, Tx
 
 DEFAULT_MAX_COUNT = 1_000
 DEFAULT_MAX_BYTES = 1_048_576
@@ -40,20 +38,6 @@ class Bound:
         for field, value in (("max_count", self.max_count), ("max_bytes", self.max_bytes)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{field} must be a non-negative integer, got {value!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class LaneState:
-    active: str | None
-    pending_count: int
-    pending_bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class Item:
-    ref: str
-    bytes: int
-    payload: Any
 
 
 def json_size(value: Any) -> int:
@@ -77,96 +61,48 @@ def overload(queue: str, state: LaneState, incoming: int,
 
 def lock(tx: Tx, lane: str) -> LaneState:
     """Lock the lane row (creating it) and read it."""
-    ins = _insert(tx)(lanes).values(lane=lane, active_run_id=None, pending_count=0,
-                                   pending_bytes=0)
-    tx.conn.execute(ins.on_conflict_do_nothing(index_elements=["lane"]))
-    q = sa.select(lanes.c.active_run_id, lanes.c.pending_count, lanes.c.pending_bytes).where(
-        lanes.c.lane == lane)
-    if tx.dialect == "postgresql":
-        q = q.with_for_update()
-    row = tx.conn.execute(q).one()
-    return LaneState(row.active_run_id, int(row.pending_count), int(row.pending_bytes))
+    return tx.lane_lock(lane)
 
 
 def set_active(tx: Tx, lane: str, ref: str | None) -> None:
-    tx.conn.execute(lanes.update().where(lanes.c.lane == lane).values(active_run_id=ref))
+    tx.lane_set_active(lane, ref)
 
 
 def push(tx: Tx, lane: str, ref: str, nbytes: int, payload: Any = None, *,
          bound: Bound | None = None, queue: str = "prompts") -> dict[str, Any] | None:
     """Append an item at the tail unless ``bound`` refuses it (returns the overload info,
     writes nothing)."""
-    state = lock(tx, lane)
+    state = tx.lane_lock(lane)
     if bound is not None:
         info = overload(queue, state, nbytes, bound)
         if info is not None:
             return info
-    tx.conn.execute(lane_items.insert().values(lane=lane, ref=ref, bytes=nbytes,
-                                               payload=payload))
-    _count(tx, lane, 1, nbytes)
+    tx.lane_push(lane, Item(ref, nbytes, payload))
     return None
 
 
 def pop(tx: Tx, lane: str) -> Item | None:
     """Take the oldest pending item (the lane row must be locked by this transaction)."""
-    row = tx.conn.execute(
-        sa.select(lane_items.c.id, lane_items.c.ref, lane_items.c.bytes, lane_items.c.payload)
-        .where(lane_items.c.lane == lane).order_by(lane_items.c.id).limit(1)).first()
-    if row is None:
-        return None
-    tx.conn.execute(lane_items.delete().where(lane_items.c.id == row.id))
-    _count(tx, lane, -1, -int(row.bytes))
-    return Item(row.ref, int(row.bytes), row.payload)
+    return tx.lane_pop(lane)
 
 
 def remove(tx: Tx, lane: str, ref: str) -> Item | None:
     """Remove the pending item ``ref`` (cancel-queued); frees its count and bytes at once."""
-    row = tx.conn.execute(
-        sa.select(lane_items.c.id, lane_items.c.bytes, lane_items.c.payload)
-        .where(lane_items.c.lane == lane, lane_items.c.ref == ref)).first()
-    if row is None:
-        return None
-    tx.conn.execute(lane_items.delete().where(lane_items.c.id == row.id))
-    _count(tx, lane, -1, -int(row.bytes))
-    return Item(ref, int(row.bytes), row.payload)
+    return tx.lane_remove(lane, ref)
 
 
 def items(tx: Tx, lane: str) -> list[Item]:
-    rows = tx.conn.execute(
-        sa.select(lane_items.c.ref, lane_items.c.bytes, lane_items.c.payload)
-        .where(lane_items.c.lane == lane).order_by(lane_items.c.id))
-    return [Item(r.ref, int(r.bytes), r.payload) for r in rows]
+    return tx.lane_items(lane)
 
 
 def clear(tx: Tx, lane: str) -> list[Item]:
     """Remove every pending item (in order) and return them."""
-    taken = items(tx, lane)
-    if taken:
-        tx.conn.execute(lane_items.delete().where(lane_items.c.lane == lane))
-        _count(tx, lane, -len(taken), -sum(i.bytes for i in taken))
-    return taken
+    return tx.lane_clear(lane)
 
 
 def drop(tx: Tx, lane: str) -> None:
     """Delete the lane and its items (an agent that stopped)."""
-    tx.conn.execute(lane_items.delete().where(lane_items.c.lane == lane))
-    tx.conn.execute(lanes.delete().where(lanes.c.lane == lane))
-
-
-def _count(tx: Tx, lane: str, count: int, nbytes: int) -> None:
-    tx.conn.execute(lanes.update().where(lanes.c.lane == lane).values(
-        pending_count=lanes.c.pending_count + count,
-        pending_bytes=lanes.c.pending_bytes + nbytes))
-
-
-def _insert(tx: Tx) -> Any:
-    if tx.dialect == "postgresql":
-        from sqlalchemy.dialects import postgresql
-
-        return postgresql.insert
-    from sqlalchemy.dialects import sqlite
-
-    return sqlite.insert
+    tx.lane_drop(lane)
 
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_COUNT", "Bound", "Item", "LaneState", "clear",

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-
 from hypha_celery.projections.session import SessionView, session_view
 from hypha_celery.store import EventStore
-from hypha_celery.store.schema import runs
 
 __all__ = ["runs_of_session", "stored_session"]
 
@@ -14,12 +11,7 @@ __all__ = ["runs_of_session", "stored_session"]
 def runs_of_session(store: EventStore, user_id: str, session_id: str) -> list[str]:
     """Ids of the runs of ``(user_id, session_id)``, in the order they were created.
     (No index serves this: it reads the whole runs table. It is an operator's query.)"""
-    store.ensure_schema()
-    q = (sa.select(runs.c.run_id)
-         .where(runs.c.user_id == user_id, runs.c.session_id == session_id)
-         .order_by(runs.c.id))
-    with store.reader.connect() as conn:
-        return list(conn.execute(q).scalars())
+    return store.session_runs(user_id, session_id)
 
 
 def stored_session(store: EventStore, user_id: str, session_id: str) -> SessionView:

@@ -9,7 +9,7 @@ from hypha_celery.errors import RunNotFound
 from hypha_celery.evaluation.record import record
 from hypha_celery.replay.fixture import ReplayFixture, capture
 from hypha_celery.replay.spec import ReplaySpec
-from hypha_celery.store.sql import EventStore
+from hypha_celery.store import EventStore
 
 
 def capture_run(

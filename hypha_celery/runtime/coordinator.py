@@ -97,9 +97,9 @@ def _not_awaited(tx: Tx, view: View, payload: Envelope) -> None:
               "parked": "parked"}.get(status, "run_ended")
     for item in late:
         eid = item["execution_id"]
-        done = tx.recorded(f"{eid}:done")
+        done = tx.event_data(f"{eid}:done")
         timed_out = done is not None and (done.get("error") or {}).get("by") == "supervisor"
-        if (done is not None and not timed_out) or tx.recorded(f"{eid}:late") is not None:
+        if (done is not None and not timed_out) or tx.event_data(f"{eid}:late") is not None:
             continue  # already logged: a duplicate delivery
         tx.append(view["run_id"], "node.execution.late_result",
                   {"execution_id": eid, "node_id": item.get("node_id") or item.get("reducer"),
@@ -113,7 +113,7 @@ def record_late(rt: Runtime, run_id: str, execution_id: str, node_id: str,
     try:
         with rt.store.transaction() as tx:
             view = tx.lock(run_id)
-            if view is None or tx.recorded(f"{execution_id}:late") is not None:
+            if view is None or tx.event_data(f"{execution_id}:late") is not None:
                 return
             if timed_out:
                 tx.append(run_id, "node.execution.late_result", {"execution_id": execution_id,
@@ -133,7 +133,7 @@ def _record_dead_letter(tx: Tx, rt: Runtime, run_id: str, env: Envelope) -> int 
         return None
     dlid = rt.store.add_dead_letter({**record, "run_id": run_id,
                                      "execution_id": env["execution_id"],
-                                     "error": env.get("error") or {}}, conn=tx.conn)
+                                     "error": env.get("error") or {}}, tx=tx)
     tx.append(run_id, "node.execution.dead_lettered",
               {"execution_id": env["execution_id"], "node_id": env.get("node_id"),
                "dead_letter_id": dlid, "reason": record["reason"],

@@ -80,7 +80,7 @@ def _edge_deliveries(tx: Tx, env: Envelope) -> int:
     """An edge's deliveries: one more than its ``node.execution.redelivered`` events so far
     (the run's counter belongs to the fan-out as a whole)."""
     n = 1
-    while tx.recorded(f"{env['execution_id']}:delivery:{n + 1}") is not None:
+    while tx.event_data(f"{env['execution_id']}:delivery:{n + 1}") is not None:
         n += 1
     return n + 1
 

@@ -3,7 +3,7 @@
 Every ``run.*`` event — created, queued, started, cancel.requested, parked, quarantined,
 released, redriven, waiting_human, completed, failed, cancelled — is appended here, by the
 client, the coordinator, the lanes and the supervisor alike. :meth:`Tx.append
-<hypha_celery.store.sql.Tx.append>` refuses ``run.*`` from anywhere else
+<hypha_celery.store.Tx.append>` refuses ``run.*`` from anywhere else
 (:class:`~hypha_celery.errors.NotTheLifecycleWriter`), so application and node code
 cannot write a run's lifecycle: nodes record facts through their context (model and tool
 calls), operators through the supervisor's operations, evaluators through
@@ -22,7 +22,7 @@ from typing import Any
 from hypha_celery.errors import NotTheLifecycleWriter
 from hypha_celery.events import TERMINAL_KINDS
 from hypha_celery.events.fold import View
-from hypha_celery.store.sql import LIFECYCLE_WRITER, Tx
+from hypha_celery.store import LIFECYCLE_WRITER, Tx
 
 _ENDED = frozenset({"completed", "failed", "cancelled"})
 

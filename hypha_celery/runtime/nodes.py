@@ -52,7 +52,7 @@ def _cancel_flag(rt: Runtime, run_id: str, awaited: str) -> Any:
     def cancelled() -> bool:
         now = time.monotonic()
         if not last["value"] and now - last["at"] >= CANCEL_CHECK_INTERVAL:
-            view = rt.store.read(run_id)
+            view = rt.store.load(run_id)
             last["value"] = bool(not awaits(view, awaited) or (view or {}).get("cancel_requested"))
             last["at"] = now
         return bool(last["value"])
@@ -78,7 +78,7 @@ def run_node(
         if stored is not None:
             return {"run_id": run_id, **stored, "settled": True}, None  # not run again
     else:
-        view = rt.store.read(run_id)
+        view = rt.store.load(run_id)
     awaited = env.get("edge_of") or execution_id
     if not awaits(view, awaited):
         return None, None
@@ -87,7 +87,7 @@ def run_node(
     if node.at_most_once:
         if not failures.begin_effect(rt, env, attempt, worker):
             return None, None  # started before: never silently re-executed
-        view = rt.store.read(run_id)
+        view = rt.store.load(run_id)
     started = {"execution_id": execution_id, "node_id": env["node_id"], "attempt": attempt,
                "worker": worker, "at": time.time()}
     calls = Calls(execution_id, env["node_id"], attempt=attempt)

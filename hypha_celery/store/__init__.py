@@ -1,5 +1,25 @@
-"""The event store: append-only events plus a run projection, on SQLAlchemy 2 Core."""
+"""The event store: append-only events plus a run projection, on SQLAlchemy 2 Core.
 
-from hypha_celery.store.sql import EventStore, Tx
+The one place with SQL. Other packages use :class:`EventStore` and, inside one of its
+transactions, :class:`Tx` (lane rows included); the rest here is what the exchange
+format and the CLI need."""
 
-__all__ = ["EventStore", "Tx"]
+from hypha_celery.store.engine import STORE_ERRORS, display_url, store_error
+from hypha_celery.store.events import export_rows
+from hypha_celery.store.facade import EventStore
+from hypha_celery.store.imports import IDEM_MAX, RUN_ID_MAX, ImportResult, check_run, close_run
+from hypha_celery.store.lanes import Item, LaneState
+from hypha_celery.store.rows import gc_paused
+from hypha_celery.store.tx import LIFECYCLE_WRITER, Tx, check_append
+
+__all__ = [
+    # the store and its transaction
+    "EventStore", "Tx", "LIFECYCLE_WRITER", "check_append",
+    # lane rows
+    "Item", "LaneState",
+    # export / import
+    "IDEM_MAX", "RUN_ID_MAX", "ImportResult", "check_run", "close_run", "export_rows",
+    "gc_paused",
+    # errors and URLs, for messages
+    "STORE_ERRORS", "display_url", "store_error",
+]

@@ -121,8 +121,8 @@ def test_idempotency_key_second_append_conflicts_and_rolls_back(store: EventStor
     assert store.get(run_id) == before == store.rebuild(run_id)
     assert before["state"] == {"a": 1}
     with store.transaction() as tx:
-        assert tx.recorded(idem) == first
-        assert tx.recorded("nobody:done") is None
+        assert tx.event_data(idem) == first
+        assert tx.event_data("nobody:done") is None
 
 
 @pytest.mark.parametrize("count", [3, 64, 500], ids=["pipelined", "copy-edge", "copy"])

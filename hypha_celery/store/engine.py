@@ -1,0 +1,218 @@
+"""The engines of one store URL (per process), the dialect setup and the schema.
+
+SQLite is the embedded default, PostgreSQL production. Every other store module is a
+mixin of :class:`Engines`: it reaches the database through ``engine`` (durable writes),
+``reader`` (reads without a write lock) and ``unflushed`` (records a later durable commit
+covers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from hypha_celery.errors import ExtraNotInstalled, SetupError
+
+#: compact JSON, NaN refused: what the engines write into JSON columns
+dumps = partial(json.dumps, allow_nan=False, separators=(",", ":"))
+
+#: What a store that cannot be reached (or refuses the connection) raises.
+STORE_ERRORS: tuple[type[BaseException], ...] = (sa.exc.OperationalError,)
+
+
+def store_error(exc: BaseException) -> str | None:
+    """The driver's message of a database error, or None if ``exc`` is not one."""
+    return str(exc.orig) if isinstance(exc, sa.exc.DBAPIError) else None
+
+
+def display_url(url: str) -> str:
+    """``url`` with its password hidden, for messages."""
+    return sa.engine.make_url(url).render_as_string(hide_password=True)
+
+
+class Engines:
+    """The engines of ``url``, built once per process (after a fork: again); the schema
+    brought to the newest migration before the first use."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._engine: Engine | None = None
+        self._reader: Engine | None = None
+        self._unflushed: Engine | None = None
+        self._unflushed_pid = 0
+        self._pid = 0
+        self._lock = threading.Lock()
+        self._migrated = False
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None or self._pid != os.getpid():
+            with self._lock:
+                if self._engine is None or self._pid != os.getpid():
+                    for old in (self._engine, self._reader):
+                        if old is not None:
+                            old.dispose(close=False)
+                    self._engine = make_engine(self.url)
+                    self._reader = (
+                        make_engine(self.url, writer=False) if self.url.startswith("sqlite")
+                        else self._engine.execution_options(isolation_level="AUTOCOMMIT"))
+                    self._pid = os.getpid()
+        return self._engine
+
+    @property
+    def unflushed(self) -> Engine:
+        """Autocommit engine whose commits PostgreSQL acknowledges before the WAL
+        flush (``synchronous_commit=off``): for records a later durable commit
+        covers. On SQLite, the writer."""
+        if self.dialect == "sqlite":
+            return self.engine
+        if self._unflushed is None or self._unflushed_pid != os.getpid():
+            self._unflushed = make_engine(self.url, unflushed=True)
+            self._unflushed_pid = os.getpid()
+        return self._unflushed
+
+    @property
+    def reader(self) -> Engine:
+        """Engine for read-only queries (on SQLite: without the write lock)."""
+        self.engine  # noqa: B018  (builds both engines for this process)
+        assert self._reader is not None
+        return self._reader
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest Alembic revision (idempotent, race-safe)."""
+        from alembic import command
+        from alembic.config import Config
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+        with self.engine.begin() as conn:
+            if self.dialect == "postgresql":
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(7405219)"))
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+        self._migrated = True
+
+    def ensure_schema(self) -> None:
+        if not self._migrated:
+            self.migrate()
+
+    def dispose(self) -> None:
+        engines = (self._engine, self._reader, self._unflushed)
+        for engine in {id(e): e for e in engines if e is not None}.values():
+            engine.dispose()
+        self._engine = self._reader = self._unflushed = None
+
+
+def insert_for(dialect: str) -> Any:
+    """The dialect's ``insert`` (it has ``on_conflict_do_nothing`` / ``_do_update``)."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert
+
+
+def inserted_id(result: Any) -> int:
+    key = result.inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
+def as_raised(dialect: Any, sql: str, params: Any, exc: Exception) -> sa.exc.StatementError:
+    """The driver error ``exc`` of plain driver SQL, as SQLAlchemy would have raised it."""
+    return sa.exc.DBAPIError.instance(sql, params, exc, dialect.loaded_dbapi.Error)
+
+
+def driver_call(conn: Connection, sql: str, params: Any, fn: Callable[[Any], Any], *,
+                binary: bool = False) -> Any:
+    """``fn(cursor)`` on a cursor of the driver connection under ``conn`` (``binary``: of
+    the driver's binary protocol); a driver error is raised as SQLAlchemy would have
+    raised it."""
+    driver: Any = conn.connection.driver_connection
+    cursor = driver.cursor(binary=True) if binary else driver.cursor()
+    try:
+        return fn(cursor)
+    except conn.dialect.loaded_dbapi.Error as exc:
+        raise as_raised(conn.dialect, sql, params, exc) from None
+    finally:
+        cursor.close()
+
+
+def make_engine(url: str, *, writer: bool = True, unflushed: bool = False) -> Engine:
+    try:
+        if url.startswith("sqlite"):
+            return _sqlite_engine(url, writer=writer)
+        if url.startswith("postgresql://"):
+            url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+        # no pre-ping: it would add a round trip to every step; a dead connection
+        # fails its transaction, which is retried by the caller or the supervisor
+        if unflushed:
+            return sa.create_engine(url, json_serializer=dumps, pool_size=2, max_overflow=10,
+                                    pool_recycle=3600, isolation_level="AUTOCOMMIT",
+                                    connect_args={"options": "-c synchronous_commit=off"})
+        return sa.create_engine(url, json_serializer=dumps, pool_size=5, max_overflow=10,
+                                pool_recycle=3600)
+    except ModuleNotFoundError as exc:
+        raise ExtraNotInstalled(
+            f"the store URL {url.split('@')[-1]!r} needs {exc.name}: "
+            "pip install 'hypha-celery[postgres]'"
+        ) from None
+    except (SQLAlchemyError, ValueError) as exc:
+        raise SetupError(f"invalid store URL: {exc}") from None
+
+
+def _journal_wal(cur: Any, wait: float = 30.0) -> None:
+    """Switch to WAL. On a fresh database the switch needs an exclusive lock and
+    SQLite answers "database is locked" at once instead of using the busy timeout
+    when another connection is opening the file too: retry for up to ``wait`` s."""
+    import sqlite3
+
+    end = time.monotonic() + wait
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > end:
+                raise
+            time.sleep(0.01)
+
+
+def _sqlite_engine(url: str, *, writer: bool = True) -> Engine:
+    path = url.split("///", 1)[-1]
+    if path and path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(url, json_serializer=dumps,
+                              connect_args={"timeout": 30, "check_same_thread": False})
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA busy_timeout=30000")
+        _journal_wal(cur)
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        # writers take the lock up front (no deadlocking lock upgrades); readers don't
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+
+    return engine

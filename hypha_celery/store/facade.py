@@ -1,0 +1,21 @@
+""":class:`EventStore`, the one interface of the store: its concerns mixed into one class."""
+
+from __future__ import annotations
+
+from hypha_celery.store.events import EventLog
+from hypha_celery.store.imports import Imports
+from hypha_celery.store.outcomes import Outcomes
+from hypha_celery.store.recovery import Recovery
+
+
+class EventStore(EventLog, Outcomes, Recovery, Imports):
+    """Append-only events with a per-run projection (SQLAlchemy 2 Core; SQLite embedded,
+    PostgreSQL in production). Safe to share across threads; each process (after fork)
+    builds its own engines.
+
+    By concern: engines and schema (:mod:`~hypha_celery.store.engine`), write
+    transactions (:mod:`~hypha_celery.store.tx`), the projection's reads
+    (:mod:`~hypha_celery.store.projection`), the event log and export
+    (:mod:`~hypha_celery.store.events`), edge outcomes (:mod:`~hypha_celery.store.outcomes`),
+    recovery records (:mod:`~hypha_celery.store.recovery`), the import
+    (:mod:`~hypha_celery.store.imports`)."""

@@ -1,0 +1,96 @@
+"""The run projection (``hypha_runs``): a row <-> the run view, and the reads of runs.
+
+A row holds the view as its ``doc`` (without ``seq`` and ``updated_at``, which are
+columns of their own) and a few of its keys as indexed columns. :func:`view_of`,
+:func:`doc_of` and :func:`columns_of` are the only places that convert."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from hypha_celery.errors import RunNotFound
+from hypha_celery.events.fold import View
+from hypha_celery.store.engine import Engines
+from hypha_celery.store.schema import runs
+
+VIEW_COLUMNS = ("graph_id", "status", "user_id", "session_id", "lane", "waiting", "deadline",
+                "idempotency_key", "created_at", "updated_at")
+#: what :func:`view_of` takes, first in a select
+VIEW_ROW = (runs.c.doc, runs.c.seq, runs.c.updated_at)
+
+
+def view_of(row: Sequence[Any]) -> View:
+    """The view of a row starting ``doc, seq, updated_at`` (:data:`VIEW_ROW`)."""
+    doc: Mapping[str, Any] = row[0]
+    return {**doc, "seq": row[1], "updated_at": row[2]}
+
+
+def doc_of(view: View) -> dict[str, Any]:
+    """The ``doc`` column of ``view``."""
+    return {k: v for k, v in view.items() if k not in ("seq", "updated_at")}
+
+
+def columns_of(view: View) -> dict[str, Any]:
+    """The indexed columns of ``view`` (:data:`VIEW_COLUMNS`)."""
+    return {k: view[k] for k in VIEW_COLUMNS}
+
+
+class Runs(Engines):
+    """Reads of the projection (without a lock; autocommit on PostgreSQL)."""
+
+    def load(self, run_id: str) -> View | None:
+        self.ensure_schema()
+        with self.reader.connect() as conn:
+            row = conn.execute(sa.select(*VIEW_ROW).where(runs.c.run_id == run_id)).first()
+        return None if row is None else view_of(row)
+
+    def get(self, run_id: str) -> View:
+        view = self.load(run_id)
+        if view is None:
+            raise RunNotFound(f"no run {run_id!r} in the event store")
+        return view
+
+    def load_many(self, run_ids: list[str]) -> dict[str, View]:
+        """Projections of ``run_ids`` (one query; unknown ids are left out)."""
+        if not run_ids:
+            return {}
+        self.ensure_schema()
+        q = sa.select(*VIEW_ROW, runs.c.run_id).where(runs.c.run_id.in_(run_ids))
+        with self.reader.connect() as conn:
+            return {r.run_id: view_of(r) for r in conn.execute(q)}
+
+    def find_idempotent(self, key: str) -> str | None:
+        self.ensure_schema()
+        with self.reader.connect() as conn:
+            return conn.execute(
+                sa.select(runs.c.run_id).where(runs.c.idempotency_key == key)
+            ).scalar()
+
+    def run_ids(self, *, status: str | None = None, limit: int = 100) -> list[str]:
+        self.ensure_schema()
+        q = sa.select(runs.c.run_id).order_by(runs.c.id.desc()).limit(limit)
+        if status:
+            q = q.where(runs.c.status == status)
+        with self.reader.connect() as conn:
+            return list(conn.execute(q).scalars())
+
+    def session_runs(self, user_id: str, session_id: str) -> list[str]:
+        """Ids of the runs of ``(user_id, session_id)``, in the order they were created.
+        (No index serves this: it reads the whole runs table. It is an operator's query.)"""
+        self.ensure_schema()
+        q = (sa.select(runs.c.run_id)
+             .where(runs.c.user_id == user_id, runs.c.session_id == session_id)
+             .order_by(runs.c.id))
+        with self.reader.connect() as conn:
+            return list(conn.execute(q).scalars())
+
+    def by_status(self, status: str, limit: int = 100) -> list[View]:
+        """Projections of runs in ``status``, oldest first (the status index serves it)."""
+        self.ensure_schema()
+        q = (sa.select(*VIEW_ROW)
+             .where(runs.c.status == status).order_by(runs.c.id).limit(limit))
+        with self.reader.connect() as conn:
+            return [view_of(r) for r in conn.execute(q)]

@@ -1,0 +1,159 @@
+"""Recovery records: dead letters, execution leases, circuit breakers, and the
+supervisor's sweep query (stale runs)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import sqlalchemy as sa
+
+from hypha_celery.store.engine import Engines, insert_for, inserted_id
+from hypha_celery.store.schema import circuits, dead_letters, leases, runs
+from hypha_celery.store.tx import Tx
+
+
+class Recovery(Engines):
+    """Dead letters, leases, circuits, stale runs."""
+
+    # -- dead letters ------------------------------------------------------
+    def add_dead_letter(self, record: Mapping[str, Any], tx: Tx | None = None) -> int:
+        """Store a dead-letter record (keys: run_id, execution_id, task, queue, args,
+        reason, error_class, error, attempts), in ``tx`` or on its own; returns its id."""
+        self.ensure_schema()
+        row = {"run_id": None, "execution_id": None, "queue": None, "attempts": 1,
+               "error": {}, "error_class": "unknown", **record, "status": "open",
+               "created_at": time.time()}
+        for key in ("run_id", "execution_id", "task", "queue", "reason", "error_class"):
+            if isinstance(row[key], str):  # never fail on a column size (a hostile message)
+                row[key] = row[key][:getattr(dead_letters.c[key].type, "length", None)]
+        if tx is not None:
+            return inserted_id(tx.conn.execute(dead_letters.insert().values(**row)))
+        with self.engine.begin() as c:
+            return inserted_id(c.execute(dead_letters.insert().values(**row)))
+
+    def dead_letters(self, *, status: str | None = "open", run_id: str | None = None,
+                     limit: int = 100) -> list[dict[str, Any]]:
+        """Dead-letter records, newest first (``status=None``: all)."""
+        self.ensure_schema()
+        q = sa.select(dead_letters).order_by(dead_letters.c.id.desc()).limit(limit)
+        if status is not None:
+            q = q.where(dead_letters.c.status == status)
+        if run_id is not None:
+            q = q.where(dead_letters.c.run_id == run_id)
+        with self.reader.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def dead_letter(self, dead_letter_id: int) -> dict[str, Any] | None:
+        self.ensure_schema()
+        q = sa.select(dead_letters).where(dead_letters.c.id == dead_letter_id)
+        with self.reader.connect() as conn:
+            row = conn.execute(q).first()
+        return dict(row._mapping) if row else None
+
+    def mark_redriven(self, dead_letter_id: int, tx: Tx | None = None) -> bool:
+        """Mark an open record redriven (in ``tx``, or on its own); False if it was not
+        open."""
+        q = dead_letters.update().where(
+            dead_letters.c.id == dead_letter_id, dead_letters.c.status == "open"
+        ).values(status="redriven", redriven_at=time.time())
+        if tx is not None:
+            return bool(tx.conn.execute(q).rowcount == 1)
+        with self.engine.begin() as conn:
+            return bool(conn.execute(q).rowcount == 1)
+
+    def purge_dead_letters(self, ids: Iterable[int] | None = None) -> int:
+        """Delete open dead-letter records (all, or ``ids``); returns how many."""
+        self.ensure_schema()
+        q = dead_letters.delete().where(dead_letters.c.status == "open")
+        if ids is not None:
+            q = q.where(dead_letters.c.id.in_(list(ids)))
+        with self.engine.begin() as conn:
+            return int(conn.execute(q).rowcount)
+
+    # -- leases ------------------------------------------------------------
+    def heartbeat(self, rows: list[dict[str, Any]]) -> None:
+        """Upsert lease rows ``{execution_id, run_id, worker, started_at, heartbeat_at}``
+        (unflushed: a lost heartbeat only delays recovery)."""
+        if not rows:
+            return
+        self.ensure_schema()
+        ins = insert_for(self.dialect)(leases)
+        stmt = ins.on_conflict_do_update(index_elements=["execution_id"],
+                                         set_={"heartbeat_at": ins.excluded.heartbeat_at,
+                                               "worker": ins.excluded.worker})
+        with self.unflushed.begin() as conn:
+            conn.execute(stmt, rows)
+
+    def drop_leases(self, execution_ids: list[str]) -> None:
+        if not execution_ids:
+            return
+        self.ensure_schema()
+        with self.unflushed.begin() as conn:
+            conn.execute(leases.delete().where(leases.c.execution_id.in_(execution_ids)))
+
+    def prune_leases(self, older_than: float) -> int:
+        """Delete lease rows whose heartbeat is older than ``older_than`` (bounded table)."""
+        self.ensure_schema()
+        with self.unflushed.begin() as conn:
+            done = conn.execute(leases.delete().where(leases.c.heartbeat_at < older_than))
+            return int(done.rowcount)
+
+    def leases(self, execution_ids: list[str]) -> dict[str, dict[str, Any]]:
+        if not execution_ids:
+            return {}
+        q = sa.select(leases).where(leases.c.execution_id.in_(execution_ids))
+        with self.reader.connect() as conn:
+            return {r.execution_id: dict(r._mapping) for r in conn.execute(q)}
+
+    # -- circuit breakers --------------------------------------------------
+    def circuit(self, key: str) -> dict[str, Any] | None:
+        self.ensure_schema()
+        with self.reader.connect() as conn:
+            row = conn.execute(sa.select(circuits).where(circuits.c.key == key)).first()
+        return dict(row._mapping) if row else None
+
+    def record_failure(self, key: str, now: float, threshold: int, reset: float
+                       ) -> tuple[bool, float]:
+        """Count one failure against ``key``'s circuit. Returns (opened_now, open_until).
+        ``threshold`` failures within ``reset`` seconds open it for ``reset`` seconds."""
+        self.ensure_schema()
+        with self.engine.begin() as conn:
+            ins = insert_for(self.dialect)(circuits).values(key=key, failures=0,
+                                                            window_start=now, open_until=0.0)
+            conn.execute(ins.on_conflict_do_nothing(index_elements=["key"]))
+            q = sa.select(circuits).where(circuits.c.key == key)
+            if self.dialect == "postgresql":
+                q = q.with_for_update()
+            row = conn.execute(q).one()
+            failures = 1 if now - row.window_start > reset else row.failures + 1
+            start = now if failures == 1 else row.window_start
+            opened = failures >= threshold and row.open_until <= now
+            until = now + reset if opened else row.open_until
+            conn.execute(circuits.update().where(circuits.c.key == key).values(
+                failures=0 if opened else failures, window_start=now if opened else start,
+                open_until=until))
+        return opened, until
+
+    def record_success(self, key: str) -> None:
+        self.ensure_schema()
+        with self.unflushed.begin() as conn:
+            conn.execute(circuits.update().where(circuits.c.key == key, circuits.c.failures > 0)
+                         .values(failures=0))
+
+    # -- the supervisor's sweep query -------------------------------------
+    def stale_runs(self, *, idle_before: float, now: float, limit: int = 500
+                   ) -> list[dict[str, Any]]:
+        """Running runs with no event since ``idle_before``, or past their deadline:
+        ``{run_id, status, seq, waiting, deadline, updated_at}``, oldest first.
+        Served by the status index (no per-step column is indexed). Quarantined and
+        parked runs wait for a human and are not returned."""
+        self.ensure_schema()
+        c = runs.c
+        q = (sa.select(c.run_id, c.status, c.seq, c.waiting, c.deadline, c.updated_at)
+             .where(c.status == "running",
+                    sa.or_(c.updated_at < idle_before, c.deadline < now))
+             .order_by(c.updated_at).limit(limit))
+        with self.reader.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]

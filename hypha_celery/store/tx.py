@@ -1,0 +1,175 @@
+"""The write path: :class:`Tx`, one store transaction, and the checks every appended event
+passes (:func:`check_append`).
+
+Every write is one transaction that locks the run row (``SELECT ... FOR UPDATE``
+on PostgreSQL, ``BEGIN IMMEDIATE`` on SQLite), appends events with the next
+``seq`` values, folds them into the projection and writes both. Two writers of
+one run are therefore serialized; the fencing checks the caller makes on the
+locked view are race-free.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
+
+from hypha_celery.errors import NotTheLifecycleWriter, StoreConflict, UnknownEventKind
+from hypha_celery.events.envelope import KINDS
+from hypha_celery.events.fold import PASSIVE_KINDS, View, apply_event
+from hypha_celery.store.engine import Engines
+from hypha_celery.store.lanes import LaneRows
+from hypha_celery.store.projection import VIEW_ROW, columns_of, doc_of, view_of
+from hypha_celery.store.rows import COPY_FROM, insert_rows, json_text
+from hypha_celery.store.schema import events, runs
+
+#: What :mod:`hypha_celery.runtime.lifecycle` passes as ``writer``: the one canonical
+#: writer of ``run.*`` events (hypha's RunManager); :meth:`Tx.append` refuses them otherwise.
+LIFECYCLE_WRITER = object()
+
+
+def check_kind(kind: str) -> None:
+    """``kind`` is a type of the taxonomy (else :class:`UnknownEventKind`)."""
+    if kind not in KINDS:
+        raise UnknownEventKind(f"{kind!r} is not an event type of the taxonomy")
+
+
+def check_append(kind: str, writer: object = None) -> None:
+    """The checks every appended event passes, whoever appends it: a type of the
+    taxonomy (:func:`check_kind`), and ``run.*`` only from the lifecycle writer
+    (:class:`NotTheLifecycleWriter`)."""
+    if kind.startswith("run.") and writer is not LIFECYCLE_WRITER:
+        raise NotTheLifecycleWriter(
+            f"{kind} is a run lifecycle event: only hypha_celery.runtime.lifecycle "
+            "appends those")
+    check_kind(kind)
+
+
+class Tx(LaneRows):
+    """One store transaction. Use through :meth:`EventStore.transaction`."""
+
+    def __init__(self, conn: Connection, dialect: str) -> None:
+        self.conn = conn
+        self._dialect = dialect
+        self._views: dict[str, View] = {}
+        self._new: set[str] = set()
+        self._active: set[str] = set()  # runs whose doc changed
+        self._expected: dict[str, int] = {}  # optimistic writes: run_id -> seq read
+        self._rows: list[dict[str, Any]] = []
+        self._after: list[Callable[[], None]] = []
+
+    @property
+    def dialect(self) -> str:
+        return self._dialect
+
+    # -- reads -----------------------------------------------------------
+    def lock(self, run_id: str) -> View | None:
+        """Lock the run row for this transaction and return its projection."""
+        if run_id in self._views:
+            return self._views[run_id]
+        q = sa.select(*VIEW_ROW).where(runs.c.run_id == run_id)
+        if self._dialect == "postgresql":
+            q = q.with_for_update()
+        row = self.conn.execute(q).first()
+        if row is None:
+            return None
+        view = self._views[run_id] = view_of(row)
+        return view
+
+    def expect(self, view: View) -> View:
+        """Write ``view`` (read earlier, without a lock) optimistically: the commit
+        fails with :class:`StoreConflict` if the run moved past ``view["seq"]``."""
+        run_id = view["run_id"]
+        self._views[run_id] = view
+        self._expected[run_id] = view["seq"]
+        return view
+
+    def event_data(self, idem: str) -> dict[str, Any] | None:
+        """The data of the event recorded under idempotency key ``idem``, if any."""
+        row = self.conn.execute(sa.select(events.c.data).where(events.c.idem == idem)).first()
+        return dict(row.data) if row else None
+
+    # -- writes ----------------------------------------------------------
+    def create(self, view: View) -> None:
+        """Register a brand-new run whose events follow via :meth:`append`."""
+        view["seq"] = 0
+        self._views[view["run_id"]] = view
+        self._new.add(view["run_id"])
+
+    def append(
+        self, run_id: str, kind: str, data: Mapping[str, Any], idem: str | None = None,
+        ts: float | None = None, *, writer: object = None,
+    ) -> View:
+        check_append(kind, writer)
+        view = self._views[run_id]
+        ts = time.time() if ts is None else ts
+        apply_event(view, kind, data, ts)
+        view["seq"] += 1
+        if kind not in PASSIVE_KINDS:
+            self._active.add(run_id)
+        self._rows.append(
+            {"run_id": run_id, "seq": view["seq"], "kind": kind, "ts": ts, "data": data,
+             "idem": idem}
+        )
+        return view
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        self._after.append(fn)
+
+    # -- commit ----------------------------------------------------------
+    def _flush(self) -> None:
+        for run_id in self._new:
+            view = self._views[run_id]
+            self.conn.execute(runs.insert().values(run_id=run_id, seq=view["seq"],
+                                                   doc=doc_of(view), **columns_of(view)))
+        for run_id, view in self._views.items():
+            if run_id in self._new or view["seq"] == 0:
+                continue
+            values: dict[str, Any] = {"seq": view["seq"], "updated_at": view["updated_at"]}
+            if run_id in self._active:
+                values.update(doc=doc_of(view), **columns_of(view))
+            where = runs.c.run_id == run_id
+            if run_id in self._expected:
+                where = sa.and_(where, runs.c.seq == self._expected[run_id])
+            done = self.conn.execute(runs.update().where(where).values(**values))
+            if done.rowcount != 1:
+                raise StoreConflict(f"run {run_id} moved on (optimistic write)")
+        if len(self._rows) >= COPY_FROM and self._dialect == "postgresql":
+            insert_rows(self.conn, ((r["run_id"], r["seq"], r["kind"], r["ts"],
+                                     json_text(r["data"]), r["idem"]) for r in self._rows))
+        elif self._rows:
+            self.conn.execute(events.insert(), self._rows)
+
+
+class Transactions(Engines):
+    """The store's write transactions."""
+
+    @contextmanager
+    def transaction(self) -> Iterator[Tx]:
+        """A durable write transaction; after-commit actions run once it committed."""
+        self.ensure_schema()
+        try:
+            with self.engine.begin() as conn:
+                tx = Tx(conn, self.dialect)
+                yield tx
+                tx._flush()
+        except IntegrityError as exc:
+            raise StoreConflict(f"concurrent append lost a race: {exc.orig}") from None
+        _run_all(tx._after)
+
+
+def _run_all(actions: list[Callable[[], None]]) -> None:
+    """Run every after-commit action even if one fails; re-raise the first error."""
+    first: BaseException | None = None
+    for fn in actions:
+        try:
+            fn()
+        except Exception as exc:
+            first = first or exc
+    if first is not None:
+        raise first
