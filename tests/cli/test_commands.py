@@ -100,7 +100,7 @@ def test_import_from_stdin(demo_run: DemoRun, tmp_path: Path) -> None:
 
 
 def test_export_selects_runs(tmp_path: Path) -> None:
-    from tests.store.test_jsonl_import import make_run
+    from tests.store.test_imports import make_run
 
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     store = EventStore(url)

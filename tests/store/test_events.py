@@ -14,7 +14,7 @@ from hypha_celery.errors import (
 )
 from hypha_celery.events import fold
 from hypha_celery.store import EventStore
-from tests.store.test_sequence import new_run, started
+from tests.store.test_tx import new_run, started
 
 
 def test_a_passive_event_moves_only_seq_and_updated_at(store: EventStore) -> None:

@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from hypha_celery.errors import EmptyImport, ImportConflict, IncompleteRun, RunNotFound
+from hypha_celery.errors import (
+    EmptyImport,
+    ImportConflict,
+    IncompleteRun,
+    RunNotFound,
+    UnknownEventKind,
+)
 from hypha_celery.events import Event
 from hypha_celery.events.fold import fold, new_view
 from hypha_celery.exchange import export_jsonl, import_parsed, parse_jsonl, write_jsonl
@@ -214,6 +220,17 @@ def test_bad_runs_are_refused_before_anything_is_written(store: EventStore,
     with pytest.raises(EmptyImport, match="no events"):
         fresh.import_events([])
     assert fresh.load(good) is None and count_events(fresh) == 0
+
+
+def test_a_type_outside_the_taxonomy_is_refused_in_a_checked_run(store: EventStore,
+                                                                  fresh: EventStore) -> None:
+    """The caller's ``checked`` runs skip :func:`check_run`, not the kind check."""
+    run_id = make_run(store)
+    evs = store.events(run_id)
+    odd = Event.model_construct(**{**evs[2].__dict__, "type": "tool.call.exploded"})
+    with pytest.raises(UnknownEventKind, match="tool.call.exploded"):
+        fresh.import_events([*evs[:2], odd, *evs[3:]], checked={run_id: store.get(run_id)})
+    assert fresh.load(run_id) is None and count_events(fresh) == 0
 
 
 def test_export_filters(fresh: EventStore) -> None:
