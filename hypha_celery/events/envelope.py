@@ -21,10 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from hypha_celery.errors import UnknownEventKind
 from hypha_celery.events.jsontext import prebuilt
 
 EventType = Literal[
@@ -112,6 +113,14 @@ Kind = EventType
 KINDS: frozenset[str] = frozenset(EventType.__args__)  # type: ignore[attr-defined]
 AGENT_KINDS: frozenset[str] = frozenset(k for k in KINDS if k.startswith("agent."))
 TERMINAL_KINDS: frozenset[str] = frozenset({"run.completed", "run.failed", "run.cancelled"})
+
+
+def as_kind(kind: str) -> EventType:
+    """``kind`` as an :data:`EventType` (a kind known only at run time: a fact a node
+    or a policy recorded); :class:`~hypha_celery.errors.UnknownEventKind` if it is none."""
+    if kind not in KINDS:
+        raise UnknownEventKind(f"{kind!r} is not an event type of the taxonomy")
+    return cast(EventType, kind)
 
 
 #: Families whose events never count as the run's own trace (replay excludes them).

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -125,7 +125,7 @@ def _no_result_subscriptions() -> Iterator[None]:
         _state._set_task_join_will_block(before)
 
 
-def notify(app: Celery, sig: dict[str, Any], outcome: dict[str, Any]) -> None:
+def notify(app: Celery, sig: Mapping[str, Any], outcome: Mapping[str, Any]) -> None:
     """Call the subscriber's signature with the terminal outcome."""
     app.signature(sig).apply_async(args=(outcome,))
 
