@@ -30,7 +30,7 @@ class LastOutcome(TypedDict):
     node_id: str
     execution_id: str
     ok: bool
-    value: dict[str, Any] | None
+    value: dict[str, object] | None
     error: ErrorJson | None
     dead_letter_id: NotRequired[int]
 
@@ -85,7 +85,7 @@ class View(TypedDict):
     session_id: str | None
     lane: str | None
     input: Any
-    state: dict[str, Any]
+    state: dict[str, object]
     step: int
     waiting: str | None
     waiting_nodes: list[str]
@@ -94,7 +94,7 @@ class View(TypedDict):
     error: TerminalError | None
     deadline: float | None
     max_steps: int | None
-    notify: dict[str, Any] | None
+    notify: dict[str, object] | None
     idempotency_key: str | None
     cancel_requested: bool
     attempt: int

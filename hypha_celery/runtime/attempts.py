@@ -9,10 +9,8 @@ and is tried again — so a retried attempt's calls stay in the log too.
 
 from __future__ import annotations
 
-from typing import Any
-
 from hypha_celery.events import EventType, as_kind
-from hypha_celery.runtime.protocol import NodeOutcome
+from hypha_celery.runtime.protocol import CallJson, NodeOutcome
 from hypha_celery.store import Tx
 
 #: ``(family, what)`` -> the event type of a model or tool call's start and end.
@@ -40,7 +38,7 @@ def record_attempt(tx: Tx, run_id: str, outcome: NodeOutcome) -> None:
         tx.append(run_id, as_kind(kind), data)
 
 
-def record_call(tx: Tx, run_id: str, outcome: NodeOutcome, call: dict[str, Any]) -> None:
+def record_call(tx: Tx, run_id: str, outcome: NodeOutcome, call: CallJson) -> None:
     """``<family>.call.started`` then ``completed`` / ``failed`` at their real times."""
     family, eid = call["family"], outcome.execution_id
     parts = str(eid).split(".")

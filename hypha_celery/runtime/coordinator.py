@@ -190,7 +190,8 @@ def _decide_and_record(
         _schedule_fanout(tx, rt, graph, view, decision)
 
 
-def _decide(graph: Graph, view: View) -> tuple[Decision, list[tuple[str, dict[str, Any]]]]:
+def _decide(graph: Graph, view: View
+            ) -> tuple[Decision, list[tuple[str, dict[str, object]]]]:
     """The policy's decision and the facts it recorded with it (``ctx.record``)."""
     if view["deadline"] is not None and time.time() > view["deadline"]:
         raise _Fail(FailureReason.DEADLINE_EXCEEDED,

@@ -16,7 +16,13 @@ from hypha_celery.events import View
 from hypha_celery.graph import Graph
 from hypha_celery.runtime.attempts import record_attempt
 from hypha_celery.runtime.core import Runtime, awaits
-from hypha_celery.runtime.protocol import ErrorJson, NodeMessage, NodeOutcome, StartedJson
+from hypha_celery.runtime.protocol import (
+    CallJson,
+    ErrorJson,
+    NodeMessage,
+    NodeOutcome,
+    StartedJson,
+)
 from hypha_celery.store import Tx
 
 #: Circuit breaker defaults (hypha): failures within the window open it for ``RESET`` s.
@@ -92,7 +98,7 @@ def _edge_deliveries(tx: Tx, msg: NodeMessage) -> int:
 def dead_lettered(msg: NodeMessage, error: ErrorJson, task: str, queue: str | None, *,
                   attempts: int, reason: str, duration: float = 0.0,
                   started: StartedJson | None = None,
-                  calls: list[dict[str, Any]] | None = None) -> NodeOutcome:
+                  calls: list[CallJson] | None = None) -> NodeOutcome:
     """An outcome carrying the dead-letter record the coordinator writes."""
     return NodeOutcome(
         msg.run_id, msg.execution_id, msg.node_id, error={**error, "dead_letter": reason},

@@ -15,7 +15,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from celery.exceptions import SoftTimeLimitExceeded
 
@@ -27,6 +27,7 @@ from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.jsonsafe import error_data, is_json
 from hypha_celery.runtime.late import record_late
 from hypha_celery.runtime.protocol import (
+    CallJson,
     EdgeRef,
     ErrorJson,
     FanoutMeta,
@@ -102,12 +103,12 @@ def run_node(
                       _cancel_flag(rt, run_id, msg.awaited), calls, approved_review(view))
     with rt.leases.track(execution_id, run_id, worker):
         outcome = _execute(graph, node, copy.deepcopy(view["state"]), msg, ctx)
-    return replace(outcome, calls=calls.records or None,
+    return replace(outcome, calls=cast(list[CallJson], calls.records) or None,
                    facts=[list(f) for f in calls.facts] or None,
                    started=None if node.at_most_once else started), view
 
 
-def approved_review(view: View) -> dict[str, Any] | None:
+def approved_review(view: View) -> dict[str, object] | None:
     """The review approved right before the awaited execution was scheduled: requested
     at the step before it, approved since (``{"review_id", "by"}``)."""
     step = int(view["step"] or 0) - 1
@@ -134,14 +135,15 @@ def effect_key(execution_id: str, attempt: int) -> str:
     return f"{execution_id}:effect:{attempt}"
 
 
-def call_node(node: Node, state: dict[str, Any], input: Any, ctx: NodeContext) -> NodeResult:
+def call_node(node: Node, state: dict[str, object], input: Any, ctx: NodeContext
+              ) -> NodeResult:
     """Call ``node``'s function and check what it returned (its exceptions propagate)."""
     if node.takes_ctx:
         return checked_update(node.fn(state, input, ctx))
     return checked_update(node.fn(state, input))
 
 
-def _execute(graph: Graph, node: Node, state: dict[str, Any], msg: NodeMessage,
+def _execute(graph: Graph, node: Node, state: dict[str, object], msg: NodeMessage,
              ctx: NodeContext) -> NodeOutcome:
     timeout = graph.timeout_for(msg.node_id)
     started = time.monotonic()
@@ -225,7 +227,7 @@ def run_reducer(rt: Runtime, graph: Graph, meta: FanoutMeta, results: list[Any]
                           result.error, round(time.monotonic() - started, 6))
 
 
-def reduce(graph: Graph, reducer: str, state: dict[str, Any], edges: Sequence[NodeOutcome]
+def reduce(graph: Graph, reducer: str, state: dict[str, object], edges: Sequence[NodeOutcome]
            ) -> NodeResult:
     """Call ``reducer`` on the edges' outcomes (its exceptions propagate). An edge whose
     output was not JSON ends the run as a node's does: its error is the reducer's, and

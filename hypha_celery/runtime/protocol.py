@@ -20,8 +20,8 @@ from typing import Any, ClassVar, Literal, TypedDict
 from hypha_celery.events.view import ErrorJson
 from hypha_celery.graph import ErrorInfo, Outcome
 
-__all__ = ["FATAL_ERRORS", "DeadLetterJson", "EdgeRef", "ErrorJson", "FanoutMeta", "Kickoff",
-           "NodeMessage", "NodeOutcome", "NodeResult", "Payload", "ReducerOutcome",
+__all__ = ["FATAL_ERRORS", "CallJson", "DeadLetterJson", "EdgeRef", "ErrorJson", "FanoutMeta",
+           "Kickoff", "NodeMessage", "NodeOutcome", "NodeResult", "Payload", "ReducerOutcome",
            "StartedJson", "parse_payload"]
 
 
@@ -34,6 +34,21 @@ class StartedJson(TypedDict):
     attempt: int
     worker: str
     at: float
+
+
+#: One model or tool call a node made through its context
+#: (:class:`~hypha_celery.graph.calls.Calls`), as its outcome carries it.
+class CallJson(TypedDict, total=False):
+    call_id: str
+    family: str
+    name: str
+    attempt: int
+    request_hash: str
+    side_effect: str
+    started_at: float
+    ended_at: float
+    output: object
+    error: ErrorJson
 
 
 class DeadLetterJson(TypedDict):
@@ -55,7 +70,7 @@ FATAL_ERRORS = frozenset({"InvalidState", "InvalidNodeOutput"})
 class NodeResult:
     """What a node's or a reducer's call gave: the ``update`` to apply, or an ``error``."""
 
-    update: dict[str, Any] | None = None
+    update: dict[str, object] | None = None
     error: ErrorJson | None = None
 
 
@@ -81,7 +96,7 @@ class NodeMessage:
         """The execution id the run awaits for this message (an edge: its fan-out)."""
         return self.execution_id if self.edge_of is None else self.edge_of
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         if self.edge_of is None:
             out = {"run_id": self.run_id, "execution_id": self.execution_id,
                    "node_id": self.node_id, "input": self.input}
@@ -93,7 +108,7 @@ class NodeMessage:
             out["attempt"] = self.attempt
         return out
 
-    def args_json(self) -> dict[str, Any]:
+    def args_json(self) -> dict[str, object]:
         """The message as a dead letter records it (to publish it again)."""
         out = {"run_id": self.run_id, "execution_id": self.execution_id,
                "node_id": self.node_id, "input": self.input}
@@ -121,13 +136,13 @@ class NodeOutcome:
     run_id: str
     execution_id: str
     node_id: str
-    update: dict[str, Any] | None = None
+    update: dict[str, object] | None = None
     error: ErrorJson | None = None
     duration: float = 0.0
     edge_of: str | None = None
     index: int | None = None
     late: bool = False
-    calls: list[dict[str, Any]] | None = None
+    calls: list[CallJson] | None = None
     facts: list[list[Any]] | None = None
     started: StartedJson | None = None
     dead_letter: DeadLetterJson | None = None
@@ -146,13 +161,13 @@ class NodeOutcome:
         """Non-JSON output: it ends the run (``invalid_state``), a node's or an edge's."""
         return self.error is not None and self.error.get("type") in FATAL_ERRORS
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The outcome envelope (a node task's result, the coordinator's argument)."""
         return {"run_id": self.run_id, **self.stored_json()}
 
-    def stored_json(self) -> dict[str, Any]:
+    def stored_json(self) -> dict[str, object]:
         """The outcome as ``hypha_outcomes.data`` holds it (no ``run_id``)."""
-        out: dict[str, Any] = {"execution_id": self.execution_id, "node_id": self.node_id}
+        out: dict[str, object] = {"execution_id": self.execution_id, "node_id": self.node_id}
         if self.edge_of is not None:
             out["edge_of"] = self.edge_of
             out["index"] = self.index
@@ -170,7 +185,7 @@ class NodeOutcome:
             out["settled"] = True
         return out
 
-    def _result_json(self, out: dict[str, Any]) -> None:
+    def _result_json(self, out: dict[str, object]) -> None:
         if self.late:
             out["duration"] = self.duration
             out["late"] = True
@@ -188,7 +203,7 @@ class NodeOutcome:
         if self.started:
             out["started"] = self.started
 
-    def event_data(self, dead_letter_id: int | None = None) -> dict[str, Any]:
+    def event_data(self, dead_letter_id: int | None = None) -> dict[str, object]:
         """The data of its ``node.execution.completed`` / ``failed`` event."""
         if self.edge_of is not None:
             data = {k: v for k, v in self.stored_json().items() if k not in _NOT_EVENT_DATA}
@@ -238,8 +253,8 @@ class EdgeRef:
     index: int
     stale: bool = False
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"execution_id": self.execution_id, "index": self.index}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"execution_id": self.execution_id, "index": self.index}
         if self.stale:
             out["stale"] = True
         return out
@@ -261,7 +276,7 @@ class FanoutMeta:
     reducer: str
     width: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"run_id": self.run_id, "execution_id": self.execution_id,
                 "reducer": self.reducer, "width": self.width}
 
@@ -280,7 +295,7 @@ class ReducerOutcome:
     execution_id: str
     reducer: str
     edges: tuple[NodeOutcome, ...] = ()
-    update: dict[str, Any] | None = None
+    update: dict[str, object] | None = None
     error: ErrorJson | None = None
     duration: float = 0.0
     stale: bool = False
@@ -295,8 +310,8 @@ class ReducerOutcome:
     def ok(self) -> bool:
         return not self.stale and self.error is None
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"run_id": self.run_id, "execution_id": self.execution_id,
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {"run_id": self.run_id, "execution_id": self.execution_id,
                                "reducer": self.reducer,
                                "edges": [e.stored_json() for e in self.edges]}
         if self.stale:
@@ -309,9 +324,9 @@ class ReducerOutcome:
         out["duration"] = self.duration
         return out
 
-    def event_data(self) -> dict[str, Any]:
+    def event_data(self) -> dict[str, object]:
         """The data of its ``node.reducer.completed`` / ``failed`` event."""
-        data: dict[str, Any] = {"execution_id": self.execution_id, "reducer": self.reducer,
+        data: dict[str, object] = {"execution_id": self.execution_id, "reducer": self.reducer,
                                 "duration": None if self.stale else self.duration}
         if self.stale:
             data["error"] = {"type": "StaleEdge", "message": "an edge result was not awaited"}
@@ -340,7 +355,7 @@ class Kickoff:
 
     kind: ClassVar[Literal["kickoff"]] = "kickoff"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"run_id": self.run_id, "execution_id": self.execution_id}
 
 

@@ -31,7 +31,7 @@ from hypha_celery.runtime.protocol import (
 )
 
 #: A message as Celery hands it over and takes it back: a JSON object.
-Json = dict[str, Any]
+Json = dict[str, object]
 
 #: Worker logs and task events show results cut to this many characters: a node's
 #: output (possibly prompt text) never reaches logs or Flower.
