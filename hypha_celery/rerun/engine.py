@@ -12,9 +12,8 @@ from hypha_celery.events import Event, apply_event, new_view
 from hypha_celery.events.envelope import canonical
 from hypha_celery.graph import Fail, FanOut, Finish, Graph, Next, NodeContext, Review
 from hypha_celery.graph.calls import Calls
-from hypha_celery.runtime.coordinator import summary
 from hypha_celery.runtime.nodes import call_node, reduce
-from hypha_celery.runtime.protocol import NodeOutcome, NodeResult
+from hypha_celery.runtime.protocol import NodeOutcome, NodeResult, summary
 
 #: Recorded failures that say what happened to the infrastructure, not what the code
 #: returned: those executions are not re-run (a timeout, a fenced edge, a dead letter).

@@ -31,11 +31,12 @@ from hypha_celery.runtime.protocol import (
     NodeOutcome,
     Payload,
     ReducerOutcome,
+    summary,
 )
 from hypha_celery.store import Tx
 
 __all__ = ["coordinate", "fanout_calls", "local_limit", "node_call", "publish_fanout",
-           "run_outcome", "step_locked", "summary", "terminal"]
+           "run_outcome", "step_locked", "terminal"]
 
 
 class _Fail(Exception):
@@ -267,29 +268,6 @@ def _validate(graph: Graph, view: View, decision: object) -> None:
     if int(view["step"]) >= graph.max_steps:
         raise _Fail(FailureReason.MAX_STEPS_EXCEEDED,
                     f"max_steps={graph.max_steps} reached")
-
-
-class DecisionSummary(TypedDict, total=False):
-    """The data of ``decision.policy.recorded`` (with its ``step``)."""
-
-    type: str
-    node_ids: list[str]
-    reducer: str
-    reason: str
-
-
-def summary(decision: Decision) -> DecisionSummary:
-    """What a decision was, as its event records it."""
-    if isinstance(decision, Next):
-        return {"type": "next", "node_ids": [decision.node_id]}
-    if isinstance(decision, FanOut):
-        return {"type": "fanout", "reducer": decision.reducer,
-                "node_ids": [e.node_id for e in decision.edges]}
-    if isinstance(decision, Fail):
-        return {"type": "fail", "reason": decision.reason}
-    if isinstance(decision, Review):
-        return {"type": "review", "reason": decision.reason}
-    return {"type": "finish"}
 
 
 def _park_for_review(tx: Tx, view: View, d: Review) -> None:

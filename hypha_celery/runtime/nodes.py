@@ -187,10 +187,11 @@ def _store_edge(rt: Runtime, outcome: NodeOutcome) -> NodeOutcome:
     run_id, eid = outcome.run_id, outcome.execution_id
     assert outcome.edge_of is not None
     stored, still = rt.store.put_edge_outcome(run_id, f"{eid}:done", data, outcome.edge_of)
-    timed_out = (stored.get("error") or {}).get("by") == "supervisor" and stored != data
+    first = replace(NodeOutcome.from_json(stored, run_id), settled=True)
+    timed_out = (first.error or {}).get("by") == "supervisor" and stored != data
     if not still or timed_out:
         record_late(rt, run_id, eid, outcome.node_id, timed_out=timed_out)
-    return replace(NodeOutcome.from_json(stored, run_id), settled=True)
+    return first
 
 
 def _store_outcome(rt: Runtime, outcome: NodeOutcome, key: str) -> NodeOutcome:

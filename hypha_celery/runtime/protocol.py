@@ -18,11 +18,11 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal, TypedDict
 
 from hypha_celery.events.view import ErrorJson
-from hypha_celery.graph import ErrorInfo, Outcome
+from hypha_celery.graph import Decision, ErrorInfo, Fail, FanOut, Next, Outcome, Review
 
 __all__ = ["FATAL_ERRORS", "CallJson", "DeadLetterJson", "EdgeRef", "ErrorJson", "FanoutMeta",
            "Kickoff", "NodeMessage", "NodeOutcome", "NodeResult", "Payload", "ReducerOutcome",
-           "StartedJson", "parse_payload"]
+           "DecisionSummary", "StartedJson", "parse_payload", "summary"]
 
 
 
@@ -371,3 +371,26 @@ def parse_payload(data: Mapping[str, Any]) -> Payload:
     if "node_id" in data:
         return NodeOutcome.from_json(data)
     return Kickoff(data["run_id"], data["execution_id"])
+
+
+class DecisionSummary(TypedDict, total=False):
+    """The data of ``decision.policy.recorded`` (with its ``step``)."""
+
+    type: str
+    node_ids: list[str]
+    reducer: str
+    reason: str
+
+
+def summary(decision: Decision) -> DecisionSummary:
+    """What a decision was, as its event records it."""
+    if isinstance(decision, Next):
+        return {"type": "next", "node_ids": [decision.node_id]}
+    if isinstance(decision, FanOut):
+        return {"type": "fanout", "reducer": decision.reducer,
+                "node_ids": [e.node_id for e in decision.edges]}
+    if isinstance(decision, Fail):
+        return {"type": "fail", "reason": decision.reason}
+    if isinstance(decision, Review):
+        return {"type": "review", "reason": decision.reason}
+    return {"type": "finish"}
