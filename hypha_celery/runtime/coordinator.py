@@ -104,7 +104,7 @@ def _not_awaited(tx: Tx, view: View, payload: Payload) -> None:
     elif isinstance(payload, NodeOutcome):
         late = [(payload.execution_id, payload.node_id)]
     else:
-        late = [(payload.execution_id, None)]
+        return  # a duplicate kickoff or review resume: nothing ran
     log_late(tx, view, late)
 
 

@@ -14,7 +14,7 @@ from hypha_celery.store import Tx
 __all__ = ["LateItem", "log_late", "record_late"]
 
 #: What a late result is known by: its execution id and its node (or reducer).
-LateItem = tuple[str, str | None]
+LateItem = tuple[str, str]
 
 _REASONS = {Status.CANCELLED: "cancelled", Status.RUNNING: "superseded",
             Status.QUARANTINED: "quarantined", Status.PARKED: "parked"}
@@ -34,7 +34,7 @@ def log_late(tx: Tx, view: View, late: Sequence[LateItem]) -> None:
                    "reason": "timeout" if timed_out else reason}, idem=f"{eid}:late")
 
 
-def record_late(rt: Runtime, run_id: str, execution_id: str, node_id: str | None,
+def record_late(rt: Runtime, run_id: str, execution_id: str, node_id: str,
                 timed_out: bool = False) -> None:
     """An edge finished after its run stopped awaiting the fan-out, or after the
     supervisor stored a timeout outcome for it: log it (once)."""

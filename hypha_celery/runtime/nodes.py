@@ -102,10 +102,9 @@ def run_node(
     ctx = NodeContext(run_id, execution_id, msg.node_id, attempt,
                       _cancel_flag(rt, run_id, msg.awaited), calls, approved_review(view))
     with rt.leases.track(execution_id, run_id, worker):
-        outcome = _execute(graph, node, copy.deepcopy(view["state"]), msg, ctx)
-    return replace(outcome, calls=cast(list[CallJson], calls.records) or None,
-                   facts=[list(f) for f in calls.facts] or None,
-                   started=None if node.at_most_once else started), view
+        outcome = _execute(graph, node, copy.deepcopy(view["state"]), msg, ctx, calls,
+                           None if node.at_most_once else started)
+    return outcome, view
 
 
 def approved_review(view: View) -> dict[str, object] | None:
@@ -144,9 +143,11 @@ def call_node(node: Node, state: dict[str, object], input: Any, ctx: NodeContext
 
 
 def _execute(graph: Graph, node: Node, state: dict[str, object], msg: NodeMessage,
-             ctx: NodeContext) -> NodeOutcome:
+             ctx: NodeContext, calls: Calls | None = None, started: StartedJson | None = None,
+             ) -> NodeOutcome:
+    """Run the node; its outcome, with the ``calls`` it made and its ``started`` record."""
     timeout = graph.timeout_for(msg.node_id)
-    started = time.monotonic()
+    began = time.monotonic()
     try:
         result = call_node(node, state, msg.input, ctx)
     except SoftTimeLimitExceeded:
@@ -154,14 +155,17 @@ def _execute(graph: Graph, node: Node, state: dict[str, object], msg: NodeMessag
                                    "message": f"node ran past its {timeout}s timeout"})
     except Exception as exc:
         result = NodeResult(error=error_data(exc))
-    duration = time.monotonic() - started
+    duration = time.monotonic() - began
     late = duration > timeout and result.error is None
     if late:  # a late result is never applied
         result = NodeResult(error={"type": "NodeTimeout", "class": "timeout",
                                    "message": f"finished after {duration:.3f}s, "
                                               f"timeout {timeout}s"})
-    return NodeOutcome(msg.run_id, msg.execution_id, msg.node_id, result.update, result.error,
-                       round(duration, 6), msg.edge_of, msg.index, late=late)
+    return NodeOutcome(
+        msg.run_id, msg.execution_id, msg.node_id, result.update, result.error,
+        round(duration, 6), msg.edge_of, msg.index, late,
+        cast(list[CallJson], calls.records) or None if calls else None,
+        [list(f) for f in calls.facts] or None if calls else None, started)
 
 
 def checked_update(value: Any) -> NodeResult:

@@ -10,11 +10,14 @@ from typing import Any
 
 import pytest
 
+from hypha_celery import Hypha
 from hypha_celery.events import Status, fold
 from hypha_celery.events.view import view_of_row
-from hypha_celery.graph import Finish, Graph, NodeContext
+from hypha_celery.graph import Finish, Graph, Next, NodeContext
 from hypha_celery.runtime import nodes
+from hypha_celery.runtime.coordinator import coordinate
 from hypha_celery.runtime.failures import dead_lettered
+from hypha_celery.runtime.lanes import kickoff_id
 from hypha_celery.runtime.protocol import (
     EdgeRef,
     FanoutMeta,
@@ -25,6 +28,7 @@ from hypha_celery.runtime.protocol import (
     parse_payload,
 )
 from tests.events.test_fold import LINEAR, R
+from tests.runtime.support import WAIT, of_kind
 
 
 def text(value: Any) -> str:
@@ -188,3 +192,20 @@ def test_the_run_view_document() -> None:
         view = view_of_row(json.loads(doc), 7, 9.0)
         assert view["seq"] == 7 and isinstance(view["status"], Status)
         assert _doc(view) == doc
+
+
+def test_a_duplicate_kickoff_is_fenced_and_logs_nothing(hypha: Hypha) -> None:
+    """A kickoff (or review resume) carries no outcome: once the run moved on, a second
+    copy is fenced without a late result (an outcome that comes late is logged)."""
+    hypha.register(Graph(id="once", nodes={"a": lambda s, i: {"x": 1}},
+                         decision_policy=lambda c: Next("a") if c.step == 0 else Finish(c.state)))
+    run = hypha.start("once")
+    assert run.wait(WAIT) == {"x": 1}
+    before = len(run.events())
+    coordinate(hypha._rt, Kickoff(run.id, kickoff_id(run.id)))
+    assert len(run.events()) == before
+    coordinate(hypha._rt, NodeOutcome(run.id, f"{run.id}.1", "a", {"x": 2}, duration=0.1))
+    assert len(run.events()) == before  # a duplicate of a recorded outcome
+    coordinate(hypha._rt, NodeOutcome(run.id, f"{run.id}.9", "a", {"x": 2}, duration=0.1))
+    (late,) = of_kind(run, "node.execution.late_result")
+    assert late.data == {"execution_id": f"{run.id}.9", "node_id": "a", "reason": "run_ended"}
