@@ -262,7 +262,7 @@ class _Causes:
 DERIVED_FIELDS = ("id", "user_id", "session_id", "agent_id", "step_id", "execution_id",
                   "correlation_id", "causation_id")
 #: A stored event: ``(run_id, seq, type, ts, payload, idem)``.
-Row = tuple[str, int, str, float, dict[str, Any], str | None]
+Row = tuple[str, int, str, float, dict[str, object], str | None]
 
 
 def derive(rows: Iterable[Row], run: Mapping[str, Any] | None = None,
@@ -334,7 +334,7 @@ def enrich(rows: Iterable[Row], run: Mapping[str, Any] | None = None) -> list[Ev
 
 
 def bodies(rows: Iterable[Row], run: Mapping[str, Any] | None = None,
-           ) -> list[dict[str, Any]]:
+           ) -> list[dict[str, object]]:
     """:func:`enrich` as the envelopes' fields but ``checksum`` (what it is the hash of),
     without building the envelopes. Keys in sorted order (what :func:`canonical` sorts
     them into: then at no cost)."""
