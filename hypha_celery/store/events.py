@@ -16,8 +16,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from hypha_celery.errors import RunNotFound, StoreConflict
-from hypha_celery.events.envelope import Event, enrich
-from hypha_celery.events.fold import PASSIVE_KINDS, View, fold
+from hypha_celery.events.envelope import Event, EventType, enrich
+from hypha_celery.events.fold import PASSIVE_KINDS, fold
+from hypha_celery.events.view import View
 from hypha_celery.store.engine import as_raised, dumps
 from hypha_celery.store.projection import Runs
 from hypha_celery.store.rows import (
@@ -51,7 +52,7 @@ _ts_of = itemgetter(3)
 class EventLog(Transactions, Runs):
     """Appends and reads of ``hypha_events``."""
 
-    def append(self, run_id: str, kind: str, data: Mapping[str, Any], *,
+    def append(self, run_id: str, kind: EventType, data: Mapping[str, Any], *,
                idem: str | None = None, ts: float | None = None) -> int:
         """Append one event to ``run_id`` in its own durable transaction; its ``seq``.
 
@@ -81,7 +82,7 @@ class EventLog(Transactions, Runs):
             raise RunNotFound(f"no run {run_id!r} in the event store")
         return seq
 
-    def _append_folded(self, run_id: str, kind: str, data: Mapping[str, Any],
+    def _append_folded(self, run_id: str, kind: EventType, data: Mapping[str, Any],
                        idem: str | None, ts: float | None) -> int:
         with self.transaction() as tx:
             if tx.lock(run_id) is None:

@@ -16,7 +16,8 @@ from sqlalchemy.exc import IntegrityError
 
 from hypha_celery.errors import EmptyImport, ImportConflict, IncompleteRun, InvalidRun
 from hypha_celery.events.envelope import Event
-from hypha_celery.events.fold import View, apply_event, new_view
+from hypha_celery.events.fold import apply_event, new_view
+from hypha_celery.events.view import View
 from hypha_celery.store.engine import Engines
 from hypha_celery.store.projection import columns_of, doc_of
 from hypha_celery.store.rows import (

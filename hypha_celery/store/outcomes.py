@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hypha_celery.events.fold import View
+from hypha_celery.events.view import View
 from hypha_celery.store.engine import dumps, insert_for
 from hypha_celery.store.projection import VIEW_ROW, Runs, view_of
 from hypha_celery.store.schema import outcomes, runs

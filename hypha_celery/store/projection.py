@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from hypha_celery.errors import RunNotFound
-from hypha_celery.events.fold import View
+from hypha_celery.events.view import View, view_of_row
 from hypha_celery.store.engine import Engines
 from hypha_celery.store.schema import runs
 
@@ -24,8 +24,7 @@ VIEW_ROW = (runs.c.doc, runs.c.seq, runs.c.updated_at)
 
 def view_of(row: Sequence[Any]) -> View:
     """The view of a row starting ``doc, seq, updated_at`` (:data:`VIEW_ROW`)."""
-    doc: Mapping[str, Any] = row[0]
-    return {**doc, "seq": row[1], "updated_at": row[2]}
+    return view_of_row(row[0], row[1], row[2])
 
 
 def doc_of(view: View) -> dict[str, Any]:
@@ -35,7 +34,10 @@ def doc_of(view: View) -> dict[str, Any]:
 
 def columns_of(view: View) -> dict[str, Any]:
     """The indexed columns of ``view`` (:data:`VIEW_COLUMNS`)."""
-    return {k: view[k] for k in VIEW_COLUMNS}
+    doc: Mapping[str, Any] = view
+    cols = {k: doc[k] for k in VIEW_COLUMNS}
+    cols["status"] = str(cols["status"])  # a Status: the column holds its value
+    return cols
 
 
 class Runs(Engines):

@@ -20,8 +20,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from hypha_celery.errors import NotTheLifecycleWriter, StoreConflict, UnknownEventKind
-from hypha_celery.events.envelope import KINDS
-from hypha_celery.events.fold import PASSIVE_KINDS, View, apply_event
+from hypha_celery.events.envelope import KINDS, EventType
+from hypha_celery.events.fold import PASSIVE_KINDS, apply_event
+from hypha_celery.events.view import View
 from hypha_celery.store.engine import Engines
 from hypha_celery.store.lanes import LaneRows
 from hypha_celery.store.projection import VIEW_ROW, columns_of, doc_of, view_of
@@ -102,7 +103,7 @@ class Tx(LaneRows):
         self._new.add(view["run_id"])
 
     def append(
-        self, run_id: str, kind: str, data: Mapping[str, Any], idem: str | None = None,
+        self, run_id: str, kind: EventType, data: Mapping[str, Any], idem: str | None = None,
         ts: float | None = None, *, writer: object = None,
     ) -> View:
         check_append(kind, writer)
