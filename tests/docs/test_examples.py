@@ -2,11 +2,12 @@
 
 `pytest-examples` finds the blocks (one test per block, named by file and line) and runs
 each in this process with ``print`` checked against the ``#>`` lines that follow it. The
-harness is the same for every block (see docs/architecture.md, "Documentation examples"):
+harness is the same for every block (README.md, "Documentation", says it for writers):
 a fresh working directory, no ``HYPHA_*`` variables (so ``Hypha.from_env()`` is the
 embedded default: memory broker, worker thread, SQLite in ``./.hypha/``), the repository
 root importable (``examples``, ``tests``). A block that must not run says so in its fence,
-with a reason: ```python {test="skip" reason="..."}.
+with a reason: ```python {test="skip" reason="..."}. ``--update-examples`` rewrites the
+``#>`` lines from what the blocks print.
 """
 
 from __future__ import annotations
@@ -44,7 +45,10 @@ def test_example_runs_as_shown(example: CodeExample, eval_example: EvalExample,
     if settings.get("test") == "skip":
         assert settings.get("reason"), f"{example_id(example)}: a skipped block says why"
         pytest.skip(settings["reason"])
-    eval_example.run_print_check(example)
+    if eval_example.update_examples:
+        eval_example.run_print_update(example)
+    else:
+        eval_example.run_print_check(example)
     if "Hypha.from_env()" in example.source:
         assert (example_dir / ".hypha" / "hypha.db").exists()
 
