@@ -24,7 +24,12 @@ from typing import Any
 from celery import Celery, _state, chord
 from celery.canvas import Signature
 
-from hypha_celery.runtime.config import COORDINATOR_QUEUE, COORDINATOR_TASK
+from hypha_celery.runtime.config import (
+    AGENT_PUMP_TASK,
+    AGENTS_QUEUE,
+    COORDINATOR_QUEUE,
+    COORDINATOR_TASK,
+)
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +199,5 @@ def drop_continuation(request: Any) -> None:
 def agent_pump(app: Celery, name: str, incarnation: str, token: str) -> None:
     """The message that hands an agent to a worker (``hypha.agent.pump``). Its arguments
     are ids only: prompts and state stay in the store."""
-    from hypha_celery.runtime.config import AGENT_PUMP_TASK, AGENTS_QUEUE
-
     app.signature(AGENT_PUMP_TASK, args=(name, incarnation, token), queue=AGENTS_QUEUE,
                   ignore_result=True, argsrepr="(<agent>,)").apply_async()

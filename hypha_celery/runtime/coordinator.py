@@ -15,11 +15,11 @@ from typing import Any
 from hypha_celery.errors import FailureReason, StoreConflict
 from hypha_celery.events.fold import View
 from hypha_celery.graph import Decision, Fail, FanOut, Finish, Graph, Next, Review
-from hypha_celery.runtime import canvas, lifecycle
+from hypha_celery.graph.jsonsafe import error_json, is_json, json_size
+from hypha_celery.runtime import canvas, lifecycle, seams
 from hypha_celery.runtime.attempts import record_attempt
 from hypha_celery.runtime.config import EFFECTS_QUEUE, NODES_QUEUE
 from hypha_celery.runtime.core import Envelope, Runtime, awaits
-from hypha_celery.runtime.jsonsafe import error_json, is_json, json_size
 from hypha_celery.runtime.lanes import kickoff_id, release
 from hypha_celery.runtime.nodes import FATAL_ERRORS
 from hypha_celery.store import Tx
@@ -380,6 +380,7 @@ def terminal(tx: Tx, rt: Runtime, view: View, kind: str, data: dict[str, Any]) -
     run_id = view["run_id"]
     lifecycle.record(tx, run_id, kind, data, idem=f"{run_id}:terminal")
     nxt = release(tx, run_id, view["lane"])
+    seams.run_ended(tx, rt, view, kind, data, nxt)
     outcome = outcome_of(view)
     sig = view.get("notify")
     actions: list[Callable[[], None]] = [lambda: rt.notifier.publish(run_id)]

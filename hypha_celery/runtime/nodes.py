@@ -22,9 +22,9 @@ from celery.exceptions import SoftTimeLimitExceeded
 from hypha_celery.events.fold import View
 from hypha_celery.graph import ErrorInfo, Graph, NodeContext, Outcome
 from hypha_celery.graph.calls import Calls
+from hypha_celery.graph.jsonsafe import error_json, is_json
 from hypha_celery.runtime import failures
 from hypha_celery.runtime.core import Envelope, Runtime, awaits
-from hypha_celery.runtime.jsonsafe import error_json, is_json
 
 __all__ = ["Envelope", "awaits", "checked_update", "edge_ref", "outcome_of", "run_node",
            "run_reducer"]
@@ -93,8 +93,7 @@ def run_node(
     calls = Calls(execution_id, env["node_id"], attempt=attempt)
     ctx = NodeContext(run_id, execution_id, env["node_id"], attempt,
                       _cancel_flag(rt, run_id, awaited), calls, approved_review(view or {}))
-    with rt.leases.track(execution_id, run_id, worker):
-        envelope = _execute(graph, env["node_id"], copy.deepcopy((view or {})["state"]), env, ctx)
+    envelope = _execute(graph, env["node_id"], copy.deepcopy((view or {})["state"]), env, ctx)
     if calls.records:
         envelope["calls"] = calls.records
     if calls.facts:

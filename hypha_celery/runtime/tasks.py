@@ -4,6 +4,10 @@
 
 Idempotent tasks (coordinator, nodes, edges, reducers) ack late and are
 requeued when their worker process dies; at-most-once nodes ack early.
+
+The middleware hooks of a coordinator step and of a node attempt (its retry, dead letter
+and late result) are called here, around the task bodies (:func:`step`,
+:func:`node_attempt`); run start and end from :mod:`~hypha_celery.runtime.seams`.
 """
 
 from __future__ import annotations
@@ -14,13 +18,16 @@ from celery import Task
 from celery.exceptions import Ignore
 from celery.signals import celeryd_after_setup
 
+from hypha_celery.events.fold import View
 from hypha_celery.graph import Graph
+from hypha_celery.middleware import AttemptEnd, Step
 from hypha_celery.runtime import canvas, failures
-from hypha_celery.runtime.config import COORDINATOR_TASK, SUPERVISOR_TASK
+from hypha_celery.runtime.config import COORDINATOR_TASK
 from hypha_celery.runtime.coordinator import coordinate, node_call
 from hypha_celery.runtime.core import Envelope, Runtime
 from hypha_celery.runtime.lanes import kickoff_id
 from hypha_celery.runtime.nodes import edge_ref, run_node, run_reducer, settle
+from hypha_celery.runtime.seams import attempt_end, attempt_of
 
 #: Worker logs and task events show results cut to this many characters: a node's
 #: output (possibly prompt text) never reaches logs or Flower.
@@ -43,12 +50,6 @@ def register_coordinator(rt: Runtime) -> None:
             failures.malformed(rt, self.name, payload, "invalid_schema",
                                "coordinator payload needs run_id and execution_id")
 
-    @rt.app.task(name=SUPERVISOR_TASK, ignore_result=True, shared=False)
-    def supervisor() -> None:
-        from hypha_celery.beat.supervisor import sweep
-
-        sweep(rt)
-
 
 def register_graph(rt: Runtime, graph: Graph) -> None:
     for node_id in graph.nodes:
@@ -60,9 +61,59 @@ def register_graph(rt: Runtime, graph: Graph) -> None:
 def _continue(rt: Runtime, task: Task, outcome: Envelope) -> Envelope | None:
     """Run the coordinator link inline when possible, else let the chain carry it."""
     if canvas.take_coordinator(rt.app, task.request, rt.inline_coordinator):
-        coordinate(rt, outcome)
+        step(rt, outcome)
         return None
     return outcome
+
+
+def step(rt: Runtime, payload: Envelope, seen: View | None = None,
+         local: canvas.LocalSteps | None = None) -> canvas.NodeCall | None:
+    """:func:`coordinate` between ``before_step`` and ``after_step``."""
+    stack = rt.middleware
+    if not (stack.wants("before_step") or stack.wants("after_step")):
+        return coordinate(rt, payload, seen, local)
+    at = Step(payload["run_id"], payload["execution_id"])
+    stack.call("before_step", at)
+    try:
+        call = coordinate(rt, payload, seen, local)
+    except BaseException as exc:
+        stack.call("after_step", at, exc)
+        raise
+    stack.call("after_step", at, None)
+    return call
+
+
+def node_attempt(rt: Runtime, graph: Graph, env: Envelope, attempt: int = 1
+                 ) -> tuple[Envelope | None, View | None]:
+    """:func:`run_node` between ``before_attempt`` and ``after_attempt`` (the lease
+    middleware holds its lease in between)."""
+    stack = rt.middleware
+    if not (stack.wants("before_attempt") or stack.wants("after_attempt")):
+        return run_node(rt, graph, env, attempt)
+    at = attempt_of(env, attempt)
+    stack.call("before_attempt", at)
+    try:
+        outcome, seen = run_node(rt, graph, env, attempt)
+    except BaseException as exc:
+        stack.call("after_attempt", at, AttemptEnd(False, type(exc).__name__))
+        raise
+    stack.call("after_attempt", at, attempt_end(outcome))
+    return outcome, seen
+
+
+def _handed_on(rt: Runtime, env: Envelope, outcome: Envelope, attempt: int) -> None:
+    """``after_late_result`` / ``after_dead_letter`` for a final outcome that is one."""
+    stack = rt.middleware
+    if outcome.get("late") and stack.wants("after_late_result"):
+        stack.call("after_late_result", attempt_of(env, attempt), "timeout")
+    dead = outcome.get("dead_letter")
+    if dead and stack.wants("after_dead_letter"):
+        stack.call("after_dead_letter", attempt_of(env, attempt), str(dead.get("reason")))
+
+
+def _retried(rt: Runtime, env: Envelope, attempt: int, delay: float) -> None:
+    if rt.middleware.wants("after_retry_scheduled"):
+        rt.middleware.call("after_retry_scheduled", attempt_of(env, attempt), delay)
 
 
 def _register_node(rt: Runtime, graph: Graph, node_id: str) -> None:
@@ -99,6 +150,7 @@ def node_task(rt: Runtime, graph: Graph, task: Task, env: Envelope) -> Envelope 
     if delay is not None:
         _retry(rt, graph, task, env, attempt, delay)
         return None
+    _handed_on(rt, env, outcome, attempt)
     outcome = settle(rt, graph, outcome, attempt)
     if env.get("edge_of"):
         return edge_ref(env, outcome)
@@ -114,7 +166,7 @@ def _deliver(rt: Runtime, graph: Graph, task: Task, env: Envelope, attempt: int,
         dead = failures.count_delivery(rt, env, task.name, queue)
         if dead is not None:
             return dead, None
-    return run_node(rt, graph, env, attempt)
+    return node_attempt(rt, graph, env, attempt)
 
 
 def _retry(rt: Runtime, graph: Graph, task: Task, env: Envelope, attempt: int,
@@ -126,6 +178,7 @@ def _retry(rt: Runtime, graph: Graph, task: Task, env: Envelope, attempt: int,
             raise Ignore()  # never count a duplicate in the chord join
         canvas.drop_continuation(task.request)
         return
+    _retried(rt, env, attempt, delay)
     if env.get("edge_of"):
         raise task.retry(countdown=delay, max_retries=None)
     canvas.drop_continuation(task.request)
@@ -144,7 +197,7 @@ def _coordinator_step(rt: Runtime, task: Task, payload: Envelope) -> None:
     if soft and rt.local_budget > 0 and payload["execution_id"] == kickoff_id(payload["run_id"]):
         _local_steps(rt, None, task, payload, None)
     else:
-        coordinate(rt, payload)
+        step(rt, payload)
 
 
 def _local_steps(rt: Runtime, graph: Graph | None, task: Task, outcome: Envelope, seen: Any
@@ -152,14 +205,16 @@ def _local_steps(rt: Runtime, graph: Graph | None, task: Task, outcome: Envelope
     """The inline coordinator step, then zero-hop steps while the budget lasts."""
     local = canvas.LocalSteps(rt.app, task.request, rt.local_budget) \
         if rt.local_budget > 0 else None
-    while (call := coordinate(rt, outcome, seen, local)) is not None:
+    while (call := step(rt, outcome, seen, local)) is not None:
         graph = graph or rt.graphs[call.task.rsplit(".", 1)[0]]
-        result, seen = run_node(rt, graph, call.env)
+        result, seen = node_attempt(rt, graph, call.env)
         if result is None:
             return
         delay, outcome = failures.retry_delay(rt, graph, call.env, result, 1, call.task,
                                               call.queue)
         if delay is not None:
             if delay >= 0:
+                _retried(rt, call.env, 1, delay)
                 publish_retry(rt, graph, call.env, 1, delay)
             return
+        _handed_on(rt, call.env, outcome, 1)
