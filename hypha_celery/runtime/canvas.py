@@ -16,12 +16,10 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from celery import Celery, _state, chord
+from celery import Celery, chord
 from celery.canvas import Signature
 
 from hypha_celery.runtime.config import (
@@ -113,21 +111,7 @@ def fanout(app: Celery, edges: list[NodeCall], reducer_task: str, meta: dict[str
     header = [e.signature(app, keep_result=True) for e in edges]
     body = app.signature(reducer_task, args=(meta,), queue=queue,
                          task_id=f"{meta['execution_id']}.r", ignore_result=True)
-    with _no_result_subscriptions():
-        (chord(header, body) | coordinator(app)).apply_async()
-
-
-@contextmanager
-def _no_result_subscriptions() -> Iterator[None]:
-    """Publishing from a client process (``hypha sweep``, a redrive), Celery's Redis
-    backend would subscribe to every edge's result channel, as if someone would
-    ``.get()`` them; nobody does (the reducer joins). Workers never subscribe."""
-    before = _state.task_join_will_block()
-    _state._set_task_join_will_block(True)
-    try:
-        yield
-    finally:
-        _state._set_task_join_will_block(before)
+    (chord(header, body) | coordinator(app)).apply_async()
 
 
 def notify(app: Celery, sig: dict[str, Any], outcome: dict[str, Any]) -> None:
