@@ -43,8 +43,8 @@ _HOST = socket.gethostname()
 
 
 class LeaseMiddleware(Middleware):
-    """Tracks the node executions in flight in this process (``host:pid``, read per
-    attempt: a prefork child is forked after this module is imported)."""
+    """Tracks the node executions in flight in this process (``host:pid``: its thread
+    and worker name are made on first use in each process, a prefork child included)."""
 
     def __init__(self, store: EventStore, interval: float = DEFAULT_INTERVAL) -> None:
         self.store = store
@@ -52,12 +52,13 @@ class LeaseMiddleware(Middleware):
         self._flights: dict[str, _Flight] = {}
         self._lock = threading.Lock()
         self._pid = 0
+        self._worker = ""
         self._thread: threading.Thread | None = None
 
     def before_attempt(self, attempt: Attempt) -> None:
         """Hold a lease on the execution until :meth:`after_attempt`."""
         self._ensure_thread()
-        flight = _Flight(attempt.run_id, f"{_HOST}:{os.getpid()}", time.time())
+        flight = _Flight(attempt.run_id, self._worker, time.time())
         with self._lock:
             self._flights[attempt.execution_id] = flight
 
@@ -74,6 +75,7 @@ class LeaseMiddleware(Middleware):
         with self._lock:
             if self._pid != os.getpid() or self._thread is None:  # first use, or after fork
                 self._flights.clear()
+                self._worker = f"{_HOST}:{os.getpid()}"
                 self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._loop, name="hypha-leases",
                                                 daemon=True)
