@@ -1,9 +1,11 @@
 """Where the runtime calls its middleware (:mod:`hypha_celery.middleware`).
 
 Run start and end are told after the commit that recorded them (after-commit callbacks,
-never inside the transaction); the coordinator step and the node attempt are wrapped
-around the task bodies in :mod:`~hypha_celery.runtime.tasks`. Nothing is built when no
-middleware overrides the hook: the hot path pays one dict lookup per hook.
+never inside the transaction), in the process that wrote it: a run admitted by
+``Hypha.start`` in the client's, a queued run started when its lane's previous run ended in
+the worker's (or the client's, for ``cancel``). The coordinator step and the node attempt
+are wrapped around the task bodies in :mod:`~hypha_celery.runtime.tasks`. Nothing is built
+when no middleware overrides the hook: the hot path pays one dict lookup per hook.
 """
 
 from __future__ import annotations
