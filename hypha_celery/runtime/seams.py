@@ -10,11 +10,13 @@ when no middleware overrides the hook: the hot path pays one dict lookup per hoo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from hypha_celery.events.fold import View
+from hypha_celery.events import View
 from hypha_celery.middleware import Attempt, AttemptEnd, RunEnd, RunStart
-from hypha_celery.runtime.core import Envelope, Runtime
+from hypha_celery.runtime.core import Runtime
+from hypha_celery.runtime.protocol import NodeMessage, NodeOutcome
 from hypha_celery.store import Tx
 
 
@@ -26,7 +28,7 @@ def run_started(tx: Tx, rt: Runtime, run_id: str, graph_id: str, *, queued: bool
         tx.after_commit(lambda: stack.call("after_run_start", start))
 
 
-def run_ended(tx: Tx, rt: Runtime, view: View, kind: str, data: dict[str, Any],
+def run_ended(tx: Tx, rt: Runtime, view: View, kind: str, data: Mapping[str, Any],
               next_run: str | None) -> None:
     """After the commit of the terminal event ``kind``: ``after_run_end``, then
     ``after_run_start`` of the run the lane was handed to (``next_run``)."""
@@ -35,22 +37,20 @@ def run_ended(tx: Tx, rt: Runtime, view: View, kind: str, data: dict[str, Any],
         end = RunEnd(view["run_id"], kind.removeprefix("run."), data.get("reason"))
         tx.after_commit(lambda: stack.call("after_run_end", end))
     if next_run is not None:
-        graph_id = (tx.lock(next_run) or {}).get("graph_id") or ""
-        run_started(tx, rt, next_run, graph_id, queued=False)
+        nxt = tx.lock(next_run)
+        run_started(tx, rt, next_run, (nxt["graph_id"] if nxt else None) or "", queued=False)
 
 
-def attempt_of(env: Envelope, attempt: int) -> Attempt:
-    return Attempt(env["run_id"], env["execution_id"], env["node_id"], attempt)
+def attempt_of(msg: NodeMessage, attempt: int) -> Attempt:
+    return Attempt(msg.run_id, msg.execution_id, msg.node_id, attempt)
 
 
-def attempt_end(outcome: Envelope | None) -> AttemptEnd:
-    """How an attempt ended, from its outcome envelope; ``None`` (the run no longer
-    awaited it) and an edge outcome stored by an earlier delivery (``settled``) did not
-    run the node: ``error_type`` ``"Stale"``."""
-    if outcome is None or outcome.get("settled"):
+def attempt_end(outcome: NodeOutcome | None) -> AttemptEnd:
+    """How an attempt ended, from its outcome; ``None`` (the run no longer awaited it)
+    and an edge outcome stored by an earlier delivery (``settled``) did not run the
+    node: ``error_type`` ``"Stale"``."""
+    if outcome is None or outcome.settled:
         return AttemptEnd(False, "Stale")
-    error = outcome.get("error")
-    duration = float(outcome.get("duration") or 0.0)
-    if error is None:
-        return AttemptEnd(True, None, duration)
-    return AttemptEnd(False, str(error.get("type") or "Error"), duration)
+    if outcome.error is None:
+        return AttemptEnd(True, None, outcome.duration)
+    return AttemptEnd(False, outcome.error.get("type") or "Error", outcome.duration)
