@@ -79,7 +79,7 @@ def test_added_returns_a_new_stack() -> None:
 
 def test_every_hook_has_a_no_op_default() -> None:
     base = Middleware()
-    assert set(HOOKS) == {
+    assert set(HOOKS) >= {
         "after_run_start", "after_run_end", "before_step", "after_step", "before_attempt",
         "after_attempt", "after_retry_scheduled", "after_dead_letter", "after_late_result",
         "before_turn", "after_turn"}
