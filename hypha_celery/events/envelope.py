@@ -348,12 +348,21 @@ def bodies(rows: Iterable[Row], run: Mapping[str, Any] | None = None,
 
 
 _set = object.__setattr__
+#: Where a pydantic 2 model instance keeps its state: what :func:`_construct` writes.
+_LAYOUT = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+_FAST = getattr(BaseModel, "__slots__", None) == _LAYOUT
 
 
 def _construct(fields: dict[str, Any]) -> Event:
     """``Event.model_construct(**fields)`` for every field, in field order, trusted: what
     pydantic's does without its per-field alias and default handling (several times
-    faster; reading a long history builds many envelopes)."""
+    faster; reading a long history builds many envelopes).
+
+    The package's one use of pydantic's private instance layout (:data:`_LAYOUT`). With
+    another layout it is the public ``Event.model_construct``;
+    ``tests/events/test_envelope_construct.py`` fails when pydantic changes it."""
+    if not _FAST:
+        return Event.model_construct(**fields)
     event = object.__new__(Event)
     _set(event, "__dict__", fields)
     _set(event, "__pydantic_fields_set__", set(fields))
