@@ -101,7 +101,7 @@ class Completion:
         self.seen: set[str] = set()
 
     def __enter__(self) -> Completion:
-        from hypha_celery.client.notifier import CHANNEL_PREFIX
+        from hypha_celery.runtime.notifier import CHANNEL_PREFIX
 
         self.prefix = CHANNEL_PREFIX
         self.pubsub = self.hypha.notifier.client.pubsub(ignore_subscribe_messages=True)

@@ -41,7 +41,7 @@ from hypha_celery.errors import (
     TurnFailed,
     WaitTimeout,
 )
-from hypha_celery.runtime.jsonsafe import is_json
+from hypha_celery.graph.jsonsafe import is_json
 
 OnHalt = Literal["queue", "fail"]
 MAX_NAME = 200

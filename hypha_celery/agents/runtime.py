@@ -14,11 +14,12 @@ from hypha_celery.agents.behaviour import Agent
 from hypha_celery.agents.channels import Transport
 from hypha_celery.backends import Backend
 from hypha_celery.errors import AgentSpecError
+from hypha_celery.middleware import EMPTY, MiddlewareStack
 from hypha_celery.runtime import canvas
 from hypha_celery.store import EventStore
 
 if TYPE_CHECKING:
-    from hypha_celery.client.notifier import Notifier
+    from hypha_celery.runtime.notifier import Notifier
 
 
 def class_path(cls: type) -> str:
@@ -43,6 +44,7 @@ class AgentRuntime:
     lease_interval: float = 1.0
     kinds: dict[str, type[Agent]] = field(default_factory=dict)
     backends: dict[str, type[Backend]] = field(default_factory=dict)
+    middleware: MiddlewareStack = EMPTY  # the Hypha's: before_turn / after_turn
 
     def publish(self, name: str, incarnation: str, token: str) -> None:
         canvas.agent_pump(self.app, name, incarnation, token)

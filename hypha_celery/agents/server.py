@@ -42,7 +42,7 @@ from hypha_celery.agents.runtime import AgentRuntime, new_token, ref_channel
 from hypha_celery.agents.stream import Attempt, run_attempt
 from hypha_celery.backends import Backend, Event, Response, TurnError
 from hypha_celery.errors import AgentNotFound
-from hypha_celery.runtime.jsonsafe import is_json
+from hypha_celery.graph.jsonsafe import is_json
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ def monotonic_ms() -> float:
 
 def data_bytes(data: dict[str, Any]) -> int:
     """Length of the compact, ASCII-escaped JSON encoding of ``data`` (as
-    ``runtime/jsonsafe.json_size``): the unit of the per-turn byte bound."""
+    ``graph/jsonsafe.json_size``): the unit of the per-turn byte bound."""
     try:
         encoded = _encode(data)
     except (TypeError, ValueError, RecursionError) as exc:

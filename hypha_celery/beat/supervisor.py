@@ -20,9 +20,11 @@ from typing import Any
 from hypha_celery.errors import FailureReason
 from hypha_celery.events import View
 from hypha_celery.graph import Graph, NodeContext
-from hypha_celery.runtime import canvas, failures, lifecycle
+from hypha_celery.reviews import expire_due
+from hypha_celery.runtime import canvas, failures, lifecycle, rabbit
 from hypha_celery.runtime.config import SUPERVISOR_TASK
 from hypha_celery.runtime.coordinator import (
+    coordinate,
     fanout_calls,
     node_call,
     publish_fanout,
@@ -68,6 +70,15 @@ class RecoveryPolicy:
 DEFAULT_POLICY = RecoveryPolicy()
 
 
+def register(rt: Runtime) -> None:
+    """Register the ``hypha.supervisor`` task (celery beat sends it) on ``rt.app``."""
+
+    def supervisor() -> None:
+        sweep(rt)
+
+    rt.app.task(name=SUPERVISOR_TASK, ignore_result=True, shared=False)(supervisor)
+
+
 def sweep(rt: Runtime, now: float | None = None,
           policy: RecoveryPolicy = DEFAULT_POLICY) -> list[Decision]:
     """One sweep. Returns the decisions taken (ids and actions only)."""
@@ -103,8 +114,6 @@ def sweep(rt: Runtime, now: float | None = None,
 
 
 def _expire_reviews(rt: Runtime, now: float) -> list[Decision]:
-    from hypha_celery.reviews import expire_due
-
     try:
         expired = expire_due(rt, now)
     except Exception as exc:  # never stops the sweep
@@ -115,16 +124,14 @@ def _expire_reviews(rt: Runtime, now: float) -> list[Decision]:
 
 
 def _sweep_agents(rt: Runtime, now: float, policy: RecoveryPolicy) -> list[Decision]:
-    agents = getattr(rt.app, "hypha_agents", None)
-    if agents is None:
-        return []
-    from hypha_celery.agents.recovery import sweep as sweep_agents
-
-    try:
-        return sweep_agents(agents, now, policy.grace, policy.kickoff_lease, policy.limit)
-    except Exception as exc:  # never stops the runs' sweep
-        log.warning("hypha recovery: agents sweep failed: %s", type(exc).__name__)
-        return []
+    """The extra sweeps of ``rt.sweeps`` (the agents', added by :class:`~hypha_celery.Hypha`)."""
+    decisions: list[Decision] = []
+    for extra in rt.sweeps:
+        try:
+            decisions.extend(extra(now, policy.grace, policy.kickoff_lease, policy.limit))
+        except Exception as exc:  # never stops the runs' sweep
+            log.warning("hypha recovery: agents sweep failed: %s", type(exc).__name__)
+    return decisions
 
 
 def _examine(rt: Runtime, view: View, leases: dict[str, dict[str, Any]], now: float,
@@ -154,7 +161,7 @@ def _examine_node(rt: Runtime, view: View, graph: Graph, lease: dict[str, Any] |
                   now: float, idle: float, backoff: float, policy: RecoveryPolicy
                   ) -> Decision | None:
     node_id = view["waiting_nodes"][0]
-    if alive(lease, rt.leases.interval, now):
+    if alive(lease, rt.lease_interval, now):
         assert lease is not None
         running = now - lease["started_at"]
         if running <= graph.timeout_for(node_id) + policy.grace:
@@ -180,7 +187,7 @@ def _examine_fanout(rt: Runtime, view: View, graph: Graph, leases: dict[str, dic
     stuck = False
     for i, edge in enumerate(edges):
         lease = leases.get(f"{fid}.{i}")
-        if alive(lease, rt.leases.interval, now):
+        if alive(lease, rt.lease_interval, now):
             assert lease is not None
             if now - lease["started_at"] <= graph.timeout_for(edge.node_id) + policy.grace:
                 return None  # an edge is still working
@@ -402,8 +409,6 @@ def _circuit_open(rt: Runtime, key: str, now: float) -> bool:
 
 # -- RabbitMQ: messages the broker dead-lettered ----------------------------
 def _drain_broker_dead_letters(rt: Runtime) -> list[Decision]:
-    from hypha_celery.runtime import rabbit
-
     if not rabbit.is_amqp(str(rt.app.conf.broker_url or "")):
         return []
     decisions: list[Decision] = []
@@ -445,8 +450,6 @@ def _broker_dead_letter(rt: Runtime, msg: Any) -> Decision | None:
         rt.store.put_outcome(env["run_id"], f"{env['execution_id']}:done",
                              outcome.stored_json())
     else:
-        from hypha_celery.runtime.coordinator import coordinate
-
         coordinate(rt, outcome)
     return {"run_id": env["run_id"], "action": "dead_lettered",
             "execution_id": env["execution_id"]}

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterable
+from functools import partial
 from typing import Any, Literal
 
 from celery import Celery
 from celery.canvas import Signature
 
 from hypha_celery import lanes
+from hypha_celery.agents import recovery as agent_recovery
 from hypha_celery.agents import tasks as agent_tasks
 from hypha_celery.agents.api import Agents
 from hypha_celery.agents.channels import Transport
 from hypha_celery.agents.runtime import AgentRuntime
-from hypha_celery.client.notifier import LocalNotifier, Notifier, RedisNotifier
+from hypha_celery.beat import operator, supervisor
 from hypha_celery.client.run import RunHandle
 from hypha_celery.embedded import EmbeddedWorker
 from hypha_celery.errors import (
@@ -31,7 +34,13 @@ from hypha_celery.errors import (
 )
 from hypha_celery.events import TERMINAL_STATUSES, new_view
 from hypha_celery.graph import Graph
-from hypha_celery.runtime import canvas, lifecycle, tasks
+from hypha_celery.graph.jsonsafe import is_json
+from hypha_celery.middleware import Middleware, MiddlewareStack
+from hypha_celery.reviews import PendingReview
+from hypha_celery.reviews import approve as approve_review
+from hypha_celery.reviews import pending as pending_reviews
+from hypha_celery.reviews import reject as reject_review
+from hypha_celery.runtime import canvas, consumer, lifecycle, rabbit, seams, tasks
 from hypha_celery.runtime.config import (
     AGENTS_QUEUE,
     COORDINATOR_QUEUE,
@@ -42,9 +51,9 @@ from hypha_celery.runtime.config import (
 )
 from hypha_celery.runtime.coordinator import local_limit, terminal
 from hypha_celery.runtime.core import Runtime, awaited_task_ids
-from hypha_celery.runtime.jsonsafe import is_json
 from hypha_celery.runtime.lanes import kickoff_id, lane_key
-from hypha_celery.runtime.leases import LeaseKeeper
+from hypha_celery.runtime.leases import LeaseMiddleware
+from hypha_celery.runtime.notifier import LocalNotifier, Notifier, RedisNotifier
 from hypha_celery.store import EventStore
 
 OnBusy = Literal["queue", "reject"]
@@ -61,20 +70,27 @@ class Hypha:
     ``Hypha.from_env()`` reads ``HYPHA_BROKER_URL``, ``HYPHA_RESULT_BACKEND`` and
     ``HYPHA_STORE_URL``; with no broker it is *embedded*: an in-process worker
     thread on the memory transport and a SQLite store under ``./.hypha/``.
+
+    ``middleware``: the hooks of runs, steps, node attempts and agent turns
+    (:mod:`hypha_celery.middleware`), after the built-in lease middleware. A worker runs
+    the hooks of the ``Hypha`` its app module builds: pass the same list there.
     """
 
-    def __init__(self, settings: Settings, *, name: str = "hypha") -> None:
+    def __init__(self, settings: Settings, *, name: str = "hypha",
+                 middleware: Iterable[Middleware] = ()) -> None:
         self.settings = settings
         self.celery = Celery(name)
         self.celery.config_from_object(celery_config(settings))
         self.store = EventStore(settings.store_url)
-        self.celery.hypha_store = self.store  # read by runtime.consumer
+        consumer.bind(self.celery, self.store)
         self.notifier: Notifier = _notifier(settings)
         self._rt = Runtime(self.celery, self.store, self.notifier, settings.inline_coordinator,
                            settings.local_budget if settings.inline_coordinator else 0.0,
                            delivery_limit=settings.delivery_limit,
-                           leases=LeaseKeeper(self.store, settings.lease_interval))
+                           lease_interval=settings.lease_interval,
+                           middleware=_stack(self.store, settings, middleware))
         tasks.register_coordinator(self._rt)
+        supervisor.register(self._rt)
         self._embedded: EmbeddedWorker | None = None
         self.agents = _agents(self)
 
@@ -106,8 +122,6 @@ class Hypha:
 
     def _declare_queues(self, graph: Graph) -> None:
         """On RabbitMQ a node's own queue is a dead-lettered quorum queue too."""
-        from hypha_celery.runtime import rabbit
-
         if not rabbit.is_amqp(self.settings.broker_url):
             return
         limit = self.settings.broker_delivery_limit
@@ -198,10 +212,12 @@ class Hypha:
                 if refused is not None:
                     raise Overloaded(refused)
                 lifecycle.record(tx, run_id, "run.queued", {"behind": active})
+                seams.run_started(tx, self._rt, run_id, data["graph_id"], queued=True)
                 return False
             if lane is not None:
                 lanes.set_active(tx, lane, run_id)
             lifecycle.record(tx, run_id, "run.started", {"execution_id": kickoff_id(run_id)})
+            seams.run_started(tx, self._rt, run_id, data["graph_id"], queued=False)
         return True
 
     def get_run(self, run_id: str) -> RunHandle:
@@ -228,53 +244,39 @@ class Hypha:
     # -- operators: dead letters, quarantine, the supervisor ---------------
     def sweep(self) -> list[dict[str, Any]]:
         """Run one recovery-supervisor sweep now; returns its decisions."""
-        from hypha_celery.beat.supervisor import sweep
-
-        return sweep(self._rt)
+        return supervisor.sweep(self._rt)
 
     def redrive(self, dead_letter_id: int) -> str:
         """Re-enqueue a dead-lettered message; a parked run continues."""
-        from hypha_celery.beat.operator import redrive
-
         self._ensure_worker()
-        return redrive(self._rt, dead_letter_id)
+        return operator.redrive(self._rt, dead_letter_id)
 
     def release(self, run_id: str) -> None:
         """A human checked a quarantined run's effect did not happen: run the node again."""
-        from hypha_celery.beat.operator import release
-
         self._ensure_worker()
-        release(self._rt, run_id)
+        operator.release(self._rt, run_id)
 
     # -- human review ------------------------------------------------------
-    def reviews(self, limit: int = 100) -> list[Any]:
+    def reviews(self, limit: int = 100) -> list[PendingReview]:
         """Runs waiting for a human (``PendingReview``), oldest first."""
-        from hypha_celery.reviews import pending
-
-        return pending(self.store, limit)
+        return pending_reviews(self.store, limit)
 
     def approve(self, run_id: str, *, by: str, note: str = "",
                 review_id: str | None = None) -> str:
         """Approve the run's pending review: the policy runs again and the run goes on.
         :class:`NoPendingReview` if it is not waiting for one."""
-        from hypha_celery.reviews import approve
-
         self._ensure_worker()
-        return approve(self._rt, run_id, by=by, note=note, review_id=review_id)
+        return approve_review(self._rt, run_id, by=by, note=note, review_id=review_id)
 
     def reject(self, run_id: str, *, by: str, reason: str,
                review_id: str | None = None) -> str:
         """Reject the run's pending review (a workflow then ends ``review_rejected``)."""
-        from hypha_celery.reviews import reject
-
         self._ensure_worker()
-        return reject(self._rt, run_id, by=by, reason=reason, review_id=review_id)
+        return reject_review(self._rt, run_id, by=by, reason=reason, review_id=review_id)
 
     def fail_quarantined(self, run_id: str, message: str = "failed by an operator") -> None:
         """End a quarantined run ``run.failed`` (reason ``quarantined``)."""
-        from hypha_celery.beat.operator import fail_quarantined
-
-        fail_quarantined(self._rt, run_id, message)
+        operator.fail_quarantined(self._rt, run_id, message)
 
     # -- workers -----------------------------------------------------------
     def _ensure_worker(self) -> None:
@@ -346,9 +348,18 @@ def _notifier(settings: Settings) -> Notifier:
     return LocalNotifier() if url is None else RedisNotifier(url)
 
 
+def _stack(store: EventStore, settings: Settings, middleware: Iterable[Middleware]
+           ) -> MiddlewareStack:
+    """The lease middleware (unless ``HYPHA_LEASE_INTERVAL`` is 0), then the user's."""
+    leases = [LeaseMiddleware(store, settings.lease_interval)] \
+        if settings.lease_interval > 0 else []
+    return MiddlewareStack([*leases, *middleware])
+
+
 def _agents(hypha: Hypha) -> Agents:
     rt = AgentRuntime(hypha.celery, hypha.store, Transport(hypha.celery, _redis_url(
-        hypha.settings)), hypha.notifier, hypha.settings.lease_interval)
+        hypha.settings)), hypha.notifier, hypha.settings.lease_interval,
+        middleware=hypha._rt.middleware)
     agent_tasks.register(rt)
-    hypha.celery.hypha_agents = rt  # read by the supervisor
+    hypha._rt.sweeps.append(partial(agent_recovery.sweep, rt))  # the supervisor's part
     return Agents(rt, ensure_worker=hypha._ensure_worker)

@@ -6,7 +6,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hypha_celery.client.notifier import POLL_INTERVAL
 from hypha_celery.errors import (
     FailureReason,
     RunCancelled,
@@ -18,6 +17,7 @@ from hypha_celery.errors import (
 from hypha_celery.events import TERMINAL_STATUSES, Event, Status, View
 from hypha_celery.events.view import Parked, Quarantine, TerminalError
 from hypha_celery.projections import AuditView, RunView, audit_view, run_view
+from hypha_celery.runtime.notifier import POLL_INTERVAL
 
 if TYPE_CHECKING:
     from hypha_celery.client.hypha import Hypha

@@ -1,7 +1,7 @@
 """Deterministic evaluation of recorded runs: output contracts (JSON Schema), trace
 completeness, evaluation specs and regression against replay fixtures. Nothing here calls
 a model, a tool or a human; what it records in a run's log is ``eval.*`` /
-``regression.*`` only (see :mod:`hypha_celery.evaluation.record`). See docs/traces.md.
+``regression.*`` only (see :func:`record`). See docs/traces.md.
 """
 
 from hypha_celery.evaluation.contracts import OutputContract, json_path, validate_output
@@ -11,7 +11,6 @@ from hypha_celery.evaluation.evaluator import (
     evaluate,
     evaluate_run,
 )
-from hypha_celery.evaluation.record import RESERVED_PREFIXES, check_recordable, record
 from hypha_celery.evaluation.regression import (
     DEFAULT_CHECKS,
     RegressionCase,
@@ -23,6 +22,7 @@ from hypha_celery.evaluation.regression import (
 )
 from hypha_celery.evaluation.results import Check, EvaluationResult, EvaluationSummary
 from hypha_celery.evaluation.trace import LIFECYCLE_PAIRS, TraceSpec, evaluate_trace
+from hypha_celery.replay.record import RESERVED_PREFIXES, check_recordable, record
 
 __all__ = [
     "DEFAULT_CHECKS",

@@ -12,11 +12,11 @@ from pydantic import BaseModel, ConfigDict
 
 from hypha_celery.errors import RunNotFound
 from hypha_celery.evaluation.contracts import OutputContract, as_contract, validate_output
-from hypha_celery.evaluation.record import record
 from hypha_celery.evaluation.results import Check, EvaluationResult, EvaluationSummary, result
 from hypha_celery.evaluation.trace import TraceSpec, evaluate_trace
 from hypha_celery.events.envelope import Event
 from hypha_celery.replay.fixture import final_output, own_events
+from hypha_celery.replay.record import record
 from hypha_celery.store import EventStore
 
 EvaluationType = Literal["schema", "output_contract", "tool_trace", "policy", "process",

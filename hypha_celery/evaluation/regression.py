@@ -27,12 +27,12 @@ from pydantic import (
 
 from hypha_celery.errors import InvalidRegressionSpec
 from hypha_celery.evaluation.contracts import OutputContract, validate_output
-from hypha_celery.evaluation.record import record
 from hypha_celery.evaluation.results import Check, EvaluationResult
 from hypha_celery.evaluation.trace import evaluate_trace
 from hypha_celery.events.envelope import Event
 from hypha_celery.replay.compare import SEQUENCE_FAMILIES, TraceDiff, compare, describe
 from hypha_celery.replay.fixture import ReplayFixture, final_output, own_events
+from hypha_celery.replay.record import record
 from hypha_celery.replay.store import FileFixtureStore, read_fixture
 from hypha_celery.store import EventStore
 

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from hypha_celery.errors import InvalidCall, ReplayDivergence
 from hypha_celery.events.envelope import canonical
+from hypha_celery.graph.jsonsafe import error_json
 
 Family = Literal["model", "tool"]
 #: Calls one node execution may record.
@@ -60,12 +61,6 @@ def request_hash(request: Any) -> str:
     except (TypeError, ValueError) as exc:
         raise InvalidCall(f"a call's request must be JSON ({exc})") from None
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def _error_json(exc: BaseException) -> dict[str, str]:
-    from hypha_celery.runtime.jsonsafe import error_json
-
-    return error_json(exc)
 
 
 class Calls:
@@ -101,7 +96,7 @@ class Calls:
         try:
             output = fn(request)
         except Exception as exc:
-            record.update(ended_at=time.time(), error=_error_json(exc))
+            record.update(ended_at=time.time(), error=error_json(exc))
             self.records.append(record)
             raise
         record.update(ended_at=time.time(), output=_checked(output, family, name))

@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from hypha_celery.errors import RunNotFound
-from hypha_celery.evaluation.record import record
 from hypha_celery.replay.fixture import ReplayFixture, capture
+from hypha_celery.replay.record import record
 from hypha_celery.replay.spec import ReplaySpec
 from hypha_celery.store import EventStore
 

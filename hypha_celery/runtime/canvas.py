@@ -16,15 +16,19 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from celery import Celery, _state, chord
+from celery import Celery, chord
 from celery.canvas import Signature
 
-from hypha_celery.runtime.config import COORDINATOR_QUEUE, COORDINATOR_TASK
+from hypha_celery.runtime.config import (
+    AGENT_PUMP_TASK,
+    AGENTS_QUEUE,
+    COORDINATOR_QUEUE,
+    COORDINATOR_TASK,
+)
 
 log = logging.getLogger(__name__)
 
@@ -108,21 +112,7 @@ def fanout(app: Celery, edges: list[NodeCall], reducer_task: str, meta: Mapping[
     header = [e.signature(app, keep_result=True) for e in edges]
     body = app.signature(reducer_task, args=(meta,), queue=queue,
                          task_id=f"{meta['execution_id']}.r", ignore_result=True)
-    with _no_result_subscriptions():
-        (chord(header, body) | coordinator(app)).apply_async()
-
-
-@contextmanager
-def _no_result_subscriptions() -> Iterator[None]:
-    """Publishing from a client process (``hypha sweep``, a redrive), Celery's Redis
-    backend would subscribe to every edge's result channel, as if someone would
-    ``.get()`` them; nobody does (the reducer joins). Workers never subscribe."""
-    before = _state.task_join_will_block()
-    _state._set_task_join_will_block(True)
-    try:
-        yield
-    finally:
-        _state._set_task_join_will_block(before)
+    (chord(header, body) | coordinator(app)).apply_async()
 
 
 def notify(app: Celery, sig: Mapping[str, Any], outcome: Mapping[str, Any]) -> None:
@@ -194,7 +184,5 @@ def drop_continuation(request: Any) -> None:
 def agent_pump(app: Celery, name: str, incarnation: str, token: str) -> None:
     """The message that hands an agent to a worker (``hypha.agent.pump``). Its arguments
     are ids only: prompts and state stay in the store."""
-    from hypha_celery.runtime.config import AGENT_PUMP_TASK, AGENTS_QUEUE
-
     app.signature(AGENT_PUMP_TASK, args=(name, incarnation, token), queue=AGENTS_QUEUE,
                   ignore_result=True, argsrepr="(<agent>,)").apply_async()

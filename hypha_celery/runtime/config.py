@@ -21,6 +21,8 @@ AGENTS_QUEUE = "hypha.agents"
 AGENT_PUMP_TASK = "hypha.agent.pump"
 COORDINATOR_TASK = "hypha.coordinator"
 SUPERVISOR_TASK = "hypha.supervisor"
+#: The worker consumer of the profile (malformed messages become dead letters).
+CONSUMER = "hypha_celery.runtime.consumer:HyphaConsumer"
 EMBEDDED_STORE_URL = "sqlite:///.hypha/hypha.db"
 
 
@@ -161,7 +163,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # the memory transport polls; its 1 s default would cost a second per hop
         conf["broker_transport_options"] = {"polling_interval": 0.005}
     # malformed / unknown-task messages become dead-letter records, never a crash
-    conf["worker_consumer"] = "hypha_celery.runtime.consumer:HyphaConsumer"
+    conf["worker_consumer"] = CONSUMER
     from hypha_celery.runtime import rabbit  # rabbit imports this module
 
     if rabbit.is_amqp(settings.broker_url):

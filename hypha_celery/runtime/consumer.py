@@ -4,7 +4,8 @@ a queue.
 Selected with ``worker_consumer`` (see :func:`~hypha_celery.runtime.config.celery_config`).
 A message Celery cannot run — a body that does not decode or is not JSON, an unknown
 task name, broken protocol headers — becomes a dead-letter record in the event store
-(``app.hypha_store``, set by :class:`~hypha_celery.Hypha`) and is acked (a reject would
+(the class's ``store``: :func:`bind` makes the class :class:`~hypha_celery.Hypha` installs)
+and is acked (a reject would
 route it to the dead-letter exchange a second time on RabbitMQ). Without a store, or if
 the record cannot be written, Celery's own handling applies.
 
@@ -33,7 +34,8 @@ from kombu.serialization import loads, prepare_accept_content
 from vine import promise
 
 from hypha_celery.runtime import rabbit
-from hypha_celery.runtime.config import DEAD_LETTER_QUEUE
+from hypha_celery.runtime.config import CONSUMER, DEAD_LETTER_QUEUE
+from hypha_celery.store import EventStore
 
 logger = logging.getLogger(__name__)
 
@@ -42,8 +44,19 @@ _JSON_ONLY = prepare_accept_content(["json"])
 _NUMBER = (int, float)
 
 
+def bind(app: Any, store: EventStore) -> None:
+    """Make ``app``'s workers record malformed messages in ``store``: its
+    ``worker_consumer`` becomes a :class:`HyphaConsumer` subclass holding the store
+    (unless the profile's consumer was overridden)."""
+    if app.conf.worker_consumer == CONSUMER:
+        app.conf.worker_consumer = type("HyphaConsumer", (HyphaConsumer,), {"store": store})
+
+
 class HyphaConsumer(Consumer):
     """Celery's consumer, with malformed messages recorded as dead letters."""
+
+    #: Where dead letters are recorded (see :func:`bind`); None: Celery's handling.
+    store: EventStore | None = None
 
     class Blueprint(Consumer.Blueprint):
         default_steps = [step for step in Consumer.Blueprint.default_steps
@@ -104,7 +117,7 @@ class HyphaConsumer(Consumer):
     # -- recording ---------------------------------------------------------------------
     def _dead_letter(self, message: Any, reason: str, exc: Exception) -> bool:
         """Record ``message`` and ack it; False when there is no store or it failed."""
-        store = getattr(self.app, "hypha_store", None)
+        store = self.store
         if store is None:
             return False
         try:

@@ -15,11 +15,11 @@ from typing import Any, TypedDict
 from hypha_celery.errors import FailureReason, StoreConflict
 from hypha_celery.events import EventType, Status, View, as_kind
 from hypha_celery.graph import Decision, Fail, FanOut, Finish, Graph, Next, Review
-from hypha_celery.runtime import canvas, lifecycle
+from hypha_celery.graph.jsonsafe import error_json, is_json, json_size
+from hypha_celery.runtime import canvas, lifecycle, seams
 from hypha_celery.runtime.attempts import record_attempt
 from hypha_celery.runtime.config import EFFECTS_QUEUE, NODES_QUEUE
 from hypha_celery.runtime.core import Runtime, awaits
-from hypha_celery.runtime.jsonsafe import error_json, is_json, json_size
 from hypha_celery.runtime.lanes import kickoff_id, release
 from hypha_celery.runtime.late import LateItem, log_late
 from hypha_celery.runtime.lifecycle import TerminalKind
@@ -336,6 +336,7 @@ def terminal(tx: Tx, rt: Runtime, view: View, kind: TerminalKind,
     run_id = view["run_id"]
     lifecycle.record(tx, run_id, kind, data, idem=f"{run_id}:terminal")
     nxt = release(tx, run_id, view["lane"])
+    seams.run_ended(tx, rt, view, kind, data, nxt)
     outcome = run_outcome(view)
     sig = view["notify"]
     actions: list[Callable[[], None]] = [lambda: rt.notifier.publish(run_id)]

@@ -1,20 +1,20 @@
-"""What every task body needs: the Celery app, the store, the graphs, the notifier."""
+"""What every task body needs: the Celery app, the store, the graphs, the notifier, the
+middleware — the :class:`Runtime`, the one registry of a process."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from celery import Celery
 
 from hypha_celery.events import Status, View
 from hypha_celery.graph import Graph
+from hypha_celery.middleware import EMPTY, MiddlewareStack
 from hypha_celery.runtime.lanes import kickoff_id
-from hypha_celery.runtime.leases import LeaseKeeper
+from hypha_celery.runtime.leases import DEFAULT_INTERVAL
+from hypha_celery.runtime.notifier import Notifier
 from hypha_celery.store import EventStore
-
-if TYPE_CHECKING:
-    from hypha_celery.client.notifier import Notifier
 
 
 def awaits(view: View | None, execution_id: str) -> bool:
@@ -43,8 +43,24 @@ def awaited_task_ids(view: View) -> list[str]:
     return [f"{waiting}.{i}" for i in range(edges)]
 
 
+class Sweep(Protocol):
+    """A recovery sweep the supervisor runs after the runs' own (the agents' is one):
+    returns its decisions."""
+
+    def __call__(self, now: float, grace: float, kickoff_lease: float, limit: int
+                 ) -> list[dict[str, Any]]: ...
+
+
 @dataclass
 class Runtime:
+    """The one registry of a process (worker or client): built once by
+    :class:`~hypha_celery.Hypha` and bound into every task it registers (task bodies are
+    closures over it). Nothing is stored on the Celery app.
+
+    ``middleware`` is the stack every hook call site uses (the lease middleware first);
+    ``sweeps`` are the extra recovery sweeps (the agents') the supervisor runs;
+    ``lease_interval`` is the heartbeat interval the supervisor judges leases by."""
+
     app: Celery
     store: EventStore
     notifier: Notifier
@@ -52,8 +68,6 @@ class Runtime:
     local_budget: float = 0.0
     graphs: dict[str, Graph] = field(default_factory=dict)
     delivery_limit: int = 3
-    leases: LeaseKeeper = field(default=None)  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        if self.leases is None:
-            self.leases = LeaseKeeper(self.store)
+    lease_interval: float = DEFAULT_INTERVAL
+    middleware: MiddlewareStack = EMPTY
+    sweeps: list[Sweep] = field(default_factory=list)

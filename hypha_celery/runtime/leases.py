@@ -1,11 +1,13 @@
-"""Leases: proof that a slow node is still running.
+"""Leases: proof that a slow node is still running — a middleware.
 
-A node in flight is tracked in memory. A daemon thread per worker process wakes
-every ``interval`` seconds and upserts a ``hypha_leases`` row for each node that
-has run for at least one interval, refreshing ``heartbeat_at`` while it runs. A
-node that finishes within the interval — every fast node — writes nothing, so
-leases cost nothing per step; a slow node (an LLM call) pays one unflushed write
-per interval. The supervisor reads the rows: fresh heartbeat = alive, stale =
+:class:`LeaseMiddleware` is installed first on every :class:`~hypha_celery.Hypha` whose
+``HYPHA_LEASE_INTERVAL`` is above 0: ``before_attempt`` registers the execution,
+``after_attempt`` drops it. A node in flight is tracked in memory. A daemon thread per
+worker process wakes every ``interval`` seconds and upserts a ``hypha_leases`` row for
+each node that has run for at least one interval, refreshing ``heartbeat_at`` while it
+runs. A node that finishes within the interval — every fast node — writes nothing, so
+leases cost nothing per step; a slow node (an LLM call) pays one unflushed write per
+interval. The supervisor reads the rows: fresh heartbeat = alive, stale =
 its worker is gone, none = never started (or fast and lost).
 """
 
@@ -13,12 +15,12 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
+from hypha_celery.middleware import Attempt, AttemptEnd, Middleware
 from hypha_celery.store import EventStore
 
 log = logging.getLogger(__name__)
@@ -37,8 +39,12 @@ class _Flight:
     written: bool = False
 
 
-class LeaseKeeper:
-    """Tracks the node executions in flight in this process."""
+_HOST = socket.gethostname()
+
+
+class LeaseMiddleware(Middleware):
+    """Tracks the node executions in flight in this process (``host:pid``: its thread
+    and worker name are made on first use in each process, a prefork child included)."""
 
     def __init__(self, store: EventStore, interval: float = DEFAULT_INTERVAL) -> None:
         self.store = store
@@ -46,24 +52,22 @@ class LeaseKeeper:
         self._flights: dict[str, _Flight] = {}
         self._lock = threading.Lock()
         self._pid = 0
+        self._worker = ""
         self._thread: threading.Thread | None = None
 
-    @contextmanager
-    def track(self, execution_id: str, run_id: str, worker: str) -> Iterator[None]:
-        """Hold a lease on ``execution_id`` while the block runs."""
-        if self.interval <= 0:
-            yield
-            return
+    def before_attempt(self, attempt: Attempt) -> None:
+        """Hold a lease on the execution until :meth:`after_attempt`."""
         self._ensure_thread()
+        flight = _Flight(attempt.run_id, self._worker, time.time())
         with self._lock:
-            self._flights[execution_id] = _Flight(run_id, worker, time.time())
-        try:
-            yield
-        finally:
-            with self._lock:
-                flight = self._flights.pop(execution_id, None)
-            if flight is not None and flight.written:
-                self._safe(lambda: self.store.drop_leases([execution_id]))
+            self._flights[attempt.execution_id] = flight
+
+    def after_attempt(self, attempt: Attempt, end: AttemptEnd) -> None:
+        eid = attempt.execution_id
+        with self._lock:
+            flight = self._flights.pop(eid, None)
+        if flight is not None and flight.written:
+            self._safe(lambda: self.store.drop_leases([eid]))
 
     def _ensure_thread(self) -> None:
         if self._pid == os.getpid() and self._thread is not None:
@@ -71,6 +75,7 @@ class LeaseKeeper:
         with self._lock:
             if self._pid != os.getpid() or self._thread is None:  # first use, or after fork
                 self._flights.clear()
+                self._worker = f"{_HOST}:{os.getpid()}"
                 self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._loop, name="hypha-leases",
                                                 daemon=True)

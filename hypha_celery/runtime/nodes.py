@@ -22,9 +22,9 @@ from celery.exceptions import SoftTimeLimitExceeded
 from hypha_celery.events import View
 from hypha_celery.graph import Graph, Node, NodeContext
 from hypha_celery.graph.calls import Calls
+from hypha_celery.graph.jsonsafe import error_data, is_json
 from hypha_celery.runtime import failures
 from hypha_celery.runtime.core import Runtime, awaits
-from hypha_celery.runtime.jsonsafe import error_data, is_json
 from hypha_celery.runtime.late import record_late
 from hypha_celery.runtime.protocol import (
     CallJson,
@@ -101,9 +101,8 @@ def run_node(
     calls = Calls(execution_id, msg.node_id, attempt=attempt)
     ctx = NodeContext(run_id, execution_id, msg.node_id, attempt,
                       _cancel_flag(rt, run_id, msg.awaited), calls, approved_review(view))
-    with rt.leases.track(execution_id, run_id, worker):
-        outcome = _execute(graph, node, copy.deepcopy(view["state"]), msg, ctx, calls,
-                           None if node.at_most_once else started)
+    outcome = _execute(graph, node, copy.deepcopy(view["state"]), msg, ctx, calls,
+                       None if node.at_most_once else started)
     return outcome, view
 
 

@@ -4,6 +4,10 @@
 
 Idempotent tasks (coordinator, nodes, edges, reducers) ack late and are
 requeued when their worker process dies; at-most-once nodes ack early.
+
+The middleware hooks of a coordinator step and of a node attempt (its retry, dead letter
+and late result) are called here, around the task bodies (:func:`step`,
+:func:`node_attempt`); run start and end from :mod:`~hypha_celery.runtime.seams`.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from celery import Task
 from celery.exceptions import Ignore
 from celery.signals import celeryd_after_setup
 
+from hypha_celery.events import View
 from hypha_celery.graph import Graph
+from hypha_celery.middleware import AttemptEnd, Step
 from hypha_celery.runtime import canvas, failures
-from hypha_celery.runtime.config import COORDINATOR_TASK, SUPERVISOR_TASK
+from hypha_celery.runtime.config import COORDINATOR_TASK
 from hypha_celery.runtime.coordinator import coordinate, node_call
 from hypha_celery.runtime.core import Runtime
 from hypha_celery.runtime.lanes import kickoff_id
@@ -29,6 +35,7 @@ from hypha_celery.runtime.protocol import (
     ReducerOutcome,
     parse_payload,
 )
+from hypha_celery.runtime.seams import attempt_end, attempt_of
 
 #: A message as Celery hands it over and takes it back: a JSON object.
 Json = dict[str, object]
@@ -54,12 +61,6 @@ def register_coordinator(rt: Runtime) -> None:
             failures.malformed(rt, self.name, payload, "invalid_schema",
                                "coordinator payload needs run_id and execution_id")
 
-    @rt.app.task(name=SUPERVISOR_TASK, ignore_result=True, shared=False)
-    def supervisor() -> None:
-        from hypha_celery.beat.supervisor import sweep
-
-        sweep(rt)
-
 
 def register_graph(rt: Runtime, graph: Graph) -> None:
     for node_id in graph.nodes:
@@ -71,9 +72,58 @@ def register_graph(rt: Runtime, graph: Graph) -> None:
 def _continue(rt: Runtime, task: Task, outcome: ReducerOutcome) -> Json | None:
     """Run the coordinator link inline when possible, else let the chain carry it."""
     if canvas.take_coordinator(rt.app, task.request, rt.inline_coordinator):
-        coordinate(rt, outcome)
+        step(rt, outcome)
         return None
     return outcome.to_json()
+
+
+def step(rt: Runtime, payload: Payload, seen: View | None = None,
+         local: canvas.LocalSteps | None = None) -> canvas.NodeCall | None:
+    """:func:`coordinate` between ``before_step`` and ``after_step``."""
+    stack = rt.middleware
+    if not (stack.wants("before_step") or stack.wants("after_step")):
+        return coordinate(rt, payload, seen, local)
+    at = Step(payload.run_id, payload.execution_id)
+    stack.call("before_step", at)
+    try:
+        call = coordinate(rt, payload, seen, local)
+    except BaseException as exc:
+        stack.call("after_step", at, exc)
+        raise
+    stack.call("after_step", at, None)
+    return call
+
+
+def node_attempt(rt: Runtime, graph: Graph, msg: NodeMessage, attempt: int = 1
+                 ) -> tuple[NodeOutcome | None, View | None]:
+    """:func:`run_node` between ``before_attempt`` and ``after_attempt`` (the lease
+    middleware holds its lease in between)."""
+    stack = rt.middleware
+    if not (stack.wants("before_attempt") or stack.wants("after_attempt")):
+        return run_node(rt, graph, msg, attempt)
+    at = attempt_of(msg, attempt)
+    stack.call("before_attempt", at)
+    try:
+        outcome, seen = run_node(rt, graph, msg, attempt)
+    except BaseException as exc:
+        stack.call("after_attempt", at, AttemptEnd(False, type(exc).__name__))
+        raise
+    stack.call("after_attempt", at, attempt_end(outcome))
+    return outcome, seen
+
+
+def _handed_on(rt: Runtime, msg: NodeMessage, outcome: NodeOutcome, attempt: int) -> None:
+    """``after_late_result`` / ``after_dead_letter`` for a final outcome that is one."""
+    stack = rt.middleware
+    if outcome.late and stack.wants("after_late_result"):
+        stack.call("after_late_result", attempt_of(msg, attempt), "timeout")
+    if outcome.dead_letter is not None and stack.wants("after_dead_letter"):
+        stack.call("after_dead_letter", attempt_of(msg, attempt), outcome.dead_letter["reason"])
+
+
+def _retried(rt: Runtime, msg: NodeMessage, attempt: int, delay: float) -> None:
+    if rt.middleware.wants("after_retry_scheduled"):
+        rt.middleware.call("after_retry_scheduled", attempt_of(msg, attempt), delay)
 
 
 def _register_node(rt: Runtime, graph: Graph, node_id: str) -> None:
@@ -111,6 +161,7 @@ def node_task(rt: Runtime, graph: Graph, task: Task, env: Json) -> Json | None:
     if delay is not None:
         _retry(rt, graph, task, msg, attempt, delay)
         return None
+    _handed_on(rt, msg, outcome, attempt)
     outcome = settle(rt, graph, outcome, attempt)
     if msg.edge_of is not None:
         return edge_ref(msg, outcome).to_json()
@@ -126,7 +177,7 @@ def _deliver(rt: Runtime, graph: Graph, task: Task, msg: NodeMessage, attempt: i
         dead = failures.count_delivery(rt, msg, task.name, queue)
         if dead is not None:
             return dead, None
-    return run_node(rt, graph, msg, attempt)
+    return node_attempt(rt, graph, msg, attempt)
 
 
 def _retry(rt: Runtime, graph: Graph, task: Task, msg: NodeMessage, attempt: int,
@@ -138,6 +189,7 @@ def _retry(rt: Runtime, graph: Graph, task: Task, msg: NodeMessage, attempt: int
             raise Ignore()  # never count a duplicate in the chord join
         canvas.drop_continuation(task.request)
         return
+    _retried(rt, msg, attempt, delay)
     if msg.edge_of is not None:
         raise task.retry(countdown=delay, max_retries=None)
     canvas.drop_continuation(task.request)
@@ -157,7 +209,7 @@ def _coordinator_step(rt: Runtime, task: Task, payload: Payload) -> None:
     if soft and rt.local_budget > 0 and payload.execution_id == kickoff_id(payload.run_id):
         _local_steps(rt, None, task, payload, None)
     else:
-        coordinate(rt, payload)
+        step(rt, payload)
 
 
 def _local_steps(rt: Runtime, graph: Graph | None, task: Task, outcome: Payload, seen: Any
@@ -165,15 +217,17 @@ def _local_steps(rt: Runtime, graph: Graph | None, task: Task, outcome: Payload,
     """The inline coordinator step, then zero-hop steps while the budget lasts."""
     local = canvas.LocalSteps(rt.app, task.request, rt.local_budget) \
         if rt.local_budget > 0 else None
-    while (call := coordinate(rt, outcome, seen, local)) is not None:
+    while (call := step(rt, outcome, seen, local)) is not None:
         graph = graph or rt.graphs[call.task.rsplit(".", 1)[0]]
         msg = NodeMessage.from_json(call.env)
-        result, seen = run_node(rt, graph, msg)
+        result, seen = node_attempt(rt, graph, msg)
         if result is None:
             return
         delay, outcome = failures.retry_delay(rt, graph, msg, result, 1, call.task,
                                               call.queue)
         if delay is not None:
             if delay >= 0:
+                _retried(rt, msg, 1, delay)
                 publish_retry(rt, graph, msg, 1, delay)
             return
+        _handed_on(rt, msg, outcome, 1)

@@ -35,7 +35,7 @@ from typing import Any, Literal, Protocol
 
 from hypha_celery.errors import InvalidCall
 from hypha_celery.graph.calls import request_hash
-from hypha_celery.runtime.jsonsafe import error_json
+from hypha_celery.graph.jsonsafe import error_json
 from hypha_celery.tools.approvals import ApprovalStore, MemoryApprovals, review_status
 from hypha_celery.tools.policy import PolicyDecision, ToolPolicy, tool_matches
 from hypha_celery.tools.registry import Handler, Tool, ToolRegistry

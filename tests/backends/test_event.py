@@ -30,7 +30,7 @@ def test_terminal(kind: str, terminal: bool) -> None:
 
 
 def test_size_is_compact_json_of_data() -> None:
-    # the project's JSON size (runtime/jsonsafe.py): compact, ASCII-escaped
+    # the project's JSON size (graph/jsonsafe.py): compact, ASCII-escaped
     assert Event.new("text", {"text": "é"}).size == len('{"text":"\\u00e9"}')
 
 

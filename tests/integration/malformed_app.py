@@ -3,9 +3,9 @@
     celery -A tests.integration.malformed_app:celery worker -P prefork -c 1 -Q hypha.nodes
 
 hypha's Celery profile (``celery_config(Settings.from_env())``: JSON only,
-:class:`~hypha_celery.runtime.consumer.HyphaConsumer`, quorum queues on RabbitMQ) and
-the event store on ``app.hypha_store``, as :class:`~hypha_celery.Hypha` sets it; no
-graphs. Tasks:
+:class:`~hypha_celery.runtime.consumer.HyphaConsumer`, quorum queues on RabbitMQ), the
+consumer bound to the event store (``consumer.bind``) as :class:`~hypha_celery.Hypha`
+does; no graphs. Tasks:
 
 * :data:`GOOD_TASK` appends its argument to the Redis list :data:`GOOD_KEY` on the
   result backend's database (the test's side channel);
@@ -26,6 +26,7 @@ from typing import Any
 import redis
 from celery import Celery
 
+from hypha_celery.runtime import consumer
 from hypha_celery.runtime.config import Settings, celery_config
 from hypha_celery.store import EventStore
 
@@ -40,7 +41,7 @@ FLAKY_KEY = "malformed_app:flaky:"
 celery = Celery("malformed_app")
 celery.config_from_object(celery_config(Settings.from_env()))
 if "HYPHA_STORE_URL" in os.environ:  # a worker (the tests import this module for its names)
-    celery.hypha_store = EventStore(os.environ["HYPHA_STORE_URL"])
+    consumer.bind(celery, EventStore(os.environ["HYPHA_STORE_URL"]))
 
 
 def _side() -> redis.Redis:

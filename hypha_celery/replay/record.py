@@ -4,6 +4,9 @@ The canonical-writer rule: the run lifecycle (``run.*``, ``node.*``, ``decision.
 runtime's ``recovery.*`` / ``agent.*`` streams) has exactly one writer, the runtime; this
 recorder refuses those types. What it records is passive: the run projection (status,
 state, result) does not change, only the run's ``seq`` moves on.
+
+It sits in ``replay`` (below ``evaluation``, which re-exports it as
+``hypha_celery.evaluation.record``) because both record through it.
 """
 
 from __future__ import annotations

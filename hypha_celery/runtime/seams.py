@@ -1,0 +1,56 @@
+"""Where the runtime calls its middleware (:mod:`hypha_celery.middleware`).
+
+Run start and end are told after the commit that recorded them (after-commit callbacks,
+never inside the transaction), in the process that wrote it: a run admitted by
+``Hypha.start`` in the client's, a queued run started when its lane's previous run ended in
+the worker's (or the client's, for ``cancel``). The coordinator step and the node attempt
+are wrapped around the task bodies in :mod:`~hypha_celery.runtime.tasks`. Nothing is built
+when no middleware overrides the hook: the hot path pays one dict lookup per hook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hypha_celery.events import View
+from hypha_celery.middleware import Attempt, AttemptEnd, RunEnd, RunStart
+from hypha_celery.runtime.core import Runtime
+from hypha_celery.runtime.protocol import NodeMessage, NodeOutcome
+from hypha_celery.store import Tx
+
+
+def run_started(tx: Tx, rt: Runtime, run_id: str, graph_id: str, *, queued: bool) -> None:
+    """After the commit: ``after_run_start`` (``run.started``, or ``run.queued``)."""
+    stack = rt.middleware
+    if stack.wants("after_run_start"):
+        start = RunStart(run_id, graph_id, queued)
+        tx.after_commit(lambda: stack.call("after_run_start", start))
+
+
+def run_ended(tx: Tx, rt: Runtime, view: View, kind: str, data: Mapping[str, Any],
+              next_run: str | None) -> None:
+    """After the commit of the terminal event ``kind``: ``after_run_end``, then
+    ``after_run_start`` of the run the lane was handed to (``next_run``)."""
+    stack = rt.middleware
+    if stack.wants("after_run_end"):
+        end = RunEnd(view["run_id"], kind.removeprefix("run."), data.get("reason"))
+        tx.after_commit(lambda: stack.call("after_run_end", end))
+    if next_run is not None:
+        nxt = tx.lock(next_run)
+        run_started(tx, rt, next_run, (nxt["graph_id"] if nxt else None) or "", queued=False)
+
+
+def attempt_of(msg: NodeMessage, attempt: int) -> Attempt:
+    return Attempt(msg.run_id, msg.execution_id, msg.node_id, attempt)
+
+
+def attempt_end(outcome: NodeOutcome | None) -> AttemptEnd:
+    """How an attempt ended, from its outcome; ``None`` (the run no longer awaited it)
+    and an edge outcome stored by an earlier delivery (``settled``) did not run the
+    node: ``error_type`` ``"Stale"``."""
+    if outcome is None or outcome.settled:
+        return AttemptEnd(False, "Stale")
+    if outcome.error is None:
+        return AttemptEnd(True, None, outcome.duration)
+    return AttemptEnd(False, outcome.error.get("type") or "Error", outcome.duration)
