@@ -25,7 +25,7 @@ from celery.canvas import Signature
 from hypha_celery.agents import effects, machine, rows, telemetry
 from hypha_celery.agents.behaviour import Agent, acting_as, current_name
 from hypha_celery.agents.callers import CallerLease
-from hypha_celery.agents.channels import Channel, target
+from hypha_celery.agents.channels import Channel, Target, target
 from hypha_celery.agents.doc import (
     AgentDoc,
     Answered,
@@ -231,7 +231,7 @@ class Agents:
             machine.accepting(atx.doc)
             refused = atx.queue_event(event)
             if refused is not None:
-                raise Overloaded(refused)
+                raise refused
             self._wake(atx)
         self._ensure_worker()
 
@@ -367,8 +367,9 @@ class Agents:
         self._rt.transport.close()
 
     # -- internals ----------------------------------------------------------------------
-    def _admit(self, name: str, prompt: str, origin: Origin, *, completion: Any = None,
-               stream_to: Any = None, on_halt: OnHalt = OnHalt.QUEUE) -> str:
+    def _admit(self, name: str, prompt: str, origin: Origin, *,
+               completion: Target | None = None, stream_to: Target | None = None,
+               on_halt: OnHalt = OnHalt.QUEUE) -> str:
         if not isinstance(prompt, str):
             raise AgentSpecError(f"a prompt is a string, got {type(prompt).__name__}")
         request = machine.new_request(prompt, origin, completion=completion,
@@ -396,7 +397,7 @@ class Agents:
         request.caller = caller
         refused = atx.queue(request, atx.doc.limits.prompts)
         if refused is not None:
-            raise Overloaded(refused)
+            raise refused
         depth = atx.queued_count()
         atx.after_commit(lambda: telemetry.rich(("mailbox", "queued"), atx.name, depth=depth))
 

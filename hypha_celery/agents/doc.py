@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from hypha_celery.agents.channels import Target, target_from
 from hypha_celery.agents.options import Limits
 from hypha_celery.backends import Event, Response, TurnError
 
@@ -69,7 +70,7 @@ class Answered:
 
     response: Any
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"ok": self.response}
 
     def decode(self) -> Response:
@@ -86,7 +87,7 @@ class Failed:
     terminal: Any = None
     turn: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         if self.turn:
             return {"error": self.reason, "info": self.info, "terminal": self.terminal}
         return {"error": self.reason, "info": self.info}
@@ -125,16 +126,19 @@ class Request:
     prompt: str
     attempt: int
     bytes: int
-    completion: Any = None
-    stream_to: Any = None
+    completion: Target | None = None
+    stream_to: Target | None = None
     on_halt: OnHalt = OnHalt.QUEUE
     #: The caller lease id of a queued ask (see :mod:`.callers`).
     caller: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out = {"ref": self.ref, "origin": self.origin.value, "prompt": self.prompt,
-               "attempt": self.attempt, "bytes": self.bytes, "completion": self.completion,
-               "stream_to": self.stream_to, "on_halt": self.on_halt.value}
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "ref": self.ref, "origin": self.origin.value, "prompt": self.prompt,
+            "attempt": self.attempt, "bytes": self.bytes,
+            "completion": None if self.completion is None else self.completion.to_json(),
+            "stream_to": None if self.stream_to is None else self.stream_to.to_json(),
+            "on_halt": self.on_halt.value}
         if self.caller is not None:
             out["caller"] = self.caller
         return out
@@ -142,7 +146,8 @@ class Request:
     @classmethod
     def from_json(cls, data: Any) -> Request:
         return cls(data["ref"], Origin(data["origin"]), data["prompt"], data["attempt"],
-                   data["bytes"], data.get("completion"), data.get("stream_to"),
+                   data["bytes"], target_from(data.get("completion")),
+                   target_from(data.get("stream_to")),
                    OnHalt(data.get("on_halt") or OnHalt.QUEUE), data.get("caller"))
 
 
@@ -183,7 +188,7 @@ class CurrentTurn:
         """The same ``(ref, attempt)`` (a write about ``self`` still applies to it)."""
         return other is not None and other.ref == self.ref and other.attempt == self.attempt
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         out = self.request.to_json()
         out["stage"] = self.stage.value
         if self.started_at is not None:
@@ -234,15 +239,15 @@ class AgentDoc:
             return Phase.BUSY
         return Phase.HALTED if self.halted else Phase.IDLE
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The doc column (without the session)."""
-        out = {"name": self.name, "incarnation": self.incarnation, "kind": self.kind,
-               "backend": self.backend, "limits": self.limits.to_json(), "state": self.state,
-               "halted": self.halted, "halt_pending": self.halt_pending,
-               "halting": self.halting, "draining": self.draining, "pre_run": self.pre_run,
-               "pump": self.pump,
-               "current": None if self.current is None else self.current.to_json(),
-               "self_chain": None if self.self_chain is None else self.self_chain.to_json()}
+        out: dict[str, object] = {
+            "name": self.name, "incarnation": self.incarnation, "kind": self.kind,
+            "backend": self.backend, "limits": self.limits.to_json(), "state": self.state,
+            "halted": self.halted, "halt_pending": self.halt_pending, "halting": self.halting,
+            "draining": self.draining, "pre_run": self.pre_run, "pump": self.pump,
+            "current": None if self.current is None else self.current.to_json(),
+            "self_chain": None if self.self_chain is None else self.self_chain.to_json()}
         if self.owned:
             out["owner"] = self.owner
         return out

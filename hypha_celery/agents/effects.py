@@ -5,11 +5,11 @@ a completion, terminating an agent, and its cleanup callbacks."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from hypha_celery import lanes
 from hypha_celery.agents import machine, telemetry
 from hypha_celery.agents.behaviour import acting_as
+from hypha_celery.agents.channels import Completion, Target
 from hypha_celery.agents.doc import AgentDoc, Origin, Outcome, Request
 from hypha_celery.agents.rows import AgentTx
 from hypha_celery.agents.runtime import AgentRuntime, ref_channel
@@ -33,13 +33,13 @@ def finish(atx: AgentTx, rt: AgentRuntime, request: Request, outcome: Outcome) -
     if origin.external:
         atx.after_commit(lambda: rt.notifier.publish(ref_channel(ref)))
     target = request.completion
-    if target:
-        message = {"type": "completion", "agent": atx.name, "ref": ref, "outcome": out}
-        box = table.outbox(atx.tx, atx.incarnation, ref, target, message)
+    if target is not None:
+        message = Completion(atx.name, ref, out)
+        box = table.outbox(atx.tx, atx.incarnation, ref, target.to_json(), message.to_json())
         atx.after_commit(lambda: send(rt, box, target, message))
 
 
-def send(rt: AgentRuntime, box: int, target: Any, message: Any) -> None:
+def send(rt: AgentRuntime, box: int, target: Target, message: Completion) -> None:
     """Deliver a completion and delete it from the outbox (left there on failure: the
     supervisor sends it later)."""
     try:

@@ -21,6 +21,7 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from hypha_celery.agents.behaviour import Decision, Halt, Prompt
+from hypha_celery.agents.channels import Target
 from hypha_celery.agents.doc import (
     AgentDoc,
     CurrentTurn,
@@ -68,8 +69,8 @@ def new_doc(name: str, incarnation: str, kind: str, backend: str, limits: Limits
                     pre_run=runs_pre_run, pump=new_token() if runs_pre_run else None)
 
 
-def new_request(prompt: str, origin: Origin, *, completion: Any = None, stream_to: Any = None,
-                on_halt: OnHalt = OnHalt.QUEUE) -> Request:
+def new_request(prompt: str, origin: Origin, *, completion: Target | None = None,
+                stream_to: Target | None = None, on_halt: OnHalt = OnHalt.QUEUE) -> Request:
     return Request(new_token(), origin, prompt, 1, json_size(prompt), completion, stream_to,
                    on_halt)
 

@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from hypha_celery.agents import rows
+from hypha_celery.agents.channels import Completion, target_from
 from hypha_celery.agents.effects import send
 from hypha_celery.agents.runtime import AgentRuntime
 from hypha_celery.store import agents as table
@@ -39,7 +40,10 @@ def sweep(rt: AgentRuntime, now: float, grace: float, kickoff_lease: float,
         decisions.append({"agent": name, "action": "agent_redriven",
                           "why": "owner_lost" if taken else "never_taken"})
     for box in table.unsent(rt.store, now - grace, limit):
-        send(rt, box.id, box.target, box.message)
-        decisions.append({"agent": box.message["agent"], "action": "completion_resent",
+        target, message = target_from(box.target), Completion.from_json(box.message)
+        if target is None:
+            continue
+        send(rt, box.id, target, message)
+        decisions.append({"agent": message.agent, "action": "completion_resent",
                           "ref": box.ref})
     return decisions

@@ -20,7 +20,7 @@ from typing import Any
 from hypha_celery import lanes
 from hypha_celery.agents.doc import AgentDoc, Request
 from hypha_celery.agents.runtime import new_token
-from hypha_celery.errors import AgentNotFound
+from hypha_celery.errors import AgentNotFound, Overloaded
 from hypha_celery.events.envelope import EventType
 from hypha_celery.store import EventStore, Tx
 from hypha_celery.store import agents as table
@@ -87,20 +87,21 @@ class AgentTx:
     def remove_queued(self, ref: str) -> None:
         lanes.remove(self.tx, prompts_lane(self.incarnation), ref)
 
-    def queue(self, request: Request, bound: lanes.Bound) -> dict[str, Any] | None:
-        """Push ``request`` on the prompt lane; the overload info when it does not fit."""
-        return lanes.push(self.tx, prompts_lane(self.incarnation), request.ref, request.bytes,
-                          request.to_json(), bound=bound)
+    def queue(self, request: Request, bound: lanes.Bound) -> Overloaded | None:
+        """Push ``request`` on the prompt lane; the overload (not raised) when it does not
+        fit."""
+        return overloaded(lanes.push(self.tx, prompts_lane(self.incarnation), request.ref,
+                                     request.bytes, request.to_json(), bound=bound))
 
     def queued_count(self) -> int:
         return lanes.lock(self.tx, prompts_lane(self.incarnation)).pending_count
 
-    def queue_event(self, event: Any) -> dict[str, Any] | None:
-        """Defer a notification (its lane, bounded); the overload info when it does not
-        fit."""
-        return lanes.push(self.tx, notifications_lane(self.incarnation), new_token(),
-                          lanes.json_size(event), event, bound=self.doc.limits.notifications,
-                          queue="notifications")
+    def queue_event(self, event: Any) -> Overloaded | None:
+        """Defer a notification (its lane, bounded); the overload (not raised) when it
+        does not fit."""
+        return overloaded(lanes.push(
+            self.tx, notifications_lane(self.incarnation), new_token(), lanes.json_size(event),
+            event, bound=self.doc.limits.notifications, queue="notifications"))
 
     def clear_events(self) -> None:
         lanes.clear(self.tx, notifications_lane(self.incarnation))
@@ -125,6 +126,11 @@ class AgentTx:
             session = table.KEEP
         table.update(self.tx, self.name, self.incarnation, doc.to_json(), doc.phase.value,
                      self.seq, session=session, control=self._control, beat=self.beat)
+
+
+def overloaded(info: dict[str, Any] | None) -> Overloaded | None:
+    """A lane's refusal (GenAgent's overload info) as the error to raise or hand on."""
+    return None if info is None else Overloaded(info)
 
 
 @contextmanager
@@ -160,5 +166,5 @@ def stale(store: EventStore, before: float, limit: int) -> list[tuple[str, Agent
             for name, doc, beat in table.stale(store, before, limit)]
 
 
-__all__ = ["AgentTx", "create", "locked", "notifications_lane", "prompts_lane", "read",
-           "stale"]
+__all__ = ["AgentTx", "create", "locked", "notifications_lane", "overloaded", "prompts_lane",
+           "read", "stale"]

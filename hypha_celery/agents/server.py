@@ -39,13 +39,14 @@ from typing import Any
 from hypha_celery import lanes
 from hypha_celery.agents import callbacks, callers, effects, machine, rows, telemetry
 from hypha_celery.agents.behaviour import Agent, Decision, Halt, NoReply, Prompt, acting_as
+from hypha_celery.agents.channels import Streamed
 from hypha_celery.agents.doc import AgentDoc, CurrentTurn, Failed, Origin, Request, Stage
 from hypha_celery.agents.machine import Step
 from hypha_celery.agents.rows import AgentTx, notifications_lane
 from hypha_celery.agents.runtime import AgentRuntime, new_token
 from hypha_celery.agents.stream import Attempt, run_attempt
 from hypha_celery.backends import Backend, Event, Response, TurnError
-from hypha_celery.errors import AgentNotFound
+from hypha_celery.errors import AgentNotFound, Overloaded
 from hypha_celery.middleware import TurnEnd
 from hypha_celery.store import agents as table
 
@@ -281,7 +282,7 @@ class Owner:
     def _event(self, payload: Any) -> None:
         telemetry.rich(("event", "received"), self.name, event=payload)
         decision = self._contained("handle_event", payload, self.doc.state)
-        refused: dict[str, Any] | None = None
+        refused: Overloaded | None = None
         with self._locked() as atx:
             text = machine.decided(atx.doc, decision)
             if text is not None:
@@ -291,10 +292,10 @@ class Owner:
         if refused is not None:
             self._overloaded_prompt(refused)
 
-    def _overloaded_prompt(self, info: dict[str, Any]) -> None:
+    def _overloaded_prompt(self, refused: Overloaded) -> None:
         """A generated prompt that did not fit goes to ``handle_error``; a prompt it
         returns is dropped (logged), a halt applies."""
-        err = TurnError("overloaded", info)
+        err = TurnError("overloaded", refused.info)
         decision = self._contained("handle_error", new_token(), err, self.doc.state)
         with self._locked() as atx:
             if machine.decided(atx.doc, decision) is not None:
@@ -428,8 +429,7 @@ class Owner:
         stream_to, ref = cur.request.stream_to, cur.ref
 
         def relay(event: Event) -> None:
-            self.rt.transport.relay(stream_to, {"type": "event", "agent": self.name,
-                                                "ref": ref, "event": event.to_json()})
+            self.rt.transport.relay(stream_to, Streamed(self.name, ref, event.to_json()))
 
         def interrupted() -> bool:
             alive, control = table.control(self.rt.store, self.name, self.incarnation)
@@ -461,7 +461,7 @@ class Owner:
         self._record(cur, decision, after)
 
     def _record(self, cur: CurrentTurn, decision: Decision, state: Any) -> None:
-        refused: dict[str, Any] | None = None
+        refused: Overloaded | None = None
         with self._locked() as atx:
             live = atx.doc.current
             if live is not None and cur.same(live):
@@ -478,24 +478,25 @@ class Owner:
             self._overloaded_prompt(refused)
 
     def _recorded(self, atx: AgentTx, cur: CurrentTurn,
-                  done: machine.Recorded) -> dict[str, Any] | None:
+                  done: machine.Recorded) -> Overloaded | None:
         if done.outcome is not None:
             effects.finish(atx, self.rt, cur.request, done.outcome)
         if done.follow_up is not None:
             return self._follow_up(atx, done.follow_up, Origin.SELF_CHAIN)
         return None
 
-    def _follow_up(self, atx: AgentTx, text: str, origin: Origin) -> dict[str, Any] | None:
+    def _follow_up(self, atx: AgentTx, text: str, origin: Origin) -> Overloaded | None:
         """Queue a generated prompt: a follow-up takes the self-chain slot (outside the
         count, inside the bytes), an event's prompt joins the FIFO. Returns the overload
-        info when it does not fit."""
+        when it does not fit."""
         request = machine.new_request(text, origin)
         bound = atx.doc.limits.prompts
         if origin is Origin.SELF_CHAIN and atx.doc.self_chain is None:
             lane = lanes.lock(atx.tx, rows.prompts_lane(self.incarnation))
             if lane.pending_bytes + request.bytes > bound.max_bytes:
-                return lanes.overload("self_chain", lane, request.bytes,
-                                      lanes.Bound(bound.max_count + 1, bound.max_bytes))
+                return rows.overloaded(lanes.overload(
+                    "self_chain", lane, request.bytes,
+                    lanes.Bound(bound.max_count + 1, bound.max_bytes)))
             machine.chain(atx.doc, request)
             return None
         return atx.queue(request, bound)
