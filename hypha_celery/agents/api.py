@@ -150,7 +150,7 @@ class Agents:
             if not atx.doc.draining:
                 for request in machine.drain(atx.doc, atx.take_queued()):
                     effects.finish(atx, self._rt, request, Failed("draining"))
-                atx.clear_events()
+                atx.clear_notifications()
                 atx.event("agent.draining")
                 self._wake(atx)
         self._ensure_worker()

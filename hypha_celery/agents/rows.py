@@ -103,7 +103,7 @@ class AgentTx:
             self.tx, notifications_lane(self.incarnation), new_token(), lanes.json_size(event),
             event, bound=self.doc.limits.notifications, queue="notifications"))
 
-    def clear_events(self) -> None:
+    def clear_notifications(self) -> None:
         lanes.clear(self.tx, notifications_lane(self.incarnation))
 
     def pending(self) -> tuple[int, int]:
