@@ -9,12 +9,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from hypha_celery.beat.supervisor import scheduled_env
+from hypha_celery.beat.supervisor import scheduled_message
 from hypha_celery.errors import FailureReason, NotRedrivable, RunNotFound
-from hypha_celery.events.fold import View
+from hypha_celery.events import Status, View
 from hypha_celery.runtime import canvas, lifecycle
 from hypha_celery.runtime.coordinator import fanout_calls, node_call, publish_fanout, terminal
 from hypha_celery.runtime.core import Runtime, awaits
+from hypha_celery.runtime.protocol import NodeMessage
 from hypha_celery.store import Tx
 
 
@@ -34,9 +35,10 @@ def redrive(rt: Runtime, dead_letter_id: int) -> str:
         view = tx.lock(record["run_id"])
         if view is None:
             raise RunNotFound(f"no run {record['run_id']!r} in the event store")
-        parked = view.get("parked") or {}
-        if view["status"] == "parked" and parked.get("dead_letter_id") == dead_letter_id:
-            return _unpark(tx, rt, view, record)
+        parked = view["parked"]
+        if view["status"] == Status.PARKED and parked is not None \
+                and parked["dead_letter_id"] == dead_letter_id:
+            return _unpark(tx, rt, view, parked["execution_id"], record)
         if record["execution_id"] and awaits(view, record["execution_id"]):
             rt.store.mark_redriven(dead_letter_id, tx.conn)
             tx.after_commit(lambda: None if _send(rt, record) else None)
@@ -46,20 +48,19 @@ def redrive(rt: Runtime, dead_letter_id: int) -> str:
             "a redrive would be stale (use on_dead_letter='park' to hold runs for a redrive)")
 
 
-def _unpark(tx: Tx, rt: Runtime, view: View, record: dict[str, Any]) -> str:
-    graph = rt.graphs.get(view["graph_id"])
+def _unpark(tx: Tx, rt: Runtime, view: View, parked_id: str, record: dict[str, Any]) -> str:
+    graph = rt.graphs.get(view["graph_id"] or "")
     if graph is None:
         raise NotRedrivable(f"graph {view['graph_id']!r} is not registered here")
     env = dict(record["args"][0])
     node_id = env["node_id"]
-    eid = f"{view['parked']['execution_id']}.r{record['id']}"
+    eid = f"{parked_id}.r{record['id']}"
     rt.store.mark_redriven(record["id"], tx.conn)
     lifecycle.record(tx, view["run_id"], "run.redriven",
                      {"dead_letter_id": record["id"], "execution_id": eid, "node_id": node_id,
                       "input": env.get("input"),
                       "deadline": time.time() + graph.execution_timeout})
-    call = node_call(rt, graph, node_id, {"run_id": view["run_id"], "execution_id": eid,
-                                          "node_id": node_id, "input": env.get("input")})
+    call = node_call(rt, graph, NodeMessage(view["run_id"], eid, node_id, env.get("input")))
     tx.after_commit(lambda: canvas.step(rt.app, call))
     return eid
 
@@ -84,7 +85,7 @@ def _quarantined(tx: Tx, run_id: str) -> View:
     view = tx.lock(run_id)
     if view is None:
         raise RunNotFound(f"no run {run_id!r} in the event store")
-    if view["status"] != "quarantined":
+    if view["status"] != Status.QUARANTINED:
         raise NotRedrivable(f"run {run_id} is {view['status']}, not quarantined")
     return view
 
@@ -94,11 +95,12 @@ def release(rt: Runtime, run_id: str) -> None:
     node again, as its next attempt."""
     with rt.store.transaction() as tx:
         view = _quarantined(tx, run_id)
-        graph = rt.graphs.get(view["graph_id"])
+        graph = rt.graphs.get(view["graph_id"] or "")
         if graph is None:
             raise NotRedrivable(f"graph {view['graph_id']!r} is not registered here")
         q = view["quarantine"]
-        attempt = int(q.get("attempt") or 1) + 1
+        assert q is not None
+        attempt = int(q["attempt"] or 1) + 1
         lifecycle.record(tx, run_id, "run.released",
                          {"execution_id": q["execution_id"], "attempt": attempt,
                           "action": "rerun", "deadline": time.time() + graph.execution_timeout})
@@ -106,17 +108,15 @@ def release(rt: Runtime, run_id: str) -> None:
 
 
 def _rerun(rt: Runtime, view: View, graph: Any, eid: str, attempt: int) -> Any:
-    run_id = view["run_id"]
-    if view.get("fanout"):
+    run_id, fid = view["run_id"], view["waiting"]
+    if view["fanout"] and fid is not None:
         ev = rt.store.last_event(run_id, "node.fanout.scheduled")
         assert ev is not None
         edges = [dict(e, attempt=attempt) if e["execution_id"] == eid else e
                  for e in ev.data["edges"]]
-        calls = fanout_calls(rt, graph, run_id, view["waiting"], edges)
-        return lambda: publish_fanout(rt, graph, run_id, view["waiting"], ev.data["reducer"],
-                                      calls)
-    env = {**scheduled_env(rt, view), "attempt": attempt}
-    call = node_call(rt, graph, env["node_id"], env)
+        calls = fanout_calls(rt, graph, run_id, fid, edges)
+        return lambda: publish_fanout(rt, graph, run_id, fid, ev.data["reducer"], calls)
+    call = node_call(rt, graph, scheduled_message(rt, view).with_attempt(attempt))
     return lambda: canvas.step(rt.app, call)
 
 

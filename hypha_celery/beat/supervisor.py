@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hypha_celery.errors import FailureReason
-from hypha_celery.events.fold import View
+from hypha_celery.events import View
 from hypha_celery.graph import Graph, NodeContext
 from hypha_celery.runtime import canvas, failures, lifecycle
 from hypha_celery.runtime.config import SUPERVISOR_TASK
@@ -29,9 +29,15 @@ from hypha_celery.runtime.coordinator import (
     step_locked,
     terminal,
 )
-from hypha_celery.runtime.core import Envelope, Runtime, awaited_task_ids, awaits_coordinator
+from hypha_celery.runtime.core import Runtime, awaited_task_ids, awaits_coordinator
 from hypha_celery.runtime.leases import alive
 from hypha_celery.runtime.nodes import effect_key
+from hypha_celery.runtime.protocol import (
+    ErrorJson,
+    NodeMessage,
+    NodeOutcome,
+    ReducerOutcome,
+)
 from hypha_celery.store import Tx
 
 log = logging.getLogger(__name__)
@@ -84,7 +90,7 @@ def sweep(rt: Runtime, now: float | None = None,
         except Exception as exc:  # one run (or a broker hiccup) never stops the sweep
             log.warning("hypha recovery: %s on run %s", type(exc).__name__, row["run_id"])
             decision = {"run_id": row["run_id"], "action": "error",
-                        "execution_id": view.get("waiting"), "why": type(exc).__name__}
+                        "execution_id": view["waiting"], "why": type(exc).__name__}
         if decision is not None:
             decisions.append(decision)
             log.info("hypha recovery: %s %s %s", decision["action"], decision["run_id"],
@@ -125,19 +131,19 @@ def _examine(rt: Runtime, view: View, leases: dict[str, dict[str, Any]], now: fl
              policy: RecoveryPolicy) -> Decision | None:
     if view["deadline"] is not None and now > view["deadline"]:
         return _act(rt, view, "deadline_exceeded", lambda tx, v: _fail_deadline(tx, rt, v))
-    graph = rt.graphs.get(view["graph_id"])
-    if view["status"] != "running" or graph is None or not view.get("waiting"):
+    graph = rt.graphs.get(view["graph_id"] or "")
+    waiting = view["waiting"]
+    if view["status"] != "running" or graph is None or not waiting:
         return None  # quarantined / parked runs wait for a human; other apps' graphs
-    idle = now - max(view["updated_at"], view.get("retry_at") or 0.0)
-    backoff = policy.backoff ** int(view.get("recoveries") or 0)
+    idle = now - max(view["updated_at"] or 0.0, view["retry_at"] or 0.0)
+    backoff = policy.backoff ** int(view["recoveries"] or 0)
     if awaits_coordinator(view):
         if idle < policy.kickoff_lease * backoff:
             return None
         return _redrive(rt, view, graph, "not_started", policy)
-    if view.get("fanout"):
+    if view["fanout"]:
         return _examine_fanout(rt, view, graph, leases, now, idle, backoff, policy)
-    return _examine_node(rt, view, graph, leases.get(view["waiting"]), now, idle, backoff,
-                         policy)
+    return _examine_node(rt, view, graph, leases.get(waiting), now, idle, backoff, policy)
 
 
 def _lease_of(rt: Runtime, graph: Graph, node_id: str, policy: RecoveryPolicy) -> float:
@@ -158,7 +164,7 @@ def _examine_node(rt: Runtime, view: View, graph: Graph, lease: dict[str, Any] |
         return None
     if graph.nodes[node_id].at_most_once and _effect_started(rt, view):
         return _unknown_effect(rt, view, graph, node_id)
-    if int(view.get("recoveries") or 0) >= policy.max_redrives:
+    if int(view["recoveries"] or 0) >= policy.max_redrives:
         return _act(rt, view, "exhausted", lambda tx, v: _exhaust(tx, rt, v, graph, node_id))
     if _circuit_open(rt, graph.dependency_for(node_id), now):
         return {"run_id": view["run_id"], "action": "circuit_open",
@@ -176,32 +182,32 @@ def _examine_fanout(rt: Runtime, view: View, graph: Graph, leases: dict[str, dic
         lease = leases.get(f"{fid}.{i}")
         if alive(lease, rt.leases.interval, now):
             assert lease is not None
-            if now - lease["started_at"] <= graph.timeout_for(edge["node_id"]) + policy.grace:
+            if now - lease["started_at"] <= graph.timeout_for(edge.node_id) + policy.grace:
                 return None  # an edge is still working
-            _time_out_edge(rt, view, edge, now - lease["started_at"])
+            _time_out_edge(rt, edge, now - lease["started_at"])
             stuck = True
-    lease_len = max(_lease_of(rt, graph, e["node_id"], policy) for e in edges)
+    lease_len = max(_lease_of(rt, graph, e.node_id, policy) for e in edges)
     if not stuck and idle < lease_len * backoff:
         return None
     unknown = _unknown_edge(rt, view, graph, edges)
     if unknown is not None:
-        return _quarantine(rt, view, unknown["node_id"], 1, "unknown_commit_state",
-                           unknown["execution_id"])
-    if int(view.get("recoveries") or 0) >= policy.max_redrives:
+        return _quarantine(rt, view, unknown.node_id, 1, "unknown_commit_state",
+                           unknown.execution_id)
+    if int(view["recoveries"] or 0) >= policy.max_redrives:
         return _act(rt, view, "exhausted", lambda tx, v: _exhaust_fanout(tx, rt, v))
     return _redrive(rt, view, graph, "timed_out" if stuck else "worker_lost", policy)
 
 
-def _unknown_edge(rt: Runtime, view: View, graph: Graph, edges: list[Envelope]
-                  ) -> Envelope | None:
+def _unknown_edge(rt: Runtime, view: View, graph: Graph, edges: list[NodeMessage]
+                  ) -> NodeMessage | None:
     """An at-most-once edge that started (first attempt) and has no stored outcome."""
-    effects = [e for e in edges if graph.nodes[e["node_id"]].at_most_once]
+    effects = [e for e in edges if graph.nodes[e.node_id].at_most_once]
     if not effects:
         return None
-    done = rt.store.outcomes([f"{e['execution_id']}:done" for e in effects])
+    done = rt.store.outcomes([f"{e.execution_id}:done" for e in effects])
     for edge in effects:
-        if f"{edge['execution_id']}:done" not in done and rt.store.recorded(
-                f"{edge['execution_id']}:started:1"):
+        if f"{edge.execution_id}:done" not in done and rt.store.recorded(
+                f"{edge.execution_id}:started:1"):
             return edge
     return None
 
@@ -215,7 +221,7 @@ def _act(rt: Runtime, view: View, action: str,
         if locked is None or locked["seq"] != view["seq"]:
             return None
         fn(tx, locked)
-    return {"run_id": view["run_id"], "action": action, "execution_id": view.get("waiting")}
+    return {"run_id": view["run_id"], "action": action, "execution_id": view["waiting"]}
 
 
 def _fail_deadline(tx: Tx, rt: Runtime, view: View) -> None:
@@ -226,31 +232,39 @@ def _fail_deadline(tx: Tx, rt: Runtime, view: View) -> None:
     tx.after_commit(lambda: canvas.revoke(rt.app, ids))
 
 
+def _timeout_error(running: float) -> ErrorJson:
+    return {"type": "NodeTimeout", "class": "timeout", "by": "supervisor",
+            "message": f"still running after {running:.1f}s (enforced by the supervisor)"}
+
+
 def _time_out(tx: Tx, rt: Runtime, view: View, node_id: str, running: float) -> None:
-    eid = view["waiting"]
+    eid = _waiting(view)
     tx.append(view["run_id"], "recovery.node.timed_out",
               {"execution_id": eid, "node_id": node_id, "running": round(running, 3)})
-    step_locked(tx, rt, view, {
-        "run_id": view["run_id"], "execution_id": eid, "node_id": node_id,
-        "duration": round(running, 3),
-        "error": {"type": "NodeTimeout", "class": "timeout", "by": "supervisor",
-                  "message": f"still running after {running:.1f}s (enforced by the supervisor)"}})
+    step_locked(tx, rt, view, NodeOutcome(view["run_id"], eid, node_id,
+                                          error=_timeout_error(running),
+                                          duration=round(running, 3)))
 
 
-def _time_out_edge(rt: Runtime, view: View, edge: Envelope, running: float) -> None:
+def _time_out_edge(rt: Runtime, edge: NodeMessage, running: float) -> None:
     """Store a NodeTimeout outcome for a stuck edge (first writer wins): the re-driven
     chord then completes and the reducer sees the timeout; a late result is dropped."""
-    data = {"execution_id": edge["execution_id"], "node_id": edge["node_id"],
-            "edge_of": view["waiting"], "index": edge["index"], "duration": round(running, 3),
-            "error": {"type": "NodeTimeout", "class": "timeout", "by": "supervisor",
-                      "message": f"still running after {running:.1f}s (enforced by the "
-                                 "supervisor)"}}
-    rt.store.put_outcome(view["run_id"], f"{edge['execution_id']}:done", data)
+    outcome = NodeOutcome(edge.run_id, edge.execution_id, edge.node_id,
+                          error=_timeout_error(running), duration=round(running, 3),
+                          edge_of=edge.edge_of, index=edge.index)
+    rt.store.put_outcome(edge.run_id, f"{edge.execution_id}:done", outcome.stored_json())
+
+
+def _waiting(view: View) -> str:
+    """The execution id a running run awaits (the sweep examines only those)."""
+    waiting = view["waiting"]
+    assert waiting is not None
+    return waiting
 
 
 def _redrive(rt: Runtime, view: View, graph: Graph, why: str, policy: RecoveryPolicy,
              node_attempt: int | None = None) -> Decision | None:
-    attempt = int(view.get("recoveries") or 0) + 1
+    attempt = int(view["recoveries"] or 0) + 1
     publish = _publisher(rt, view, graph, node_attempt)
 
     def record(tx: Tx, v: View) -> None:
@@ -273,96 +287,96 @@ def _publisher(rt: Runtime, view: View, graph: Graph, node_attempt: int | None
                ) -> Callable[[], None]:
     """The message(s) that re-drive the awaited execution: same ids, so duplicates are
     fenced."""
-    run_id, eid = view["run_id"], view["waiting"]
+    run_id, eid = view["run_id"], _waiting(view)
     if awaits_coordinator(view):
         return lambda: canvas.kickoff(rt.app, run_id, eid)
-    if view.get("fanout"):
+    if view["fanout"]:
         scheduled = rt.store.last_event(run_id, "node.fanout.scheduled")
         assert scheduled is not None
         calls = fanout_calls(rt, graph, run_id, eid, scheduled.data["edges"])
         reducer = scheduled.data["reducer"]
         return lambda: publish_fanout(rt, graph, run_id, eid, reducer, calls)
-    env = scheduled_env(rt, view)
-    attempt = node_attempt or int(view.get("attempt") or 1)
+    msg = scheduled_message(rt, view)
+    attempt = node_attempt or int(view["attempt"] or 1)
     if attempt > 1:
-        env["attempt"] = attempt
-    call = node_call(rt, graph, env["node_id"], env)
+        msg = msg.with_attempt(attempt)
+    call = node_call(rt, graph, msg)
     return lambda: canvas.step(rt.app, call)
 
 
-def scheduled_env(rt: Runtime, view: View) -> Envelope:
-    """The awaited node's message envelope, from the event that scheduled it."""
-    run_id, eid = view["run_id"], view["waiting"]
+def scheduled_message(rt: Runtime, view: View) -> NodeMessage:
+    """The awaited node's message, from the event that scheduled it."""
+    run_id, eid = view["run_id"], _waiting(view)
     for kind in ("node.execution.scheduled", "run.redriven"):
         ev = rt.store.last_event(run_id, kind)
         if ev is not None and ev.data["execution_id"] == eid:
-            return {"run_id": run_id, "execution_id": eid, "node_id": ev.data["node_id"],
-                    "input": ev.data.get("input")}
+            return NodeMessage(run_id, eid, ev.data["node_id"], ev.data.get("input"))
     raise LookupError(f"no scheduling event for {eid}")
 
 
-def _edges(rt: Runtime, view: View) -> list[Envelope]:
-    ev = rt.store.last_event(view["run_id"], "node.fanout.scheduled")
+def _edges(rt: Runtime, view: View) -> list[NodeMessage]:
+    run_id, fid = view["run_id"], _waiting(view)
+    ev = rt.store.last_event(run_id, "node.fanout.scheduled")
     assert ev is not None
-    return [{**e, "index": i} for i, e in enumerate(ev.data["edges"])]
+    return [NodeMessage(run_id, e["execution_id"], e["node_id"], e.get("input"), fid, i)
+            for i, e in enumerate(ev.data["edges"])]
 
 
 def _exhaust(tx: Tx, rt: Runtime, view: View, graph: Graph, node_id: str) -> None:
-    env = scheduled_env(rt, view)
-    attempts = int(view.get("recoveries") or 0)
+    msg = scheduled_message(rt, view)
+    attempts = int(view["recoveries"] or 0)
     tx.append(view["run_id"], "recovery.redrive.exhausted",
               {"execution_id": view["waiting"], "attempts": attempts})
-    error = {"type": "RecoveryExhausted", "class": "unknown",
-             "message": f"no progress after {attempts} re-drives"}
-    queue = node_call(rt, graph, node_id, env).queue
+    error: ErrorJson = {"type": "RecoveryExhausted", "class": "unknown",
+                        "message": f"no progress after {attempts} re-drives"}
+    queue = node_call(rt, graph, msg).queue
     step_locked(tx, rt, view, failures.dead_lettered(
-        env, error, f"{graph.id}.{node_id}", queue, attempts=attempts,
+        msg, error, f"{graph.id}.{node_id}", queue, attempts=attempts,
         reason="recovery_exhausted"))
 
 
 def _exhaust_fanout(tx: Tx, rt: Runtime, view: View) -> None:
-    attempts = int(view.get("recoveries") or 0)
+    attempts = int(view["recoveries"] or 0)
     tx.append(view["run_id"], "recovery.redrive.exhausted",
               {"execution_id": view["waiting"], "attempts": attempts})
     scheduled = rt.store.last_event(view["run_id"], "node.fanout.scheduled")
     reducer = scheduled.data["reducer"] if scheduled else "?"
-    step_locked(tx, rt, view, {
-        "run_id": view["run_id"], "execution_id": view["waiting"], "reducer": reducer,
-        "edges": [], "duration": 0.0,
-        "error": {"type": "RecoveryExhausted", "class": "unknown",
-                  "message": f"fan-out made no progress after {attempts} re-drives"}})
+    step_locked(tx, rt, view, ReducerOutcome(
+        view["run_id"], _waiting(view), reducer, error={
+            "type": "RecoveryExhausted", "class": "unknown",
+            "message": f"fan-out made no progress after {attempts} re-drives"}))
 
 
 # -- at-most-once nodes with an unknown commit state ------------------------
 def _effect_started(rt: Runtime, view: View) -> bool:
-    attempt = int(view.get("attempt") or 1)
+    attempt = int(view["attempt"] or 1)
     return rt.store.recorded(f"{view['waiting']}:started:{attempt}")
 
 
 def _unknown_effect(rt: Runtime, view: View, graph: Graph, node_id: str) -> Decision | None:
     """The node started and its worker is gone: did the effect happen?"""
-    eid, attempt = view["waiting"], int(view.get("attempt") or 1)
+    eid, attempt = _waiting(view), int(view["attempt"] or 1)
     stored = rt.store.outcomes([effect_key(eid, attempt)]).get(effect_key(eid, attempt))
     if stored is not None:  # it finished; only the coordinator message was lost
-        return _reconcile(rt, view, {"run_id": view["run_id"], **stored}, "outcome")
+        return _reconcile(rt, view, NodeOutcome.from_json(stored, view["run_id"]), "outcome")
     node = graph.nodes[node_id]
     if node.receipt is None:
         return _quarantine(rt, view, node_id, attempt, "unknown_commit_state")
-    env = scheduled_env(rt, view)
+    msg = scheduled_message(rt, view)
     ctx = NodeContext(view["run_id"], eid, node_id, attempt)
     try:
-        found = node.receipt(dict(view["state"]), env.get("input"), ctx)
+        found = node.receipt(dict(view["state"]), msg.input, ctx)
     except Exception as exc:
         log.warning("hypha recovery: receipt of %s raised %s", eid, type(exc).__name__)
         return _quarantine(rt, view, node_id, attempt, "receipt_failed")
     if found is None:  # it did not happen: run it again as the next attempt
         return _redrive(rt, view, graph, "not_committed", DEFAULT_POLICY, attempt + 1)
-    return _reconcile(rt, view, {"run_id": view["run_id"], "execution_id": eid,
-                                 "node_id": node_id, "update": dict(found), "duration": 0.0},
+    return _reconcile(rt, view, NodeOutcome(view["run_id"], eid, node_id, update=dict(found)),
                       "receipt")
 
 
-def _reconcile(rt: Runtime, view: View, outcome: Envelope, source: str) -> Decision | None:
+def _reconcile(rt: Runtime, view: View, outcome: NodeOutcome, source: str
+               ) -> Decision | None:
     def record(tx: Tx, v: View) -> None:
         tx.append(v["run_id"], "recovery.outcome.reconciled",
                   {"execution_id": v["waiting"], "committed": True, "source": source})
@@ -412,11 +426,12 @@ def _broker_dead_letter(rt: Runtime, msg: Any) -> Decision | None:
         return None
     env = msg.args[0] if msg.args and isinstance(msg.args[0], dict) else None
     view = rt.store.load(env["run_id"]) if env and isinstance(env.get("run_id"), str) else None
-    graph = rt.graphs.get(view["graph_id"]) if view else None
+    graph = rt.graphs.get(view["graph_id"] or "") if view else None
     if env is None or graph is None or failures.envelope_problem(env, graph, msg.task):
         failures.malformed(rt, msg.task, env if env is not None else msg.args, msg.reason,
                            f"dead-lettered by the broker ({msg.reason})")
         return {"run_id": None, "action": "dead_lettered", "execution_id": msg.task_id}
+    error: ErrorJson
     if msg.reason == "delivery_limit":
         error = {"type": "DeliveryLimitExceeded", "class": "unknown",
                  "message": f"the broker dead-lettered it after {msg.delivery_count} deliveries"}
@@ -424,11 +439,11 @@ def _broker_dead_letter(rt: Runtime, msg: Any) -> Decision | None:
         error = {"type": "BrokerDeadLettered", "class": "unknown",
                  "message": f"the broker dead-lettered it ({msg.reason[:40]})"}
     reason = "delivery_limit" if msg.reason == "delivery_limit" else "broker_rejected"
-    outcome = failures.dead_lettered(env, error, msg.task, msg.queue,
+    outcome = failures.dead_lettered(NodeMessage.from_json(env), error, msg.task, msg.queue,
                                      attempts=msg.delivery_count, reason=reason)
-    if env.get("edge_of"):
-        data = {k: v for k, v in outcome.items() if k != "run_id"}
-        rt.store.put_outcome(env["run_id"], f"{env['execution_id']}:done", data)
+    if outcome.edge_of is not None:
+        rt.store.put_outcome(env["run_id"], f"{env['execution_id']}:done",
+                             outcome.stored_json())
     else:
         from hypha_celery.runtime.coordinator import coordinate
 

@@ -21,8 +21,9 @@ import click
 from hypha_celery.cli.common import echo_json, echo_line, settle
 from hypha_celery.cli.loading import embedded_settings, load_app
 from hypha_celery.client.hypha import Hypha
-from hypha_celery.client.run import TERMINAL, RunHandle
+from hypha_celery.client.run import RunHandle
 from hypha_celery.errors import PackError
+from hypha_celery.events import TERMINAL_STATUSES
 from hypha_celery.graph import Graph
 from hypha_celery.packs import (
     DomainPack,
@@ -112,7 +113,7 @@ def show_outcome(hypha: Hypha, pack: DomainPack | None, handle: RunHandle, statu
         for line in waiting_lines(hypha, handle.id, review_options):
             click.echo(line)
         return
-    if status not in TERMINAL:  # parked, quarantined: held for an operator
+    if status not in TERMINAL_STATUSES:  # parked, quarantined: held for an operator
         click.echo(f"run {handle.id} {status} (see: hypha status {handle.id})")
         return
     result = handle.wait()  # RunFailed / RunCancelled: the one-line error

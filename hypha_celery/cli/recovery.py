@@ -104,9 +104,11 @@ def quarantine_list(app_spec: str | None, limit: int) -> None:
         views = [v for rid in hypha.store.run_ids(status="quarantined", limit=limit)
                  if (v := hypha.store.load(rid)) is not None]
     for v in views:
-        q = v.get("quarantine") or {}
-        click.echo(f"{v['run_id']}  {v['graph_id']}.{q.get('node_id')}  "
-                   f"attempt {q.get('attempt')}  {q.get('reason')}  since {_when(v['updated_at'])}")
+        q = v["quarantine"]
+        node_id, attempt, reason = (q["node_id"], q["attempt"], q["reason"]) if q else (
+            None, None, None)
+        click.echo(f"{v['run_id']}  {v['graph_id']}.{node_id}  "
+                   f"attempt {attempt}  {reason}  since {_when(v['updated_at'])}")
     if not views:
         click.echo("no quarantined runs", err=True)
 

@@ -29,7 +29,7 @@ from hypha_celery.errors import (
     StoreConflict,
     UnknownGraph,
 )
-from hypha_celery.events import new_view
+from hypha_celery.events import TERMINAL_STATUSES, new_view
 from hypha_celery.graph import Graph
 from hypha_celery.runtime import canvas, lifecycle, tasks
 from hypha_celery.runtime.config import (
@@ -216,7 +216,7 @@ class Hypha:
             view = tx.lock(run_id)
             if view is None:
                 raise RunNotFound(f"no run {run_id!r} in the event store")
-            if view["status"] in ("completed", "failed", "cancelled"):
+            if view["status"] in TERMINAL_STATUSES:
                 return False
             awaited = awaited_task_ids(view)
             lifecycle.record(tx, run_id, "run.cancel.requested", {"revoked": awaited})

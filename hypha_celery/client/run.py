@@ -15,14 +15,12 @@ from hypha_celery.errors import (
     RunTimeout,
     WaitTimeout,
 )
-from hypha_celery.events import Event
+from hypha_celery.events import TERMINAL_STATUSES, Event, Status, View
+from hypha_celery.events.view import Parked, Quarantine, TerminalError
 from hypha_celery.projections import AuditView, RunView, audit_view, run_view
 
 if TYPE_CHECKING:
     from hypha_celery.client.hypha import Hypha
-
-TERMINAL = ("completed", "failed", "cancelled")
-
 
 @dataclass(frozen=True)
 class RunStatus:
@@ -34,19 +32,19 @@ class RunStatus:
     status: str
     step: int
     waiting_nodes: list[str]
-    error: dict[str, Any] | None
+    error: TerminalError | None
     created_at: float
     updated_at: float
     seq: int
     #: Why a ``parked`` / ``quarantined`` run waits for a human (ids and reasons only).
-    held: dict[str, Any] | None = None
+    held: Quarantine | Parked | None = None
     #: The awaited execution's attempt (retries) and recovery re-drives so far.
     attempt: int = 1
     recoveries: int = 0
 
     @property
     def done(self) -> bool:
-        return self.status in TERMINAL
+        return self.status in TERMINAL_STATUSES
 
 
 class RunHandle:
@@ -61,13 +59,13 @@ class RunHandle:
 
     def status(self) -> RunStatus:
         v = self._hypha.store.get(self.id)
-        return RunStatus(run_id=v["run_id"], graph_id=v["graph_id"], status=v["status"],
+        return RunStatus(run_id=v["run_id"], graph_id=v["graph_id"] or "", status=v["status"],
                          step=v["step"], waiting_nodes=list(v["waiting_nodes"]),
-                         error=v["error"], created_at=v["created_at"],
-                         updated_at=v["updated_at"], seq=v["seq"],
-                         held=v.get("quarantine") or v.get("parked"),
-                         attempt=int(v.get("attempt") or 1),
-                         recoveries=int(v.get("recoveries") or 0))
+                         error=v["error"], created_at=v["created_at"] or 0.0,
+                         updated_at=v["updated_at"] or 0.0, seq=v["seq"],
+                         held=v["quarantine"] or v["parked"],
+                         attempt=int(v["attempt"] or 1),
+                         recoveries=int(v["recoveries"] or 0))
 
     def events(self, after_seq: int = 0) -> list[Event]:
         return self._hypha.store.events(self.id, after_seq=after_seq)
@@ -99,7 +97,7 @@ class RunHandle:
         with self._hypha.notifier.listen(self.id) as listener:
             while True:
                 view = store.get(self.id)
-                if view["status"] in TERMINAL:
+                if view["status"] in TERMINAL_STATUSES:
                     return _result(view)
                 left = POLL_INTERVAL if end is None else end - time.monotonic()
                 if left <= 0:
@@ -107,12 +105,12 @@ class RunHandle:
                 listener.wait(min(left, POLL_INTERVAL))
 
 
-def _result(view: dict[str, Any]) -> Any:
-    if view["status"] == "completed":
+def _result(view: View) -> Any:
+    if view["status"] == Status.COMPLETED:
         return view["result"]
-    err = view["error"] or {}
-    reason, message = err.get("reason", view["status"]), err.get("message", "")
-    if view["status"] == "cancelled":
+    err = view["error"]
+    reason, message = (err["reason"], err["message"]) if err else (str(view["status"]), "")
+    if view["status"] == Status.CANCELLED:
         raise RunCancelled(view["run_id"], reason, message)
     if reason == FailureReason.DEADLINE_EXCEEDED:
         raise RunTimeout(view["run_id"], reason, message)

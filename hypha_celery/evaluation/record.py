@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hypha_celery.errors import NotRecordable
-from hypha_celery.events.envelope import KINDS, Event, event_id
+from hypha_celery.events.envelope import KINDS, Event, as_kind, event_id
 from hypha_celery.store.sql import EventStore
 
 #: Type prefixes only the runtime writes.
@@ -34,8 +34,9 @@ def record(store: EventStore, run_id: str, type_: str, payload: Mapping[str, Any
     :meth:`EventStore.append`) and return it. Raises :class:`NotRecordable` for a type the runtime
     owns and :class:`RunNotFound` for an unknown run."""
     check_recordable(type_)
+    kind = as_kind(type_)
     data = dict(payload)
     ts = time.time()
-    seq = store.append(run_id, type_, data, ts=ts)
-    return Event(id=event_id(run_id, seq), type=type_, run_id=run_id,  # type: ignore[arg-type]
+    seq = store.append(run_id, kind, data, ts=ts)
+    return Event(id=event_id(run_id, seq), type=kind, run_id=run_id,
                  seq=seq, timestamp=ts, correlation_id=run_id, payload=data)

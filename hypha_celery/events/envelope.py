@@ -21,10 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from hypha_celery.errors import UnknownEventKind
 from hypha_celery.events.jsontext import prebuilt
 
 EventType = Literal[
@@ -112,6 +113,14 @@ Kind = EventType
 KINDS: frozenset[str] = frozenset(EventType.__args__)  # type: ignore[attr-defined]
 AGENT_KINDS: frozenset[str] = frozenset(k for k in KINDS if k.startswith("agent."))
 TERMINAL_KINDS: frozenset[str] = frozenset({"run.completed", "run.failed", "run.cancelled"})
+
+
+def as_kind(kind: str) -> EventType:
+    """``kind`` as an :data:`EventType` (a kind known only at run time: a fact a node
+    or a policy recorded); :class:`~hypha_celery.errors.UnknownEventKind` if it is none."""
+    if kind not in KINDS:
+        raise UnknownEventKind(f"{kind!r} is not an event type of the taxonomy")
+    return cast(EventType, kind)
 
 
 #: Families whose events never count as the run's own trace (replay excludes them).
@@ -253,7 +262,7 @@ class _Causes:
 DERIVED_FIELDS = ("id", "user_id", "session_id", "agent_id", "step_id", "execution_id",
                   "correlation_id", "causation_id")
 #: A stored event: ``(run_id, seq, type, ts, payload, idem)``.
-Row = tuple[str, int, str, float, dict[str, Any], str | None]
+Row = tuple[str, int, str, float, dict[str, object], str | None]
 
 
 def derive(rows: Iterable[Row], run: Mapping[str, Any] | None = None,
@@ -325,7 +334,7 @@ def enrich(rows: Iterable[Row], run: Mapping[str, Any] | None = None) -> list[Ev
 
 
 def bodies(rows: Iterable[Row], run: Mapping[str, Any] | None = None,
-           ) -> list[dict[str, Any]]:
+           ) -> list[dict[str, object]]:
     """:func:`enrich` as the envelopes' fields but ``checksum`` (what it is the hash of),
     without building the envelopes. Keys in sorted order (what :func:`canonical` sorts
     them into: then at no cost)."""
@@ -339,12 +348,21 @@ def bodies(rows: Iterable[Row], run: Mapping[str, Any] | None = None,
 
 
 _set = object.__setattr__
+#: Where a pydantic 2 model instance keeps its state: what :func:`_construct` writes.
+_LAYOUT = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+_FAST = getattr(BaseModel, "__slots__", None) == _LAYOUT
 
 
 def _construct(fields: dict[str, Any]) -> Event:
     """``Event.model_construct(**fields)`` for every field, in field order, trusted: what
     pydantic's does without its per-field alias and default handling (several times
-    faster; reading a long history builds many envelopes)."""
+    faster; reading a long history builds many envelopes).
+
+    The package's one use of pydantic's private instance layout (:data:`_LAYOUT`). With
+    another layout it is the public ``Event.model_construct``;
+    ``tests/events/test_envelope_construct.py`` fails when pydantic changes it."""
+    if not _FAST:
+        return Event.model_construct(**fields)
     event = object.__new__(Event)
     _set(event, "__dict__", fields)
     _set(event, "__pydantic_fields_set__", set(fields))

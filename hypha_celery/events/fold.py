@@ -8,11 +8,14 @@ diverge except through a bug, and a test compares them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from hypha_celery.events.envelope import AGENT_KINDS, KINDS
+from hypha_celery.events.status import TERMINAL_STATUSES, Status
+from hypha_celery.events.view import FsmPosition, LastOutcome, View
 
-View = dict[str, Any]
+__all__ = ["PASSIVE_KINDS", "View", "apply_event", "fold", "new_view"]
+
 _Handler = Callable[[View, Mapping[str, Any]], None]
 
 
@@ -20,7 +23,7 @@ def new_view(run_id: str) -> View:
     return {
         "run_id": run_id,
         "graph_id": None,
-        "status": "new",
+        "status": Status.NEW,
         "user_id": None,
         "session_id": None,
         "lane": None,
@@ -56,20 +59,30 @@ def new_view(run_id: str) -> View:
 
 
 def _created(v: View, d: Mapping[str, Any]) -> None:
-    for key in ("graph_id", "user_id", "session_id", "lane", "input", "deadline", "max_steps",
-                "notify", "idempotency_key"):
-        v[key] = d.get(key)
-    v["status"] = "queued"
+    v["graph_id"] = d.get("graph_id")
+    v["user_id"] = d.get("user_id")
+    v["session_id"] = d.get("session_id")
+    v["lane"] = d.get("lane")
+    v["input"] = d.get("input")
+    v["deadline"] = d.get("deadline")
+    v["max_steps"] = d.get("max_steps")
+    v["notify"] = d.get("notify")
+    v["idempotency_key"] = d.get("idempotency_key")
+    v["status"] = Status.QUEUED
 
 
 def _await(v: View, execution_id: str, nodes: list[str], edges: int = 0) -> None:
     v["waiting"] = execution_id
     v["waiting_nodes"] = nodes
-    v.update(attempt=1, retry_at=None, deliveries=1, recoveries=0, fanout=edges)
+    v["attempt"] = 1
+    v["retry_at"] = None
+    v["deliveries"] = 1
+    v["recoveries"] = 0
+    v["fanout"] = edges
 
 
 def _started(v: View, d: Mapping[str, Any]) -> None:
-    v["status"] = "running"
+    v["status"] = Status.RUNNING
     _await(v, d["execution_id"], [])
 
 
@@ -92,7 +105,7 @@ def _retrying(v: View, d: Mapping[str, Any]) -> None:
 
 def _redelivered(v: View, d: Mapping[str, Any]) -> None:
     if d["execution_id"] == v["waiting"]:  # an edge's count is its own
-        v["deliveries"] = max(int(v.get("deliveries") or 1), int(d["delivery"]))
+        v["deliveries"] = max(int(v["deliveries"] or 1), int(d["delivery"]))
 
 
 def _redriven(v: View, d: Mapping[str, Any]) -> None:
@@ -102,25 +115,25 @@ def _redriven(v: View, d: Mapping[str, Any]) -> None:
 
 
 def _quarantined(v: View, d: Mapping[str, Any]) -> None:
-    v["status"] = "quarantined"
+    v["status"] = Status.QUARANTINED
     v["quarantine"] = {"execution_id": d["execution_id"], "node_id": d.get("node_id"),
                        "reason": d.get("reason"), "attempt": d.get("attempt", 1)}
 
 
 def _released(v: View, d: Mapping[str, Any]) -> None:
-    v["status"] = "running"
+    v["status"] = Status.RUNNING
     v["deadline"] = d.get("deadline", v["deadline"])
     v["quarantine"] = None
-    v["attempt"] = int(d.get("attempt") or v.get("attempt") or 1)
+    v["attempt"] = int(d.get("attempt") or v["attempt"] or 1)
 
 
 def _parked(v: View, d: Mapping[str, Any]) -> None:
-    v["status"] = "parked"
+    v["status"] = Status.PARKED
     v["parked"] = {"execution_id": d["execution_id"], "dead_letter_id": d["dead_letter_id"]}
 
 
 def _unparked(v: View, d: Mapping[str, Any]) -> None:
-    v["status"] = "running"
+    v["status"] = Status.RUNNING
     v["deadline"] = d.get("deadline", v["deadline"])
     v["parked"] = None
     _await(v, d["execution_id"], [d["node_id"]])
@@ -130,10 +143,10 @@ def _outcome(v: View, d: Mapping[str, Any]) -> None:
     if d.get("edge_of"):
         return  # edge outcomes reach the state only through the reducer
     ok = "error" not in d
-    name = d.get("node_id") or d.get("reducer")
+    name = cast(str, d.get("node_id") or d.get("reducer"))
     if ok:
         v["state"].update(d["update"])
-    v["last"] = {
+    last: LastOutcome = {
         "node_id": name,
         "execution_id": d["execution_id"],
         "ok": ok,
@@ -141,7 +154,8 @@ def _outcome(v: View, d: Mapping[str, Any]) -> None:
         "error": d.get("error"),
     }
     if d.get("dead_letter_id") is not None:
-        v["last"]["dead_letter_id"] = d["dead_letter_id"]
+        last["dead_letter_id"] = d["dead_letter_id"]
+    v["last"] = last
     v["waiting"] = None
     v["waiting_nodes"] = []
     v["retry_at"] = None
@@ -151,13 +165,13 @@ def _cancel_requested(v: View, d: Mapping[str, Any]) -> None:
     v["cancel_requested"] = True
 
 
-def _terminal(status: str) -> _Handler:
+def _terminal(status: Status) -> _Handler:
     def handler(v: View, d: Mapping[str, Any]) -> None:
         v["status"] = status
         v["waiting"] = None
         v["waiting_nodes"] = []
         v["quarantine"] = v["parked"] = None
-        if status == "completed":
+        if status == Status.COMPLETED:
             v["result"] = d.get("result")
         else:
             v["error"] = {"reason": d.get("reason", status), "message": d.get("message", "")}
@@ -170,8 +184,8 @@ def _nothing(v: View, d: Mapping[str, Any]) -> None:
 
 
 def _waiting_human(v: View, d: Mapping[str, Any]) -> None:
-    if v["status"] not in ("completed", "failed", "cancelled"):
-        v["status"] = "waiting_human"
+    if v["status"] not in TERMINAL_STATUSES:
+        v["status"] = Status.WAITING_HUMAN
         if d.get("review_id"):  # the coordinator's resume message is awaited under its id
             v["waiting"] = d["review_id"]
             v["waiting_nodes"] = []
@@ -181,21 +195,22 @@ def _waiting_human(v: View, d: Mapping[str, Any]) -> None:
 def _review_requested(v: View, d: Mapping[str, Any]) -> None:
     if not d.get("review_id"):
         return
-    v.setdefault("reviews", {})[d["review_id"]] = {
+    v["reviews"][d["review_id"]] = {
         "status": "pending", "subject": d.get("subject"), "reason": d.get("reason"),
         "expires_at": d.get("expires_at"), "step": d.get("step")}
 
 
 def _reviewed(v: View, d: Mapping[str, Any], status: str) -> None:
-    review = v.setdefault("reviews", {}).get(d.get("review_id"))
+    review = v["reviews"].get(d.get("review_id") or "")
     if review is not None:
         review["status"] = status
         review["by"] = d.get("by")
-    if v["status"] == "waiting_human":
-        v["status"] = "running"
-        held, at = v.get("held_since"), d.get("at")
-        if v.get("deadline") is not None and held is not None and at is not None:
-            v["deadline"] += max(0.0, at - held)  # the time spent with a human is not counted
+    if v["status"] == Status.WAITING_HUMAN:
+        v["status"] = Status.RUNNING
+        held, at, deadline = v["held_since"], d.get("at"), v["deadline"]
+        if deadline is not None and held is not None and at is not None:
+            # the time spent with a human is not counted
+            v["deadline"] = deadline + max(0.0, at - held)
         v["held_since"] = None
 
 
@@ -206,7 +221,7 @@ def _review_outcome(status: str) -> _Handler:
 def _fsm_entered(v: View, d: Mapping[str, Any]) -> None:
     if not d.get("state"):
         return
-    fsm = v.get("fsm") or {"workflow": d.get("workflow"), "state": None, "path": []}
+    fsm: FsmPosition = v["fsm"] or {"workflow": d.get("workflow"), "state": None, "path": []}
     fsm["state"] = d["state"]
     fsm["path"] = [*fsm["path"], d["state"]]
     fsm["step"] = d.get("step")  # the run's step when entered: its node has run once it moved
@@ -239,9 +254,9 @@ _HANDLERS: dict[str, _Handler] = {
     "run.parked": _parked,
     "run.redriven": _unparked,
     "run.cancel.requested": _cancel_requested,
-    "run.completed": _terminal("completed"),
-    "run.failed": _terminal("failed"),
-    "run.cancelled": _terminal("cancelled"),
+    "run.completed": _terminal(Status.COMPLETED),
+    "run.failed": _terminal(Status.FAILED),
+    "run.cancelled": _terminal(Status.CANCELLED),
     "run.waiting_human": _waiting_human,
     "human.review.requested": _review_requested,
     "human.review.approved": _review_outcome("approved"),

@@ -21,7 +21,7 @@ import gc
 import hashlib
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
@@ -364,7 +364,7 @@ def _parse_line(line: str | bytes, source: str, lineno: int) -> Event:
     return event
 
 
-def _check_derived(evs: list[Event], run: dict[str, Any], where: Callable[[Event], str],
+def _check_derived(evs: list[Event], run: Mapping[str, Any], where: Callable[[Event], str],
                    ) -> None:
     """The derived fields of one run's events (in ``seq`` order) are what
     :func:`~hypha_celery.events.envelope.derive` computes from the events and the run

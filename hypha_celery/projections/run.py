@@ -24,6 +24,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict
 
 from hypha_celery.events.envelope import TERMINAL_KINDS, Event
+from hypha_celery.events.status import TERMINAL_STATUSES
 from hypha_celery.projections.trace import last_of, run_trace
 
 __all__ = ["STATUSES", "TERMINAL_STATUSES", "Held", "RunError", "RunView", "Status", "run_view",
@@ -31,7 +32,6 @@ __all__ = ["STATUSES", "TERMINAL_STATUSES", "Held", "RunError", "RunView", "Stat
 
 Status = Literal["queued", "running", "waiting_human", "completed", "failed", "cancelled"]
 Held = Literal["quarantined", "parked"]
-TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 STATUSES: tuple[Status, ...] = get_args(Status)
 
 _REVIEWED = frozenset({"human.review.approved", "human.review.rejected",

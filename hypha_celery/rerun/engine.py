@@ -12,8 +12,8 @@ from hypha_celery.events import Event, apply_event, new_view
 from hypha_celery.events.envelope import canonical
 from hypha_celery.graph import Fail, FanOut, Finish, Graph, Next, NodeContext, Review
 from hypha_celery.graph.calls import Calls
-from hypha_celery.runtime.coordinator import summary
-from hypha_celery.runtime.nodes import checked_update, outcome_of
+from hypha_celery.runtime.nodes import call_node, reduce
+from hypha_celery.runtime.protocol import NodeOutcome, NodeResult, summary
 
 #: Recorded failures that say what happened to the infrastructure, not what the code
 #: returned: those executions are not re-run (a timeout, a fenced edge, a dead letter).
@@ -165,11 +165,8 @@ class _Rerun:
         ctx = NodeContext(self.run_id, p["execution_id"], sched.node_id, attempt, lambda: False,
                           calls)
         try:
-            if node.takes_ctx:
-                value = node.fn(copy.deepcopy(sched.state), copy.deepcopy(sched.input), ctx)
-            else:
-                value = node.fn(copy.deepcopy(sched.state), copy.deepcopy(sched.input))
-            actual = _result(value)
+            actual = _result(call_node(node, copy.deepcopy(sched.state),
+                                       copy.deepcopy(sched.input), ctx))
         except ReplayDivergence as exc:
             raise self._diverge(event, "call", None, exc.where, str(exc)) from None
         except Exception as exc:
@@ -182,8 +179,7 @@ class _Rerun:
 
     def _reducer_outcome(self, event: Event) -> None:
         p = event.payload
-        reducer = self.graph.reducers.get(p.get("reducer", ""))
-        if reducer is None:
+        if p.get("reducer", "") not in self.graph.reducers:
             raise self._diverge(event, "node", p.get("reducer"), None,
                                 f"reducer {p.get('reducer')!r} is not in the new graph")
         if _not_code(p):
@@ -191,9 +187,10 @@ class _Rerun:
             return
         self.counts["executions"] += 1
         edges = sorted(self.edges.get(p["execution_id"], []), key=lambda e: e.payload["index"])
-        outcomes = [outcome_of(e.payload) for e in edges]
+        outcomes = [NodeOutcome.from_json(e.payload, self.run_id) for e in edges]
         try:
-            actual = _result(reducer(copy.deepcopy(self.view["state"]), outcomes))
+            actual = _result(reduce(self.graph, p["reducer"], copy.deepcopy(self.view["state"]),
+                                    outcomes))
         except Exception as exc:
             actual = ("error", type(exc).__name__)
         self._same_outcome(event, str(p["reducer"]), actual)
@@ -224,10 +221,11 @@ def _not_code(payload: Mapping[str, Any]) -> bool:
     return bool(err.get("type") in _NOT_CODE or err.get("by") or payload.get("dead_letter_id"))
 
 
-def _result(value: Any) -> tuple[str, Any]:
-    """What the runtime would record for ``value`` (the same checks), as (ok|error, ...)."""
-    out = checked_update(value)
-    return ("ok", out["update"]) if "update" in out else ("error", out["error"]["type"])
+def _result(result: NodeResult) -> tuple[str, Any]:
+    """What the runtime would record for ``result``, as (ok|error, ...)."""
+    if result.error is None:
+        return ("ok", result.update)
+    return ("error", result.error.get("type"))
 
 
 def _final_attempts(events: Sequence[Event]) -> dict[str, int]:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hypha_celery.errors import NoPendingReview, RunNotFound
-from hypha_celery.events.fold import View
+from hypha_celery.events import EventType, Status, View
+from hypha_celery.events.view import ReviewDoc
 from hypha_celery.runtime import canvas
 from hypha_celery.runtime.core import Runtime
 from hypha_celery.store import EventStore, Tx
@@ -47,7 +48,7 @@ class PendingReview:
 
 def pending(store: EventStore, limit: int = 100) -> list[PendingReview]:
     """Runs waiting for a human, oldest first, with their pending review."""
-    found = (_pending_review(view) for view in store.by_status("waiting_human", limit))
+    found = (_pending_review(view) for view in store.by_status(Status.WAITING_HUMAN, limit))
     return [r for r in found if r is not None]
 
 
@@ -78,9 +79,9 @@ def expire_due(rt: Runtime, now: float | None = None, limit: int = 100,
     this); returns ``(run_id, review_id)`` of each review expired."""
     now = time.time() if now is None else now
     done: list[tuple[str, str]] = []
-    for view in rt.store.by_status("waiting_human", limit):
+    for view in rt.store.by_status(Status.WAITING_HUMAN, limit):
         review_id, review = _pending_of(view)
-        expires = review.get("expires_at") if review_id else None
+        expires = review["expires_at"] if review is not None else None
         if review_id is None or expires is None or expires > now:
             continue
         try:
@@ -94,24 +95,24 @@ def expire_due(rt: Runtime, now: float | None = None, limit: int = 100,
 
 def _pending_review(view: View) -> PendingReview | None:
     review_id, review = _pending_of(view)
-    if review_id is None:
+    if review_id is None or review is None:
         return None
     return PendingReview(
-        run_id=view["run_id"], review_id=review_id, graph_id=view["graph_id"],
-        reason=review.get("reason"), subject=review.get("subject"),
-        requested_step=review.get("step"), expires_at=review.get("expires_at"),
-        user_id=view.get("user_id"), session_id=view.get("session_id"))
+        run_id=view["run_id"], review_id=review_id, graph_id=view["graph_id"] or "",
+        reason=review["reason"], subject=review["subject"],
+        requested_step=review["step"], expires_at=review["expires_at"],
+        user_id=view["user_id"], session_id=view["session_id"])
 
 
-def _pending_of(view: View) -> tuple[str | None, dict[str, Any]]:
-    waiting = view.get("waiting")
-    review = (view.get("reviews") or {}).get(waiting)
-    if view.get("status") != "waiting_human" or not review or review["status"] != "pending":
-        return None, {}
+def _pending_of(view: View) -> tuple[str | None, ReviewDoc | None]:
+    waiting = view["waiting"]
+    review = view["reviews"].get(waiting) if waiting is not None else None
+    if view["status"] != Status.WAITING_HUMAN or not review or review["status"] != "pending":
+        return None, None
     return waiting, review
 
 
-def _decide(rt: Runtime, run_id: str, kind: str, review_id: str | None,
+def _decide(rt: Runtime, run_id: str, kind: EventType, review_id: str | None,
             data: dict[str, Any]) -> str:
     with rt.store.transaction() as tx:
         view = tx.lock(run_id)
@@ -126,5 +127,6 @@ def _decide(rt: Runtime, run_id: str, kind: str, review_id: str | None,
     return found
 
 
-def _record(tx: Tx, run_id: str, kind: str, review_id: str, data: dict[str, Any]) -> None:
+def _record(tx: Tx, run_id: str, kind: EventType, review_id: str, data: dict[str, Any]
+            ) -> None:
     tx.append(run_id, kind, {"review_id": review_id, **data, "at": time.time()})

@@ -9,44 +9,49 @@ and is tried again — so a retried attempt's calls stay in the log too.
 
 from __future__ import annotations
 
-from typing import Any
-
-from hypha_celery.runtime.core import Envelope
+from hypha_celery.events import EventType, as_kind
+from hypha_celery.runtime.protocol import CallJson, NodeOutcome
 from hypha_celery.store import Tx
 
+#: ``(family, what)`` -> the event type of a model or tool call's start and end.
+_CALL_KINDS: dict[tuple[str, str], EventType] = {
+    ("model", "started"): "model.call.started", ("model", "completed"): "model.call.completed",
+    ("model", "failed"): "model.call.failed", ("tool", "started"): "tool.call.started",
+    ("tool", "completed"): "tool.call.completed", ("tool", "failed"): "tool.call.failed"}
 
-def record_attempt(tx: Tx, run_id: str, env: Envelope) -> None:
-    """``node.execution.started`` (when the envelope carries it) and the calls."""
-    started = env.get("started")
+
+def record_attempt(tx: Tx, run_id: str, outcome: NodeOutcome) -> None:
+    """``node.execution.started`` (when the outcome carries it) and the calls."""
+    started = outcome.started
     if started:
         tx.append(run_id, "node.execution.started",
                   {k: v for k, v in started.items() if k != "at"}, ts=started["at"])
-    facts = env.get("facts") or []  # [kind, data, calls made before it]
+    facts = outcome.facts or []  # [kind, data, calls made before it]
     done = 0
-    for n, call in enumerate(env.get("calls") or ()):
+    for n, call in enumerate(outcome.calls or ()):
         while done < len(facts) and facts[done][2] <= n:  # recorded before this call
             kind, data, _ = facts[done]
-            tx.append(run_id, kind, data)
+            tx.append(run_id, as_kind(kind), data)
             done += 1
-        record_call(tx, run_id, env, call)
+        record_call(tx, run_id, outcome, call)
     for kind, data, _ in facts[done:]:
-        tx.append(run_id, kind, data)
+        tx.append(run_id, as_kind(kind), data)
 
 
-def record_call(tx: Tx, run_id: str, env: Envelope, call: dict[str, Any]) -> None:
+def record_call(tx: Tx, run_id: str, outcome: NodeOutcome, call: CallJson) -> None:
     """``<family>.call.started`` then ``completed`` / ``failed`` at their real times."""
-    family, eid = call["family"], env["execution_id"]
+    family, eid = call["family"], outcome.execution_id
     parts = str(eid).split(".")
     base = {"call_id": call["call_id"], "execution_id": eid,
             "step": int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None,
-            "node_id": env["node_id"], "attempt": call.get("attempt", 1), family: call["name"]}
-    tx.append(run_id, f"{family}.call.started",
+            "node_id": outcome.node_id, "attempt": call.get("attempt", 1), family: call["name"]}
+    tx.append(run_id, _CALL_KINDS[family, "started"],
               {**base, "request_hash": call["request_hash"],
                **({"side_effect": call["side_effect"]} if "side_effect" in call else {})},
               ts=call["started_at"])
     if "error" in call:
-        tx.append(run_id, f"{family}.call.failed", {**base, "error": call["error"]},
+        tx.append(run_id, _CALL_KINDS[family, "failed"], {**base, "error": call["error"]},
                   ts=call["ended_at"])
     else:
-        tx.append(run_id, f"{family}.call.completed", {**base, "output": call["output"]},
+        tx.append(run_id, _CALL_KINDS[family, "completed"], {**base, "output": call["output"]},
                   ts=call["ended_at"])

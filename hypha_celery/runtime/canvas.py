@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +36,7 @@ class NodeCall:
     """One node (or edge) task to publish."""
 
     task: str
-    env: dict[str, Any]
+    env: dict[str, object]
     queue: str
     timeout: float
     local_budget: float = 0.0
@@ -72,7 +72,7 @@ def kickoff(app: Celery, run_id: str, execution_id: str,
     node timeout plus the local-steps budget) it carries that soft time limit, and the
     coordinator task may run the first nodes itself (local steps) instead of
     publishing them."""
-    options: dict[str, Any] = {"task_id": f"{execution_id}.c"}
+    options: dict[str, object] = {"task_id": f"{execution_id}.c"}
     if local_limit:
         options.update(soft_time_limit=local_limit, time_limit=hard_limit(local_limit))
     coordinator(app).clone(
@@ -84,7 +84,7 @@ def step(app: Celery, call: NodeCall, countdown: float | None = None) -> None:
     a running chain (the ``chain`` message option) — the same message as
     ``chain(...).apply_async()`` without re-preparing the canvas each step.
     ``countdown``: a retry, delivered after that many seconds."""
-    options: dict[str, Any] = {"chain": [coordinator(app)]}
+    options: dict[str, object] = {"chain": [coordinator(app)]}
     if countdown:
         options["countdown"] = countdown
     call.signature(app, keep_result=False).apply_async(**options)
@@ -102,7 +102,7 @@ def revoke(app: Celery, task_ids: list[str]) -> None:
         log.warning("hypha: revoke failed: %s", type(exc).__name__)
 
 
-def fanout(app: Celery, edges: list[NodeCall], reducer_task: str, meta: dict[str, Any],
+def fanout(app: Celery, edges: list[NodeCall], reducer_task: str, meta: Mapping[str, object],
            queue: str) -> None:
     """``chord([edge, ...], reducer) | coordinator``."""
     header = [e.signature(app, keep_result=True) for e in edges]
@@ -125,7 +125,7 @@ def _no_result_subscriptions() -> Iterator[None]:
         _state._set_task_join_will_block(before)
 
 
-def notify(app: Celery, sig: dict[str, Any], outcome: dict[str, Any]) -> None:
+def notify(app: Celery, sig: Mapping[str, Any], outcome: Mapping[str, Any]) -> None:
     """Call the subscriber's signature with the terminal outcome."""
     app.signature(sig).apply_async(args=(outcome,))
 

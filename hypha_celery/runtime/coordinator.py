@@ -9,20 +9,34 @@ Publishing happens after the commit.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypedDict
 
 from hypha_celery.errors import FailureReason, StoreConflict
-from hypha_celery.events.fold import View
+from hypha_celery.events import EventType, Status, View, as_kind
 from hypha_celery.graph import Decision, Fail, FanOut, Finish, Graph, Next, Review
 from hypha_celery.runtime import canvas, lifecycle
 from hypha_celery.runtime.attempts import record_attempt
 from hypha_celery.runtime.config import EFFECTS_QUEUE, NODES_QUEUE
-from hypha_celery.runtime.core import Envelope, Runtime, awaits
+from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.jsonsafe import error_json, is_json, json_size
 from hypha_celery.runtime.lanes import kickoff_id, release
-from hypha_celery.runtime.nodes import FATAL_ERRORS
+from hypha_celery.runtime.late import LateItem, log_late
+from hypha_celery.runtime.lifecycle import TerminalKind
+from hypha_celery.runtime.protocol import (
+    FATAL_ERRORS,
+    FanoutMeta,
+    Kickoff,
+    NodeMessage,
+    NodeOutcome,
+    Payload,
+    ReducerOutcome,
+    summary,
+)
 from hypha_celery.store import Tx
+
+__all__ = ["coordinate", "fanout_calls", "local_limit", "node_call", "publish_fanout",
+           "run_outcome", "step_locked", "terminal"]
 
 
 class _Fail(Exception):
@@ -37,10 +51,10 @@ class _Park(Exception):
 
 
 def coordinate(
-    rt: Runtime, payload: Envelope, seen: View | None = None,
+    rt: Runtime, payload: Payload, seen: View | None = None,
     local: canvas.LocalSteps | None = None,
 ) -> canvas.NodeCall | None:
-    """One coordinator step for ``payload`` (a kickoff or an outcome envelope).
+    """One coordinator step for ``payload`` (a kickoff or an outcome).
 
     ``seen`` is the run view the node task read before running: if the run has not
     moved since (the common case), the step is written optimistically without a
@@ -50,7 +64,7 @@ def coordinate(
     With ``local``, the next node may be handed back to the calling task to run
     itself (returned) instead of being published.
     """
-    if seen is not None and awaits(seen, payload["execution_id"]):
+    if seen is not None and awaits(seen, payload.execution_id):
         try:
             with rt.store.transaction() as tx:
                 _step(tx, rt, tx.expect(seen), payload, local)
@@ -59,140 +73,91 @@ def coordinate(
             if local:
                 local.take()
     with rt.store.transaction() as tx:
-        view = tx.lock(payload["run_id"])
+        view = tx.lock(payload.run_id)
         if view is None:
             return None
-        if not awaits(view, payload["execution_id"]):
+        if not awaits(view, payload.execution_id):
             _not_awaited(tx, view, payload)
             return None
         _step(tx, rt, view, payload, local)
     return local.take() if local else None
 
 
-def step_locked(tx: Tx, rt: Runtime, view: View, payload: Envelope) -> None:
+def step_locked(tx: Tx, rt: Runtime, view: View, payload: Payload) -> None:
     """A coordinator step for ``payload`` on a run the caller has locked and checked
     (the recovery supervisor feeds timeouts and reconciled outcomes this way)."""
     _step(tx, rt, view, payload, None)
 
 
 def _step(
-    tx: Tx, rt: Runtime, view: View, payload: Envelope, local: canvas.LocalSteps | None
+    tx: Tx, rt: Runtime, view: View, payload: Payload, local: canvas.LocalSteps | None
 ) -> None:
-    eid = payload["execution_id"]
-    if eid != kickoff_id(view["run_id"]) and eid not in (view.get("reviews") or {}):
-        _record_outcome(tx, rt, view, payload)  # (a review's outcome is already recorded)
+    if not isinstance(payload, Kickoff):  # (a review's outcome is already recorded)
+        _record_outcome(tx, rt, view, payload)
     _decide_and_record(tx, rt, view, local)
 
 
-def _not_awaited(tx: Tx, view: View, payload: Envelope) -> None:
+def _not_awaited(tx: Tx, view: View, payload: Payload) -> None:
     """Duplicate (already recorded) or stale (late) result: record, apply nothing."""
-    if "edges" in payload:
-        late = payload["edges"]  # a fan-out: the edges that ran were late
-    elif payload.get("stale") or "duration" not in payload:
-        return
+    if isinstance(payload, ReducerOutcome):  # a fan-out: the edges that ran were late
+        late: list[LateItem] = [(e.execution_id, e.node_id) for e in payload.edges]
+    elif isinstance(payload, NodeOutcome):
+        late = [(payload.execution_id, payload.node_id)]
     else:
-        late = [payload]
-    status = view["status"]
-    reason = {"cancelled": "cancelled", "running": "superseded", "quarantined": "quarantined",
-              "parked": "parked"}.get(status, "run_ended")
-    for item in late:
-        eid = item["execution_id"]
-        done = tx.recorded(f"{eid}:done")
-        timed_out = done is not None and (done.get("error") or {}).get("by") == "supervisor"
-        if (done is not None and not timed_out) or tx.recorded(f"{eid}:late") is not None:
-            continue  # already logged: a duplicate delivery
-        tx.append(view["run_id"], "node.execution.late_result",
-                  {"execution_id": eid, "node_id": item.get("node_id") or item.get("reducer"),
-                   "reason": "timeout" if timed_out else reason}, idem=f"{eid}:late")
+        return  # a duplicate kickoff or review resume: nothing ran
+    log_late(tx, view, late)
 
 
-def record_late(rt: Runtime, run_id: str, execution_id: str, node_id: str,
-                timed_out: bool = False) -> None:
-    """An edge finished after its run stopped awaiting the fan-out, or after the
-    supervisor stored a timeout outcome for it: log it (once)."""
-    try:
-        with rt.store.transaction() as tx:
-            view = tx.lock(run_id)
-            if view is None or tx.recorded(f"{execution_id}:late") is not None:
-                return
-            if timed_out:
-                tx.append(run_id, "node.execution.late_result", {"execution_id": execution_id,
-                                                       "node_id": node_id, "reason": "timeout"},
-                          idem=f"{execution_id}:late")
-            elif not awaits(view, execution_id.rsplit(".", 1)[0]):
-                _not_awaited(tx, view, {"execution_id": execution_id, "node_id": node_id,
-                                        "duration": 0.0})
-    except StoreConflict:
-        pass  # the reducer's step logged it at the same moment
-
-
-def _record_dead_letter(tx: Tx, rt: Runtime, run_id: str, env: Envelope) -> int | None:
+def _record_dead_letter(tx: Tx, rt: Runtime, run_id: str, outcome: NodeOutcome) -> int | None:
     """Write the dead-letter record an outcome carries, and ``node.execution.dead_lettered``."""
-    record = env.get("dead_letter")
+    record = outcome.dead_letter
     if not record:
         return None
     dlid = rt.store.add_dead_letter({**record, "run_id": run_id,
-                                     "execution_id": env["execution_id"],
-                                     "error": env.get("error") or {}}, conn=tx.conn)
+                                     "execution_id": outcome.execution_id,
+                                     "error": outcome.error or {}}, conn=tx.conn)
     tx.append(run_id, "node.execution.dead_lettered",
-              {"execution_id": env["execution_id"], "node_id": env.get("node_id"),
+              {"execution_id": outcome.execution_id, "node_id": outcome.node_id,
                "dead_letter_id": dlid, "reason": record["reason"],
-               "attempts": record["attempts"], "error": env.get("error")})
+               "attempts": record["attempts"], "error": outcome.error})
     return dlid
 
 
-def _record_node(tx: Tx, rt: Runtime, run_id: str, env: Envelope, data: dict[str, Any]
-                 ) -> None:
+def _record_node(tx: Tx, rt: Runtime, run_id: str, outcome: NodeOutcome) -> None:
     """``node.execution.started`` (at its real time), its model and tool calls, a
     ``node.execution.late_result`` if it ran past its timeout, a dead letter, then the
     outcome — once per execution (idempotency key)."""
-    record_attempt(tx, run_id, env)
-    started = env.get("started")
-    if env.get("late"):
+    record_attempt(tx, run_id, outcome)
+    if outcome.late:
         tx.append(run_id, "node.execution.late_result",
-                  {"execution_id": env["execution_id"], "node_id": env["node_id"],
+                  {"execution_id": outcome.execution_id, "node_id": outcome.node_id,
                    "reason": "timeout"})
-    dlid = _record_dead_letter(tx, rt, run_id, env)
-    if dlid is not None:
-        data = {**data, "dead_letter_id": dlid}
-    kind = "node.execution.completed" if "update" in data else "node.execution.failed"
-    ended = started["at"] + (env.get("duration") or 0.0) if started else None
-    tx.append(run_id, kind, data, idem=f"{env['execution_id']}:done", ts=ended)
+    dlid = _record_dead_letter(tx, rt, run_id, outcome)
+    kind: EventType = "node.execution.completed" if outcome.ok else "node.execution.failed"
+    started = outcome.started
+    ended = started["at"] + (outcome.duration or 0.0) if started else None
+    tx.append(run_id, kind, outcome.event_data(dlid), idem=f"{outcome.execution_id}:done",
+              ts=ended)
 
 
-_NOT_EVENT_DATA = ("started", "late", "run_id", "settled", "dead_letter", "calls",
-                   "facts")
-
-
-def _edge_data(edge: Envelope) -> dict[str, Any]:
-    return {k: v for k, v in edge.items() if k not in _NOT_EVENT_DATA}
-
-
-def _record_outcome(tx: Tx, rt: Runtime, view: View, env: Envelope) -> None:
-    run_id, execution_id = view["run_id"], env["execution_id"]
-    name_key = "reducer" if "reducer" in env else "node_id"
-    data: dict[str, Any] = {"execution_id": execution_id, name_key: env[name_key],
-                            "duration": env.get("duration")}
-    if env.get("stale"):
-        data["error"] = {"type": "StaleEdge", "message": "an edge result was not awaited"}
-    elif "error" in env:
-        data["error"] = env["error"]
-    else:
-        data["update"] = env["update"]
-    if name_key == "node_id":
-        _record_node(tx, rt, run_id, env, data)
+def _record_outcome(tx: Tx, rt: Runtime, view: View,
+                    outcome: NodeOutcome | ReducerOutcome) -> None:
+    run_id = view["run_id"]
+    if isinstance(outcome, NodeOutcome):
+        _record_node(tx, rt, run_id, outcome)
         return
-    for edge in env.get("edges", []):
-        _record_node(tx, rt, run_id, edge, _edge_data(edge))
-    kind = "node.reducer.completed" if "update" in data else "node.reducer.failed"
-    tx.append(run_id, kind, data, idem=f"{execution_id}:done")
+    for edge in outcome.edges:
+        _record_node(tx, rt, run_id, edge)
+    data = outcome.event_data()
+    kind: EventType = "node.reducer.completed" if outcome.ok else "node.reducer.failed"
+    tx.append(run_id, kind, data, idem=f"{outcome.execution_id}:done")
 
 
 def _decide_and_record(
     tx: Tx, rt: Runtime, view: View, local: canvas.LocalSteps | None = None
 ) -> None:
     run_id = view["run_id"]
-    graph = rt.graphs.get(view["graph_id"])
+    graph = rt.graphs.get(view["graph_id"] or "")
     try:
         if graph is None:
             raise _Fail(FailureReason.UNKNOWN_GRAPH,
@@ -204,6 +169,7 @@ def _decide_and_record(
         return
     except _Park:
         last = view["last"]
+        assert last is not None
         lifecycle.record(tx, run_id, "run.parked",
                          {"execution_id": last["execution_id"], "node_id": last["node_id"],
                           "dead_letter_id": last.get("dead_letter_id")})
@@ -211,7 +177,7 @@ def _decide_and_record(
     step = int(view["step"])
     tx.append(run_id, "decision.policy.recorded", {"step": step, **summary(decision)})
     for kind, data in facts:  # after the decision: a replay decides on the view before them
-        tx.append(run_id, kind, data)
+        tx.append(run_id, as_kind(kind), data)
     if isinstance(decision, Finish):
         terminal(tx, rt, view, "run.completed", {"result": decision.result})
     elif isinstance(decision, Fail):
@@ -225,7 +191,8 @@ def _decide_and_record(
         _schedule_fanout(tx, rt, graph, view, decision)
 
 
-def _decide(graph: Graph, view: View) -> tuple[Decision, list[tuple[str, dict[str, Any]]]]:
+def _decide(graph: Graph, view: View
+            ) -> tuple[Decision, list[tuple[str, dict[str, object]]]]:
     """The policy's decision and the facts it recorded with it (``ctx.record``)."""
     if view["deadline"] is not None and time.time() > view["deadline"]:
         raise _Fail(FailureReason.DEADLINE_EXCEEDED,
@@ -251,11 +218,11 @@ def _check_last(graph: Graph, view: View) -> None:
     if size > graph.max_state_bytes:
         raise _Fail(FailureReason.STATE_TOO_LARGE,
                     f"state is {size} bytes, max_state_bytes is {graph.max_state_bytes}")
-    if last["ok"]:
-        return
     err = last["error"]
-    where = f"{last['node_id']}: {err['type']}: {err['message']}"
-    if err["type"] in FATAL_ERRORS:
+    if last["ok"] or err is None:
+        return
+    where = f"{last['node_id']}: {err.get('type')}: {err.get('message')}"
+    if err.get("type") in FATAL_ERRORS:
         raise _Fail(FailureReason.INVALID_STATE, where)
     if err.get("dead_letter") and graph.on_node_error == "fail":
         if graph.on_dead_letter == "park" and last["node_id"] in graph.nodes:
@@ -273,7 +240,7 @@ def _validate_ending(graph: Graph, view: View, decision: Finish | Fail | Review)
     if isinstance(decision, Review):
         if not is_json(decision.subject):
             raise _Fail(FailureReason.INVALID_DECISION, "Review subject is not JSON")
-        if len(view.get("reviews") or {}) >= graph.max_steps:
+        if len(view["reviews"]) >= graph.max_steps:
             raise _Fail(FailureReason.MAX_STEPS_EXCEEDED,
                         f"more than max_steps={graph.max_steps} reviews")
 
@@ -303,25 +270,12 @@ def _validate(graph: Graph, view: View, decision: object) -> None:
                     f"max_steps={graph.max_steps} reached")
 
 
-def summary(decision: Decision) -> dict[str, Any]:
-    if isinstance(decision, Next):
-        return {"type": "next", "node_ids": [decision.node_id]}
-    if isinstance(decision, FanOut):
-        return {"type": "fanout", "reducer": decision.reducer,
-                "node_ids": [e.node_id for e in decision.edges]}
-    if isinstance(decision, Fail):
-        return {"type": "fail", "reason": decision.reason}
-    if isinstance(decision, Review):
-        return {"type": "review", "reason": decision.reason}
-    return {"type": "finish"}
-
-
 def _park_for_review(tx: Tx, view: View, d: Review) -> None:
     """``human.review.requested`` + ``run.waiting_human``: the run holds no worker until
     an approval, rejection or expiry (:mod:`hypha_celery.reviews`) calls the policy again
     with a coordinator message whose execution id is the review id."""
     run_id, now = view["run_id"], time.time()
-    review_id = f"{run_id}.r{len(view.get('reviews') or {}) + 1}"
+    review_id = f"{run_id}.r{len(view['reviews']) + 1}"
     tx.append(run_id, "human.review.requested",
               {"review_id": review_id, "reason": d.reason, "subject": d.subject,
                "step": int(view["step"]),
@@ -329,12 +283,12 @@ def _park_for_review(tx: Tx, view: View, d: Review) -> None:
     lifecycle.record(tx, run_id, "run.waiting_human", {"review_id": review_id, "at": now})
 
 
-def node_call(rt: Runtime, graph: Graph, node_id: str, env: Envelope) -> canvas.NodeCall:
+def node_call(rt: Runtime, graph: Graph, msg: NodeMessage) -> canvas.NodeCall:
     """The task message for one node execution (its queue, limits, locality)."""
-    node = graph.nodes[node_id]
+    node = graph.nodes[msg.node_id]
     queue = node.queue or (EFFECTS_QUEUE if node.at_most_once else NODES_QUEUE)
-    return canvas.NodeCall(task=f"{graph.id}.{node_id}", env=env, queue=queue,
-                           timeout=graph.timeout_for(node_id), local_budget=rt.local_budget,
+    return canvas.NodeCall(task=f"{graph.id}.{msg.node_id}", env=msg.to_json(), queue=queue,
+                           timeout=graph.timeout_for(msg.node_id), local_budget=rt.local_budget,
                            local_ok=not node.at_most_once)
 
 
@@ -345,23 +299,24 @@ def _schedule_next(tx: Tx, rt: Runtime, graph: Graph, view: View, d: Next,
     tx.append(run_id, "node.execution.scheduled",
               {"execution_id": execution_id, "node_id": d.node_id, "input": d.input,
                "step": step})
-    call = node_call(rt, graph, d.node_id, {"run_id": run_id, "execution_id": execution_id,
-                                         "node_id": d.node_id, "input": d.input})
+    call = node_call(rt, graph, NodeMessage(run_id, execution_id, d.node_id, d.input))
     if local is None or not local.offer(call):
         tx.after_commit(lambda: canvas.step(rt.app, call))
 
 
-def fanout_calls(rt: Runtime, graph: Graph, run_id: str, fid: str, edges: list[Envelope]
-                 ) -> list[canvas.NodeCall]:
-    return [node_call(rt, graph, e["node_id"],
-                      {"run_id": run_id, "edge_of": fid, "index": i, **e})
+def fanout_calls(rt: Runtime, graph: Graph, run_id: str, fid: str,
+                 edges: Sequence[Mapping[str, Any]]) -> list[canvas.NodeCall]:
+    """The edge messages of fan-out ``fid`` from its scheduled ``edges`` (each
+    ``{execution_id, node_id, input}``, an ``attempt`` from the second on)."""
+    return [node_call(rt, graph, NodeMessage(run_id, e["execution_id"], e["node_id"],
+                                             e.get("input"), fid, i, e.get("attempt")))
             for i, e in enumerate(edges)]
 
 
 def publish_fanout(rt: Runtime, graph: Graph, run_id: str, fid: str, reducer: str,
                    calls: list[canvas.NodeCall]) -> None:
-    meta = {"run_id": run_id, "execution_id": fid, "reducer": reducer, "width": len(calls)}
-    canvas.fanout(rt.app, calls, f"{graph.id}.{reducer}", meta, NODES_QUEUE)
+    meta = FanoutMeta(run_id, fid, reducer, len(calls))
+    canvas.fanout(rt.app, calls, f"{graph.id}.{reducer}", meta.to_json(), NODES_QUEUE)
 
 
 def _schedule_fanout(tx: Tx, rt: Runtime, graph: Graph, view: View, d: FanOut) -> None:
@@ -375,18 +330,20 @@ def _schedule_fanout(tx: Tx, rt: Runtime, graph: Graph, view: View, d: FanOut) -
     tx.after_commit(lambda: publish_fanout(rt, graph, run_id, fid, d.reducer, calls))
 
 
-def terminal(tx: Tx, rt: Runtime, view: View, kind: str, data: dict[str, Any]) -> None:
+def terminal(tx: Tx, rt: Runtime, view: View, kind: TerminalKind,
+             data: Mapping[str, Any]) -> None:
     """Append the one terminal event, hand the lane on, notify after commit."""
     run_id = view["run_id"]
     lifecycle.record(tx, run_id, kind, data, idem=f"{run_id}:terminal")
     nxt = release(tx, run_id, view["lane"])
-    outcome = outcome_of(view)
-    sig = view.get("notify")
+    outcome = run_outcome(view)
+    sig = view["notify"]
     actions: list[Callable[[], None]] = [lambda: rt.notifier.publish(run_id)]
     if sig:
         actions.append(lambda: canvas.notify(rt.app, sig, outcome))
     if nxt is not None:
-        nxt_graph = rt.graphs.get((tx.lock(nxt) or {}).get("graph_id") or "")
+        nxt_view = tx.lock(nxt)
+        nxt_graph = rt.graphs.get(nxt_view["graph_id"] or "") if nxt_view else None
         limit = local_limit(nxt_graph, rt.local_budget) if nxt_graph else None
         actions.append(lambda: canvas.kickoff(rt.app, nxt, kickoff_id(nxt), limit))
     for action in actions:
@@ -401,10 +358,19 @@ def local_limit(graph: Graph, budget: float) -> float | None:
     return max(graph.timeout_for(n) for n in graph.nodes) + budget
 
 
-def outcome_of(view: View) -> dict[str, Any]:
+class RunOutcome(TypedDict, total=False):
+    """What ``notify`` subscribers are called with: ``result`` or ``error``."""
+
+    run_id: str
+    status: str
+    result: Any
+    error: Any
+
+
+def run_outcome(view: View) -> RunOutcome:
     """The terminal outcome handed to ``notify`` subscribers."""
-    out: dict[str, Any] = {"run_id": view["run_id"], "status": view["status"]}
-    if view["status"] == "completed":
+    out: RunOutcome = {"run_id": view["run_id"], "status": str(view["status"])}
+    if view["status"] == Status.COMPLETED:
         out["result"] = view["result"]
     else:
         out["error"] = view["error"]

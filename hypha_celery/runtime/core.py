@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from celery import Celery
 
+from hypha_celery.events import Status, View
 from hypha_celery.graph import Graph
 from hypha_celery.runtime.lanes import kickoff_id
 from hypha_celery.runtime.leases import LeaseKeeper
@@ -17,28 +17,27 @@ if TYPE_CHECKING:
     from hypha_celery.client.notifier import Notifier
 
 
-Envelope = dict[str, Any]
-
-
-def awaits(view: Mapping[str, Any] | None, execution_id: str) -> bool:
+def awaits(view: View | None, execution_id: str) -> bool:
     """Whether the run is running and waiting for exactly ``execution_id`` (fencing)."""
-    return view is not None and view["status"] == "running" and view["waiting"] == execution_id
+    return view is not None and view["status"] == Status.RUNNING \
+        and view["waiting"] == execution_id
 
 
-def awaits_coordinator(view: Mapping[str, Any]) -> bool:
+def awaits_coordinator(view: View) -> bool:
     """The run awaits a coordinator message, not a node: its kickoff, or the message
     that resumes it after a human review (its execution id is the review id)."""
-    waiting = view.get("waiting")
-    return waiting == kickoff_id(view["run_id"]) or waiting in (view.get("reviews") or {})
+    waiting = view["waiting"]
+    return waiting is not None and (waiting == kickoff_id(view["run_id"])
+                                    or waiting in view["reviews"])
 
 
-def awaited_task_ids(view: Mapping[str, Any]) -> list[str]:
+def awaited_task_ids(view: View) -> list[str]:
     """Task ids of the node messages a run awaits (a fan-out: every edge; not the
     reducer, which records the late results of edges that were already running)."""
-    waiting = view.get("waiting")
+    waiting = view["waiting"]
     if not waiting or awaits_coordinator(view):  # no node task yet
         return []
-    edges = int(view.get("fanout") or 0)
+    edges = int(view["fanout"] or 0)
     if not edges:
         return [waiting]
     return [f"{waiting}.{i}" for i in range(edges)]

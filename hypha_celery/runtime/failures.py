@@ -12,10 +12,17 @@ from collections.abc import Callable
 from typing import Any
 
 from hypha_celery.errors import StoreConflict
-from hypha_celery.events.fold import View
+from hypha_celery.events import View
 from hypha_celery.graph import Graph
 from hypha_celery.runtime.attempts import record_attempt
-from hypha_celery.runtime.core import Envelope, Runtime, awaits
+from hypha_celery.runtime.core import Runtime, awaits
+from hypha_celery.runtime.protocol import (
+    CallJson,
+    ErrorJson,
+    NodeMessage,
+    NodeOutcome,
+    StartedJson,
+)
 from hypha_celery.store import Tx
 
 #: Circuit breaker defaults (hypha): failures within the window open it for ``RESET`` s.
@@ -40,13 +47,15 @@ def deliveries(request: Any) -> int:
     return 2 if info.get("redelivered") or (isinstance(count, int) and count > 0) else 1
 
 
-def _while_awaited(rt: Runtime, env: Envelope, write: Callable[[Tx, View], None]) -> bool:
-    """``write`` on the locked run if it still awaits ``env``'s execution. False when
+def _while_awaited(rt: Runtime, msg: NodeMessage | NodeOutcome,
+                   write: Callable[[Tx, View], None]) -> bool:
+    """``write`` on the locked run if it still awaits ``msg``'s execution. False when
     it does not, or when an idempotency key says another delivery already wrote it."""
+    awaited = msg.edge_of or msg.execution_id
     try:
         with rt.store.transaction() as tx:
-            view = tx.lock(env["run_id"])
-            if view is None or not awaits(view, env.get("edge_of") or env["execution_id"]):
+            view = tx.lock(msg.run_id)
+            if view is None or not awaits(view, awaited):
                 return False
             write(tx, view)
     except StoreConflict:
@@ -54,77 +63,74 @@ def _while_awaited(rt: Runtime, env: Envelope, write: Callable[[Tx, View], None]
     return True
 
 
-def count_delivery(rt: Runtime, env: Envelope, task: str, queue: str | None
-                   ) -> Envelope | None:
+def count_delivery(rt: Runtime, msg: NodeMessage, task: str, queue: str | None
+                   ) -> NodeOutcome | None:
     """Record a redelivery. Past the delivery limit, returns the dead-lettered outcome
-    envelope to hand the coordinator instead of running the node again."""
+    to hand the coordinator instead of running the node again."""
     counted = 0
 
     def write(tx: Tx, view: View) -> None:
         nonlocal counted
-        counted = _edge_deliveries(tx, env) if env.get("edge_of") else (
-            int(view.get("deliveries") or 1) + 1)
-        tx.append(env["run_id"], "node.execution.redelivered",
-                  {"execution_id": env["execution_id"], "node_id": env["node_id"],
-                   "delivery": counted}, idem=f"{env['execution_id']}:delivery:{counted}")
+        counted = _edge_deliveries(tx, msg) if msg.edge_of is not None else (
+            int(view["deliveries"] or 1) + 1)
+        tx.append(msg.run_id, "node.execution.redelivered",
+                  {"execution_id": msg.execution_id, "node_id": msg.node_id,
+                   "delivery": counted}, idem=f"{msg.execution_id}:delivery:{counted}")
 
-    if not _while_awaited(rt, env, write) or counted <= rt.delivery_limit:
+    if not _while_awaited(rt, msg, write) or counted <= rt.delivery_limit:
         return None
-    error = {"type": "DeliveryLimitExceeded", "class": "unknown", "dead_letter": "delivery_limit",
-             "message": f"delivered {counted} times without completing "
-                        f"(limit {rt.delivery_limit})"}
-    return dead_lettered(env, error, task, queue, attempts=counted, reason="delivery_limit")
+    error: ErrorJson = {"type": "DeliveryLimitExceeded", "class": "unknown",
+                        "dead_letter": "delivery_limit",
+                        "message": f"delivered {counted} times without completing "
+                                   f"(limit {rt.delivery_limit})"}
+    return dead_lettered(msg, error, task, queue, attempts=counted, reason="delivery_limit")
 
 
-def _edge_deliveries(tx: Tx, env: Envelope) -> int:
+def _edge_deliveries(tx: Tx, msg: NodeMessage) -> int:
     """An edge's deliveries: one more than its ``node.execution.redelivered`` events so far
     (the run's counter belongs to the fan-out as a whole)."""
     n = 1
-    while tx.recorded(f"{env['execution_id']}:delivery:{n + 1}") is not None:
+    while tx.recorded(f"{msg.execution_id}:delivery:{n + 1}") is not None:
         n += 1
     return n + 1
 
 
-def dead_lettered(env: Envelope, error: dict[str, Any], task: str, queue: str | None, *,
-                  attempts: int, reason: str) -> Envelope:
-    """An outcome envelope carrying the dead-letter record the coordinator writes."""
-    args = {k: env[k] for k in ("run_id", "execution_id", "node_id", "input", "edge_of",
-                                "index") if k in env}
-    out: Envelope = {k: env[k] for k in ("run_id", "execution_id", "node_id", "edge_of", "index")
-                     if k in env}
-    out["error"] = {**error, "dead_letter": reason}
-    out["duration"] = env.get("duration") or 0.0
-    for key in ("started", "calls"):
-        if env.get(key):
-            out[key] = env[key]
-    out["dead_letter"] = {"task": task, "queue": queue, "args": [args], "reason": reason,
-                          "error_class": error.get("class", "unknown"), "attempts": attempts}
-    return out
+def dead_lettered(msg: NodeMessage, error: ErrorJson, task: str, queue: str | None, *,
+                  attempts: int, reason: str, duration: float = 0.0,
+                  started: StartedJson | None = None,
+                  calls: list[CallJson] | None = None) -> NodeOutcome:
+    """An outcome carrying the dead-letter record the coordinator writes."""
+    return NodeOutcome(
+        msg.run_id, msg.execution_id, msg.node_id, error={**error, "dead_letter": reason},
+        duration=duration or 0.0, edge_of=msg.edge_of, index=msg.index, started=started,
+        calls=calls or None,
+        dead_letter={"task": task, "queue": queue, "args": [msg.args_json()], "reason": reason,
+                     "error_class": error.get("class", "unknown"), "attempts": attempts})
 
 
-def retry_delay(rt: Runtime, graph: Graph, env: Envelope, outcome: Envelope, attempt: int,
-                task: str, queue: str | None) -> tuple[float | None, Envelope]:
+def retry_delay(rt: Runtime, graph: Graph, msg: NodeMessage, outcome: NodeOutcome,
+                attempt: int, task: str, queue: str | None
+                ) -> tuple[float | None, NodeOutcome]:
     """Decide what a failed attempt does: ``(delay, outcome)`` — retry after ``delay``
     seconds (``node.execution.retrying`` recorded), or ``(None, outcome)`` to hand on
     (dead-lettered when a retryable error used up its attempts)."""
-    error = outcome.get("error")
+    error = outcome.error
     if error is None:
-        _succeeded(rt, graph, outcome["node_id"])
+        _succeeded(rt, graph, outcome.node_id)
         return None, outcome
-    policy = graph.retry_for(outcome["node_id"])
-    if policy is None or error.get("class") not in policy.retry_on or outcome.get("late") \
+    policy = graph.retry_for(outcome.node_id)
+    if policy is None or error.get("class") not in policy.retry_on or outcome.late \
             or error.get("dead_letter"):
         return None, outcome  # not retryable; a dead letter is final
-    key = graph.dependency_for(outcome["node_id"])
+    key = graph.dependency_for(outcome.node_id)
     now = time.time()
     opened, open_until = rt.store.record_failure(key, now, THRESHOLD, RESET)
     _failing.add(key)
     if not policy.retries(error["class"], attempt):
-        done = {**env, "duration": outcome.get("duration"), "started": outcome.get("started"),
-                "calls": outcome.get("calls")}
-        return None, dead_lettered(done, error, task, queue, attempts=attempt,
-                                   reason="retries_exhausted")
-    delay = max(policy.delay(outcome["execution_id"], attempt), open_until - now, 0.0)
+        return None, dead_lettered(msg, error, task, queue, attempts=attempt,
+                                   reason="retries_exhausted", duration=outcome.duration,
+                                   started=outcome.started, calls=outcome.calls)
+    delay = max(policy.delay(outcome.execution_id, attempt), open_until - now, 0.0)
     delay = round(delay, 3)
     if not _record_retry(rt, outcome, attempt, delay, error, key if opened else None,
                          open_until):
@@ -132,16 +138,16 @@ def retry_delay(rt: Runtime, graph: Graph, env: Envelope, outcome: Envelope, att
     return delay, outcome
 
 
-def _record_retry(rt: Runtime, outcome: Envelope, attempt: int, delay: float,
-                  error: dict[str, Any], opened: str | None, open_until: float) -> bool:
-    run_id, eid = outcome["run_id"], outcome["execution_id"]
+def _record_retry(rt: Runtime, outcome: NodeOutcome, attempt: int, delay: float,
+                  error: ErrorJson, opened: str | None, open_until: float) -> bool:
+    run_id, eid = outcome.run_id, outcome.execution_id
 
     def write(tx: Tx, view: View) -> None:
         record_attempt(tx, run_id, outcome)  # what the failed attempt did stays in the log
         if opened is not None:
             tx.append(run_id, "recovery.circuit.opened", {"key": opened, "until": open_until})
         tx.append(run_id, "node.execution.retrying",
-                  {"execution_id": eid, "node_id": outcome["node_id"], "attempt": attempt,
+                  {"execution_id": eid, "node_id": outcome.node_id, "attempt": attempt,
                    "delay": delay, "at": time.time() + delay, "error": error},
                   idem=f"{eid}:retry:{attempt}")
 
@@ -157,17 +163,17 @@ def _succeeded(rt: Runtime, graph: Graph, node_id: str) -> None:
         rt.store.record_success(key)
 
 
-def begin_effect(rt: Runtime, env: Envelope, attempt: int, worker: str) -> bool:
+def begin_effect(rt: Runtime, msg: NodeMessage, attempt: int, worker: str) -> bool:
     """At-most-once: durably record ``node.execution.started`` before the call. False when this
     attempt was started before (a second delivery) or the run no longer awaits it."""
-    eid = env["execution_id"]
+    eid = msg.execution_id
 
     def write(tx: Tx, view: View) -> None:
-        tx.append(env["run_id"], "node.execution.started",
-                  {"execution_id": eid, "node_id": env["node_id"], "attempt": attempt,
+        tx.append(msg.run_id, "node.execution.started",
+                  {"execution_id": eid, "node_id": msg.node_id, "attempt": attempt,
                    "worker": worker, "at_most_once": True}, idem=f"{eid}:started:{attempt}")
 
-    return _while_awaited(rt, env, write)
+    return _while_awaited(rt, msg, write)
 
 
 def envelope_problem(env: Any, graph: Graph, task: str) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypha_celery.events.view import ErrorJson
 from hypha_celery.graph.retry import classify
 
 _dumps = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
@@ -25,4 +26,9 @@ def is_json(value: Any) -> bool:
 
 def error_json(exc: BaseException) -> dict[str, str]:
     """An exception as data: type name, message and class (no traceback, no locals)."""
+    return {"type": type(exc).__name__, "message": str(exc)[:2000], "class": classify(exc)}
+
+
+def error_data(exc: BaseException) -> ErrorJson:
+    """:func:`error_json` typed as the error of an outcome."""
     return {"type": type(exc).__name__, "message": str(exc)[:2000], "class": classify(exc)}

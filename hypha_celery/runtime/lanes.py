@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from hypha_celery import lanes
+from hypha_celery.events import Status
 from hypha_celery.runtime import lifecycle
 from hypha_celery.store import Tx
 
@@ -32,7 +33,7 @@ def release(tx: Tx, run_id: str, lane: str | None) -> str | None:
         return None
     while (item := lanes.pop(tx, lane)) is not None:
         view = tx.lock(item.ref)
-        if view is not None and view["status"] == "queued":
+        if view is not None and view["status"] == Status.QUEUED:
             lifecycle.record(tx, item.ref, "run.started", {"execution_id": kickoff_id(item.ref)})
             lanes.set_active(tx, lane, item.ref)
             return item.ref

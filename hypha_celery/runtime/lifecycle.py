@@ -17,22 +17,26 @@ appended to a run after its terminal event.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from hypha_celery.errors import NotTheLifecycleWriter
-from hypha_celery.events import TERMINAL_KINDS
-from hypha_celery.events.fold import View
+from hypha_celery.events import TERMINAL_KINDS, TERMINAL_STATUSES, View
 from hypha_celery.store.sql import LIFECYCLE_WRITER, Tx
 
-_ENDED = frozenset({"completed", "failed", "cancelled"})
+#: The run lifecycle's event types: the ones only this module appends.
+RunKind = Literal["run.created", "run.queued", "run.started", "run.cancel.requested",
+                  "run.parked", "run.quarantined", "run.released", "run.redriven",
+                  "run.waiting_human", "run.completed", "run.failed", "run.cancelled"]
+#: The ones that end a run.
+TerminalKind = Literal["run.completed", "run.failed", "run.cancelled"]
 
 
-def record(tx: Tx, run_id: str, kind: str, data: Mapping[str, Any], *,
+def record(tx: Tx, run_id: str, kind: RunKind, data: Mapping[str, Any], *,
            idem: str | None = None, ts: float | None = None) -> View:
     """Append the lifecycle event ``kind`` (a ``run.*`` type) to ``run_id``."""
     if not kind.startswith("run."):
         raise NotTheLifecycleWriter(f"{kind} is not a run lifecycle event")
     view = tx.lock(run_id) if kind != "run.created" else None
-    if view is not None and view.get("status") in _ENDED and kind not in TERMINAL_KINDS:
+    if view is not None and view["status"] in TERMINAL_STATUSES and kind not in TERMINAL_KINDS:
         raise NotTheLifecycleWriter(f"run {run_id} has ended; {kind} cannot follow")
     return tx.append(run_id, kind, data, idem=idem, ts=ts, writer=LIFECYCLE_WRITER)

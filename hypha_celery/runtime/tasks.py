@@ -18,9 +18,20 @@ from hypha_celery.graph import Graph
 from hypha_celery.runtime import canvas, failures
 from hypha_celery.runtime.config import COORDINATOR_TASK, SUPERVISOR_TASK
 from hypha_celery.runtime.coordinator import coordinate, node_call
-from hypha_celery.runtime.core import Envelope, Runtime
+from hypha_celery.runtime.core import Runtime
 from hypha_celery.runtime.lanes import kickoff_id
 from hypha_celery.runtime.nodes import edge_ref, run_node, run_reducer, settle
+from hypha_celery.runtime.protocol import (
+    FanoutMeta,
+    NodeMessage,
+    NodeOutcome,
+    Payload,
+    ReducerOutcome,
+    parse_payload,
+)
+
+#: A message as Celery hands it over and takes it back: a JSON object.
+Json = dict[str, object]
 
 #: Worker logs and task events show results cut to this many characters: a node's
 #: output (possibly prompt text) never reaches logs or Flower.
@@ -36,9 +47,9 @@ def _remember_queues(sender: Any, instance: Any, **kwargs: Any) -> None:
 def register_coordinator(rt: Runtime) -> None:
     @rt.app.task(name=COORDINATOR_TASK, bind=True, ignore_result=True, shared=False,
                  acks_late=True, reject_on_worker_lost=True)
-    def coordinator(self: Task, payload: Envelope) -> None:
+    def coordinator(self: Task, payload: Json) -> None:
         if isinstance(payload, dict) and "run_id" in payload and "execution_id" in payload:
-            _coordinator_step(rt, self, payload)
+            _coordinator_step(rt, self, parse_payload(payload))
         elif payload is not None:
             failures.malformed(rt, self.name, payload, "invalid_schema",
                                "coordinator payload needs run_id and execution_id")
@@ -57,12 +68,12 @@ def register_graph(rt: Runtime, graph: Graph) -> None:
         _register_reducer(rt, graph, name)
 
 
-def _continue(rt: Runtime, task: Task, outcome: Envelope) -> Envelope | None:
+def _continue(rt: Runtime, task: Task, outcome: ReducerOutcome) -> Json | None:
     """Run the coordinator link inline when possible, else let the chain carry it."""
     if canvas.take_coordinator(rt.app, task.request, rt.inline_coordinator):
         coordinate(rt, outcome)
         return None
-    return outcome
+    return outcome.to_json()
 
 
 def _register_node(rt: Runtime, graph: Graph, node_id: str) -> None:
@@ -70,96 +81,99 @@ def _register_node(rt: Runtime, graph: Graph, node_id: str) -> None:
 
     @rt.app.task(name=f"{graph.id}.{node_id}", bind=True, ignore_result=False, shared=False,
                  resultrepr_maxsize=RESULT_REPR, acks_late=late, reject_on_worker_lost=late)
-    def node(self: Task, env: Envelope) -> Envelope | None:
+    def node(self: Task, env: Json) -> Json | None:
         return node_task(rt, graph, self, env)
 
 
 def _register_reducer(rt: Runtime, graph: Graph, name: str) -> None:
     @rt.app.task(name=f"{graph.id}.{name}", bind=True, ignore_result=True, shared=False,
                  resultrepr_maxsize=RESULT_REPR, acks_late=True, reject_on_worker_lost=True)
-    def reducer(self: Task, results: list[Any], meta: Envelope) -> Envelope | None:
-        return _continue(rt, self, run_reducer(rt, graph, meta, results))
+    def reducer(self: Task, results: list[Any], meta: Json) -> Json | None:
+        return _continue(rt, self, run_reducer(rt, graph, FanoutMeta.from_json(meta), results))
 
 
-def node_task(rt: Runtime, graph: Graph, task: Task, env: Envelope) -> Envelope | None:
+def node_task(rt: Runtime, graph: Graph, task: Task, env: Json) -> Json | None:
     """One delivery of a node or edge message."""
     problem = failures.envelope_problem(env, graph, task.name)
     if problem is not None:
         failures.malformed(rt, task.name, env, "invalid_schema", problem)
         return None
-    attempt = int(env.get("attempt") or task.request.retries + 1)
+    msg = NodeMessage.from_json(env)
+    attempt = int(msg.attempt or task.request.retries + 1)
     queue = (task.request.delivery_info or {}).get("routing_key")
-    outcome, seen = _deliver(rt, graph, task, env, attempt, queue)
+    outcome, seen = _deliver(rt, graph, task, msg, attempt, queue)
     if outcome is None:
-        if env.get("edge_of"):
-            return edge_ref(env, None)
+        if msg.edge_of is not None:
+            return edge_ref(msg, None).to_json()
         canvas.drop_continuation(task.request)
         return None
-    delay, outcome = failures.retry_delay(rt, graph, env, outcome, attempt, task.name, queue)
+    delay, outcome = failures.retry_delay(rt, graph, msg, outcome, attempt, task.name, queue)
     if delay is not None:
-        _retry(rt, graph, task, env, attempt, delay)
+        _retry(rt, graph, task, msg, attempt, delay)
         return None
     outcome = settle(rt, graph, outcome, attempt)
-    if env.get("edge_of"):
-        return edge_ref(env, outcome)
+    if msg.edge_of is not None:
+        return edge_ref(msg, outcome).to_json()
     if not canvas.take_coordinator(rt.app, task.request, rt.inline_coordinator):
-        return outcome
+        return outcome.to_json()
     _local_steps(rt, graph, task, outcome, seen)
     return None
 
 
-def _deliver(rt: Runtime, graph: Graph, task: Task, env: Envelope, attempt: int,
-             queue: str | None) -> tuple[Envelope | None, Any]:
+def _deliver(rt: Runtime, graph: Graph, task: Task, msg: NodeMessage, attempt: int,
+             queue: str | None) -> tuple[NodeOutcome | None, Any]:
     if failures.deliveries(task.request) > 1:
-        dead = failures.count_delivery(rt, env, task.name, queue)
+        dead = failures.count_delivery(rt, msg, task.name, queue)
         if dead is not None:
             return dead, None
-    return run_node(rt, graph, env, attempt)
+    return run_node(rt, graph, msg, attempt)
 
 
-def _retry(rt: Runtime, graph: Graph, task: Task, env: Envelope, attempt: int,
+def _retry(rt: Runtime, graph: Graph, task: Task, msg: NodeMessage, attempt: int,
            delay: float) -> None:
     """Publish the next attempt after ``delay`` s (an edge keeps its chord membership
     through ``Task.retry``); a negative delay means another delivery already did."""
     if delay < 0:
-        if env.get("edge_of"):
+        if msg.edge_of is not None:
             raise Ignore()  # never count a duplicate in the chord join
         canvas.drop_continuation(task.request)
         return
-    if env.get("edge_of"):
+    if msg.edge_of is not None:
         raise task.retry(countdown=delay, max_retries=None)
     canvas.drop_continuation(task.request)
-    publish_retry(rt, graph, env, attempt, delay)
+    publish_retry(rt, graph, msg, attempt, delay)
 
 
-def publish_retry(rt: Runtime, graph: Graph, env: Envelope, attempt: int, delay: float) -> None:
-    call = node_call(rt, graph, env["node_id"], {**env, "attempt": attempt + 1})
+def publish_retry(rt: Runtime, graph: Graph, msg: NodeMessage, attempt: int,
+                  delay: float) -> None:
+    call = node_call(rt, graph, msg.with_attempt(attempt + 1))
     canvas.step(rt.app, call, countdown=delay)
 
 
-def _coordinator_step(rt: Runtime, task: Task, payload: Envelope) -> None:
+def _coordinator_step(rt: Runtime, task: Task, payload: Payload) -> None:
     """A coordinator message. A kickoff that carries a soft time limit (see
     :func:`canvas.kickoff`) may go on with local steps; anything else is one step."""
     soft = (task.request.timelimit or (None, None))[1]
-    if soft and rt.local_budget > 0 and payload["execution_id"] == kickoff_id(payload["run_id"]):
+    if soft and rt.local_budget > 0 and payload.execution_id == kickoff_id(payload.run_id):
         _local_steps(rt, None, task, payload, None)
     else:
         coordinate(rt, payload)
 
 
-def _local_steps(rt: Runtime, graph: Graph | None, task: Task, outcome: Envelope, seen: Any
+def _local_steps(rt: Runtime, graph: Graph | None, task: Task, outcome: Payload, seen: Any
                  ) -> None:
     """The inline coordinator step, then zero-hop steps while the budget lasts."""
     local = canvas.LocalSteps(rt.app, task.request, rt.local_budget) \
         if rt.local_budget > 0 else None
     while (call := coordinate(rt, outcome, seen, local)) is not None:
         graph = graph or rt.graphs[call.task.rsplit(".", 1)[0]]
-        result, seen = run_node(rt, graph, call.env)
+        msg = NodeMessage.from_json(call.env)
+        result, seen = run_node(rt, graph, msg)
         if result is None:
             return
-        delay, outcome = failures.retry_delay(rt, graph, call.env, result, 1, call.task,
+        delay, outcome = failures.retry_delay(rt, graph, msg, result, 1, call.task,
                                               call.queue)
         if delay is not None:
             if delay >= 0:
-                publish_retry(rt, graph, call.env, 1, delay)
+                publish_retry(rt, graph, msg, 1, delay)
             return

@@ -41,9 +41,10 @@ from hypha_celery.errors import (
     StoreConflict,
     UnknownEventKind,
 )
-from hypha_celery.events.envelope import KINDS, Event, enrich
-from hypha_celery.events.fold import PASSIVE_KINDS, View, apply_event, fold, new_view
+from hypha_celery.events.envelope import KINDS, Event, EventType, enrich
+from hypha_celery.events.fold import PASSIVE_KINDS, apply_event, fold, new_view
 from hypha_celery.events.jsontext import prebuilt
+from hypha_celery.events.view import View, view_of_row
 from hypha_celery.store.schema import circuits, dead_letters, events, lanes, leases, outcomes, runs
 
 _dumps = partial(json.dumps, allow_nan=False, separators=(",", ":"))
@@ -172,9 +173,7 @@ class Tx:
         row = self.conn.execute(q).first()
         if row is None:
             return None
-        view = dict(row.doc)
-        view["seq"] = row.seq
-        view["updated_at"] = row.updated_at
+        view = view_of_row(row.doc, row.seq, row.updated_at)
         self._views[run_id] = view
         return view
 
@@ -199,7 +198,7 @@ class Tx:
         self._new.add(view["run_id"])
 
     def append(
-        self, run_id: str, kind: str, data: Mapping[str, Any], idem: str | None = None,
+        self, run_id: str, kind: EventType, data: Mapping[str, Any], idem: str | None = None,
         ts: float | None = None, *, writer: object = None,
     ) -> View:
         check_append(kind, writer)
@@ -285,7 +284,10 @@ def _doc(view: View) -> dict[str, Any]:
 
 
 def _cols(view: View) -> dict[str, Any]:
-    return {k: view[k] for k in _VIEW_COLUMNS}
+    doc: Mapping[str, Any] = view
+    cols = {k: doc[k] for k in _VIEW_COLUMNS}
+    cols["status"] = str(cols["status"])  # a Status: the column holds its value
+    return cols
 
 
 def _insert(dialect: str) -> Any:
@@ -383,7 +385,7 @@ class EventStore:
             raise StoreConflict(f"concurrent append lost a race: {exc.orig}") from None
         _run_all(tx._after)
 
-    def append(self, run_id: str, kind: str, data: Mapping[str, Any], *,
+    def append(self, run_id: str, kind: EventType, data: Mapping[str, Any], *,
                idem: str | None = None, ts: float | None = None) -> int:
         """Append one event to ``run_id`` in its own durable transaction; its ``seq``.
 
@@ -414,7 +416,7 @@ class EventStore:
             raise RunNotFound(f"no run {run_id!r} in the event store")
         return seq
 
-    def _append_folded(self, run_id: str, kind: str, data: Mapping[str, Any],
+    def _append_folded(self, run_id: str, kind: EventType, data: Mapping[str, Any],
                        idem: str | None, ts: float | None) -> int:
         with self.transaction() as tx:
             if tx.lock(run_id) is None:
@@ -430,10 +432,7 @@ class EventStore:
             ).first()
         if row is None:
             return None
-        view = dict(row.doc)
-        view["seq"] = row.seq
-        view["updated_at"] = row.updated_at
-        return view
+        return view_of_row(row.doc, row.seq, row.updated_at)
 
     read = load  # a read without a lock; autocommit on PostgreSQL
 
@@ -445,8 +444,7 @@ class EventStore:
         q = sa.select(runs.c.run_id, runs.c.doc, runs.c.seq, runs.c.updated_at).where(
             runs.c.run_id.in_(run_ids))
         with self.reader.connect() as conn:
-            return {r.run_id: {**r.doc, "seq": r.seq, "updated_at": r.updated_at}
-                    for r in conn.execute(q)}
+            return {r.run_id: view_of_row(r.doc, r.seq, r.updated_at) for r in conn.execute(q)}
 
     def read_edge(self, run_id: str, idem: str) -> tuple[View | None, dict[str, Any] | None]:
         """The run view and the edge outcome already stored under ``idem`` (one query)."""
@@ -456,8 +454,7 @@ class EventStore:
                 row = conn.exec_driver_sql(_PG_READ_EDGE, (idem, run_id)).first()
             if row is None:
                 return None, None
-            view = {**row[0], "seq": row[1], "updated_at": row[2]}
-            return view, row[3]
+            return view_of_row(row[0], row[1], row[2]), row[3]
         found = sa.select(outcomes.c.data).where(outcomes.c.idem == idem).scalar_subquery()
         q = sa.select(runs.c.doc, runs.c.seq, runs.c.updated_at, found.label("found")).where(
             runs.c.run_id == run_id)
@@ -465,7 +462,7 @@ class EventStore:
             row = conn.execute(q).first()
         if row is None:
             return None, None
-        view = {**row.doc, "seq": row.seq, "updated_at": row.updated_at}
+        view = view_of_row(row.doc, row.seq, row.updated_at)
         return view, (dict(row.found) if row.found is not None else None)
 
     def put_outcome(self, run_id: str, idem: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -846,7 +843,7 @@ class EventStore:
         q = (sa.select(runs.c.run_id, runs.c.doc, runs.c.seq, runs.c.updated_at)
              .where(runs.c.status == status).order_by(runs.c.id).limit(limit))
         with self.reader.connect() as conn:
-            return [{**r.doc, "seq": r.seq, "updated_at": r.updated_at} for r in conn.execute(q)]
+            return [view_of_row(r.doc, r.seq, r.updated_at) for r in conn.execute(q)]
 
     def last_event(self, run_id: str, kind: str) -> Event | None:
         """The newest event of ``kind`` in a run."""

@@ -34,6 +34,7 @@ from hypha_celery.runtime import failures
 from hypha_celery.runtime.coordinator import coordinate
 from hypha_celery.runtime.lanes import kickoff_id
 from hypha_celery.runtime.nodes import effect_key
+from hypha_celery.runtime.protocol import Kickoff, NodeMessage
 from tests.runtime.support import WAIT, assert_well_formed, of_kind, wait_until
 
 FAST = RecoveryPolicy(grace=0.2, kickoff_lease=0.2, max_redrives=2, backoff=1.0)
@@ -63,7 +64,7 @@ def lose_messages(hypha: Hypha) -> None:
 
 def step_kickoff(hypha: Hypha, run_id: str) -> None:
     """What the kickoff message would do (run here, so the next message can be lost)."""
-    coordinate(hypha._rt, {"run_id": run_id, "execution_id": kickoff_id(run_id)})
+    coordinate(hypha._rt, Kickoff(run_id, kickoff_id(run_id)))
 
 
 def once(node: str = "a") -> Any:
@@ -253,7 +254,7 @@ def started_then_lost(hypha: Hypha, run_id: str, node_id: str = "send") -> str:
     step_kickoff(hypha, run_id)
     lose_messages(hypha)
     eid = f"{run_id}.1"
-    env = {"run_id": run_id, "execution_id": eid, "node_id": node_id}
+    env = NodeMessage(run_id, eid, node_id)
     assert failures.begin_effect(hypha._rt, env, 1, "gone:1")
     return eid
 
@@ -296,8 +297,7 @@ def test_a_second_delivery_of_a_started_effect_does_not_run_it(idle: Hypha) -> N
         from hypha_celery.runtime.coordinator import node_call
 
         graph = idle.graphs["e2"]
-        call = node_call(idle._rt, graph, "send", {"run_id": run.id, "execution_id": eid,
-                                                   "node_id": "send"})
+        call = node_call(idle._rt, graph, NodeMessage(run.id, eid, "send"))
         assert call.queue == "hypha.effects" and not call.local_ok
         canvas.step(idle.celery, call)  # the same message again
         time.sleep(0.5)
@@ -390,8 +390,7 @@ def test_an_effect_edge_with_unknown_state_quarantines_the_fanout(idle: Hypha) -
     lose_messages(idle)
     step_kickoff(idle, run.id)
     lose_messages(idle)
-    edge = {"run_id": run.id, "execution_id": f"{run.id}.1.0", "node_id": "send",
-            "edge_of": f"{run.id}.1", "index": 0}
+    edge = NodeMessage(run.id, f"{run.id}.1.0", "send", edge_of=f"{run.id}.1", index=0)
     assert failures.begin_effect(idle._rt, edge, 1, "gone:1")
     (decision,) = sweep(idle._rt, now=time.time() + LATER, policy=FAST)
     assert decision["action"] == "quarantined"

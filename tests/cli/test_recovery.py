@@ -15,6 +15,7 @@ from hypha_celery.beat.supervisor import sweep
 from hypha_celery.runtime import failures
 from hypha_celery.runtime.coordinator import coordinate
 from hypha_celery.runtime.lanes import kickoff_id
+from hypha_celery.runtime.protocol import Kickoff, NodeMessage
 from tests.cli import recovery_app
 from tests.cli.helpers import assert_one_line_error, clean_env, hypha
 from tests.runtime.support import WAIT, wait_until
@@ -90,8 +91,8 @@ def quarantined(lib: Hypha) -> str:
                        store_url=lib.settings.store_url, embedded=False))
     h.register(recovery_app.EFFECT)
     try:
-        coordinate(h._rt, {"run_id": run.id, "execution_id": kickoff_id(run.id)})
-        env = {"run_id": run.id, "execution_id": f"{run.id}.1", "node_id": "send"}
+        coordinate(h._rt, Kickoff(run.id, kickoff_id(run.id)))
+        env = NodeMessage(run.id, f"{run.id}.1", "send")
         assert failures.begin_effect(h._rt, env, 1, "gone:1")
         (decision,) = sweep(h._rt, now=time.time() + 80, policy=RecoveryPolicy(grace=0.1))
         assert decision["action"] == "quarantined"

@@ -1,0 +1,122 @@
+"""The run projection's document (``hypha_runs.doc``), typed.
+
+:class:`View` is a ``TypedDict``, not a dataclass, by choice: :func:`~hypha_celery.events.
+fold.apply_event` updates it in place on every step's hot path, and the store writes and
+reads it as the JSON document it is, with no conversion either way (a dataclass would cost
+a copy per read and per write, and the old documents load as they are). The price: it is
+a mutable ``dict`` at run time, so nothing but the type checker stops a write of a wrong
+type — the fold is its one writer. Every key is always present (no presence reads);
+``seq`` (and ``updated_at``) are the row's columns, set when the store reads the row.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict, cast
+
+from hypha_celery.events.status import Status
+
+__all__ = ["ErrorJson", "FsmPosition", "LastOutcome", "Parked", "Quarantine", "ReviewDoc",
+           "TerminalError", "View", "view_of_row"]
+
+#: An error as data: ``type``, ``message``, ``class`` (its retry class), and for some
+#: ``dead_letter`` (the dead-letter reason) or ``by`` (``"supervisor"``).
+ErrorJson = TypedDict("ErrorJson", {"type": str, "message": str, "class": str,
+                                    "dead_letter": str, "by": str}, total=False)
+
+
+class LastOutcome(TypedDict):
+    """The last node or reducer outcome applied (what ``ctx.last`` is made of)."""
+
+    node_id: str
+    execution_id: str
+    ok: bool
+    value: dict[str, object] | None
+    error: ErrorJson | None
+    dead_letter_id: NotRequired[int]
+
+
+class TerminalError(TypedDict):
+    """Why a run failed or was cancelled."""
+
+    reason: str
+    message: str
+
+
+class Quarantine(TypedDict):
+    execution_id: str
+    node_id: str | None
+    reason: str | None
+    attempt: int
+
+
+class Parked(TypedDict):
+    execution_id: str
+    dead_letter_id: int
+
+
+class FsmPosition(TypedDict):
+    """A workflow's state once one is entered, its path, the run's step when entered."""
+
+    workflow: str | None
+    state: str | None
+    path: list[str]
+    step: NotRequired[int | None]
+
+
+class ReviewDoc(TypedDict):
+    """One human review; ``by`` once it is no longer ``pending``."""
+
+    status: str
+    subject: Any
+    reason: str | None
+    expires_at: float | None
+    step: int | None
+    by: NotRequired[str | None]
+
+
+class View(TypedDict):
+    """A run's projection (see :func:`~hypha_celery.events.fold.new_view` for the
+    meaning of each key)."""
+
+    run_id: str
+    graph_id: str | None
+    status: Status
+    user_id: str | None
+    session_id: str | None
+    lane: str | None
+    input: Any
+    state: dict[str, object]
+    step: int
+    waiting: str | None
+    waiting_nodes: list[str]
+    last: LastOutcome | None
+    result: Any
+    error: TerminalError | None
+    deadline: float | None
+    max_steps: int | None
+    notify: dict[str, object] | None
+    idempotency_key: str | None
+    cancel_requested: bool
+    attempt: int
+    retry_at: float | None
+    deliveries: int
+    recoveries: int
+    quarantine: Quarantine | None
+    parked: Parked | None
+    fanout: int
+    created_at: float | None
+    updated_at: float | None
+    fsm: FsmPosition | None
+    reviews: dict[str, ReviewDoc]
+    held_since: float | None
+    seq: NotRequired[int]
+
+
+def view_of_row(doc: Any, seq: int, updated_at: float | None) -> View:
+    """The view of a ``hypha_runs`` row: its document (as any version wrote it) with
+    the row's ``seq`` and ``updated_at``; the status as a :class:`Status`."""
+    view = cast(View, dict(doc))
+    view["seq"] = seq
+    view["updated_at"] = updated_at
+    view["status"] = Status(view["status"])
+    return view

@@ -1,0 +1,59 @@
+"""Every ```python block of README.md and docs/*.md runs as shown.
+
+`pytest-examples` finds the blocks (one test per block, named by file and line) and runs
+each in this process with ``print`` checked against the ``#>`` lines that follow it. The
+harness is the same for every block (README.md, "Documentation", says it for writers):
+a fresh working directory, no ``HYPHA_*`` variables (so ``Hypha.from_env()`` is the
+embedded default: memory broker, worker thread, SQLite in ``./.hypha/``), the repository
+root importable (``examples``, ``tests``). A block that must not run says so in its fence,
+with a reason: ```python {test="skip" reason="..."}. ``--update-examples`` rewrites the
+``#>`` lines from what the blocks print.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from pytest_examples import CodeExample, EvalExample, find_examples
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = list(find_examples(ROOT / "README.md", ROOT / "docs"))
+
+
+def example_id(example: CodeExample) -> str:
+    return f"{example.path.relative_to(ROOT)}:{example.start_line}"
+
+
+@pytest.fixture
+def example_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The block's working directory; the environment a reader of the docs starts from."""
+    monkeypatch.chdir(tmp_path)
+    for name in [name for name in os.environ if name.startswith("HYPHA_")]:
+        monkeypatch.delenv(name)
+    # pytest-examples runs the block as ``__main__`` (agent classes are found there).
+    monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
+    return tmp_path
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=example_id)
+def test_example_runs_as_shown(example: CodeExample, eval_example: EvalExample,
+                               example_dir: Path) -> None:
+    settings = example.prefix_settings()
+    if settings.get("test") == "skip":
+        assert settings.get("reason"), f"{example_id(example)}: a skipped block says why"
+        pytest.skip(settings["reason"])
+    if eval_example.update_examples:
+        eval_example.run_print_update(example)
+    else:
+        eval_example.run_print_check(example)
+    if "Hypha.from_env()" in example.source:
+        assert (example_dir / ".hypha" / "hypha.db").exists()
+
+
+def test_the_docs_have_examples() -> None:
+    """The search itself works: each page known to hold Python blocks is found."""
+    found = {example.path.relative_to(ROOT).as_posix() for example in EXAMPLES}
+    assert {"README.md", "docs/agents.md", "docs/traces.md", "docs/workflows.md"} <= found
