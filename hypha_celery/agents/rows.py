@@ -21,7 +21,7 @@ from hypha_celery import lanes
 from hypha_celery.agents.doc import AgentDoc, Request
 from hypha_celery.agents.runtime import new_token
 from hypha_celery.errors import AgentNotFound, Overloaded
-from hypha_celery.events.envelope import EventType
+from hypha_celery.events import EventType
 from hypha_celery.store import EventStore, Tx
 from hypha_celery.store import agents as table
 

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 
-from hypha_celery.events.envelope import EventType
+from hypha_celery.events import EventType
 from hypha_celery.store.schema import agent_outbox, agent_results, agents, events, leases
 from hypha_celery.store.sql import EventStore, Tx, check_append
 
