@@ -222,7 +222,7 @@ def release(doc: AgentDoc) -> None:
 
 def hand_off(doc: AgentDoc) -> str:
     """Give the agent to a fresh pump message: its token."""
-    doc.pump, doc.owner = new_token(), None
+    doc.pump, doc.owner, doc.owned = new_token(), None, True
     return doc.pump
 
 
