@@ -16,20 +16,28 @@ from __future__ import annotations
 import copy
 import time
 import uuid
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from celery.canvas import Signature
 
-from hypha_celery import lanes
-from hypha_celery.agents import rows, telemetry
+from hypha_celery.agents import effects, machine, rows, telemetry
 from hypha_celery.agents.behaviour import Agent, acting_as, current_name
 from hypha_celery.agents.callers import CallerLease
-from hypha_celery.agents.channels import Channel, target
+from hypha_celery.agents.channels import Channel, Target, target
+from hypha_celery.agents.doc import (
+    AgentDoc,
+    Answered,
+    Failed,
+    OnHalt,
+    Origin,
+    Request,
+    outcome_from,
+)
 from hypha_celery.agents.options import RESERVED, Limits
-from hypha_celery.agents.rows import AgentTx, notifications_lane, prompts_lane
-from hypha_celery.agents.runtime import AgentRuntime, new_token, ref_channel
-from hypha_celery.agents.server import cleanup, finish_request, new_item
+from hypha_celery.agents.rows import AgentTx
+from hypha_celery.agents.runtime import AgentRuntime, ref_channel
 from hypha_celery.backends import Backend, BackendError, Response
 from hypha_celery.errors import (
     AgentAlreadyStarted,
@@ -42,8 +50,9 @@ from hypha_celery.errors import (
     WaitTimeout,
 )
 from hypha_celery.graph.jsonsafe import is_json
+from hypha_celery.store import agents as table
 
-OnHalt = Literal["queue", "fail"]
+OnHaltOption = Literal["queue", "fail"]
 MAX_NAME = 200
 
 
@@ -107,19 +116,15 @@ class Agents:
         except BackendError as exc:
             raise AgentStartFailed("backend_start_failed", f"backend start failed: {exc.kind}",
                                    {"backend_error": exc.to_json()}) from None
-        incarnation = uuid.uuid4().hex
         runs_pre_run = agent.pre_run is not Agent.pre_run  # the default needs no worker
-        doc = {"name": name, "incarnation": incarnation, "kind": kind, "backend": path,
-               "limits": limits.to_json(), "state": state, "session": session,
-               "halted": False, "halt_pending": False, "halting": False, "draining": False,
-               "pre_run": runs_pre_run, "pump": new_token() if runs_pre_run else None,
-               "current": None, "self_chain": None}
-        if not rows.create(self._rt.store, name, kind, doc):
+        doc = machine.new_doc(name, uuid.uuid4().hex, kind, path, limits, state, session,
+                              runs_pre_run)
+        if not rows.create(self._rt.store, doc):
             _quietly(lambda: backend().terminate_session(session))
             raise AgentAlreadyStarted(name)
-        if runs_pre_run:
-            self._publish(name, incarnation, doc["pump"])
-        return AgentInfo(name, incarnation, kind, rows.phase(doc))
+        if doc.pump is not None:
+            self._publish(name, doc.incarnation, doc.pump)
+        return AgentInfo(name, doc.incarnation, kind, doc.phase.value)
 
     def stop(self, name: str) -> None:
         """Terminate now: the active and queued asks end ``agent_terminated``, tells get
@@ -128,20 +133,12 @@ class Agents:
         if current_name() == name:
             raise AgentError("self_stop", "an agent cannot stop itself from its callbacks")
         with rows.locked(self._rt.store, name) as atx:
-            doc = dict(atx.doc)
-            if doc.get("current") is not None:
-                active = doc["current"]["ref"]
+            doc = atx.doc
+            if doc.current is not None:
+                active = doc.current.ref
                 atx.after_commit(lambda: self._rt.transport.fence(active))
-            for item in _asks(atx):
-                finish_request(atx, item, {"error": "agent_terminated",
-                                           "info": {"reason": "shutdown"}},
-                               Limits(**doc["limits"]), self._rt)
-            atx.doc["current"] = atx.doc["self_chain"] = None
-            lanes.drop(atx.tx, prompts_lane(atx.incarnation))
-            lanes.drop(atx.tx, notifications_lane(atx.incarnation))
-            atx.event("agent.stopped", {"reason": "shutdown"})
-            atx.delete()
-        cleanup(self._rt, doc, "shutdown")
+            effects.terminate(atx, self._rt, "shutdown")
+        effects.cleanup(self._rt, doc, "shutdown")
 
     def drain(self, name: str, timeout: float | None = None) -> None:
         """Refuse new input (``draining``), fail queued requests with ``draining``, drop
@@ -150,23 +147,16 @@ class Agents:
         leaves the drain running."""
         with rows.locked(self._rt.store, name) as atx:
             incarnation = atx.incarnation
-            if not atx.doc.get("draining"):
-                atx.doc["draining"] = True
-                limits = Limits(**atx.doc["limits"])
-                queued = [i.payload for i in lanes.clear(atx.tx, prompts_lane(incarnation))]
-                if atx.doc.get("self_chain") is not None:
-                    queued.append(atx.doc["self_chain"])
-                    atx.doc["self_chain"] = None
-                for item in queued:
-                    finish_request(atx, item, {"error": "draining", "info": {}}, limits,
-                                   self._rt)
-                lanes.clear(atx.tx, notifications_lane(incarnation))
+            if not atx.doc.draining:
+                for request in machine.drain(atx.doc, atx.take_queued()):
+                    effects.finish(atx, self._rt, request, Failed("draining"))
+                atx.clear_notifications()
                 atx.event("agent.draining")
                 self._wake(atx)
         self._ensure_worker()
         end = None if timeout is None else time.monotonic() + timeout
         while (found := rows.read(self._rt.store, name)) is not None and \
-                found["incarnation"] == incarnation:
+                found.incarnation == incarnation:
             if end is not None and time.monotonic() > end:
                 raise AgentError("timeout", "the drain goes on; the agent has not exited yet")
             time.sleep(0.02)
@@ -176,26 +166,27 @@ class Agents:
         """Send ``prompt`` and wait for the request's end (including caller-owned
         retries). Raises :class:`TurnFailed` for an error outcome and
         :class:`WaitTimeout` when ``timeout`` passes (the ask stays queued or running)."""
-        ref = self._admit(name, prompt, "ask")
+        ref = self._admit(name, prompt, Origin.ASK)
         end = None if timeout is None else time.monotonic() + timeout
         with self._rt.notifier.listen(ref_channel(ref)) as listener:
-            while (outcome := rows.take_result(self._rt.store, ref)) is None:
+            while (found := table.take_result(self._rt.store, ref)) is None:
                 left = None if end is None else end - time.monotonic()
                 if left is not None and left <= 0:
                     raise WaitTimeout(f"ask {ref} to agent {name!r} did not end within "
                                       f"{timeout}s; it stays queued or running")
                 listener.wait(0.5 if left is None else min(0.5, left))
-        if "ok" in outcome:
-            return Response.from_json(outcome["ok"])
-        raise TurnFailed(outcome["error"], f"ask to agent {name!r} failed: {outcome['error']}",
-                         outcome.get("info"))
+        outcome = outcome_from(found)
+        if isinstance(outcome, Answered):
+            return outcome.decode()
+        raise TurnFailed(outcome.reason, f"ask to agent {name!r} failed: {outcome.reason}",
+                         outcome.info)
 
     def tell(self, name: str, prompt: str) -> str:
         """Queue ``prompt``; returns its ref at once. The result is kept for ``poll``."""
-        return self._admit(name, prompt, "tell")
+        return self._admit(name, prompt, Origin.TELL)
 
     def tell_with_completion(self, name: str, prompt: str, recipient: Channel | Signature,
-                             *, on_halt: OnHalt = "queue",
+                             *, on_halt: OnHaltOption = "queue",
                              stream_to: Channel | None = None) -> str:
         """Like ``tell``, plus exactly one completion message to ``recipient`` (a
         :class:`Channel` read with :meth:`receive`, or a Celery signature called with
@@ -207,20 +198,20 @@ class Agents:
             raise AgentSpecError(f"on_halt must be 'queue' or 'fail', got {on_halt!r}")
         if stream_to is not None and not isinstance(stream_to, Channel):
             raise AgentSpecError("stream_to must be a Channel or None")
-        return self._admit(name, prompt, "tell", completion=target(recipient),
-                           stream_to=target(stream_to), on_halt=on_halt)
+        return self._admit(name, prompt, Origin.TELL, completion=target(recipient),
+                           stream_to=target(stream_to), on_halt=OnHalt(on_halt))
 
     def poll(self, name: str, ref: str) -> Poll:
-        store = self._rt.store
-        with rows.locked(store, name) as atx:
+        with rows.locked(self._rt.store, name) as atx:
             if _pending(atx, ref):
                 return Poll("pending")
-            found = rows.result(atx.tx.conn, ref)
+            found = table.result(atx.tx, ref)
         if found is None or found.get("internal"):
             return Poll("error", reason="not_found")
-        if "ok" in found:
-            return Poll("completed", Response.from_json(found["ok"]))
-        return Poll("error", reason=found["error"], info=found.get("info") or {})
+        outcome = outcome_from(found)
+        if isinstance(outcome, Answered):
+            return Poll("completed", outcome.decode())
+        return Poll("error", reason=outcome.reason, info=outcome.info)
 
     def notify(self, name: str, event: Any) -> None:
         """Deliver ``event`` to ``handle_event`` (deferred while a turn runs). Never
@@ -237,14 +228,10 @@ class Agents:
         if not is_json(event):
             raise AgentSpecError("a notification must be JSON-serializable")
         with rows.locked(self._rt.store, name) as atx:
-            if atx.doc.get("draining"):
-                raise AgentError("draining", f"agent {name!r} is draining")
-            lane = notifications_lane(atx.incarnation)
-            bound = Limits(**atx.doc["limits"]).notifications
-            refused = lanes.push(atx.tx, lane, new_token(), lanes.json_size(event), event,
-                                 bound=bound, queue="notifications")
+            machine.accepting(atx.doc)
+            refused = atx.queue_event(event)
             if refused is not None:
-                raise Overloaded(refused)
+                raise refused
             self._wake(atx)
         self._ensure_worker()
 
@@ -255,11 +242,8 @@ class Agents:
         ``post_run``; a ``resume`` before that cancels it. Idempotent; ignored while
         draining."""
         with _cast(self._rt, name) as atx:
-            if atx is None or atx.doc.get("draining") or atx.doc.get("halted"):
+            if atx is None or not machine.request_halt(atx.doc):
                 return
-            # applied by the owner once the turn's callbacks (or the notifications it is
-            # handling) are done; a resume before that cancels it
-            atx.doc["halt_pending"] = True
             self._wake(atx)
         self._ensure_worker()
 
@@ -269,37 +253,27 @@ class Agents:
         with _cast(self._rt, name) as atx:
             if atx is None:
                 return
-            atx.doc["halt_pending"] = False
-            if atx.doc.get("halted"):
-                atx.doc["halted"] = False
+            if machine.resume(atx.doc):
                 atx.event("agent.resumed")
-                if lanes.lock(atx.tx, prompts_lane(atx.incarnation)).pending_count or \
-                        atx.doc.get("self_chain") is not None:
+                if atx.queued_count() or atx.doc.self_chain is not None:
                     self._wake(atx)
         self._ensure_worker()
 
     def interrupt(self, name: str) -> None:
         """Interrupt the active turn, whatever it is (a no-op when idle)."""
         with _cast(self._rt, name) as atx:
-            cur = None if atx is None else atx.doc.get("current")
-            if atx is not None and cur is not None and cur.get("stage") != "deciding":
-                ref = cur["ref"]
-                atx.write_control(ref)
-                atx.after_commit(lambda: self._rt.transport.fence(ref))
+            if atx is not None and machine.interruptible(atx.doc) == "accepted":
+                self._interrupt(atx)
 
     def interrupt_request(self, name: str, ref: str) -> Literal["accepted", "not_current",
                                                                  "idle"]:
         """Interrupt ``ref`` only if it is the active turn: ``accepted`` (it ends
         ``interrupted``), ``not_current`` (another turn is active) or ``idle``."""
         with rows.locked(self._rt.store, name) as atx:
-            cur = atx.doc.get("current")
-            if cur is None or cur.get("stage") == "deciding":
-                return "idle"
-            if cur["ref"] != ref:
-                return "not_current"
-            atx.write_control(ref)
-            atx.after_commit(lambda: self._rt.transport.fence(ref))
-        return "accepted"
+            verdict = machine.interruptible(atx.doc, ref)
+            if verdict == "accepted":
+                self._interrupt(atx)
+        return verdict
 
     def cancel_request(self, name: str, ref: str) -> Literal[
             "cancelled", "current", "already_finished", "not_found"]:
@@ -308,78 +282,73 @@ class Agents:
         ``not_found`` (unknown, pruned, ask or event refs). The completion recipient gets
         one ``cancelled``; no turn callback runs."""
         with rows.locked(self._rt.store, name) as atx:
-            doc = atx.doc
-            if doc.get("current") is not None and doc["current"]["ref"] == ref:
+            cur = atx.doc.current
+            if cur is not None and cur.ref == ref:
                 return "current"
-            item = _take_queued(atx, ref)
-            if item is None:
-                found = rows.result(atx.tx.conn, ref)
+            request = machine.take_chained_tell(atx.doc, ref) or _take_queued(atx, ref)
+            if request is None:
+                found = table.result(atx.tx, ref)
                 if found is None or found.get("internal"):
                     return "not_found"
                 return "cancelled" if found.get("error") == "cancelled" else "already_finished"
-            finish_request(atx, item, {"error": "cancelled", "info": {}},
-                           Limits(**doc["limits"]), self._rt)
+            effects.finish(atx, self._rt, request, Failed("cancelled"))
             atx.event("agent.request.cancelled", {"ref": ref})
-        telemetry.turn("cancelled", name, ref, item["attempt"], item["origin"],
-                       reason_kind="caller_cancelled")
+        self._rt.middleware.call("after_turn_cancelled", effects.turn(name, request),
+                                 "caller_cancelled")
         return "cancelled"
 
     def reset_session(self, name: str) -> None:
         """Idle only: the backend's ``reset_session``; state and queue are kept."""
         with rows.locked(self._rt.store, name) as atx:
             doc = atx.doc
-            if doc.get("draining"):
-                raise AgentError("draining", f"agent {name!r} is draining")
-            if doc.get("pump"):
-                raise AgentError("busy", f"agent {name!r} is busy")
-            backend = self._rt.backend_class(doc["backend"])()
+            machine.reset_check(doc)
+            backend = self._rt.backend_class(doc.backend)()
             try:
                 # a copy: a backend that changed the stored dict in place would
                 # leave nothing to write (rows write the session only when it changed)
-                session = backend.reset_session(copy.deepcopy(doc["session"]))
+                session = backend.reset_session(copy.deepcopy(doc.session))
             except BackendError as exc:
                 reason = "unsupported" if exc.kind == "unsupported" else "backend_reset_failed"
                 raise AgentError(reason, f"reset_session: {exc.kind}") from None
             if not isinstance(session, dict) or not is_json(session):
                 raise AgentError("invalid_reset_result", "reset_session returned no session")
-            doc["session"] = session
+            doc.session = session
 
     # -- reading ------------------------------------------------------------------------
     def status(self, name: str) -> AgentStatus:
-        doc, counts = self._read(name)
-        cur = doc.get("current")
-        return AgentStatus("processing" if cur is not None else "idle", name, counts[0],
-                           None if cur is None else cur["ref"], bool(doc.get("halted")),
-                           bool(doc.get("halt_pending")), bool(doc.get("draining")),
-                           doc.get("state"))
+        doc, (queued, _) = self._read(name)
+        cur = doc.current
+        return AgentStatus("processing" if cur is not None else "idle", name, queued,
+                           None if cur is None else cur.ref, doc.halted, doc.halt_pending,
+                           doc.draining, doc.state)
 
     def runtime_snapshot(self, name: str) -> dict[str, Any]:
         """Content free: phase, flags, queue depths, the current request's ids and
         timings. Never prompts, state, sessions or payloads."""
         doc, (prompts, notes) = self._read(name)
-        cur = doc.get("current")
+        cur = doc.current
         current = None
         if cur is not None:
-            started = cur.get("started_at")
-            current = {"ref": cur["ref"], "origin": cur["origin"], "attempt": cur["attempt"],
+            started = cur.started_at
+            current = {"ref": cur.ref, "origin": cur.origin.value, "attempt": cur.attempt,
                        "elapsed_ms": 0.0 if started is None else (time.time() - started) * 1e3,
-                       "watchdog_ms": doc["limits"]["watchdog_ms"]}
+                       "watchdog_ms": doc.limits.watchdog_ms}
         return {"phase": "processing" if cur is not None else "idle",
-                "halted": bool(doc.get("halted")), "halt_pending": bool(doc.get("halt_pending")),
-                "draining": bool(doc.get("draining")), "pending_prompts": prompts,
+                "halted": doc.halted, "halt_pending": doc.halt_pending,
+                "draining": doc.draining, "pending_prompts": prompts,
                 "pending_notifications": notes,
-                "self_chain_pending": doc.get("self_chain") is not None,
+                "self_chain_pending": doc.self_chain is not None,
                 "current_request": current}
 
     def list(self) -> list[str]:
         """Names of the live agents (point in time, unordered)."""
-        return rows.names(self._rt.store)
+        return table.names(self._rt.store)
 
     def whereis(self, name: str) -> AgentInfo | None:
         doc = rows.read(self._rt.store, name)
         if doc is None:
             return None
-        return AgentInfo(name, doc["incarnation"], doc["kind"], rows.phase(doc))
+        return AgentInfo(name, doc.incarnation, doc.kind, doc.phase.value)
 
     @staticmethod
     def channel() -> Channel:
@@ -398,72 +367,76 @@ class Agents:
         self._rt.transport.close()
 
     # -- internals ----------------------------------------------------------------------
-    def _admit(self, name: str, prompt: str, origin: str, **extra: Any) -> str:
+    def _admit(self, name: str, prompt: str, origin: Origin, *,
+               completion: Target | None = None, stream_to: Target | None = None,
+               on_halt: OnHalt = OnHalt.QUEUE) -> str:
         if not isinstance(prompt, str):
             raise AgentSpecError(f"a prompt is a string, got {type(prompt).__name__}")
-        item = new_item(prompt, origin, **extra)
-        caller = self._caller.ensure() if origin == "ask" else None
+        request = machine.new_request(prompt, origin, completion=completion,
+                                      stream_to=stream_to, on_halt=on_halt)
+        caller = self._caller.ensure() if origin is Origin.ASK else None
         try:
             with rows.locked(self._rt.store, name) as atx:
-                doc = atx.doc
-                if doc.get("draining"):
-                    raise AgentError("draining", f"agent {name!r} is draining")
-                if item["on_halt"] == "fail" and doc.get("halted"):
-                    raise AgentError("halted", f"agent {name!r} is halted")
-                if _takes_it_now(doc):
-                    doc["current"] = {**item, "stage": "queued"}
+                if machine.admit(atx.doc, request):
                     self._wake(atx)
                     atx.after_commit(lambda: telemetry.rich(("state", "changed"), name,
                                                             **{"from": "idle",
                                                                "to": "processing"}))
                 else:
-                    queued = item if caller is None else {**item, "caller": caller}
-                    refused = lanes.push(atx.tx, prompts_lane(atx.incarnation), item["ref"],
-                                         item["bytes"], queued,
-                                         bound=Limits(**doc["limits"]).prompts)
-                    if refused is not None:
-                        raise Overloaded(refused)
-                    depth = lanes.lock(atx.tx, prompts_lane(atx.incarnation)).pending_count
-                    atx.after_commit(lambda: telemetry.rich(("mailbox", "queued"), name,
-                                                            depth=depth))
+                    self._queue(atx, request, caller)
         except (Overloaded, AgentError) as exc:
             if not isinstance(exc, AgentNotFound):
-                telemetry.turn("rejected", name, item["ref"], 1, origin,
-                               reason_kind=exc.reason)
+                self._rt.middleware.call("after_turn_rejected", effects.turn(name, request),
+                                         exc.reason)
             raise
         self._ensure_worker()
-        return str(item["ref"])
+        return request.ref
+
+    def _queue(self, atx: AgentTx, request: Request, caller: str | None) -> None:
+        """Queue a caller's prompt on the lane (a queued ask carries its caller)."""
+        request.caller = caller
+        refused = atx.queue(request, atx.doc.limits.prompts)
+        if refused is not None:
+            raise refused
+        depth = atx.queued_count()
+        atx.after_commit(lambda: telemetry.rich(("mailbox", "queued"), atx.name, depth=depth))
 
     def _wake(self, atx: AgentTx) -> None:
         """Hand an idle agent to a worker (after commit)."""
-        if atx.doc.get("pump"):
-            return
-        token = atx.doc["pump"] = new_token()
-        name, incarnation = atx.name, atx.incarnation
-        atx.after_commit(lambda: self._publish(name, incarnation, token))
+        token = machine.wake(atx.doc)
+        if token is not None:
+            name, incarnation = atx.name, atx.incarnation
+            atx.after_commit(lambda: self._publish(name, incarnation, token))
+
+    def _interrupt(self, atx: AgentTx) -> None:
+        """Ask the owner to end the active turn ``interrupted``; fence its stream."""
+        cur = atx.doc.current
+        assert cur is not None
+        ref = cur.ref
+        atx.write_control(ref)
+        atx.after_commit(lambda: self._rt.transport.fence(ref))
 
     def _publish(self, name: str, incarnation: str, token: str) -> None:
         self._ensure_worker()
         self._rt.publish(name, incarnation, token)
 
-    def _read(self, name: str) -> tuple[dict[str, Any], tuple[int, int]]:
+    def _read(self, name: str) -> tuple[AgentDoc, tuple[int, int]]:
         with rows.locked(self._rt.store, name) as atx:
-            prompts = lanes.lock(atx.tx, prompts_lane(atx.incarnation)).pending_count
-            notes = lanes.lock(atx.tx, notifications_lane(atx.incarnation)).pending_count
-            return dict(atx.doc), (prompts, notes)
+            return atx.doc, atx.pending()
 
 
 class _cast:
     """``with _cast(rt, name) as atx``: the locked agent, or None when there is none."""
 
     def __init__(self, rt: AgentRuntime, name: str) -> None:
-        self._cm = rows.locked(rt.store, name)
+        self._cm: AbstractContextManager[AgentTx] | None = rows.locked(rt.store, name)
 
     def __enter__(self) -> AgentTx | None:
+        assert self._cm is not None
         try:
             return self._cm.__enter__()
         except AgentNotFound:
-            self._cm = None  # type: ignore[assignment]
+            self._cm = None
             return None
 
     def __exit__(self, *exc: Any) -> bool | None:
@@ -472,46 +445,24 @@ class _cast:
         return self._cm.__exit__(*exc)
 
 
-def _takes_it_now(doc: dict[str, Any]) -> bool:
-    """An idle agent takes a prompt as its current turn at once; so does one whose only
-    work is ``pre_run`` (calls wait for it, as GenAgent's do: the turn runs after it)."""
-    if doc.get("halted") or doc.get("current") is not None:
-        return False
-    return not doc.get("pump") or (bool(doc.get("pre_run")) and doc.get("self_chain") is None)
-
-
 def _pending(atx: AgentTx, ref: str) -> bool:
     """A tell still queued, active or between retry attempts."""
-    doc = atx.doc
-    for item in (doc.get("current"), doc.get("self_chain")):
-        if item is not None and item["ref"] == ref:
-            return bool(item["origin"] == "tell")
-    for item in lanes.items(atx.tx, prompts_lane(atx.incarnation)):
-        if item.ref == ref:
-            return bool(item.payload["origin"] == "tell")
+    found = machine.pending_tell(atx.doc, ref)
+    if found is not None:
+        return found
+    for request in atx.queued():
+        if request.ref == ref:
+            return request.origin is Origin.TELL
     return False
 
 
-def _take_queued(atx: AgentTx, ref: str) -> dict[str, Any] | None:
-    """Remove a queued tell (or a tell's pending retry) and return it."""
-    doc = atx.doc
-    chain = doc.get("self_chain")
-    if chain is not None and chain["ref"] == ref and chain["origin"] == "tell":
-        doc["self_chain"] = None
-        return dict(chain)
-    lane = prompts_lane(atx.incarnation)
-    for item in lanes.items(atx.tx, lane):
-        if item.ref == ref and item.payload["origin"] == "tell":
-            lanes.remove(atx.tx, lane, ref)
-            return dict(item.payload)
+def _take_queued(atx: AgentTx, ref: str) -> Request | None:
+    """Remove a queued tell and return it."""
+    for request in atx.queued():
+        if request.ref == ref and request.origin is Origin.TELL:
+            atx.remove_queued(ref)
+            return request
     return None
-
-
-def _asks(atx: AgentTx) -> list[dict[str, Any]]:
-    doc = atx.doc
-    found = [i for i in (doc.get("current"), doc.get("self_chain")) if i is not None]
-    found += [i.payload for i in lanes.items(atx.tx, prompts_lane(atx.incarnation))]
-    return [i for i in found if i["origin"] == "ask"]
 
 
 def _init(agent: type[Agent], name: str, opts: dict[str, Any]) -> tuple[dict[str, Any], Any]:

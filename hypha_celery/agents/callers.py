@@ -25,12 +25,10 @@ import threading
 import time
 import uuid
 from contextlib import suppress
-from typing import Any
 
-import sqlalchemy as sa
-
+from hypha_celery.agents.doc import Request
 from hypha_celery.store import EventStore, Tx
-from hypha_celery.store.schema import leases
+from hypha_celery.store import agents as table
 
 #: A caller heartbeat older than this many lease intervals means the caller is gone.
 STALE_AFTER = 3.0
@@ -90,11 +88,9 @@ class CallerLease:
                                "started_at": now, "heartbeat_at": now}])
 
 
-def is_down(tx: Tx, item: dict[str, Any], interval: float) -> bool:
-    """Whether the caller of queued request ``item`` is gone (read in ``tx``)."""
-    caller = item.get("caller")
-    if not caller or interval <= 0:
+def is_down(tx: Tx, request: Request, interval: float) -> bool:
+    """Whether the caller of queued ``request`` is gone (read in ``tx``)."""
+    if not request.caller or interval <= 0:
         return False
-    beat = tx.conn.execute(sa.select(leases.c.heartbeat_at)
-                           .where(leases.c.execution_id == _PREFIX + caller)).scalar()
-    return beat is None or time.time() - float(beat) > STALE_AFTER * interval
+    beat = table.caller_beat(tx, _PREFIX + request.caller)
+    return beat is None or time.time() - beat > STALE_AFTER * interval

@@ -30,28 +30,83 @@ from hypha_celery.backends.gate import GateChannel, InProcessGateChannel, RedisG
 from hypha_celery.errors import AgentSpecError
 
 log = logging.getLogger(__name__)
-Target = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Channel:
+    """A named FIFO of messages (JSON ``{"channel": name}`` as a target)."""
+
     name: str
 
     @classmethod
     def new(cls) -> Channel:
         return cls(uuid.uuid4().hex)
 
+    def to_json(self) -> dict[str, object]:
+        return {"channel": self.name}
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureTarget:
+    """A Celery signature called with ``(name, ref, outcome)`` (JSON
+    ``{"signature": <its dict form>}``); it receives completions only."""
+
+    signature: dict[str, Any]
+
+    def to_json(self) -> dict[str, object]:
+        return {"signature": self.signature}
+
+
+Target = Channel | SignatureTarget
+
 
 def target(recipient: Channel | Signature | None) -> Target | None:
-    """The JSON form of a recipient, validated at call time."""
-    if recipient is None:
-        return None
-    if isinstance(recipient, Channel):
-        return {"channel": recipient.name}
+    """A recipient as a target, validated at call time."""
+    if recipient is None or isinstance(recipient, Channel):
+        return recipient
     if isinstance(recipient, Signature):
-        return {"signature": dict(recipient)}
+        return SignatureTarget(dict(recipient))
     raise AgentSpecError(f"a recipient is a Channel or a Celery signature, got "
                          f"{type(recipient).__name__}")
+
+
+def target_from(data: Any) -> Target | None:
+    """A target from its JSON (a stored request, the outbox)."""
+    if data is None:
+        return None
+    if "channel" in data:
+        return Channel(data["channel"])
+    return SignatureTarget(data["signature"])
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """The one completion of a request: ``outcome`` is its JSON (``{"ok": ...}`` or
+    ``{"error", "info"}``)."""
+
+    agent: str
+    ref: str
+    outcome: object
+
+    def to_json(self) -> dict[str, object]:
+        return {"type": "completion", "agent": self.agent, "ref": self.ref,
+                "outcome": self.outcome}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Completion:
+        return cls(data["agent"], data["ref"], data["outcome"])
+
+
+@dataclass(frozen=True, slots=True)
+class Streamed:
+    """One streamed event of a request (its JSON), relayed to ``stream_to``."""
+
+    agent: str
+    ref: str
+    event: object
+
+    def to_json(self) -> dict[str, object]:
+        return {"type": "event", "agent": self.agent, "ref": self.ref, "event": self.event}
 
 
 _CHANNEL_PREFIX = "hypha:agent-channel:"
@@ -96,35 +151,33 @@ class Transport:
             while len(self._fences) > _LOCAL_FENCES:
                 del self._fences[next(iter(self._fences))]
 
-    def deliver(self, tgt: Target, message: dict[str, Any]) -> None:
-        if "channel" in tgt:
-            self._queues.push(tgt["channel"], message)
+    def deliver(self, tgt: Target, message: Completion) -> None:
+        if isinstance(tgt, Channel):
+            self._queues.push(tgt.name, message.to_json())
             return
-        if message["type"] != "completion":
-            return  # a signature receives the completion only
-        sig = signature(tgt["signature"], app=self._app)
-        sig.apply_async(args=(message["agent"], message["ref"], message["outcome"]),
-                        task_id=f"hypha-completion-{message['ref']}")
+        sig = signature(tgt.signature, app=self._app)
+        sig.apply_async(args=(message.agent, message.ref, message.outcome),
+                        task_id=f"hypha-completion-{message.ref}")
 
-    def relay(self, tgt: Target | None, message: dict[str, Any]) -> None:
+    def relay(self, tgt: Target | None, message: Streamed) -> None:
         """Best effort (stream events, channels only): a failure is logged, never raised;
         a fenced request relays nothing."""
-        if tgt is None or "channel" not in tgt:
+        if not isinstance(tgt, Channel):
             return
         try:
-            self._relay(tgt["channel"], message)
+            self._relay(tgt.name, message)
         except Exception as exc:
             log.warning("agent stream relay failed: %s", type(exc).__name__)
 
-    def _relay(self, channel: str, message: dict[str, Any]) -> None:
-        ref = message["ref"]
+    def _relay(self, channel: str, message: Streamed) -> None:
+        ref = message.ref
         if self._redis is not None:
             self._relay_script(keys=[_FENCE_PREFIX + ref, _CHANNEL_PREFIX + channel],
-                               args=[json.dumps(message), _TTL_S])
+                               args=[json.dumps(message.to_json()), _TTL_S])
             return
         with self._lock:
             if ref not in self._fences:
-                self._queues.push(channel, message)
+                self._queues.push(channel, message.to_json())
 
     def receive(self, channel: Channel, timeout: float) -> dict[str, Any] | None:
         return self._queues.pop(channel.name, timeout)

@@ -3,7 +3,7 @@ called (a bad value is an :class:`~hypha_celery.errors.AgentSpecError`, nothing 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from hypha_celery.errors import AgentSpecError
@@ -63,5 +63,8 @@ class Limits:
     def notifications(self) -> Bound:
         return Bound(self.max_pending_notifications, self.max_pending_notification_bytes)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in _FIELDS}
+
+
+_FIELDS = tuple(f.name for f in fields(Limits))

@@ -17,8 +17,10 @@ import logging
 from typing import Any
 
 from hypha_celery.agents import rows
+from hypha_celery.agents.channels import Completion, target_from
+from hypha_celery.agents.effects import send
 from hypha_celery.agents.runtime import AgentRuntime
-from hypha_celery.agents.server import send
+from hypha_celery.store import agents as table
 
 log = logging.getLogger(__name__)
 
@@ -27,18 +29,21 @@ def sweep(rt: AgentRuntime, now: float, grace: float, kickoff_lease: float,
           limit: int) -> list[dict[str, Any]]:
     decisions: list[dict[str, Any]] = []
     for name, doc, beat in rows.stale(rt.store, now - min(grace, kickoff_lease), limit):
-        taken = doc.get("owner") is not None
-        if now - beat < (grace if taken else kickoff_lease):
+        taken = doc.owner is not None
+        if now - beat < (grace if taken else kickoff_lease) or doc.pump is None:
             continue
         try:
-            rt.publish(name, doc["incarnation"], doc["pump"])
+            rt.publish(name, doc.incarnation, doc.pump)
         except Exception as exc:
             log.warning("hypha recovery: re-driving agent failed: %s", type(exc).__name__)
             continue
         decisions.append({"agent": name, "action": "agent_redriven",
                           "why": "owner_lost" if taken else "never_taken"})
-    for box in rows.unsent(rt.store, now - grace, limit):
-        send(rt, box["id"], box["target"], box["message"])
-        decisions.append({"agent": box["message"]["agent"], "action": "completion_resent",
-                          "ref": box["ref"]})
+    for box in table.unsent(rt.store, now - grace, limit):
+        target, message = target_from(box.target), Completion.from_json(box.message)
+        if target is None:
+            continue
+        send(rt, box.id, target, message)
+        decisions.append({"agent": message.agent, "action": "completion_resent",
+                          "ref": box.ref})
     return decisions

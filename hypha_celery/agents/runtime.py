@@ -1,25 +1,30 @@
 """What agent tasks and the client share: the Celery app, the store, the delivery
-transport, the wake-up notifier, and the registry of agent and backend classes."""
+transport, the wake-up notifier, the middleware (turn hooks; the telemetry by default),
+and the registry of agent and backend classes."""
 
 from __future__ import annotations
 
 import importlib
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from celery import Celery
 
 from hypha_celery.agents.behaviour import Agent
 from hypha_celery.agents.channels import Transport
+from hypha_celery.agents.telemetry import default_stack
 from hypha_celery.backends import Backend
 from hypha_celery.errors import AgentSpecError
-from hypha_celery.middleware import EMPTY, MiddlewareStack
+from hypha_celery.middleware import MiddlewareStack
 from hypha_celery.runtime import canvas
 from hypha_celery.store import EventStore
 
 if TYPE_CHECKING:
     from hypha_celery.runtime.notifier import Notifier
+
+
+T = TypeVar("T")
 
 
 def class_path(cls: type) -> str:
@@ -44,7 +49,8 @@ class AgentRuntime:
     lease_interval: float = 1.0
     kinds: dict[str, type[Agent]] = field(default_factory=dict)
     backends: dict[str, type[Backend]] = field(default_factory=dict)
-    middleware: MiddlewareStack = EMPTY  # the Hypha's: before_turn / after_turn
+    #: Called at every turn's start and end, rejection and cancellation.
+    middleware: MiddlewareStack = field(default_factory=default_stack)
 
     def publish(self, name: str, incarnation: str, token: str) -> None:
         canvas.agent_pump(self.app, name, incarnation, token)
@@ -60,22 +66,22 @@ class AgentRuntime:
         return kind, path
 
     def agent_class(self, kind: str) -> type[Agent]:
-        return self._resolve(self.kinds, kind, Agent)
+        return _resolve(self.kinds, kind, Agent)
 
     def backend_class(self, path: str) -> type[Backend]:
-        return self._resolve(self.backends, path, Backend)
+        return _resolve(self.backends, path, Backend)
 
-    @staticmethod
-    def _resolve(known: dict[str, Any], path: str, base: type) -> type:
-        """A registered class, or ``module:Qualname`` imported (a worker that did not run
-        ``start``); only subclasses of ``base`` are accepted."""
-        if path in known:
-            return known[path]  # type: ignore[no-any-return]
-        module, _, qualname = path.partition(":")
-        obj: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-        if not (isinstance(obj, type) and issubclass(obj, base)):
-            raise AgentSpecError(f"{path} is not a {base.__name__} subclass")
-        known[path] = obj
-        return obj
+
+def _resolve(known: dict[str, type[T]], path: str, base: type) -> type[T]:
+    """A registered class, or ``module:Qualname`` imported (a worker that did not run
+    ``start``); only subclasses of ``base`` are accepted."""
+    if path in known:
+        return known[path]
+    module, _, qualname = path.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    if not (isinstance(obj, type) and issubclass(obj, base)):
+        raise AgentSpecError(f"{path} is not a {base.__name__} subclass")
+    found = known[path] = cast("type[T]", obj)
+    return found

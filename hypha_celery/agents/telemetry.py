@@ -22,6 +22,10 @@ Rich local events (may hold prompt text and state: never forward them to shared 
 Handlers run synchronously in the process that emits (the worker that owns the turn, or
 the caller for rejections); a handler that raises is logged (its exception type only)
 and detached from nothing: telemetry never fails a turn.
+
+The content-free events come from :class:`Telemetry`, a middleware (the agent turn hooks
+of :mod:`hypha_celery.middleware`) that every :class:`~.runtime.AgentRuntime` has by
+default; the rich local ones are emitted where they happen (:func:`rich`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from hypha_celery.middleware import Middleware, MiddlewareStack, Turn, TurnEnd
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +98,36 @@ def reset_celery_sink(token: contextvars.Token[Sink | None]) -> None:
     _celery_sink.reset(token)
 
 
-def turn(what: str, agent: str, ref: str, attempt: int, origin: str,
-         **extra: Any) -> None:
-    measurements: dict[str, Any] = {}
-    if "duration_ms" in extra:
-        measurements["duration_ms"] = extra.pop("duration_ms")
-    else:
-        measurements["system_time"] = time.time()
-    emit(("turn", what), measurements,
-         {"agent": agent, "ref": ref, "attempt": attempt, "origin": origin, **extra})
+class Telemetry(Middleware):
+    """The content-free ``("turn", ...)`` events, from the agent turn hooks."""
+
+    def before_turn(self, turn: Turn) -> None:
+        emit(("turn", "start"), {"system_time": time.time()}, _meta(turn))
+
+    def after_turn(self, turn: Turn, end: TurnEnd) -> None:
+        if end.reason_kind is None:
+            emit(("turn", "stop"), {"duration_ms": end.duration_ms}, _meta(turn))
+        else:
+            emit(("turn", "error"), {"duration_ms": end.duration_ms},
+                 {**_meta(turn), "reason_kind": end.reason_kind})
+
+    def after_turn_rejected(self, turn: Turn, reason: str) -> None:
+        emit(("turn", "rejected"), {"system_time": time.time()},
+             {**_meta(turn), "reason_kind": reason})
+
+    def after_turn_cancelled(self, turn: Turn, reason: str) -> None:
+        emit(("turn", "cancelled"), {"system_time": time.time()},
+             {**_meta(turn), "reason_kind": reason})
+
+
+def _meta(turn: Turn) -> dict[str, Any]:
+    return {"agent": turn.agent, "ref": turn.ref, "attempt": turn.attempt,
+            "origin": turn.origin}
+
+
+def default_stack() -> MiddlewareStack:
+    """What an agent runtime calls by default: the telemetry."""
+    return MiddlewareStack([Telemetry()])
 
 
 def rich(what: EventName, agent: str, **metadata: Any) -> None:

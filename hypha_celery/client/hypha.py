@@ -17,6 +17,7 @@ from hypha_celery.agents import tasks as agent_tasks
 from hypha_celery.agents.api import Agents
 from hypha_celery.agents.channels import Transport
 from hypha_celery.agents.runtime import AgentRuntime
+from hypha_celery.agents.telemetry import Telemetry
 from hypha_celery.beat import operator, supervisor
 from hypha_celery.client.run import RunHandle
 from hypha_celery.embedded import EmbeddedWorker
@@ -350,10 +351,12 @@ def _notifier(settings: Settings) -> Notifier:
 
 def _stack(store: EventStore, settings: Settings, middleware: Iterable[Middleware]
            ) -> MiddlewareStack:
-    """The lease middleware (unless ``HYPHA_LEASE_INTERVAL`` is 0), then the user's."""
+    """The built-ins, then the user's: the lease middleware (unless
+    ``HYPHA_LEASE_INTERVAL`` is 0) and the agents' telemetry (its content-free turn
+    events), so one stack serves runs, steps, node attempts and turns."""
     leases = [LeaseMiddleware(store, settings.lease_interval)] \
         if settings.lease_interval > 0 else []
-    return MiddlewareStack([*leases, *middleware])
+    return MiddlewareStack([*leases, Telemetry(), *middleware])
 
 
 def _agents(hypha: Hypha) -> Agents:

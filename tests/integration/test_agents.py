@@ -21,11 +21,12 @@ import pytest
 import requests
 
 from hypha_celery import Hypha, RecoveryPolicy, WaitTimeout
-from hypha_celery.agents import Channel, TurnFailed, callers, rows
+from hypha_celery.agents import Channel, TurnFailed, callers
 from hypha_celery.backends import Event, MockBackend
 from hypha_celery.backends.gate import GATE_URL_ENV
 from hypha_celery.beat.supervisor import sweep
 from hypha_celery.store import EventStore
+from hypha_celery.store import agents as rows
 from tests import services
 from tests.integration.agents_app import Keeper
 from tests.integration.conftest import RedisDbs

@@ -1,0 +1,249 @@
+"""The agents' tables: agent rows, their events, tell results, the completion outbox and
+the caller leases, read and written here and nowhere else.
+
+A row of ``hypha_agents`` holds the agent doc (JSON, the shape is
+:class:`hypha_celery.agents.doc.AgentDoc`'s) and, in a column of its own, the backend
+session, written only when it changed. The agent's events go into ``hypha_events`` under
+its incarnation id, each kind passing :func:`~hypha_celery.store.sql.check_append` first.
+The doc is plain JSON at this level: the agents package gives it its type."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import sqlalchemy as sa
+
+from hypha_celery.events import EventType
+from hypha_celery.store.schema import agent_outbox, agent_results, agents, events, leases
+from hypha_celery.store.sql import EventStore, Tx, check_append
+
+#: ``update``'s "leave this column as it is".
+KEEP: Final = object()
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRow:
+    """One locked agent row: the doc JSON, the session column and the bookkeeping."""
+
+    doc: dict[str, Any]
+    session: Any
+    seq: int
+    control: str | None
+    heartbeat_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEvent:
+    """One event of an agent's stream (content free: ids, origins, reasons)."""
+
+    incarnation: str
+    seq: int
+    kind: EventType
+    ts: float
+    data: object
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """A completion not yet delivered."""
+
+    id: int
+    incarnation: str
+    ref: str
+    target: Any
+    message: Any
+
+
+# -- the agent row ---------------------------------------------------------------------
+def lock(tx: Tx, name: str) -> AgentRow | None:
+    """Lock agent ``name``'s row for ``tx`` (``FOR UPDATE`` on PostgreSQL) and read it."""
+    q = sa.select(agents.c.doc, agents.c.session, agents.c.seq, agents.c.control,
+                  agents.c.heartbeat_at).where(agents.c.name == name)
+    if tx.dialect == "postgresql":
+        q = q.with_for_update()
+    row = tx.conn.execute(q).first()
+    if row is None:
+        return None
+    return AgentRow(row.doc, row.session, int(row.seq), row.control, row.heartbeat_at)
+
+
+def update(tx: Tx, name: str, incarnation: str, doc: object, phase: str, seq: int, *,
+           session: Any = KEEP, control: Any = KEEP, beat: bool = False) -> None:
+    """Write the doc, its phase and seq; the session and control columns only when given,
+    the heartbeat when ``beat``."""
+    now = time.time()
+    values = {"doc": doc, "phase": phase, "seq": seq, "updated_at": now}
+    if session is not KEEP:
+        values["session"] = session
+    if control is not KEEP:
+        values["control"] = control
+    if beat:
+        values["heartbeat_at"] = now
+    tx.conn.execute(agents.update().where(_row(name, incarnation)).values(**values))
+
+
+def delete(tx: Tx, name: str, incarnation: str) -> None:
+    """Delete the agent row and its tell results (ask answers wait for their askers)."""
+    tx.conn.execute(agents.delete().where(_row(name, incarnation)))
+    tx.conn.execute(agent_results.delete().where(
+        agent_results.c.incarnation == incarnation, agent_results.c.bytes > 0))
+
+
+def append(tx: Tx, rows: Sequence[AgentEvent]) -> None:
+    """Insert agent events, each kind checked by the one check every append passes."""
+    for ev in rows:
+        check_append(ev.kind)
+    if rows:
+        tx.conn.execute(events.insert(), [
+            {"run_id": e.incarnation, "seq": e.seq, "kind": e.kind, "ts": e.ts,
+             "data": e.data, "idem": None} for e in rows])
+
+
+def create(store: EventStore, name: str, incarnation: str, kind: str, phase: str,
+           doc: object, session: Any) -> bool:
+    """Insert a new agent row and its ``agent.started`` event; False when the name is
+    taken."""
+    with store.transaction() as tx:
+        if lock(tx, name) is not None:
+            return False
+        now = time.time()
+        tx.conn.execute(agents.insert().values(
+            name=name, incarnation=incarnation, kind=kind, phase=phase, seq=1, control=None,
+            heartbeat_at=None, created_at=now, updated_at=now, doc=doc, session=session))
+        append(tx, [AgentEvent(incarnation, 1, "agent.started", now,
+                               {"name": name, "kind": kind})])
+    return True
+
+
+def read(store: EventStore, name: str) -> dict[str, Any] | None:
+    """The doc of agent ``name`` with its ``session``, unlocked; None when there is none."""
+    store.ensure_schema()
+    with store.reader.connect() as conn:
+        row = conn.execute(sa.select(agents.c.doc, agents.c.session)
+                           .where(agents.c.name == name)).first()
+    return None if row is None else {**row.doc, "session": row.session}
+
+
+def control(store: EventStore, name: str, incarnation: str) -> tuple[bool, str | None]:
+    """(alive, control) of one incarnation: a cheap poll by primary key."""
+    with store.reader.connect() as conn:
+        row = conn.execute(sa.select(agents.c.incarnation, agents.c.control)
+                           .where(agents.c.name == name)).first()
+    if row is None or row.incarnation != incarnation:
+        return False, None
+    return True, row.control
+
+
+def heartbeat(store: EventStore, name: str, incarnation: str) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(agents.update().where(_row(name, incarnation))
+                     .values(heartbeat_at=time.time()))
+
+
+def names(store: EventStore) -> list[str]:
+    store.ensure_schema()
+    with store.reader.connect() as conn:
+        return list(conn.execute(sa.select(agents.c.name)).scalars())
+
+
+def stale(store: EventStore, before: float, limit: int) -> list[tuple[str, Any, float]]:
+    """Busy agents whose owner has not beaten (or that nobody took) since ``before``:
+    ``(name, doc without the session, last sign of life)``, oldest first."""
+    store.ensure_schema()
+    beat = sa.func.coalesce(agents.c.heartbeat_at, agents.c.updated_at)
+    with store.reader.connect() as conn:
+        rows = conn.execute(sa.select(agents.c.name, agents.c.doc, beat.label("beat"))
+                            .where(agents.c.phase == "busy", beat < before)
+                            .order_by(beat).limit(limit))
+        return [(r.name, r.doc, float(r.beat)) for r in rows]
+
+
+def _row(name: str, incarnation: str) -> Any:
+    return sa.and_(agents.c.name == name, agents.c.incarnation == incarnation)
+
+
+# -- results cache ---------------------------------------------------------------------
+def result(tx: Tx, ref: str) -> Any:
+    """The stored outcome JSON of ``ref`` (with its ``internal`` flag), or None."""
+    return _result(tx.conn, ref)
+
+
+def _result(conn: Any, ref: str) -> Any:
+    row = conn.execute(sa.select(agent_results.c.outcome)
+                       .where(agent_results.c.ref == ref)).first()
+    return None if row is None else row.outcome
+
+
+def put_result(tx: Tx, incarnation: str, ref: str, outcome: dict[str, Any], nbytes: int,
+               max_count: int, max_bytes: int, internal: bool = False) -> None:
+    """Cache a tell result (evicting the oldest over the bounds) or keep an ask's outcome
+    (``internal``: outside the bounds, deleted when the asker reads it)."""
+    conn = tx.conn
+    conn.execute(agent_results.delete().where(agent_results.c.ref == ref))
+    if not internal and (max_count == 0 or nbytes > max_bytes):
+        return
+    conn.execute(agent_results.insert().values(
+        incarnation=incarnation, ref=ref, bytes=nbytes if not internal else 0,
+        outcome={**outcome, "internal": internal}))
+    if internal:
+        return
+    rows = conn.execute(sa.select(agent_results.c.id, agent_results.c.bytes)
+                        .where(agent_results.c.incarnation == incarnation,
+                               agent_results.c.bytes > 0)
+                        .order_by(agent_results.c.id.desc())).all()
+    total, evict = 0, []
+    for count, r in enumerate(rows, start=1):
+        total += int(r.bytes)
+        if count > max_count or total > max_bytes:
+            evict.append(r.id)
+    if evict:
+        conn.execute(agent_results.delete().where(agent_results.c.id.in_(evict)))
+
+
+def take_result(store: EventStore, ref: str) -> Any:
+    """Read and delete the outcome JSON of ``ref`` (an asker collecting its answer)."""
+    with store.engine.begin() as conn:
+        found = _result(conn, ref)
+        if found is not None:
+            conn.execute(agent_results.delete().where(agent_results.c.ref == ref))
+    return found
+
+
+# -- completion outbox ----------------------------------------------------------------
+def outbox(tx: Tx, incarnation: str, ref: str, target: object, message: object) -> int:
+    res = tx.conn.execute(agent_outbox.insert().values(
+        incarnation=incarnation, ref=ref, target=target, message=message,
+        created_at=time.time()))
+    key = res.inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
+def sent(store: EventStore, outbox_id: int) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(agent_outbox.delete().where(agent_outbox.c.id == outbox_id))
+
+
+def unsent(store: EventStore, before: float, limit: int = 200) -> list[OutboxRow]:
+    store.ensure_schema()
+    with store.reader.connect() as conn:
+        rows = conn.execute(sa.select(agent_outbox).where(agent_outbox.c.created_at < before)
+                            .order_by(agent_outbox.c.id).limit(limit))
+        return [OutboxRow(int(r.id), r.incarnation, r.ref, r.target, r.message)
+                for r in rows]
+
+
+# -- caller leases ---------------------------------------------------------------------
+def caller_beat(tx: Tx, lease: str) -> float | None:
+    """The last heartbeat of caller lease ``lease`` (read in ``tx``), None when absent."""
+    beat = tx.conn.execute(sa.select(leases.c.heartbeat_at)
+                           .where(leases.c.execution_id == lease)).scalar()
+    return None if beat is None else float(beat)
+
+
+__all__ = ["KEEP", "AgentEvent", "AgentRow", "OutboxRow", "append", "caller_beat",
+           "control", "create", "delete", "heartbeat", "lock", "names", "outbox",
+           "put_result", "read", "result", "sent", "stale", "take_result", "unsent", "update"]
