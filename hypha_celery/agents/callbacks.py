@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from hypha_celery.agents.behaviour import Agent, Decision, Halt, NoReply, Prompt, acting_as
-from hypha_celery.runtime.jsonsafe import is_json
+from hypha_celery.graph.jsonsafe import is_json
 
 log = logging.getLogger(__name__)
 

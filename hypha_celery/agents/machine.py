@@ -38,8 +38,8 @@ from hypha_celery.agents.options import Limits
 from hypha_celery.agents.runtime import new_token
 from hypha_celery.backends import Response, TurnError
 from hypha_celery.errors import AgentError
+from hypha_celery.graph.jsonsafe import is_json
 from hypha_celery.lanes import json_size
-from hypha_celery.runtime.jsonsafe import is_json
 
 
 class Step(StrEnum):

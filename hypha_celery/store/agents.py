@@ -4,7 +4,7 @@ the caller leases, read and written here and nowhere else.
 A row of ``hypha_agents`` holds the agent doc (JSON, the shape is
 :class:`hypha_celery.agents.doc.AgentDoc`'s) and, in a column of its own, the backend
 session, written only when it changed. The agent's events go into ``hypha_events`` under
-its incarnation id, each kind passing :func:`~hypha_celery.store.sql.check_append` first.
+its incarnation id, each kind passing :func:`~hypha_celery.store.tx.check_append` first.
 The doc is plain JSON at this level: the agents package gives it its type."""
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from typing import Any, Final
 import sqlalchemy as sa
 
 from hypha_celery.events import EventType
+from hypha_celery.store.facade import EventStore
 from hypha_celery.store.schema import agent_outbox, agent_results, agents, events, leases
-from hypha_celery.store.sql import EventStore, Tx, check_append
+from hypha_celery.store.tx import Tx, check_append
 
 #: ``update``'s "leave this column as it is".
 KEEP: Final = object()
