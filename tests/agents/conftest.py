@@ -6,7 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from hypha_celery import Hypha
 from tests.agents.support import World
+from tests.runtime.support import embedded
 
 
 @pytest.fixture
@@ -17,3 +19,13 @@ def w(sqlite_url: str) -> Iterator[World]:
         yield world
     finally:
         world.close()
+
+
+@pytest.fixture
+def hypha(sqlite_url: str) -> Iterator[Hypha]:
+    """An embedded Hypha on a private SQLite store; closed after the test."""
+    h = embedded(sqlite_url)
+    try:
+        yield h
+    finally:
+        h.close()

@@ -4,15 +4,12 @@ handle_event or post_turn keeps the previous state")."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from hypha_celery import Hypha
 from hypha_celery.agents import Agent, NoReply, Response, TurnError
 from hypha_celery.backends import Event, MockBackend
-from tests.runtime.support import embedded, wait_until
+from tests.runtime.support import wait_until
 
 
 class Mutating(Agent):
@@ -37,15 +34,6 @@ class Mutating(Agent):
     def post_turn(self, outcome: Response | TurnError, ref: str, state: Any) -> Any:
         state["log"].append("post_turn")
         raise RuntimeError("post_turn failed")
-
-
-@pytest.fixture
-def hypha(sqlite_url: str) -> Iterator[Hypha]:
-    h = embedded(sqlite_url)
-    try:
-        yield h
-    finally:
-        h.close()
 
 
 def test_a_raising_handle_event_keeps_the_state_from_before_the_call(hypha: Hypha) -> None:

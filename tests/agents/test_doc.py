@@ -5,7 +5,6 @@ wrote (captured from its SQLite store), and such rows still load and serve."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from hypha_celery.agents import Agent, Channel, NoReply, Response
 from hypha_celery.agents.doc import AgentDoc, Origin, Request, Stage
 from hypha_celery.backends import Event, MockBackend
 from hypha_celery.store import agents as table
-from tests.runtime.support import embedded, wait_until
+from tests.runtime.support import wait_until
 
 STARTED = (
     '{"name":"a","incarnation":"e29d12afece74e7faf5eba831e27bdd4","kind":"__main__:Cap","'
@@ -125,15 +124,6 @@ class Old(Agent):
 
     def handle_response(self, ref: str, response: Response, state: Any) -> NoReply:
         return NoReply({"n": state["n"] + 1})
-
-
-@pytest.fixture
-def hypha(sqlite_url: str) -> Iterator[Hypha]:
-    h = embedded(sqlite_url)
-    try:
-        yield h
-    finally:
-        h.close()
 
 
 def _insert(hypha: Hypha, text: str, scripts: list[Any]) -> dict[str, Any]:

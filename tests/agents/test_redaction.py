@@ -4,7 +4,6 @@ dumps, snapshots or the agent's event stream (GenAgent scenario 20)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ from hypha_celery import Hypha
 from hypha_celery.agents import Agent, Halt, NoReply, Prompt, Response, TurnError, attach, detach
 from hypha_celery.agents.telemetry import CONTENT_FREE
 from hypha_celery.backends import Event, MockBackend, Session
-from tests.runtime.support import embedded, wait_until
+from tests.runtime.support import wait_until
 
 SECRET = "sk-test-SECRET-123"
 PROMPT = "PROMPT-SENTINEL"
@@ -45,15 +44,6 @@ class Leaky(Agent):
 
     def post_turn(self, outcome: Any, ref: str, state: Any) -> Any:
         raise KeyError(SECRET)
-
-
-@pytest.fixture
-def hypha(sqlite_url: str) -> Iterator[Hypha]:
-    h = embedded(sqlite_url)
-    try:
-        yield h
-    finally:
-        h.close()
 
 
 def test_no_sentinel_in_telemetry_logs_snapshots_or_events(

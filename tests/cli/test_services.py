@@ -109,7 +109,7 @@ def test_events_follow_prints_until_the_run_ends(cluster: Cluster) -> None:
 
 
 def test_cancel_a_running_fan_out(cluster: Cluster) -> None:
-    run_id = cluster.start({"question": "refund?", "latency": 1.0})
+    run_id = cluster.start({"question": "refund?", "latency": 4.0})
     cluster.wait_for(run_id, "node.fanout.scheduled")
     proc = cluster.hypha("cancel", run_id)
     assert proc.returncode == 0, proc.stderr
