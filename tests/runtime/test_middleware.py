@@ -20,6 +20,7 @@ from hypha_celery import (
     RunFailed,
     Settings,
 )
+from hypha_celery.agents.telemetry import Telemetry
 from hypha_celery.middleware import (
     Attempt,
     AttemptEnd,
@@ -209,9 +210,11 @@ def test_the_lease_middleware_comes_first_unless_leases_are_off(sqlite_url: str)
     with_leases = embedded(sqlite_url, [mine])
     without = embedded(sqlite_url, [mine], lease_interval=0.0)
     try:
-        first, second = with_leases._rt.middleware.middleware
-        assert isinstance(first, LeaseMiddleware) and second is mine
-        assert without._rt.middleware.middleware == (mine,)
+        first, telemetry, last = with_leases._rt.middleware.middleware
+        assert isinstance(first, LeaseMiddleware) and last is mine
+        assert isinstance(telemetry, Telemetry)
+        (telemetry, last) = without._rt.middleware.middleware
+        assert isinstance(telemetry, Telemetry) and last is mine
         assert with_leases.agents._rt.middleware is with_leases._rt.middleware
     finally:
         with_leases.close()
