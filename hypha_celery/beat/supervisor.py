@@ -21,7 +21,7 @@ from hypha_celery.errors import FailureReason
 from hypha_celery.events import View
 from hypha_celery.graph import Graph, NodeContext
 from hypha_celery.reviews import expire_due
-from hypha_celery.runtime import canvas, failures, lifecycle, rabbit
+from hypha_celery.runtime import canvas, failures, lifecycle, rabbit, seams
 from hypha_celery.runtime.config import SUPERVISOR_TASK
 from hypha_celery.runtime.coordinator import (
     coordinate,
@@ -166,13 +166,15 @@ def _examine_node(rt: Runtime, view: View, graph: Graph, lease: dict[str, Any] |
         running = now - lease["started_at"]
         if running <= graph.timeout_for(node_id) + policy.grace:
             return None  # alive and within its timeout
-        return _act(rt, view, "timed_out", lambda tx, v: _time_out(tx, rt, v, node_id, running))
+        return _act_step(rt, view, "timed_out",
+                         lambda tx, v: _time_out(tx, rt, v, node_id, running))
     if idle < _lease_of(rt, graph, node_id, policy) * backoff:
         return None
     if graph.nodes[node_id].at_most_once and _effect_started(rt, view):
         return _unknown_effect(rt, view, graph, node_id)
     if int(view["recoveries"] or 0) >= policy.max_redrives:
-        return _act(rt, view, "exhausted", lambda tx, v: _exhaust(tx, rt, v, graph, node_id))
+        return _act_step(rt, view, "exhausted",
+                         lambda tx, v: _exhaust(tx, rt, v, graph, node_id))
     if _circuit_open(rt, graph.dependency_for(node_id), now):
         return {"run_id": view["run_id"], "action": "circuit_open",
                 "execution_id": view["waiting"]}
@@ -201,7 +203,7 @@ def _examine_fanout(rt: Runtime, view: View, graph: Graph, leases: dict[str, dic
         return _quarantine(rt, view, unknown.node_id, 1, "unknown_commit_state",
                            unknown.execution_id)
     if int(view["recoveries"] or 0) >= policy.max_redrives:
-        return _act(rt, view, "exhausted", lambda tx, v: _exhaust_fanout(tx, rt, v))
+        return _act_step(rt, view, "exhausted", lambda tx, v: _exhaust_fanout(tx, rt, v))
     return _redrive(rt, view, graph, "timed_out" if stuck else "worker_lost", policy)
 
 
@@ -229,6 +231,15 @@ def _act(rt: Runtime, view: View, action: str,
             return None
         fn(tx, locked)
     return {"run_id": view["run_id"], "action": action, "execution_id": view["waiting"]}
+
+
+def _act_step(rt: Runtime, view: View, action: str,
+              fn: Callable[[Tx, View], None]) -> Decision | None:
+    """:func:`_act` for an action that runs a coordinator step (``step_locked``), between
+    ``before_step`` and ``after_step`` around its transaction, as a task's step is (told
+    also when the run moved on and nothing was done, as for a duplicate message)."""
+    return seams.stepped(rt, view["run_id"], _waiting(view),
+                         lambda: _act(rt, view, action, fn))
 
 
 def _fail_deadline(tx: Tx, rt: Runtime, view: View) -> None:
@@ -389,7 +400,7 @@ def _reconcile(rt: Runtime, view: View, outcome: NodeOutcome, source: str
                   {"execution_id": v["waiting"], "committed": True, "source": source})
         step_locked(tx, rt, v, outcome)
 
-    return _act(rt, view, "reconciled", record)
+    return _act_step(rt, view, "reconciled", record)
 
 
 def _quarantine(rt: Runtime, view: View, node_id: str, attempt: int, reason: str,
@@ -450,6 +461,7 @@ def _broker_dead_letter(rt: Runtime, msg: Any) -> Decision | None:
         rt.store.put_outcome(env["run_id"], f"{env['execution_id']}:done",
                              outcome.stored_json())
     else:
-        coordinate(rt, outcome)
+        seams.stepped(rt, outcome.run_id, outcome.execution_id,
+                      lambda: coordinate(rt, outcome))
     return {"run_id": env["run_id"], "action": "dead_lettered",
             "execution_id": env["execution_id"]}

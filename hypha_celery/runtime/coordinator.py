@@ -21,7 +21,7 @@ from hypha_celery.runtime.attempts import record_attempt
 from hypha_celery.runtime.config import EFFECTS_QUEUE, NODES_QUEUE
 from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.lanes import kickoff_id, release
-from hypha_celery.runtime.late import LateItem, log_late
+from hypha_celery.runtime.late import log_late
 from hypha_celery.runtime.lifecycle import TerminalKind
 from hypha_celery.runtime.protocol import (
     FATAL_ERRORS,
@@ -77,7 +77,7 @@ def coordinate(
         if view is None:
             return None
         if not awaits(view, payload.execution_id):
-            _not_awaited(tx, view, payload)
+            _not_awaited(tx, rt, view, payload)
             return None
         _step(tx, rt, view, payload, local)
     return local.take() if local else None
@@ -85,7 +85,8 @@ def coordinate(
 
 def step_locked(tx: Tx, rt: Runtime, view: View, payload: Payload) -> None:
     """A coordinator step for ``payload`` on a run the caller has locked and checked
-    (the recovery supervisor feeds timeouts and reconciled outcomes this way)."""
+    (the recovery supervisor feeds timeouts and reconciled outcomes this way; it calls
+    ``before_step`` / ``after_step`` around the transaction)."""
     _step(tx, rt, view, payload, None)
 
 
@@ -97,15 +98,13 @@ def _step(
     _decide_and_record(tx, rt, view, local)
 
 
-def _not_awaited(tx: Tx, view: View, payload: Payload) -> None:
+def _not_awaited(tx: Tx, rt: Runtime, view: View, payload: Payload) -> None:
     """Duplicate (already recorded) or stale (late) result: record, apply nothing."""
     if isinstance(payload, ReducerOutcome):  # a fan-out: the edges that ran were late
-        late: list[LateItem] = [(e.execution_id, e.node_id) for e in payload.edges]
+        log_late(tx, rt, view, [seams.late_attempt(e) for e in payload.edges])
     elif isinstance(payload, NodeOutcome):
-        late = [(payload.execution_id, payload.node_id)]
-    else:
-        return  # a duplicate kickoff or review resume: nothing ran
-    log_late(tx, view, late)
+        log_late(tx, rt, view, [seams.late_attempt(payload)])
+    # else a duplicate kickoff or review resume: nothing ran
 
 
 def _record_dead_letter(tx: Tx, rt: Runtime, run_id: str, outcome: NodeOutcome) -> int | None:
@@ -123,15 +122,17 @@ def _record_dead_letter(tx: Tx, rt: Runtime, run_id: str, outcome: NodeOutcome) 
     return dlid
 
 
-def _record_node(tx: Tx, rt: Runtime, run_id: str, outcome: NodeOutcome) -> None:
+def _record_node(tx: Tx, rt: Runtime, run_id: str, outcome: NodeOutcome,
+                 attempt: int = 1) -> None:
     """``node.execution.started`` (at its real time), its model and tool calls, a
-    ``node.execution.late_result`` if it ran past its timeout, a dead letter, then the
-    outcome — once per execution (idempotency key)."""
+    ``node.execution.late_result`` if it ran past its timeout (told after the commit), a
+    dead letter, then the outcome — once per execution (idempotency key)."""
     record_attempt(tx, run_id, outcome)
     if outcome.late:
         tx.append(run_id, "node.execution.late_result",
                   {"execution_id": outcome.execution_id, "node_id": outcome.node_id,
                    "reason": "timeout"})
+        seams.late_result(tx, rt, seams.late_attempt(outcome, attempt), "timeout")
     dlid = _record_dead_letter(tx, rt, run_id, outcome)
     kind: EventType = "node.execution.completed" if outcome.ok else "node.execution.failed"
     started = outcome.started
@@ -144,7 +145,7 @@ def _record_outcome(tx: Tx, rt: Runtime, view: View,
                     outcome: NodeOutcome | ReducerOutcome) -> None:
     run_id = view["run_id"]
     if isinstance(outcome, NodeOutcome):
-        _record_node(tx, rt, run_id, outcome)
+        _record_node(tx, rt, run_id, outcome, int(view["attempt"] or 1))
         return
     for edge in outcome.edges:
         _record_node(tx, rt, run_id, edge)

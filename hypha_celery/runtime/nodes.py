@@ -23,7 +23,7 @@ from hypha_celery.events import View
 from hypha_celery.graph import Graph, Node, NodeContext
 from hypha_celery.graph.calls import Calls
 from hypha_celery.graph.jsonsafe import error_data, is_json
-from hypha_celery.runtime import failures
+from hypha_celery.runtime import failures, seams
 from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.late import record_late
 from hypha_celery.runtime.protocol import (
@@ -123,7 +123,7 @@ def settle(rt: Runtime, graph: Graph, outcome: NodeOutcome, attempt: int) -> Nod
     if outcome.settled:
         return outcome
     if outcome.edge_of is not None:
-        return _store_edge(rt, outcome)
+        return _store_edge(rt, outcome, attempt)
     if graph.nodes[outcome.node_id].at_most_once:
         return _store_outcome(rt, outcome, effect_key(outcome.execution_id, attempt))
     return outcome
@@ -182,7 +182,7 @@ def checked_update(value: Any) -> NodeResult:
     return NodeResult(update=update)
 
 
-def _store_edge(rt: Runtime, outcome: NodeOutcome) -> NodeOutcome:
+def _store_edge(rt: Runtime, outcome: NodeOutcome, attempt: int) -> NodeOutcome:
     """Store an edge outcome; if the run stopped awaiting the fan-out meanwhile (it was
     cancelled, and its queued edges revoked, so the reducer may never run), the edge
     records its own late result."""
@@ -193,7 +193,7 @@ def _store_edge(rt: Runtime, outcome: NodeOutcome) -> NodeOutcome:
     first = replace(NodeOutcome.from_json(stored, run_id), settled=True)
     timed_out = (first.error or {}).get("by") == "supervisor" and stored != data
     if not still or timed_out:
-        record_late(rt, run_id, eid, outcome.node_id, timed_out=timed_out)
+        record_late(rt, seams.late_attempt(outcome, attempt), timed_out=timed_out)
     return first
 
 

@@ -3,21 +3,25 @@
 Run start and end are told after the commit that recorded them (after-commit callbacks,
 never inside the transaction), in the process that wrote it: a run admitted by
 ``Hypha.start`` in the client's, a queued run started when its lane's previous run ended in
-the worker's (or the client's, for ``cancel``). The coordinator step and the node attempt
-are wrapped around the task bodies in :mod:`~hypha_celery.runtime.tasks`. Nothing is built
-when no middleware overrides the hook: the hot path pays one dict lookup per hook.
+the worker's (or the client's, for ``cancel``); a late result after the commit that logged
+it. The coordinator step (:func:`around_step`) is wrapped around the task bodies in
+:mod:`~hypha_celery.runtime.tasks` and the supervisor's steps; the node attempt around
+the task bodies. Nothing is built when no middleware overrides the hook: the hot path pays
+one dict lookup per hook.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from hypha_celery.events import View
-from hypha_celery.middleware import Attempt, AttemptEnd, RunEnd, RunStart
+from hypha_celery.middleware import Attempt, AttemptEnd, MiddlewareStack, RunEnd, RunStart, Step
 from hypha_celery.runtime.core import Runtime
 from hypha_celery.runtime.protocol import NodeMessage, NodeOutcome
 from hypha_celery.store import Tx
+
+T = TypeVar("T")
 
 
 def run_started(tx: Tx, rt: Runtime, run_id: str, graph_id: str, *, queued: bool) -> None:
@@ -39,6 +43,45 @@ def run_ended(tx: Tx, rt: Runtime, view: View, kind: str, data: Mapping[str, Any
     if next_run is not None:
         nxt = tx.lock(next_run)
         run_started(tx, rt, next_run, (nxt["graph_id"] if nxt else None) or "", queued=False)
+
+
+def around_step(stack: MiddlewareStack, at: Step, fn: Callable[[], T]) -> T:
+    """``fn`` (a coordinator step, its transaction committed or rolled back when it
+    returns) between ``before_step`` and ``after_step``."""
+    stack.call("before_step", at)
+    try:
+        result = fn()
+    except BaseException as exc:
+        stack.call("after_step", at, exc)
+        raise
+    stack.call("after_step", at, None)
+    return result
+
+
+def wants_step(stack: MiddlewareStack) -> bool:
+    return stack.wants("before_step") or stack.wants("after_step")
+
+
+def stepped(rt: Runtime, run_id: str, execution_id: str, fn: Callable[[], T]) -> T:
+    """:func:`around_step` when a middleware wants it, else just ``fn()``."""
+    stack = rt.middleware
+    if not wants_step(stack):
+        return fn()
+    return around_step(stack, Step(run_id, execution_id), fn)
+
+
+def late_result(tx: Tx, rt: Runtime, late: Attempt, reason: str) -> None:
+    """After the commit of its ``node.execution.late_result``: ``after_late_result``."""
+    stack = rt.middleware
+    if stack.wants("after_late_result"):
+        tx.after_commit(lambda: stack.call("after_late_result", late, reason))
+
+
+def late_attempt(outcome: NodeOutcome, attempt: int = 1) -> Attempt:
+    """The attempt a late outcome is told as: its ``started`` record's, else ``attempt``."""
+    started = outcome.started
+    return Attempt(outcome.run_id, outcome.execution_id, outcome.node_id,
+                   started["attempt"] if started else attempt)
 
 
 def attempt_of(msg: NodeMessage, attempt: int) -> Attempt:

@@ -5,8 +5,8 @@
 Idempotent tasks (coordinator, nodes, edges, reducers) ack late and are
 requeued when their worker process dies; at-most-once nodes ack early.
 
-The middleware hooks of a coordinator step and of a node attempt (its retry, dead letter
-and late result) are called here, around the task bodies (:func:`step`,
+The middleware hooks of a coordinator step and of a node attempt (its retry and dead
+letter) are called here, around the task bodies (:func:`step`,
 :func:`node_attempt`); run start and end from :mod:`~hypha_celery.runtime.seams`.
 """
 
@@ -35,7 +35,7 @@ from hypha_celery.runtime.protocol import (
     ReducerOutcome,
     parse_payload,
 )
-from hypha_celery.runtime.seams import attempt_end, attempt_of
+from hypha_celery.runtime.seams import around_step, attempt_end, attempt_of, wants_step
 
 #: A message as Celery hands it over and takes it back: a JSON object.
 Json = dict[str, object]
@@ -81,17 +81,10 @@ def step(rt: Runtime, payload: Payload, seen: View | None = None,
          local: canvas.LocalSteps | None = None) -> canvas.NodeCall | None:
     """:func:`coordinate` between ``before_step`` and ``after_step``."""
     stack = rt.middleware
-    if not (stack.wants("before_step") or stack.wants("after_step")):
+    if not wants_step(stack):
         return coordinate(rt, payload, seen, local)
-    at = Step(payload.run_id, payload.execution_id)
-    stack.call("before_step", at)
-    try:
-        call = coordinate(rt, payload, seen, local)
-    except BaseException as exc:
-        stack.call("after_step", at, exc)
-        raise
-    stack.call("after_step", at, None)
-    return call
+    return around_step(stack, Step(payload.run_id, payload.execution_id),
+                       lambda: coordinate(rt, payload, seen, local))
 
 
 def node_attempt(rt: Runtime, graph: Graph, msg: NodeMessage, attempt: int = 1
@@ -113,10 +106,9 @@ def node_attempt(rt: Runtime, graph: Graph, msg: NodeMessage, attempt: int = 1
 
 
 def _handed_on(rt: Runtime, msg: NodeMessage, outcome: NodeOutcome, attempt: int) -> None:
-    """``after_late_result`` / ``after_dead_letter`` for a final outcome that is one."""
+    """``after_dead_letter`` for a final outcome that is one (a late one is told by the
+    step that logs it, :mod:`~hypha_celery.runtime.late`)."""
     stack = rt.middleware
-    if outcome.late and stack.wants("after_late_result"):
-        stack.call("after_late_result", attempt_of(msg, attempt), "timeout")
     if outcome.dead_letter is not None and stack.wants("after_dead_letter"):
         stack.call("after_dead_letter", attempt_of(msg, attempt), outcome.dead_letter["reason"])
 

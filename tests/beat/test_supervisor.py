@@ -30,6 +30,7 @@ from hypha_celery import (
 )
 from hypha_celery.beat.supervisor import sweep
 from hypha_celery.embedded import EmbeddedWorker
+from hypha_celery.middleware import Attempt, Middleware, Step
 from hypha_celery.runtime import failures
 from hypha_celery.runtime.coordinator import coordinate
 from hypha_celery.runtime.lanes import kickoff_id
@@ -210,6 +211,55 @@ def test_a_stuck_node_on_a_threads_pool_is_timed_out(idle: Hypha) -> None:
     assert late[0].data["reason"] == "timeout"
     assert "late" not in idle.store.get(run.id)["state"]
     assert_well_formed(run)
+
+
+class Told(Middleware):
+    """Records the step and late-result hooks."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def before_step(self, step: Step) -> None:
+        self.calls.append(("before_step", step))
+
+    def after_step(self, step: Step, error: BaseException | None) -> None:
+        self.calls.append(("after_step", step))
+
+    def after_late_result(self, attempt: Attempt, reason: str) -> None:
+        self.calls.append(("after_late_result", (attempt, reason)))
+
+
+def test_a_timeout_step_and_its_late_result_are_told_once(sqlite_url: str) -> None:
+    told, gate = Told(), threading.Event()
+    hypha = Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
+                           store_url=sqlite_url, embedded=False, lease_interval=0.1),
+                  middleware=[told])
+
+    def stuck(state: dict[str, Any], inp: Any) -> dict[str, Any]:
+        gate.wait(WAIT)
+        return {"late": True}
+
+    hypha.register(Graph("s6m", {"a": Node(stuck, timeout=0.2)}, once()))
+    run = hypha.start("s6m")
+    w = worker(hypha)
+    try:
+        wait_until(lambda: sweep(hypha._rt, policy=FAST), what="a timeout decision")
+        with pytest.raises(RunFailed):
+            run.wait(WAIT)
+        steps = [(h, d) for h, d in told.calls if h.endswith("_step")]
+        assert steps[-2:] == [("before_step", Step(run.id, f"{run.id}.1")),
+                              ("after_step", Step(run.id, f"{run.id}.1"))]
+        gate.set()
+        wait_until(lambda: of_kind(run, "node.execution.late_result"), what="the late result")
+        wait_until(lambda: any(h == "after_late_result" for h, _ in told.calls),
+                   what="after_late_result")
+        time.sleep(0.3)  # nothing else is told
+    finally:
+        gate.set()
+        w.stop()
+        hypha.close()
+    late = [d for h, d in told.calls if h == "after_late_result"]
+    assert late == [(Attempt(run.id, f"{run.id}.1", "a", 1), "timeout")]
 
 
 def test_the_deadline_holds_when_a_node_is_stuck_forever(idle: Hypha) -> None:

@@ -16,9 +16,11 @@ from hypha_celery import (
     Next,
     Node,
     RetryPolicy,
+    RunCancelled,
     RunFailed,
     Settings,
 )
+from hypha_celery.agents.telemetry import Telemetry
 from hypha_celery.middleware import (
     Attempt,
     AttemptEnd,
@@ -28,6 +30,8 @@ from hypha_celery.middleware import (
     Step,
 )
 from hypha_celery.runtime.leases import LeaseMiddleware
+from hypha_celery.runtime.protocol import NodeOutcome
+from hypha_celery.runtime.tasks import step
 from tests.runtime.support import WAIT, wait_until
 
 FAST = RetryPolicy(max_attempts=2, backoff=0.01, max_backoff=0.02)
@@ -66,6 +70,9 @@ class Recorder(Middleware):
 
     def after_dead_letter(self, attempt: Attempt, reason: str) -> None:
         self._add("after_dead_letter", (attempt, reason))
+
+    def after_late_result(self, attempt: Attempt, reason: str) -> None:
+        self._add("after_late_result", (attempt, reason))
 
 
 class Raising(Middleware):
@@ -203,9 +210,11 @@ def test_the_lease_middleware_comes_first_unless_leases_are_off(sqlite_url: str)
     with_leases = embedded(sqlite_url, [mine])
     without = embedded(sqlite_url, [mine], lease_interval=0.0)
     try:
-        first, second = with_leases._rt.middleware.middleware
-        assert isinstance(first, LeaseMiddleware) and second is mine
-        assert without._rt.middleware.middleware == (mine,)
+        first, telemetry, last = with_leases._rt.middleware.middleware
+        assert isinstance(first, LeaseMiddleware) and last is mine
+        assert isinstance(telemetry, Telemetry)
+        (telemetry, last) = without._rt.middleware.middleware
+        assert isinstance(telemetry, Telemetry) and last is mine
         assert with_leases.agents._rt.middleware is with_leases._rt.middleware
     finally:
         with_leases.close()
@@ -234,3 +243,38 @@ def test_a_queued_run_is_told_when_admitted_and_again_when_it_starts(
     starts = [d for n, h, d in calls if n == "outer" and h == "after_run_start"]
     assert starts == [RunStart(first.id, "mw5", False), RunStart(second.id, "mw5", True),
                       RunStart(second.id, "mw5", False)]
+
+
+def test_a_node_cancelled_while_running_is_told_late_once(
+        hypha_with: Hypha, calls: list[tuple[str, str, Any]]) -> None:
+    started, gate = threading.Event(), threading.Event()
+
+    def held(state: dict[str, Any], inp: Any) -> dict[str, Any]:
+        started.set()
+        gate.wait(WAIT)
+        return {"n": 1}
+
+    def once(ctx: Context) -> Next | Finish:
+        return Next("a", None) if ctx.step == 0 else Finish(ctx.state)
+
+    hypha_with.register(Graph("mw6", {"a": Node(held)}, once))
+    run = hypha_with.start("mw6")
+    assert started.wait(WAIT)
+    assert run.cancel() is True
+    with pytest.raises(RunCancelled):
+        run.wait(WAIT)
+    gate.set()
+
+    def told() -> list[Any]:
+        return [d for n, h, d in calls if n == "outer" and h == "after_late_result"]
+
+    wait_until(lambda: told(), what="after_late_result")
+    ((attempt, reason),) = told()
+    assert (attempt.run_id, attempt.execution_id, attempt.node, attempt.attempt, reason) == (
+        run.id, f"{run.id}.1", "a", 1, "cancelled")
+    assert [d for n, h, d in calls if n == "inner" and h == "after_late_result"] == told()
+    # a duplicate delivery finds it logged: nothing is logged or told again
+    step(hypha_with._rt, NodeOutcome(run.id, f"{run.id}.1", "a", update={"n": 1}))
+    assert len(told()) == 1
+    late = [e for e in run.events() if e.kind == "node.execution.late_result"]
+    assert [e.data["reason"] for e in late] == ["cancelled"]
