@@ -155,8 +155,7 @@ class Agents:
                 self._wake(atx)
         self._ensure_worker()
         end = None if timeout is None else time.monotonic() + timeout
-        while (found := rows.read(self._rt.store, name)) is not None and \
-                found.incarnation == incarnation:
+        while table.control(self._rt.store, name, incarnation)[0]:  # alive: a cheap read
             if end is not None and time.monotonic() > end:
                 raise AgentError("timeout", "the drain goes on; the agent has not exited yet")
             time.sleep(0.02)

@@ -103,12 +103,18 @@ class AgentTx:
             self.tx, notifications_lane(self.incarnation), new_token(), lanes.json_size(event),
             event, bound=self.doc.limits.notifications, queue="notifications"))
 
+    def pop_event(self) -> tuple[bool, Any]:
+        """Take the oldest deferred notification: ``(True, event)``, or ``(False, None)``
+        when there is none."""
+        item = lanes.pop(self.tx, notifications_lane(self.incarnation))
+        return (False, None) if item is None else (True, item.payload)
+
     def clear_notifications(self) -> None:
         lanes.clear(self.tx, notifications_lane(self.incarnation))
 
     def pending(self) -> tuple[int, int]:
         """(queued prompts, queued notifications)."""
-        return (lanes.lock(self.tx, prompts_lane(self.incarnation)).pending_count,
+        return (self.queued_count(),
                 lanes.lock(self.tx, notifications_lane(self.incarnation)).pending_count)
 
     def drop_lanes(self) -> None:

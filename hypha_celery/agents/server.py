@@ -42,7 +42,7 @@ from hypha_celery.agents.behaviour import Agent, Decision, Halt, NoReply, Prompt
 from hypha_celery.agents.channels import Streamed
 from hypha_celery.agents.doc import AgentDoc, CurrentTurn, Failed, Origin, Request, Stage
 from hypha_celery.agents.machine import Step
-from hypha_celery.agents.rows import AgentTx, notifications_lane
+from hypha_celery.agents.rows import AgentTx
 from hypha_celery.agents.runtime import AgentRuntime, new_token
 from hypha_celery.agents.stream import Attempt, run_attempt
 from hypha_celery.backends import Backend, Event, Response, TurnError
@@ -216,9 +216,9 @@ class Owner:
             return Step.DECIDE, cur
         if step is not None:
             return step, cur
-        item = lanes.pop(atx.tx, notifications_lane(self.incarnation))
-        if item is not None:
-            return Step.EVENT, item.payload
+        found, event = atx.pop_event()
+        if found:
+            return Step.EVENT, event
         step = machine.after_events(doc)
         if step is Step.POST_RUN:
             self._halt(atx)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from hypha_celery.events.view import ErrorJson
 from hypha_celery.graph.retry import classify
@@ -31,4 +31,4 @@ def error_json(exc: BaseException) -> dict[str, str]:
 
 def error_data(exc: BaseException) -> ErrorJson:
     """:func:`error_json` typed as the error of an outcome."""
-    return {"type": type(exc).__name__, "message": str(exc)[:2000], "class": classify(exc)}
+    return cast(ErrorJson, error_json(exc))

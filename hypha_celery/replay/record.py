@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from hypha_celery.errors import NotRecordable
-from hypha_celery.events.envelope import KINDS, Event, as_kind, event_id
+from hypha_celery.events.envelope import KINDS, Event, EventType, event_id
 from hypha_celery.store import EventStore
 
 #: Type prefixes only the runtime writes.
@@ -37,7 +37,7 @@ def record(store: EventStore, run_id: str, type_: str, payload: Mapping[str, Any
     :meth:`EventStore.append`) and return it. Raises :class:`NotRecordable` for a type the runtime
     owns and :class:`RunNotFound` for an unknown run."""
     check_recordable(type_)
-    kind = as_kind(type_)
+    kind = cast(EventType, type_)  # check_recordable: a type of the taxonomy
     data = dict(payload)
     ts = time.time()
     seq = store.append(run_id, kind, data, ts=ts)

@@ -29,6 +29,7 @@ from hypha_celery.runtime.config import (
     COORDINATOR_QUEUE,
     COORDINATOR_TASK,
 )
+from hypha_celery.runtime.protocol import NodeMessage
 
 log = logging.getLogger(__name__)
 
@@ -37,23 +38,30 @@ _consumes: weakref.WeakKeyDictionary[Celery, frozenset[str]] = weakref.WeakKeyDi
 
 @dataclass(frozen=True, slots=True)
 class NodeCall:
-    """One node (or edge) task to publish."""
+    """One node (or edge) task to publish: ``msg`` is its argument, serialized only
+    when published (a local step runs it as it is)."""
 
     task: str
-    env: dict[str, object]
+    msg: NodeMessage
     queue: str
     timeout: float
     local_budget: float = 0.0
     #: False for at-most-once nodes: they always run as their own early-ack task.
     local_ok: bool = True
 
+    @property
+    def env(self) -> dict[str, object]:
+        """The task argument, as JSON."""
+        return self.msg.to_json()
+
     def signature(self, app: Celery, *, keep_result: bool) -> Signature:
+        eid = self.msg.execution_id
         return app.signature(
             self.task,
             args=(self.env,),
             queue=self.queue,
-            task_id=self.env["execution_id"],
-            argsrepr=f"(<{self.env['execution_id']}>,)",  # never node input in logs/Flower
+            task_id=eid,
+            argsrepr=f"(<{eid}>,)",  # never node input in logs/Flower
             soft_time_limit=self.timeout + self.local_budget,
             time_limit=hard_limit(self.timeout + self.local_budget),
             ignore_result=not keep_result,

@@ -288,7 +288,7 @@ def node_call(rt: Runtime, graph: Graph, msg: NodeMessage) -> canvas.NodeCall:
     """The task message for one node execution (its queue, limits, locality)."""
     node = graph.nodes[msg.node_id]
     queue = node.queue or (EFFECTS_QUEUE if node.at_most_once else NODES_QUEUE)
-    return canvas.NodeCall(task=f"{graph.id}.{msg.node_id}", env=msg.to_json(), queue=queue,
+    return canvas.NodeCall(task=f"{graph.id}.{msg.node_id}", msg=msg, queue=queue,
                            timeout=graph.timeout_for(msg.node_id), local_budget=rt.local_budget,
                            local_ok=not node.at_most_once)
 

@@ -42,6 +42,12 @@ class _Flight:
 _HOST = socket.gethostname()
 
 
+def worker_name() -> str:
+    """``host:pid`` of this process: read per call, because a prefork child imports the
+    runtime in its parent, before the fork."""
+    return f"{_HOST}:{os.getpid()}"
+
+
 class LeaseMiddleware(Middleware):
     """Tracks the node executions in flight in this process (``host:pid``: its thread
     and worker name are made on first use in each process, a prefork child included)."""
@@ -75,7 +81,7 @@ class LeaseMiddleware(Middleware):
         with self._lock:
             if self._pid != os.getpid() or self._thread is None:  # first use, or after fork
                 self._flights.clear()
-                self._worker = f"{_HOST}:{os.getpid()}"
+                self._worker = worker_name()
                 self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._loop, name="hypha-leases",
                                                 daemon=True)

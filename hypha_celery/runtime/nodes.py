@@ -10,8 +10,6 @@ function, its return value checked): the runtime and a re-execution
 from __future__ import annotations
 
 import copy
-import os
-import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -26,6 +24,7 @@ from hypha_celery.graph.jsonsafe import error_data, is_json
 from hypha_celery.runtime import failures, seams
 from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.late import record_late
+from hypha_celery.runtime.leases import worker_name
 from hypha_celery.runtime.protocol import (
     CallJson,
     EdgeRef,
@@ -41,15 +40,8 @@ from hypha_celery.runtime.protocol import (
 __all__ = ["approved_review", "call_node", "checked_update", "edge_ref", "effect_key",
            "reduce", "run_node", "run_reducer", "settle"]
 
-_HOST = socket.gethostname()
 #: How long a ``ctx.cancelled()`` answer is reused before the store is asked again (s).
 CANCEL_CHECK_INTERVAL = 0.2
-
-
-def _worker() -> str:
-    """``host:pid`` of the process running the node: read per call, because a
-    prefork child imports this module in its parent, before the fork."""
-    return f"{_HOST}:{os.getpid()}"
 
 
 def _cancel_flag(rt: Runtime, run_id: str, awaited: str) -> Callable[[], bool]:
@@ -90,7 +82,7 @@ def run_node(
         view = rt.store.load(run_id)
     if view is None or not awaits(view, msg.awaited):
         return None, None
-    node, worker = graph.nodes[msg.node_id], _worker()
+    node, worker = graph.nodes[msg.node_id], worker_name()
     if node.at_most_once:
         if not failures.begin_effect(rt, msg, attempt, worker):
             return None, None  # started before: never silently re-executed

@@ -20,7 +20,7 @@ from celery.signals import celeryd_after_setup
 
 from hypha_celery.events import View
 from hypha_celery.graph import Graph
-from hypha_celery.middleware import AttemptEnd, Step
+from hypha_celery.middleware import AttemptEnd
 from hypha_celery.runtime import canvas, failures
 from hypha_celery.runtime.config import COORDINATOR_TASK
 from hypha_celery.runtime.coordinator import coordinate, node_call
@@ -35,7 +35,7 @@ from hypha_celery.runtime.protocol import (
     ReducerOutcome,
     parse_payload,
 )
-from hypha_celery.runtime.seams import around_step, attempt_end, attempt_of, wants_step
+from hypha_celery.runtime.seams import attempt_end, attempt_of, stepped
 
 #: A message as Celery hands it over and takes it back: a JSON object.
 Json = dict[str, object]
@@ -80,11 +80,8 @@ def _continue(rt: Runtime, task: Task, outcome: ReducerOutcome) -> Json | None:
 def step(rt: Runtime, payload: Payload, seen: View | None = None,
          local: canvas.LocalSteps | None = None) -> canvas.NodeCall | None:
     """:func:`coordinate` between ``before_step`` and ``after_step``."""
-    stack = rt.middleware
-    if not wants_step(stack):
-        return coordinate(rt, payload, seen, local)
-    return around_step(stack, Step(payload.run_id, payload.execution_id),
-                       lambda: coordinate(rt, payload, seen, local))
+    return stepped(rt, payload.run_id, payload.execution_id,
+                   lambda: coordinate(rt, payload, seen, local))
 
 
 def node_attempt(rt: Runtime, graph: Graph, msg: NodeMessage, attempt: int = 1
@@ -211,7 +208,7 @@ def _local_steps(rt: Runtime, graph: Graph | None, task: Task, outcome: Payload,
         if rt.local_budget > 0 else None
     while (call := step(rt, outcome, seen, local)) is not None:
         graph = graph or rt.graphs[call.task.rsplit(".", 1)[0]]
-        msg = NodeMessage.from_json(call.env)
+        msg = call.msg
         result, seen = node_attempt(rt, graph, msg)
         if result is None:
             return

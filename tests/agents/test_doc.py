@@ -16,69 +16,42 @@ from hypha_celery.backends import Event, MockBackend
 from hypha_celery.store import agents as table
 from tests.runtime.support import wait_until
 
-STARTED = (
+# Every doc below starts with the same identity and limits, and writes its flags the same.
+_HEAD = (
     '{"name":"a","incarnation":"e29d12afece74e7faf5eba831e27bdd4","kind":"__main__:Cap","'
     'backend":"hypha_celery.backends.mock:MockBackend","limits":{"watchdog_ms":600000,"ma'
     'x_tell_results":100,"max_tell_result_bytes":8388608,"max_events_per_turn":1000,"max_'
     'event_bytes_per_turn":1048576,"event_retention":"compact","max_pending_prompts":1000'
     ',"max_pending_prompt_bytes":1048576,"max_pending_notifications":1000,"max_pending_no'
-    'tification_bytes":1048576},"state":{"n":0},"halted":false,"halt_pending":false,"halt'
-    'ing":false,"draining":false,"pre_run":false,"pump":null,"current":null,"self_chain":'
-    'null}')
-AFTER_TURN = (
-    '{"name":"a","incarnation":"e29d12afece74e7faf5eba831e27bdd4","kind":"__main__:Cap","'
-    'backend":"hypha_celery.backends.mock:MockBackend","limits":{"watchdog_ms":600000,"ma'
-    'x_tell_results":100,"max_tell_result_bytes":8388608,"max_events_per_turn":1000,"max_'
-    'event_bytes_per_turn":1048576,"event_retention":"compact","max_pending_prompts":1000'
-    ',"max_pending_prompt_bytes":1048576,"max_pending_notifications":1000,"max_pending_no'
-    'tification_bytes":1048576},"state":{"n":1},"halted":false,"halt_pending":false,"halt'
-    'ing":false,"draining":false,"pre_run":false,"pump":null,"current":null,"self_chain":'
-    'null,"owner":null}')
-STREAMING = (
-    '{"name":"a","incarnation":"e29d12afece74e7faf5eba831e27bdd4","kind":"__main__:Cap","'
-    'backend":"hypha_celery.backends.mock:MockBackend","limits":{"watchdog_ms":600000,"ma'
-    'x_tell_results":100,"max_tell_result_bytes":8388608,"max_events_per_turn":1000,"max_'
-    'event_bytes_per_turn":1048576,"event_retention":"compact","max_pending_prompts":1000'
-    ',"max_pending_prompt_bytes":1048576,"max_pending_notifications":1000,"max_pending_no'
-    'tification_bytes":1048576},"state":{"n":1},"halted":false,"halt_pending":false,"halt'
-    'ing":false,"draining":false,"pre_run":false,"pump":"082db098827043e884f7f8320b97050f'
-    '","current":{"ref":"4c2655000b88489d9a54c06cb04919e5","origin":"tell","prompt":"two"'
-    ',"attempt":1,"bytes":5,"completion":{"channel":"5a4bf8743f5b4dd7830606d19963ed0e"},"'
-    'stream_to":{"channel":"5a4bf8743f5b4dd7830606d19963ed0e"},"on_halt":"fail","stage":"'
-    'streaming","sent":"two","started_at":1796335550.264162},"self_chain":null,"owner":"1'
-    '4e68fa80c5143f6b6fde01b4d2e5c5d"}')
-DECIDING_OK = (
-    '{"name":"a","incarnation":"e29d12afece74e7faf5eba831e27bdd4","kind":"__main__:Cap","'
-    'backend":"hypha_celery.backends.mock:MockBackend","limits":{"watchdog_ms":600000,"ma'
-    'x_tell_results":100,"max_tell_result_bytes":8388608,"max_events_per_turn":1000,"max_'
-    'event_bytes_per_turn":1048576,"event_retention":"compact","max_pending_prompts":1000'
-    ',"max_pending_prompt_bytes":1048576,"max_pending_notifications":1000,"max_pending_no'
-    'tification_bytes":1048576},"state":{"n":4},"halted":false,"halt_pending":false,"halt'
-    'ing":false,"draining":false,"pre_run":false,"pump":"af161b517f384b7e95a6e23b069562f9'
-    '","current":{"ref":"10553dea8b01463d8bbf626267d7e13e","origin":"tell","prompt":"bloc'
-    'k","attempt":1,"bytes":7,"completion":null,"stream_to":null,"on_halt":"queue","stage'
-    '":"deciding","sent":"block","started_at":1796335550.3672194,"sealed":{"ok":{"prompt"'
-    ':"block","text":"block","final_message":"block","events":[{"kind":"result","data":{"'
-    'text":"block"},"timestamp_ms":3796158.41999}],"terminal":{"kind":"result","data":{"t'
-    'ext":"block"},"timestamp_ms":3796158.41999},"event_coverage":{"mode":"exact","observ'
-    'ed_events":1,"retained_events":1,"omitted_events":0,"retained_bytes":16,"first_omiss'
-    'ion":null},"usage":null,"duration_ms":0.08595099998638034,"metadata":{},"session_id"'
-    ':null,"model":null}},"stream_state":{"n":4},"keeps":true},"self_chain":null,"owner":'
-    '"935cf6c551e14515a71b6b3ba2c2d81c"}')
-DECIDING_ERROR = (
-    '{"name":"a","incarnation":"e29d12afece74e7faf5eba831e27bdd4","kind":"__main__:Cap","'
-    'backend":"hypha_celery.backends.mock:MockBackend","limits":{"watchdog_ms":600000,"ma'
-    'x_tell_results":100,"max_tell_result_bytes":8388608,"max_events_per_turn":1000,"max_'
-    'event_bytes_per_turn":1048576,"event_retention":"compact","max_pending_prompts":1000'
-    ',"max_pending_prompt_bytes":1048576,"max_pending_notifications":1000,"max_pending_no'
-    'tification_bytes":1048576},"state":{"n":5},"halted":false,"halt_pending":false,"halt'
-    'ing":false,"draining":false,"pre_run":false,"pump":"e21a70a0663f419385666aa383a53e71'
-    '","current":{"ref":"147c204593f346c382e26a424cc29e75","origin":"tell","prompt":"err"'
-    ',"attempt":1,"bytes":5,"completion":null,"stream_to":null,"on_halt":"queue","stage":'
-    '"deciding","sent":"err","started_at":1796335550.3905938,"sealed":{"error":"boom","in'
-    'fo":{"backend_error":{"provider":"mock","kind":"boom","retryable":false,"status":nul'
-    'l,"retry_after":null}},"terminal":null},"stream_state":{"n":5},"keeps":true},"self_c'
-    'hain":null,"owner":"8a21f4dd655941a38b027678e0d3ea6a"}')
+    'tification_bytes":1048576},"state":')
+_FLAGS = (',"halted":false,"halt_pending":false,"halting":false,"draining":false,"pre_run":fa'
+          'lse,"pump":')
+STARTED = _HEAD + '{"n":0}' + _FLAGS + 'null,"current":null,"self_chain":null}'
+AFTER_TURN = _HEAD + '{"n":1}' + _FLAGS + 'null,"current":null,"self_chain":null,"owner":null}'
+STREAMING = _HEAD + '{"n":1}' + _FLAGS + (
+    '"082db098827043e884f7f8320b97050f","current":{"ref":"4c2655000b88489d9a54c06cb04919e5'
+    '","origin":"tell","prompt":"two","attempt":1,"bytes":5,"completion":{"channel":"5a4bf'
+    '8743f5b4dd7830606d19963ed0e"},"stream_to":{"channel":"5a4bf8743f5b4dd7830606d19963ed0'
+    'e"},"on_halt":"fail","stage":"streaming","sent":"two","started_at":1796335550.264162}'
+    ',"self_chain":null,"owner":"14e68fa80c5143f6b6fde01b4d2e5c5d"}')
+DECIDING_OK = _HEAD + '{"n":4}' + _FLAGS + (
+    '"af161b517f384b7e95a6e23b069562f9","current":{"ref":"10553dea8b01463d8bbf626267d7e13e'
+    '","origin":"tell","prompt":"block","attempt":1,"bytes":7,"completion":null,"stream_to'
+    '":null,"on_halt":"queue","stage":"deciding","sent":"block","started_at":1796335550.36'
+    '72194,"sealed":{"ok":{"prompt":"block","text":"block","final_message":"block","events'
+    '":[{"kind":"result","data":{"text":"block"},"timestamp_ms":3796158.41999}],"terminal"'
+    ':{"kind":"result","data":{"text":"block"},"timestamp_ms":3796158.41999},"event_covera'
+    'ge":{"mode":"exact","observed_events":1,"retained_events":1,"omitted_events":0,"retai'
+    'ned_bytes":16,"first_omission":null},"usage":null,"duration_ms":0.08595099998638034,"'
+    'metadata":{},"session_id":null,"model":null}},"stream_state":{"n":4},"keeps":true},"s'
+    'elf_chain":null,"owner":"935cf6c551e14515a71b6b3ba2c2d81c"}')
+DECIDING_ERROR = _HEAD + '{"n":5}' + _FLAGS + (
+    '"e21a70a0663f419385666aa383a53e71","current":{"ref":"147c204593f346c382e26a424cc29e75'
+    '","origin":"tell","prompt":"err","attempt":1,"bytes":5,"completion":null,"stream_to":'
+    'null,"on_halt":"queue","stage":"deciding","sent":"err","started_at":1796335550.390593'
+    '8,"sealed":{"error":"boom","info":{"backend_error":{"provider":"mock","kind":"boom","r'
+    'etryable":false,"status":null,"retry_after":null}},"terminal":null},"stream_state":{"'
+    'n":5},"keeps":true},"self_chain":null,"owner":"8a21f4dd655941a38b027678e0d3ea6a"}')
 LANE = [
     (
         '{"ref":"66a9c893df5c4b8eb4bacb6ef9478202","origin":"tell","prompt":"three","attempt"'
