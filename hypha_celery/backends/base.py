@@ -10,7 +10,8 @@ socket). Errors are :class:`BackendError` raised from ``start_session`` / ``prom
 The stream returned by ``prompt`` is an iterator of :class:`Event` in order, ending with
 exactly one terminal event (``result`` or ``error``); the runtime stops consuming there.
 It may be lazy and may block; it is consumed in a worker thread or process. Stopping the
-consumer does not cancel the provider's request: the backend owns external cancellation.
+consumer does not cancel the provider's request: the runtime calls :meth:`Backend.cancel`
+for that.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ class Backend(ABC):
     @abstractmethod
     def terminate_session(self, session: Session) -> None:
         """Cleanup; idempotent. Not called when a worker is killed abruptly."""
+
+    def cancel(self) -> None:
+        """Abort what ``prompt`` on this instance started: close the HTTP stream, kill the
+        CLI's whole process group. Called from another thread (the watchdog, an interrupt,
+        a cancel), possibly more than once and after the turn ended; must not raise. After
+        it returns no provider work of this instance goes on. The default does nothing
+        (a backend whose stream holds no external resource)."""
 
     def update_session(self, session: Session, result_data: dict[str, Any]) -> Session:
         """Once per successful turn with the ``result`` event's data (e.g. a session id)."""
