@@ -22,6 +22,9 @@ The tree, split by phase::
     │   │                                states, unknown targets, duplicate (from, to, guard),
     │   │                                retry on a terminal state); ``.problems``
     │   ├── ToolSpecError                a ``ToolSpec`` / tool policy that does not validate
+    │   ├── InvalidModelRef (ValueError) a model reference that is not ``provider:model`` with
+    │   │                                a known provider (``openai``, ``openai-chat``,
+    │   │                                ``anthropic``) and a non-empty model
     │   └── PackError                    a DomainPack that does not load: ``.problems`` is
     │                                    every (path, message) found
     ├── SetupError (RuntimeError)        configuration: URLs, missing extras, store schema
@@ -406,6 +409,11 @@ class WorkflowSpecError(SpecError, _Problems):
 
 class ToolSpecError(SpecError):
     """A ``ToolSpec`` or tool policy that does not validate (bad schema, level, rule)."""
+
+
+class InvalidModelRef(SpecError, ValueError):
+    """A model reference that is not ``provider:model`` with a known provider and a model
+    name; raised where the reference is written (node definition, agent start)."""
 
 
 class PackError(SpecError, _Problems):

@@ -1,0 +1,355 @@
+"""``HostedBackend``: an agent backend on a model behind an HTTP API (the base of
+:class:`~hypha_celery.backends.openai.OpenAIBackend` and
+:class:`~hypha_celery.backends.anthropic.AnthropicBackend`).
+
+Start options (``init_agent``'s backend options; anything else is refused):
+
+==========================  =========================================================
+``model`` (required)        the provider's model name, or a ``provider:model`` reference
+                            of this backend's vendor (``openai-chat:...`` selects Chat
+                            Completions)
+``base_url``                another endpoint (an OpenAI-compatible server, a proxy)
+``key_env``                 the environment variable holding the key (default
+                            ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``, or a callback:
+                            :mod:`hypha_celery.backends.llm.keys`)
+``system``                  the system prompt
+``tools``                   function tools: ``ToolSpec`` s or their JSON
+``max_output_tokens``       per turn
+``temperature``, ``top_p``  sampling
+``timeout``                 seconds without a byte before a turn fails (default 600)
+``max_messages``            history bound, default 200 messages
+``max_bytes``               history bound, default 1 MiB of message JSON
+==========================  =========================================================
+
+A missing key, an unknown option, a bad model or a tool schema the APIs refuse fail the
+start with a :class:`BackendError` (the agent does not start). The key is resolved again
+for each turn and is never stored.
+
+The conversation is the session: ``{"opts": {...}, "messages": [...]}`` in the neutral
+format of :mod:`hypha_celery.backends.llm.types`, stored by the runtime between turns, so
+any worker serves the next turn. ``prompt`` appends the user message and sends the whole
+history; ``update_session`` appends the answer. A failed turn leaves no trace: messages
+after the last answer are dropped when the next prompt is sent.
+
+**History bound.** Before each dispatch the history must fit ``max_messages`` and
+``max_bytes``. Past it, a subclass's ``compact(messages) -> messages`` hook (a class
+attribute; none by default) may shorten it; if there is none, or it does not get under
+the bound, ``prompt`` raises ``BackendError(kind="history_overflow")`` and nothing is sent.
+
+**Tool calls.** A turn whose answer calls tools ends with ``result.tool_calls``. The
+next prompt answers them: ``prompt(session, HostedBackend.tool_results({call_id:
+output}))``. A plain-text prompt instead answers every pending call with
+``"(no result)"`` and then says the text.
+
+**Events** of a turn: ``text`` deltas, ``tool_use``, ``reasoning`` (a character count),
+``usage``, then ``result`` ``{"text", "usage", "model", "stop_reason", "tool_calls"}`` or
+``error`` ``{"reason": kind, "backend_error": {...}}`` (see
+:mod:`hypha_celery.backends.llm.errors` for the kinds). :meth:`cancel` closes the HTTP
+stream from any thread; a request still waiting for its response headers is abandoned
+when they arrive.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+from hypha_celery.backends.base import Backend, Checkpoint, Session
+from hypha_celery.backends.error import BackendError
+from hypha_celery.backends.event import Event
+from hypha_celery.backends.llm import errors
+from hypha_celery.backends.llm.keys import check_env_name, resolve_key
+from hypha_celery.backends.llm.ref import PROVIDERS, ModelRef, Provider, provider
+from hypha_celery.backends.llm.stream import LLMStream
+from hypha_celery.backends.llm.types import LLMRequest, Message, ToolDecl
+from hypha_celery.backends.llm.wire import ToolNames
+from hypha_celery.errors import ExtraNotInstalled, InvalidModelRef
+
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_MESSAGES", "DEFAULT_TIMEOUT", "HostedBackend"]
+
+DEFAULT_MAX_MESSAGES = 200
+DEFAULT_MAX_BYTES = 1_048_576
+DEFAULT_TIMEOUT = 600.0
+NO_RESULT = "(no result)"
+_TOOL_RESULTS = "hypha_tool_results"
+_COMMON = frozenset({"model", "base_url", "key_env", "system", "tools", "max_output_tokens",
+                     "temperature", "top_p", "timeout", "max_messages", "max_bytes"})
+#: start options that are request options of the provider module
+_REQUEST_OPTIONS = ("api", "max_output_tokens", "temperature", "top_p", "reasoning_effort",
+                    "thinking_budget")
+Compact = Callable[[list[Message]], list[Message]]
+
+
+class HostedBackend(Backend):
+    """See the module docstring. Subclasses set ``provider`` (the vendor) and
+    ``extra_options``."""
+
+    provider: ClassVar[str] = "hosted"
+    #: Start options this vendor adds to the common ones.
+    extra_options: ClassVar[frozenset[str]] = frozenset()
+    #: ``compact(messages) -> messages``, applied when the history passes its bound.
+    compact: ClassVar[Compact | None] = None
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._turn: _Turn | None = None
+
+    # -- the Backend contract ------------------------------------------------------------
+    def start_session(self, opts: dict[str, Any]) -> Session:
+        clean = self.check_options(opts)
+        self._module()
+        resolve_key(self.provider, clean.get("key_env"))
+        return {"opts": clean, "messages": []}
+
+    def prompt(self, session: Session, prompt: str,
+               checkpoint: Checkpoint | None = None) -> tuple[Iterator[Event], Session]:
+        opts, history = self._read(session)
+        if not isinstance(prompt, str):
+            raise self._error("invalid_request", "a prompt is text")
+        messages = self._bounded(_next_messages(history, prompt), opts)
+        key = resolve_key(self.provider, opts.get("key_env"))
+        request = LLMRequest(opts["model"], tuple(_system(opts) + messages),
+                             tuple(ToolDecl(**t) for t in opts.get("tools", ())),
+                             {k: opts[k] for k in _REQUEST_OPTIONS if k in opts})
+        turn = _Turn(self._module(), request, key, opts.get("base_url"),
+                     float(opts.get("timeout", DEFAULT_TIMEOUT)))
+        with self._lock:
+            self._turn = turn
+        return turn.events(), {"opts": opts, "messages": messages}
+
+    def update_session(self, session: Session, result_data: dict[str, Any]) -> Session:
+        opts, history = self._read(session)
+        answer: Message = {"role": "assistant", "content": result_data.get("text") or ""}
+        calls = result_data.get("tool_calls")
+        if calls:
+            answer["tool_calls"] = calls
+        return {"opts": opts, "messages": [*history, answer]}
+
+    def reset_session(self, session: Session) -> Session:
+        opts, _ = self._read(session)
+        return {"opts": opts, "messages": []}
+
+    def terminate_session(self, session: Session) -> None:
+        """Nothing to release: the provider keeps no session."""
+
+    def cancel(self) -> None:
+        with self._lock:
+            turn = self._turn
+        if turn is not None:
+            turn.cancel()
+
+    @staticmethod
+    def tool_results(results: dict[str, Any]) -> str:
+        """The prompt answering pending tool calls: ``{call_id: output}`` (an output that
+        is not text is sent as JSON)."""
+        return json.dumps({_TOOL_RESULTS: {str(k): v if isinstance(v, str) else json.dumps(v)
+                                           for k, v in results.items()}})
+
+    # -- options -------------------------------------------------------------------------
+    def check_options(self, opts: dict[str, Any]) -> dict[str, Any]:
+        """The start options, validated and as stored in the session (JSON, no key)."""
+        if not isinstance(opts, dict):
+            raise self._error("invalid_option", "backend options are a dict")
+        unknown = sorted(set(opts) - _COMMON - self.extra_options)
+        if unknown:
+            raise self._error("invalid_option", f"unknown backend option {unknown[0]!r}")
+        clean: dict[str, Any] = {k: v for k, v in opts.items() if v is not None}
+        clean.update(self._model(opts.get("model")))
+        try:
+            _check_values(clean)
+            check_env_name(clean.get("key_env"))
+        except (TypeError, ValueError) as exc:
+            raise self._error("invalid_option", str(exc)) from None
+        clean["tools"] = self._tools(opts.get("tools") or [])
+        if not clean["tools"]:
+            del clean["tools"]
+        return clean
+
+    def _model(self, model: Any) -> dict[str, Any]:
+        if not isinstance(model, str) or not model.strip():
+            raise self._error("invalid_model", "the model option names a model")
+        prefix, sep, _ = model.partition(":")
+        if not sep or prefix not in PROVIDERS:
+            return {"model": model}
+        try:
+            ref = ModelRef.parse(model)
+        except InvalidModelRef as exc:
+            raise self._error("invalid_model", str(exc)) from None
+        if ref.vendor != self.provider:
+            raise self._error("invalid_model", f"{ref.provider!r} models need another "
+                              f"backend than {type(self).__name__}")
+        return {"model": ref.model, **ref.options}
+
+    def _tools(self, tools: Any) -> list[dict[str, Any]]:
+        if not isinstance(tools, list | tuple):
+            raise self._error("invalid_tool", "tools is a list of ToolSpec (or their JSON)")
+        try:
+            decls = [_decl(t) for t in tools]
+            ToolNames(decls)
+        except (TypeError, ValueError, KeyError) as exc:
+            raise self._error("invalid_tool", f"{type(exc).__name__}: {exc}") from None
+        return [d.to_json() for d in decls]
+
+    # -- helpers -------------------------------------------------------------------------
+    def _module(self) -> Provider:
+        try:
+            return provider(self.provider)
+        except ExtraNotInstalled as exc:
+            raise self._error("sdk_not_installed", str(exc)) from None
+
+    def _read(self, session: Any) -> tuple[dict[str, Any], list[Message]]:
+        if (not isinstance(session, dict) or not isinstance(session.get("opts"), dict)
+                or not isinstance(session.get("messages"), list)):
+            raise self._error("invalid_session", f"not a {type(self).__name__} session")
+        return session["opts"], session["messages"]
+
+    def _bounded(self, messages: list[Message], opts: dict[str, Any]) -> list[Message]:
+        limit = (int(opts.get("max_messages", DEFAULT_MAX_MESSAGES)),
+                 int(opts.get("max_bytes", DEFAULT_MAX_BYTES)))
+        if _fits(messages, limit):
+            return messages
+        hook = type(self).compact
+        if hook is not None:
+            messages = list(hook(list(messages)))
+            if _fits(messages, limit):
+                return messages
+        raise self._error("history_overflow", f"the history passed its bound of {limit[0]} "
+                          f"messages / {limit[1]} bytes")
+
+    def _error(self, kind: str, message: str) -> BackendError:
+        return BackendError(self.provider, kind, False, message=message)
+
+
+class _Turn:
+    """One dispatched prompt: opens the stream when first iterated; cancel from anywhere."""
+
+    def __init__(self, module: Provider, request: LLMRequest, key: str, base_url: str | None,
+                 timeout: float) -> None:
+        self._module = module
+        self._request = request
+        self._key: str | None = key
+        self._base_url = base_url
+        self._timeout = timeout
+        self._lock = threading.Lock()
+        self._stream: LLMStream | None = None
+        self._cancelled = False
+
+    def events(self) -> Iterator[Event]:
+        vendor = self._module.VENDOR
+        stream: LLMStream | None = None
+        try:
+            stream = self._open()
+            yield from stream
+            result = stream.result
+            if result is None:  # the stream returned without its terminal event
+                raise errors.incomplete_stream(vendor)
+            yield Event.new("result", {
+                "text": result.text, "usage": result.usage.to_json(), "model": result.model,
+                "stop_reason": result.stop_reason,
+                "tool_calls": [c.to_json() for c in result.tool_calls]})
+        except BackendError as exc:
+            yield Event.new("error", {"reason": exc.kind, "backend_error": exc.to_json()})
+        finally:
+            if stream is not None:
+                stream.close()
+
+    def _open(self) -> LLMStream:
+        vendor = self._module.VENDOR
+        with self._lock:
+            key, self._key = self._key, None
+            if self._cancelled or key is None:
+                raise errors.cancelled(vendor)
+        stream = self._module.open_stream(self._request, key=key, base_url=self._base_url,
+                                          timeout=self._timeout)
+        with self._lock:
+            if not self._cancelled:
+                self._stream = stream
+                return stream
+        stream.close()
+        raise errors.cancelled(vendor)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._cancelled = True
+            self._key = None
+            stream = self._stream
+        if stream is not None:
+            stream.close()
+
+
+def _next_messages(history: list[Message], prompt: str) -> list[Message]:
+    """The history up to its last answer, then what ``prompt`` says."""
+    last = max((i for i, m in enumerate(history) if m.get("role") == "assistant"), default=-1)
+    messages = list(history[:last + 1])
+    pending = messages[-1].get("tool_calls") or [] if messages else []
+    if not pending:
+        return [*messages, {"role": "user", "content": prompt}]
+    results = _tool_results(prompt)
+    for call in pending:
+        output = NO_RESULT if results is None else results.get(call["id"], NO_RESULT)
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
+    if results is None:
+        messages.append({"role": "user", "content": prompt})
+    return messages
+
+
+def _tool_results(prompt: str) -> dict[str, str] | None:
+    if _TOOL_RESULTS not in prompt:
+        return None
+    try:
+        doc = json.loads(prompt)
+    except ValueError:
+        return None
+    results = doc.get(_TOOL_RESULTS) if isinstance(doc, dict) and len(doc) == 1 else None
+    if not isinstance(results, dict):
+        return None
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in results.items()}
+
+
+def _system(opts: dict[str, Any]) -> list[Message]:
+    system = opts.get("system")
+    return [{"role": "system", "content": system}] if system else []
+
+
+def _fits(messages: list[Message], limit: tuple[int, int]) -> bool:
+    if len(messages) > limit[0]:
+        return False
+    return len(json.dumps(messages, separators=(",", ":")).encode()) <= limit[1]
+
+
+def _decl(tool: Any) -> ToolDecl:
+    if isinstance(tool, dict):
+        if "id" in tool:
+            return ToolDecl(tool["id"], tool.get("description", ""), dict(tool["input_schema"]))
+        return ToolDecl(tool["name"], tool.get("description", ""), dict(tool["parameters"]))
+    return ToolDecl.of(tool)
+
+
+_POSITIVE_INT = ("max_output_tokens", "max_messages", "max_bytes", "thinking_budget")
+_NUMBERS = ("temperature", "top_p", "timeout")
+_TEXT = ("base_url", "system", "reasoning_effort", "api")
+
+
+def _check_values(opts: dict[str, Any]) -> None:
+    for name in _POSITIVE_INT:
+        value = opts.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value <= 0):
+            raise ValueError(f"{name} must be a positive integer")
+    for name in _NUMBERS:
+        value = opts.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                  or value < 0):
+            raise ValueError(f"{name} must be a non-negative number")
+    for name in _TEXT:
+        if name in opts and not isinstance(opts[name], str):
+            raise ValueError(f"{name} must be a string")
+    if opts.get("api", "responses") not in ("responses", "chat"):
+        raise ValueError("api must be 'responses' or 'chat'")
+    if opts.get("timeout") == 0:
+        raise ValueError("timeout must be positive")
+    base_url = opts.get("base_url")
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        raise ValueError("base_url must be an http(s) URL")

@@ -1,0 +1,359 @@
+"""The OpenAI provider: the Responses API (default) or Chat Completions (``api="chat"``,
+the ``openai-chat`` provider), streamed through the official ``openai`` SDK.
+
+Any OpenAI-compatible server works through ``base_url`` (``http://host:8000/v1`` for
+vLLM, ``http://localhost:11434/v1`` for Ollama, a LiteLLM proxy): most speak Chat
+Completions only, so use ``openai-chat`` with them.
+
+Requests use the SDK's low-level streams (``responses.create(stream=True)``,
+``chat.completions.create(stream=True, stream_options={"include_usage": True})``) on a
+client built with ``max_retries=0``; :class:`~hypha_celery.backends.llm.stream.LLMStream`
+owns the response and closes it. Responses are sent with ``store: false`` and the whole
+history in ``input`` (no server-side state). ``system`` messages become ``instructions``.
+
+Options: ``api`` (``responses`` | ``chat``), ``max_output_tokens`` (``max_tokens`` in
+Chat Completions, which compatible servers understand), ``temperature``, ``top_p``,
+``reasoning_effort``. Reasoning is reported as a character count only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import openai
+
+from hypha_celery.backends.error import BackendError
+from hypha_celery.backends.event import Event
+from hypha_celery.backends.llm import errors
+from hypha_celery.backends.llm.sdk import ClientCache
+from hypha_celery.backends.llm.stream import LLMStream
+from hypha_celery.backends.llm.types import LLMRequest, LLMResult, ToolCall, Usage
+from hypha_celery.backends.llm.wire import (
+    ToolNames,
+    check_options,
+    dumps,
+    parse_arguments,
+    text,
+)
+
+__all__ = ["OPTIONS", "VENDOR", "open_stream"]
+
+VENDOR = "openai"
+OPTIONS = frozenset({"api", "max_output_tokens", "temperature", "top_p", "reasoning_effort"})
+_APIS = ("responses", "chat")
+
+
+def _build(key: str, base_url: str | None, timeout: float) -> openai.OpenAI:
+    return openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
+
+
+_clients = ClientCache(_build)
+
+
+def open_stream(request: LLMRequest, *, key: str, base_url: str | None,
+                timeout: float) -> LLMStream:
+    """Send ``request`` and return its stream once the response headers arrived. Raises
+    ``BackendError`` (an HTTP error, no connection, a request this module refuses)."""
+    try:
+        names, api = _check(request)
+        client = _clients.get(key, base_url, timeout)
+        if api == "chat":
+            create: Any = client.chat.completions.create
+            sdk = create(**_chat_body(request, names), stream=True,
+                         stream_options={"include_usage": True})
+            decoder: _Responses | _Chat = _Chat(names, request.model)
+        else:
+            create = client.responses.create
+            sdk = create(**_responses_body(request, names), stream=True)
+            decoder = _Responses(names, request.model)
+    except ValueError as exc:
+        raise BackendError(VENDOR, "invalid_request", False, message=str(exc)) from None
+    except Exception as exc:
+        raise errors.from_exception(VENDOR, exc, key=key) from None
+    return LLMStream(VENDOR, sdk, decoder, key=key)
+
+
+def _check(request: LLMRequest) -> tuple[ToolNames, str]:
+    check_options(request.options, OPTIONS)
+    api = request.options.get("api", "responses")
+    if api not in _APIS:
+        raise ValueError(f"api must be one of {_APIS}, not {api!r}")
+    return ToolNames(request.tools), api
+
+
+# -- Responses API ---------------------------------------------------------------------
+def _responses_body(request: LLMRequest, names: ToolNames) -> dict[str, Any]:
+    instructions: list[str] = []
+    items: list[dict[str, Any]] = []
+    for message in request.messages:
+        role = message.get("role")
+        if role == "system":
+            instructions.append(text(message))
+        elif role == "user":
+            items.append({"role": "user", "content": text(message)})
+        elif role == "assistant":
+            items.extend(_responses_assistant(message, names))
+        elif role == "tool":
+            items.append({"type": "function_call_output", "call_id": message["tool_call_id"],
+                          "output": text(message)})
+        else:
+            raise ValueError(f"unknown message role {role!r}")
+    body: dict[str, Any] = {"model": request.model, "input": items, "store": False}
+    if instructions:
+        body["instructions"] = "\n\n".join(instructions)
+    if request.tools:
+        body["tools"] = [{"type": "function", "name": names.wire(t.name),
+                          "description": t.description, "parameters": t.parameters,
+                          "strict": False} for t in request.tools]
+    opts = request.options
+    for name in ("max_output_tokens", "temperature", "top_p"):
+        if name in opts:
+            body[name] = opts[name]
+    if "reasoning_effort" in opts:
+        body["reasoning"] = {"effort": opts["reasoning_effort"]}
+    return body
+
+
+def _responses_assistant(message: dict[str, Any], names: ToolNames) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    if text(message):
+        items.append({"role": "assistant", "content": text(message)})
+    for call in message.get("tool_calls") or ():
+        items.append({"type": "function_call", "call_id": call["id"],
+                      "name": names.wire(call["name"]),
+                      "arguments": dumps(call.get("arguments") or {})})
+    return items
+
+
+class _Responses:
+    """Decodes ``response.*`` events (see the provider reference, section 1)."""
+
+    def __init__(self, names: ToolNames, model: str) -> None:
+        self._names = names
+        self._model = model
+        self._id: str | None = None
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}  # output_index -> call being streamed
+        self._done: list[ToolCall] = []
+        self._reasoning: dict[int, int] = {}  # output_index -> characters
+        self._final: Any = None
+
+    def feed(self, raw: Any) -> list[Event]:
+        handler = _RESPONSES.get(getattr(raw, "type", ""))
+        return handler(self, raw) if handler is not None else []
+
+    def _created(self, raw: Any) -> list[Event]:
+        self._id = getattr(raw.response, "id", None)
+        self._model = getattr(raw.response, "model", None) or self._model
+        return []
+
+    def _text_delta(self, raw: Any) -> list[Event]:
+        delta = raw.delta or ""
+        self._text.append(delta)
+        return [Event.new("text", {"text": delta})] if delta else []
+
+    def _item_added(self, raw: Any) -> list[Event]:
+        item = raw.item
+        if item.type == "function_call":
+            self._calls[raw.output_index] = {"id": item.call_id, "name": item.name,
+                                             "args": [item.arguments or ""]}
+        elif item.type == "reasoning":
+            self._reasoning[raw.output_index] = 0
+        return []
+
+    def _args_delta(self, raw: Any) -> list[Event]:
+        call = self._calls.get(raw.output_index)
+        if call is not None:
+            call["args"].append(raw.delta or "")
+        return []
+
+    def _reasoning_delta(self, raw: Any) -> list[Event]:
+        index = raw.output_index
+        self._reasoning[index] = self._reasoning.get(index, 0) + len(raw.delta or "")
+        return []
+
+    def _item_done(self, raw: Any) -> list[Event]:
+        item = raw.item
+        if item.type == "function_call":
+            call = self._calls.pop(raw.output_index, None)
+            streamed = "".join(call["args"]) if call is not None else ""
+            return [self._tool_use(item.call_id, item.name, item.arguments or streamed)]
+        if item.type == "reasoning":
+            chars = self._reasoning.pop(raw.output_index, 0) or _summary_chars(item)
+            return [Event.new("reasoning", {"chars": chars})]
+        return []
+
+    def _tool_use(self, call_id: str, wire: str, arguments: str) -> Event:
+        call = ToolCall(call_id, self._names.name(wire), parse_arguments(arguments))
+        self._done.append(call)
+        return Event.new("tool_use", {"id": call.id, "name": call.name, "input": call.arguments})
+
+    def _terminal(self, raw: Any) -> list[Event]:
+        self._final = raw.response
+        return []
+
+    def _failed(self, raw: Any) -> list[Event]:
+        error = getattr(raw.response, "error", None)
+        payload = {"code": getattr(error, "code", None), "type": getattr(error, "type", None)}
+        raise errors.from_payload(VENDOR, payload,
+                                  errors.scrub(f"response.failed: {getattr(error, 'message', '')}"))
+
+    def _error(self, raw: Any) -> list[Event]:
+        payload = {"code": getattr(raw, "code", None), "type": getattr(raw, "type", None)}
+        raise errors.from_payload(VENDOR, payload,
+                                  errors.scrub(f"error event: {getattr(raw, 'message', '')}"))
+
+    def finish(self) -> tuple[list[Event], LLMResult]:
+        final = self._final
+        if final is None:
+            raise errors.incomplete_stream(VENDOR, "no response.completed event")
+        events = [self._tool_use(i.call_id, i.name, i.arguments or "")
+                  for i in getattr(final, "output", None) or ()
+                  if i.type == "function_call" and i.call_id not in {c.id for c in self._done}]
+        usage = _responses_usage(getattr(final, "usage", None))
+        events.append(Event.new("usage", usage.to_json()))
+        details = getattr(final, "incomplete_details", None)
+        stop = getattr(details, "reason", None) or getattr(final, "status", None) or "completed"
+        return events, LLMResult("".join(self._text), tuple(self._done), usage, stop,
+                                 self._model, self._id)
+
+
+_RESPONSES: dict[str, Callable[[_Responses, Any], list[Event]]] = {
+    "response.created": _Responses._created,
+    "response.output_text.delta": _Responses._text_delta,
+    "response.refusal.delta": _Responses._text_delta,
+    "response.output_item.added": _Responses._item_added,
+    "response.function_call_arguments.delta": _Responses._args_delta,
+    "response.reasoning_summary_text.delta": _Responses._reasoning_delta,
+    "response.reasoning_text.delta": _Responses._reasoning_delta,
+    "response.output_item.done": _Responses._item_done,
+    "response.completed": _Responses._terminal,
+    "response.incomplete": _Responses._terminal,
+    "response.failed": _Responses._failed,
+    "error": _Responses._error,
+}
+
+
+def _summary_chars(item: Any) -> int:
+    parts = getattr(item, "summary", None) or ()
+    return sum(len(getattr(part, "text", "") or "") for part in parts)
+
+
+def _responses_usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage()
+    details = getattr(usage, "input_tokens_details", None)
+    return Usage(_int(usage, "input_tokens"), _int(usage, "output_tokens"),
+                 _int(details, "cached_tokens"), _int(details, "cache_write_tokens"))
+
+
+# -- Chat Completions ------------------------------------------------------------------
+def _chat_body(request: LLMRequest, names: ToolNames) -> dict[str, Any]:
+    messages = [_chat_message(m, names) for m in request.messages]
+    body: dict[str, Any] = {"model": request.model, "messages": messages}
+    if request.tools:
+        body["tools"] = [{"type": "function", "function": {
+            "name": names.wire(t.name), "description": t.description,
+            "parameters": t.parameters}} for t in request.tools]
+    opts = request.options
+    if "max_output_tokens" in opts:
+        body["max_tokens"] = opts["max_output_tokens"]
+    for name in ("temperature", "top_p", "reasoning_effort"):
+        if name in opts:
+            body[name] = opts[name]
+    return body
+
+
+def _chat_message(message: dict[str, Any], names: ToolNames) -> dict[str, Any]:
+    role = message.get("role")
+    if role in ("system", "user"):
+        return {"role": role, "content": text(message)}
+    if role == "tool":
+        return {"role": "tool", "tool_call_id": message["tool_call_id"],
+                "content": text(message)}
+    if role != "assistant":
+        raise ValueError(f"unknown message role {role!r}")
+    calls = [{"id": c["id"], "type": "function",
+              "function": {"name": names.wire(c["name"]),
+                           "arguments": dumps(c.get("arguments") or {})}}
+             for c in message.get("tool_calls") or ()]
+    out: dict[str, Any] = {"role": "assistant", "content": text(message) or None}
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+class _Chat:
+    """Decodes ``chat.completion.chunk`` s (see the provider reference, section 2)."""
+
+    def __init__(self, names: ToolNames, model: str) -> None:
+        self._names = names
+        self._model = model
+        self._id: str | None = None
+        self._text: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}  # index -> {"id", "name", "args"}
+        self._reasoning = 0
+        self._stop: str | None = None
+        self._usage: Any = None
+
+    def feed(self, raw: Any) -> list[Event]:
+        self._id = self._id or getattr(raw, "id", None)
+        self._model = getattr(raw, "model", None) or self._model
+        if getattr(raw, "usage", None) is not None:
+            self._usage = raw.usage
+        events: list[Event] = []
+        for choice in getattr(raw, "choices", None) or ():
+            if choice.index != 0:
+                continue
+            events.extend(self._delta(choice.delta))
+            self._stop = choice.finish_reason or self._stop
+        return events
+
+    def _delta(self, delta: Any) -> list[Event]:
+        if delta is None:
+            return []
+        extra = getattr(delta, "model_extra", None) or {}
+        thought = extra.get("reasoning_content") or extra.get("reasoning")
+        if isinstance(thought, str):
+            self._reasoning += len(thought)
+        for fragment in getattr(delta, "tool_calls", None) or ():
+            call = self._calls.setdefault(fragment.index, {"id": "", "name": "", "args": []})
+            call["id"] = call["id"] or fragment.id or ""
+            function = fragment.function
+            if function is not None:
+                call["name"] = call["name"] or function.name or ""
+                call["args"].append(function.arguments or "")
+        piece = (getattr(delta, "content", None) or "") + (getattr(delta, "refusal", None) or "")
+        if not piece:
+            return []
+        self._text.append(piece)
+        return [Event.new("text", {"text": piece})]
+
+    def finish(self) -> tuple[list[Event], LLMResult]:
+        if self._stop is None:
+            raise errors.incomplete_stream(VENDOR, "no chunk with a finish_reason")
+        calls = tuple(ToolCall(c["id"], self._names.name(c["name"]),
+                               parse_arguments("".join(c["args"])))
+                      for _, c in sorted(self._calls.items()))
+        events = [Event.new("tool_use", {"id": c.id, "name": c.name, "input": c.arguments})
+                  for c in calls]
+        if self._reasoning:
+            events.insert(0, Event.new("reasoning", {"chars": self._reasoning}))
+        usage = _chat_usage(self._usage)
+        events.append(Event.new("usage", usage.to_json()))
+        return events, LLMResult("".join(self._text), calls, usage, self._stop, self._model,
+                                 self._id)
+
+
+def _chat_usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage()
+    details = getattr(usage, "prompt_tokens_details", None)
+    return Usage(_int(usage, "prompt_tokens"), _int(usage, "completion_tokens"),
+                 _int(details, "cached_tokens"), _int(details, "cache_write_tokens"))
+
+
+def _int(obj: Any, name: str) -> int:
+    value = getattr(obj, name, None) if obj is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
