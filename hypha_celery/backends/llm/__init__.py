@@ -3,6 +3,13 @@ graph nodes' ``ctx.llm``: neutral request/result types, provider modules (``open
 ``anthropic``; SDKs imported lazily with an install hint), error normalization, keys,
 shared rate limits and prices."""
 
+from hypha_celery.backends.llm.keys import (
+    register_key_source,
+    resolve_key,
+    unregister_key_source,
+)
+from hypha_celery.backends.llm.ref import ModelRef, Provider, provider
+from hypha_celery.backends.llm.stream import LLMStream
 from hypha_celery.backends.llm.types import (
     LLMRequest,
     LLMResult,
@@ -12,4 +19,6 @@ from hypha_celery.backends.llm.types import (
     Usage,
 )
 
-__all__ = ["LLMRequest", "LLMResult", "Message", "ToolCall", "ToolDecl", "Usage"]
+__all__ = ["LLMRequest", "LLMResult", "LLMStream", "Message", "ModelRef", "Provider",
+           "ToolCall", "ToolDecl", "Usage", "provider", "register_key_source", "resolve_key",
+           "unregister_key_source"]
