@@ -39,7 +39,8 @@ _ROUTES: dict[str, Route] = {"/v1/responses": "responses", "/v1/chat/completions
 class Reply:
     """What one request gets. Build with the class methods."""
 
-    kind: Literal["text", "tool_call", "thinking", "error", "cut", "malformed", "hang"]
+    kind: Literal["text", "tool_call", "thinking", "error", "cut", "malformed", "hang",
+                  "stream_error"]
     content: str = "ok"
     chunks: int = 1
     delay_s: float = 0.0
@@ -77,6 +78,12 @@ class Reply:
     def cut(cls, after: int = 1, text: str = "partial answer that never ends") -> Reply:
         """``after`` text deltas, then the connection closes without a terminal event."""
         return cls("cut", text, max(after + 1, 2), after=after)
+
+    @classmethod
+    def stream_error(cls, kind: str = "overloaded_error", message: str = "Overloaded") -> Reply:
+        """The first delta, then an error event inside the 200 stream: ``error`` (Responses,
+        ``code`` = ``kind``), a ``{"error": ...}`` chunk (Chat), ``event: error`` (Messages)."""
+        return cls("stream_error", "partial", 2, thought=kind, message=message)
 
     @classmethod
     def malformed(cls) -> Reply:
@@ -294,12 +301,25 @@ def _split(text: str, chunks: int) -> list[str]:
 def _frames(route: Route, reply: Reply, body: dict[str, Any]) -> Iterator[Frame]:
     render = {"responses": _responses, "chat": _chat, "messages": _messages}[route]
     frames = list(render(reply, str(body.get("model") or "fake-model"), body))
+    if reply.kind == "stream_error":
+        frames = [*_through_delta(frames, 1), _stream_error(route, reply)]
     if reply.kind == "malformed":
         for i, (name, data) in enumerate(frames):
             if _is_delta(data):
                 frames[i] = (name, data[: len(data) // 2] + "<<not json")
                 break
     yield from frames
+
+
+def _stream_error(route: Route, reply: Reply) -> Frame:
+    if route == "messages":
+        return "error", json.dumps({"type": "error", "error": {"type": reply.thought,
+                                                               "message": reply.message}})
+    if route == "chat":
+        return None, json.dumps({"error": {"message": reply.message, "type": reply.thought,
+                                           "code": reply.thought}})
+    return "error", json.dumps({"type": "error", "code": reply.thought, "message": reply.message,
+                                "param": None, "sequence_number": 99})
 
 
 # -- OpenAI Responses ---------------------------------------------------------------------

@@ -278,7 +278,8 @@ def _chat_message(message: dict[str, Any], names: ToolNames) -> dict[str, Any]:
               "function": {"name": names.wire(c["name"]),
                            "arguments": dumps(c.get("arguments") or {})}}
              for c in message.get("tool_calls") or ()]
-    out: dict[str, Any] = {"role": "assistant", "content": text(message) or None}
+    # content may be null only beside tool calls
+    out: dict[str, Any] = {"role": "assistant", "content": text(message) or (None if calls else "")}
     if calls:
         out["tool_calls"] = calls
     return out

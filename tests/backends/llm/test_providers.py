@@ -196,3 +196,15 @@ def test_refused_requests_fail_before_anything_is_sent(fake: FakeLLM, api: str) 
         assert (caught.value.kind, caught.value.retryable) == ("invalid_request", False)
     assert fake.requests == []
 
+
+
+@pytest.mark.parametrize(("error_type", "kind", "retryable"), [
+    ("overloaded_error", "server_error", True), ("rate_limit_error", "rate_limited", True),
+    ("invalid_request_error", "invalid_request", False), ("brand_new", "provider_error", False)])
+def test_an_error_event_inside_the_stream_fails_the_call(
+        fake: FakeLLM, api: str, error_type: str, kind: str, retryable: bool) -> None:
+    fake.script(Reply.stream_error(error_type, message=f"busy, key {KEY}"))
+    out = call(fake, api)
+    assert out.error is not None and out.result is None
+    assert (out.error.kind, out.error.retryable) == (kind, retryable)
+    assert out.kinds() == ["text"] and KEY not in out.error.message

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import email.utils
+import subprocess
+import sys
 import time
 
 import pytest
@@ -147,3 +149,11 @@ def test_tool_names_map_to_the_wire_and_back() -> None:
                   [ToolDecl("t", "", {"type": "string"})], [ToolDecl("", "", schema)]):
         with pytest.raises(ValueError):
             ToolNames(tools)
+
+
+def test_importing_hypha_loads_no_sdk() -> None:
+    code = ("import sys, hypha_celery, hypha_celery.backends, hypha_celery.backends.llm; "
+            "print(sorted(m for m in ('openai', 'anthropic', 'httpx2') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
