@@ -254,6 +254,7 @@ def test_the_key_shows_nowhere_even_when_the_server_echoes_it(
                            key=secret, base_url=options(fake, api)["base_url"], timeout=5)
     err = caught.value
     assert err.kind == "rate_limited" and "slow [redacted]" in err.message
+    assert err.__context__ is None and err.__cause__ is None  # no SDK exception attached
     seen = fake.requests[-1].headers
     assert secret in seen.get("authorization", "") + seen.get("x-api-key", "")
     dumps = [json.dumps(session), str(err), repr(err), err.message, str(err.args),

@@ -54,17 +54,23 @@ _clients = ClientCache(_build)
 def open_stream(request: LLMRequest, *, key: str, base_url: str | None,
                 timeout: float) -> LLMStream:
     """Send ``request`` and return its stream once the response headers arrived. Raises
-    ``BackendError`` (an HTTP error, no connection, a request this module refuses)."""
+    ``BackendError``: ``invalid_request`` for a request this module refuses (nothing is
+    sent), else the kind of the HTTP or connection failure."""
     try:
         check_options(request.options, OPTIONS)
         names = ToolNames(request.tools)
         body = _body(request, names)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BackendError(VENDOR, "invalid_request", False,
+                           message=f"{type(exc).__name__}: {exc}") from None
+    error: BackendError | None = None
+    try:
         create: Any = _clients.get(key, base_url, timeout).messages.create
         sdk = create(**body, stream=True)
-    except ValueError as exc:
-        raise BackendError(VENDOR, "invalid_request", False, message=str(exc)) from None
     except Exception as exc:
-        raise errors.from_exception(VENDOR, exc, key=key) from None
+        error = errors.from_exception(VENDOR, exc, key=key)
+    if error is not None:
+        raise error  # outside the handler: the SDK exception may quote an echoed key
     return LLMStream(VENDOR, sdk, _Messages(names, request.model), key=key)
 
 

@@ -40,7 +40,7 @@ __all__ = ["cancelled", "from_exception", "from_payload", "incomplete_stream",
            "malformed_stream", "retry_after", "scrub"]
 
 _MESSAGE_CHARS = 2000
-_KEYLIKE = re.compile(r"\b(sk|rk|pk|key|sess)-[A-Za-z0-9_\-]{6,}|(?i:bearer)\s+[^\s\"',}]+")
+_KEYLIKE = re.compile(r"\b(sk|rk|pk|sess)-[A-Za-z0-9_\-]{6,}|(?i:bearer)\s+[^\s\"',}]+")
 #: Error ``type`` / ``code`` values found in error bodies and stream error events.
 _PAYLOAD_KINDS: dict[str, str] = {
     "rate_limit_error": "rate_limited", "rate_limit_exceeded": "rate_limited",

@@ -53,11 +53,14 @@ def resolve_key(vendor: str, key_env: str | None = None) -> str:
     with _lock:
         source = _sources.get(vendor)
     if source is not None:
+        failed: str | None = None
         try:
             key = source()
-        except Exception as exc:  # the source's own failure, by type only
+        except Exception as exc:  # the source's own failure, by type only (not chained)
+            failed = type(exc).__name__
+        if failed is not None:
             raise BackendError(vendor, "missing_key", False,
-                               message=f"the key source raised {type(exc).__name__}") from None
+                               message=f"the key source raised {failed}")
         return _present(vendor, key, "the registered key source")
     env = DEFAULT_ENV.get(vendor, f"{vendor.upper()}_API_KEY")
     return _present(vendor, os.environ.get(env), f"environment variable {env}")

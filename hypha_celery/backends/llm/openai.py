@@ -54,24 +54,34 @@ _clients = ClientCache(_build)
 def open_stream(request: LLMRequest, *, key: str, base_url: str | None,
                 timeout: float) -> LLMStream:
     """Send ``request`` and return its stream once the response headers arrived. Raises
-    ``BackendError`` (an HTTP error, no connection, a request this module refuses)."""
+    ``BackendError``: ``invalid_request`` for a request this module refuses (nothing is
+    sent), else the kind of the HTTP or connection failure."""
+    names, api, body = _translate(request)
+    error: BackendError | None = None
     try:
-        names, api = _check(request)
         client = _clients.get(key, base_url, timeout)
         if api == "chat":
             create: Any = client.chat.completions.create
-            sdk = create(**_chat_body(request, names), stream=True,
-                         stream_options={"include_usage": True})
-            decoder: _Responses | _Chat = _Chat(names, request.model)
+            sdk = create(**body, stream=True, stream_options={"include_usage": True})
         else:
             create = client.responses.create
-            sdk = create(**_responses_body(request, names), stream=True)
-            decoder = _Responses(names, request.model)
-    except ValueError as exc:
-        raise BackendError(VENDOR, "invalid_request", False, message=str(exc)) from None
+            sdk = create(**body, stream=True)
     except Exception as exc:
-        raise errors.from_exception(VENDOR, exc, key=key) from None
+        error = errors.from_exception(VENDOR, exc, key=key)
+    if error is not None:
+        raise error  # outside the handler: the SDK exception may quote an echoed key
+    decoder = _Chat(names, request.model) if api == "chat" else _Responses(names, request.model)
     return LLMStream(VENDOR, sdk, decoder, key=key)
+
+
+def _translate(request: LLMRequest) -> tuple[ToolNames, str, dict[str, Any]]:
+    try:
+        names, api = _check(request)
+        body = _chat_body(request, names) if api == "chat" else _responses_body(request, names)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BackendError(VENDOR, "invalid_request", False,
+                           message=f"{type(exc).__name__}: {exc}") from None
+    return names, api, body
 
 
 def _check(request: LLMRequest) -> tuple[ToolNames, str]:

@@ -26,8 +26,9 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import suppress
 from types import TracebackType
-from typing import Any, NoReturn, Protocol
+from typing import Any, Protocol
 
+from hypha_celery.backends.error import BackendError
 from hypha_celery.backends.event import Event
 from hypha_celery.backends.llm import errors
 from hypha_celery.backends.llm.types import LLMResult
@@ -99,38 +100,46 @@ class LLMStream(Iterator[Event]):
         self.close()
 
     # -- reading -----------------------------------------------------------------------
+    # Errors are raised outside ``except`` blocks: an SDK exception may quote a key a
+    # server echoed, so it must not ride along as ``__context__``.
     def _pull(self) -> None:
+        error: BackendError | None = None
         try:
             raw = next(self._raw)
         except StopIteration:
             self._end()
             return
         except Exception as exc:
-            self._fail(exc)
-        try:
-            self._pending.extend(self._decoder.feed(raw))
-        except Exception as exc:
-            self._fail(exc)
+            error = self._failure(exc)
+        if error is None:
+            try:
+                self._pending.extend(self._decoder.feed(raw))
+            except Exception as exc:
+                error = self._failure(exc)
+        if error is not None:
+            raise error
 
     def _end(self) -> None:
         self._release()
         if self._closed:
             raise errors.cancelled(self.vendor)
+        error: BackendError | None = None
         try:
             events, result = self._decoder.finish()
         except Exception as exc:
-            raise errors.from_exception(self.vendor, exc, key=self._key) from None
+            error = errors.from_exception(self.vendor, exc, key=self._key)
+        if error is not None:
+            raise error
         self._pending.extend(events)
         self.result = result
 
-    def _fail(self, exc: Exception) -> NoReturn:
+    def _failure(self, exc: Exception) -> BackendError:
         self._release()
         if self._closed:
-            raise errors.cancelled(self.vendor) from None
+            return errors.cancelled(self.vendor)
         if _cut(exc):
-            raise errors.incomplete_stream(self.vendor, "the connection closed mid-stream") \
-                from None
-        raise errors.from_exception(self.vendor, exc, key=self._key) from None
+            return errors.incomplete_stream(self.vendor, "the connection closed mid-stream")
+        return errors.from_exception(self.vendor, exc, key=self._key)
 
     def _release(self) -> None:
         with self._lock:

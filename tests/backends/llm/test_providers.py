@@ -189,7 +189,8 @@ def test_the_key_goes_in_the_auth_header_only(fake: FakeLLM, api: str) -> None:
 def test_refused_requests_fail_before_anything_is_sent(fake: FakeLLM, api: str) -> None:
     bad = [{"messages": ({"role": "robot", "content": "x"},)},
            {"nonsense_option": 1},
-           {"messages": ({"role": "user", "content": ["parts"]},)}]
+           {"messages": ({"role": "user", "content": ["parts"]},)},
+           {"messages": ({"role": "tool", "content": "no call id"},)}]
     for kwargs in bad:
         with pytest.raises(BackendError) as caught:
             open_call(fake, api, **kwargs)  # type: ignore[arg-type]

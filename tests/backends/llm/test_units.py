@@ -88,7 +88,7 @@ def test_no_key_is_missing_key_naming_where_not_what(monkeypatch: pytest.MonkeyP
     finally:
         unregister_key_source("anthropic")
     assert caught.value.kind == "missing_key" and SECRET not in caught.value.message
-    assert caught.value.__context__ is None or caught.value.__suppress_context__
+    assert caught.value.__context__ is None and caught.value.__cause__ is None
 
 
 # -- errors ----------------------------------------------------------------------------------
