@@ -28,7 +28,7 @@ import anthropic
 
 from hypha_celery.backends.error import BackendError
 from hypha_celery.backends.event import Event
-from hypha_celery.backends.llm import errors
+from hypha_celery.backends.llm import errors, ref
 from hypha_celery.backends.llm.sdk import ClientCache
 from hypha_celery.backends.llm.stream import LLMStream
 from hypha_celery.backends.llm.types import LLMRequest, LLMResult, ToolCall, Usage
@@ -37,7 +37,7 @@ from hypha_celery.backends.llm.wire import ToolNames, check_options, parse_argum
 __all__ = ["DEFAULT_MAX_TOKENS", "OPTIONS", "VENDOR", "open_stream"]
 
 VENDOR = "anthropic"
-OPTIONS = frozenset({"max_output_tokens", "temperature", "top_p", "thinking_budget"})
+OPTIONS = ref.OPTIONS[VENDOR]
 DEFAULT_MAX_TOKENS = 4096
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
                  "cache_read_input_tokens")

@@ -25,7 +25,7 @@ import openai
 
 from hypha_celery.backends.error import BackendError
 from hypha_celery.backends.event import Event
-from hypha_celery.backends.llm import errors
+from hypha_celery.backends.llm import errors, ref
 from hypha_celery.backends.llm.sdk import ClientCache
 from hypha_celery.backends.llm.stream import LLMStream
 from hypha_celery.backends.llm.types import LLMRequest, LLMResult, ToolCall, Usage
@@ -40,7 +40,7 @@ from hypha_celery.backends.llm.wire import (
 __all__ = ["OPTIONS", "VENDOR", "open_stream"]
 
 VENDOR = "openai"
-OPTIONS = frozenset({"api", "max_output_tokens", "temperature", "top_p", "reasoning_effort"})
+OPTIONS = ref.OPTIONS[VENDOR]
 _APIS = ("responses", "chat")
 
 

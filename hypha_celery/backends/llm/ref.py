@@ -28,7 +28,7 @@ from hypha_celery.errors import ExtraNotInstalled, InvalidModelRef
 if TYPE_CHECKING:
     from hypha_celery.backends.llm.stream import LLMStream
 
-__all__ = ["PROVIDERS", "ModelRef", "Provider", "provider"]
+__all__ = ["OPTIONS", "PROVIDERS", "ModelRef", "Provider", "provider"]
 
 
 class Provider(Protocol):
@@ -54,6 +54,14 @@ PROVIDERS: dict[str, _Spec] = {
     "openai": _Spec("openai"),
     "openai-chat": _Spec("openai", {"api": "chat"}),
     "anthropic": _Spec("anthropic"),
+}
+
+
+#: Request options each vendor's module understands (the modules refuse any other).
+OPTIONS: dict[str, frozenset[str]] = {
+    "openai": frozenset({"api", "max_output_tokens", "temperature", "top_p",
+                         "reasoning_effort"}),
+    "anthropic": frozenset({"max_output_tokens", "temperature", "top_p", "thinking_budget"}),
 }
 
 
@@ -94,6 +102,11 @@ class ModelRef(NamedTuple):
     def options(self) -> dict[str, Any]:
         """Request options the provider name implies (``openai-chat``: ``api="chat"``)."""
         return dict(PROVIDERS[self.provider].options)
+
+    def unknown_options(self, options: dict[str, Any]) -> list[str]:
+        """The names in ``options`` this provider does not understand, sorted (checkable
+        where a call is defined: no SDK is imported)."""
+        return sorted(set(options) - OPTIONS[self.vendor])
 
     def request(self, messages: tuple[dict[str, Any], ...], tools: tuple[Any, ...] = (),
                 **options: Any) -> LLMRequest:

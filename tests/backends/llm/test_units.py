@@ -32,6 +32,7 @@ def test_a_reference_unpacks_as_provider_and_model() -> None:
     assert (ref.model, ref.vendor, ref.options, str(ref)) == (
         "llama3:8b", "openai", {"api": "chat"}, "openai-chat:llama3:8b")
     assert ModelRef.parse(ref) == ref
+    assert ref.unknown_options({"temperature": 1, "thinking_budget": 9}) == ["thinking_budget"]
     assert ModelRef.parse("anthropic:claude-x").vendor == "anthropic"
     assert ref.request(({"role": "user", "content": "x"},), max_output_tokens=5).options == {
         "api": "chat", "max_output_tokens": 5}
