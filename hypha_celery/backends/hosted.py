@@ -55,6 +55,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from hypha_celery.backends.base import Backend, Checkpoint, Session
 from hypha_celery.backends.error import BackendError
@@ -351,5 +352,9 @@ def _check_values(opts: dict[str, Any]) -> None:
     if opts.get("timeout") == 0:
         raise ValueError("timeout must be positive")
     base_url = opts.get("base_url")
-    if base_url is not None and not base_url.startswith(("http://", "https://")):
-        raise ValueError("base_url must be an http(s) URL")
+    if base_url is not None:
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("base_url must be an http(s) URL")
+        if parts.username or parts.password:  # the session is stored: no secrets in it
+            raise ValueError("base_url must not hold credentials (use key_env)")

@@ -194,6 +194,7 @@ def _bad_starts(api: str) -> Iterator[tuple[dict[str, Any], str]]:
     yield {"max_messages": 0}, "invalid_option"
     yield {"timeout": "soon"}, "invalid_option"
     yield {"base_url": "ftp://x"}, "invalid_option"
+    yield {"base_url": "https://user:secret@proxy.example/v1"}, "invalid_option"
     yield {"key_env": ""}, "invalid_option"
     yield {"tools": [{"id": "t", "input_schema": {"type": "string"}}]}, "invalid_tool"
     yield {"tools": [{"nothing": 1}]}, "invalid_tool"
