@@ -209,3 +209,49 @@ def test_an_error_event_inside_the_stream_fails_the_call(
     assert out.error is not None and out.result is None
     assert (out.error.kind, out.error.retryable) == (kind, retryable)
     assert out.kinds() == ["text"] and KEY not in out.error.message
+
+
+# A proxy framing the stream with chunked transfer-encoding that dies mid-body: the SDKs
+# raise (OpenAI wraps httpx's RemoteProtocolError, Anthropic does not) rather than end.
+_FIRST_DELTA = {
+    "responses": 'event: response.output_text.delta\ndata: {"type": '
+                 '"response.output_text.delta", "sequence_number": 1, "item_id": "m", '
+                 '"output_index": 0, "content_index": 0, "delta": "par"}\n\n',
+    "chat": 'data: {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", '
+            '"choices": [{"index": 0, "delta": {"content": "par"}, "finish_reason": null}]}\n\n',
+    "messages": 'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, '
+                '"delta": {"type": "text_delta", "text": "par"}}\n\n',
+}
+
+
+def _serve_one_cut_chunked(api: str) -> tuple[str, threading.Thread]:
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn, server:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(65536)
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length")))
+            body = head.split(b"\r\n\r\n", 1)[1]
+            while len(body) < length:
+                body += conn.recv(65536)
+            data = _FIRST_DELTA[api].encode()
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                         b"transfer-encoding: chunked\r\n\r\n"
+                         + f"{len(data):x}\r\n".encode() + data + b"\r\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    port = server.getsockname()[1]
+    return f"http://127.0.0.1:{port}" + ("" if api == "messages" else "/v1"), thread
+
+
+def test_a_chunked_stream_cut_mid_body_is_incomplete_too(fake: FakeLLM, api: str) -> None:
+    url, thread = _serve_one_cut_chunked(api)
+    out = call(fake, api, url=url)
+    thread.join(5)
+    assert out.text() == "par" and out.result is None and out.error is not None
+    assert (out.error.kind, out.error.retryable) == ("incomplete_stream", True)
