@@ -7,12 +7,14 @@ built with ``max_retries=0``: retries are the caller's (``RetryPolicy`` for grap
 ``handle_error`` for agents), which see the normalized error kinds.
 
 The cache is indexed by a SHA-256 of the key, not the key; the client itself holds the key
-for as long as it is cached (the SDK needs it for every request).
+for as long as it is cached (the SDK needs it for every request). A forked child (a
+prefork worker) starts with an empty cache: it must not share its parent's connections.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -31,6 +33,7 @@ class ClientCache:
         self._size = size
         self._clients: OrderedDict[tuple[str, str | None, float], Any] = OrderedDict()
         self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._forget)
 
     def get(self, key: str, base_url: str | None, timeout: float) -> Any:
         index = (hashlib.sha256(key.encode()).hexdigest(), base_url, float(timeout))
@@ -50,3 +53,9 @@ class ClientCache:
     def clear(self) -> None:
         with self._lock:
             self._clients.clear()
+
+    def _forget(self) -> None:
+        """In a forked child: drop the parent's clients (a fresh lock: the parent's may
+        have been held by another thread at the fork)."""
+        self._lock = threading.Lock()
+        self._clients = OrderedDict()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import email.utils
+import os
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 
@@ -158,3 +160,18 @@ def test_importing_hypha_loads_no_sdk() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_forked_child_builds_its_own_sdk_clients() -> None:
+    from hypha_celery.backends.llm.sdk import ClientCache
+
+    cache = ClientCache(lambda key, url, timeout: object())
+    parent = cache.get("k", None, 1.0)
+    assert cache.get("k", None, 1.0) is parent
+    with warnings.catch_warnings():  # 3.12+ warns about forking a threaded process
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: exit code 0 when it got a new client
+        os._exit(0 if cache.get("k", None, 1.0) is not parent else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
