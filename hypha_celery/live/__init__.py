@@ -2,10 +2,17 @@
 notices, usage), fanned out to whoever watches *now* (``run.stream()``, the agents'
 ``stream``, ``hypha events RUN --follow``) and never stored token by token.
 
-Topics are ``run:<run_id>`` and ``agent:<name>``. :class:`LiveBus` is the interface;
-``publish`` never raises and never blocks on a slow reader (a reader that falls behind
-loses items, and is told so by a ``{"kind": "gap"}`` item)."""
+Topics are ``run:<run_id>`` and ``agent:<name>``. :class:`LiveBus` is the interface:
+:class:`RedisLiveBus` (pub/sub, across machines) and :class:`MemoryLiveBus` (in-process,
+the embedded default) implement it, within explicit :class:`LiveBounds`. ``publish``
+never raises and never blocks on a slow reader (a reader that falls behind loses items,
+and is told so by a ``{"kind": "gap"}`` item); an ``{"kind": "end"}`` item ends the
+topic's subscriptions (the runtime publishes it when a run or a turn ends)."""
 
-from hypha_celery.live.bus import LiveBus, LiveItem, NullBus
+from hypha_celery.live.bus import LiveBounds, LiveBus, LiveItem, NullBus, end_item, gap_item
+from hypha_celery.live.memory import MemoryLiveBus
+from hypha_celery.live.queue import Subscription
+from hypha_celery.live.redis import RedisLiveBus
 
-__all__ = ["LiveBus", "LiveItem", "NullBus"]
+__all__ = ["LiveBounds", "LiveBus", "LiveItem", "MemoryLiveBus", "NullBus", "RedisLiveBus",
+           "Subscription", "end_item", "gap_item"]
