@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -50,6 +51,7 @@ from hypha_celery.errors import (
     WaitTimeout,
 )
 from hypha_celery.graph.jsonsafe import is_json
+from hypha_celery.live import LiveItem, agent_topic
 from hypha_celery.store import agents as table
 
 OnHaltOption = Literal["queue", "fail"]
@@ -422,6 +424,20 @@ class Agents:
     def _read(self, name: str) -> tuple[AgentDoc, tuple[int, int]]:
         with rows.locked(self._rt.store, name) as atx:
             return atx.doc, atx.pending()
+
+    # -- live tokens --------------------------------------------------------------------
+    def stream(self, name: str, timeout: float | None = None) -> Iterator[LiveItem]:
+        """``name``'s live items from now on (``text`` deltas, ``tool_use`` notices,
+        ``usage`` of the turn it is streaming or streams next; see
+        :mod:`hypha_celery.live`), never stored: nothing emitted before this call comes
+        back. Subscribed when this returns. Ends with the end of that turn attempt
+        ``{"kind": "end", "ref", "attempt", "reason"}``, or without it once ``timeout``
+        seconds have passed. :class:`AgentNotFound` for a name nobody has."""
+        sub = self._rt.live.subscribe(agent_topic(name))
+        if self.whereis(name) is None:
+            sub.close()
+            raise AgentNotFound(name)
+        return sub.until_end(timeout)
 
 
 class _cast:

@@ -9,10 +9,19 @@ never raises and never blocks on a slow reader (a reader that falls behind loses
 and is told so by a ``{"kind": "gap"}`` item); an ``{"kind": "end"}`` item ends the
 topic's subscriptions (the runtime publishes it when a run or a turn ends)."""
 
-from hypha_celery.live.bus import LiveBounds, LiveBus, LiveItem, NullBus, end_item, gap_item
+from hypha_celery.live.bus import (
+    LiveBounds,
+    LiveBus,
+    LiveItem,
+    NullBus,
+    agent_topic,
+    end_item,
+    gap_item,
+    run_topic,
+)
 from hypha_celery.live.memory import MemoryLiveBus
 from hypha_celery.live.queue import Subscription
 from hypha_celery.live.redis import RedisLiveBus
 
 __all__ = ["LiveBounds", "LiveBus", "LiveItem", "MemoryLiveBus", "NullBus", "RedisLiveBus",
-           "Subscription", "end_item", "gap_item"]
+           "Subscription", "agent_topic", "end_item", "gap_item", "run_topic"]

@@ -85,6 +85,16 @@ class NullBus(LiveBus):
         return Subscription(LiveBounds(queue_items=1, queue_bytes=1), timeout=timeout)
 
 
+def run_topic(run_id: str) -> str:
+    """The topic of a run's node model calls."""
+    return f"run:{run_id}"
+
+
+def agent_topic(name: str) -> str:
+    """The topic of an agent's turns."""
+    return f"agent:{name}"
+
+
 def end_item(**fields: Any) -> LiveItem:
     """The item that ends a topic's subscriptions (a run ended, a turn ended)."""
     return {"kind": "end", **fields}

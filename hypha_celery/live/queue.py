@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from types import TracebackType
@@ -107,6 +108,22 @@ class Subscription(Iterator[LiveItem]):
             self.close()
             raise StopIteration
         return item
+
+    def until_end(self, timeout: float | None = None) -> Iterator[LiveItem]:
+        """Its items until the ``end`` item (yielded) or until ``timeout`` seconds have
+        passed in all; then it is closed (also when the caller stops iterating)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self:
+            while True:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return
+                item = self.get(left)
+                if item is None:
+                    if self._closed:
+                        return
+                    continue
+                yield item
 
     def close(self) -> None:
         """Stop receiving (idempotent, any thread); what was queued is dropped."""

@@ -1,5 +1,6 @@
-"""The Redis live bus: ``PUBLISH`` on ``<prefix><topic>`` (default prefix ``hypha:live:``),
-watched through one pub/sub connection per process.
+"""The Redis live bus: ``PUBLISH`` on ``<prefix><topic>`` (default prefix
+``hypha:live:<db>:``, ``<db>`` the URL's database number), watched through one pub/sub
+connection per process.
 
 Publishing: ``publish`` encodes the item (splitting or truncating it, see
 :class:`~hypha_celery.live.bus.LiveBounds`) and appends it to a bounded outbox; one
@@ -17,8 +18,9 @@ re-subscribed); watchers get ``{"kind": "gap", "lost": null}`` for the outage. W
 down, ``subscribe`` logs and returns a subscription that sees nothing (it ends at its
 timeout).
 
-Pub/sub is not scoped to the Redis database number: ``prefix`` separates applications
-(and tests) sharing one server.
+Pub/sub is not scoped to the Redis database number, so the default prefix carries it:
+applications on different databases of one server do not see each other's items (pass
+``prefix`` to separate more, e.g. tests).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from hypha_celery.live.bus import (
 )
 from hypha_celery.live.queue import Subscription
 
-DEFAULT_PREFIX = "hypha:live:"
+PREFIX = "hypha:live:"
 #: How long ``subscribe`` waits for Redis to confirm a channel.
 CONFIRM_TIMEOUT = 2.0
 _LOG_EVERY = 5.0  # seconds between two warnings of the same failure
@@ -55,13 +57,15 @@ _LOG_EVERY = 5.0  # seconds between two warnings of the same failure
 class RedisLiveBus(LiveBus):
     """Live items through Redis pub/sub (see the module docstring)."""
 
-    def __init__(self, url: str, *, prefix: str = DEFAULT_PREFIX,
+    def __init__(self, url: str, *, prefix: str | None = None,
                  bounds: LiveBounds | None = None, connect_timeout: float = 2.0) -> None:
         self.bounds = bounds or LiveBounds()
-        self.prefix = prefix
         self._client = redis.Redis.from_url(
             url, socket_connect_timeout=connect_timeout, socket_timeout=5.0,
             retry=Retry(NoBackoff(), 0), health_check_interval=0)
+        if prefix is None:
+            prefix = f"{PREFIX}{self._client.connection_pool.connection_kwargs.get('db', 0)}:"
+        self.prefix = prefix
         self._outbox = _Outbox(self._client, self.bounds)
         self._hub = _Hub(self._client)
         ref = weakref.WeakMethod(self._after_fork)
