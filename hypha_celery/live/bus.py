@@ -68,6 +68,11 @@ class LiveBus(ABC):
         item (yielded, then the iteration stops), ``close()``, or ``timeout`` seconds
         without an item. Use it as a context manager, or close it."""
 
+    def flush(self, timeout: float = 1.0) -> bool:
+        """Wait until what this process published so far has left it (the Redis bus
+        sends from a thread); False after ``timeout`` seconds."""
+        return True
+
     def close(self) -> None:
         """Release connections and threads (sends what is still queued, briefly)."""
         return None

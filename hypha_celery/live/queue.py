@@ -74,6 +74,10 @@ class Subscription(Iterator[LiveItem]):
         gap.lost = None if lost is None or gap.lost is None else gap.lost + lost
 
     # -- the watcher's side ----------------------------------------------------------
+    def __len__(self) -> int:
+        """Items queued now (gap markers not counted)."""
+        return self._count
+
     @property
     def closed(self) -> bool:
         """Ended (its ``end`` item was taken) or closed: :meth:`get` returns None at once."""

@@ -287,13 +287,12 @@ class _Hub:
                 sub.lose(None)
 
     def close(self) -> None:
+        """Close the watchers and the connection; the reader thread (a daemon) sees it
+        within a second and exits (not joined: it may be waiting for a subscription)."""
         with self._lock:
             self._closing = True
             subs = [s for group in self._topics.values() for s in group]
             self._topics.clear()
             self._drop_pubsub()
-            thread = self._thread
         for sub in subs:
             sub.close()
-        if thread is not None:
-            thread.join(1.0)
