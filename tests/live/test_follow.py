@@ -85,7 +85,12 @@ def test_the_command_prints_tokens_while_the_run_goes_on(redis_url: str, tmp_pat
         ) as proc:
             assert proc.stdout is not None
             out = proc.stdout
-            reader = threading.Thread(target=lambda: [lines.put(x) for x in out], daemon=True)
+
+            def read() -> None:
+                for line in out:
+                    lines.put(line)
+
+            reader = threading.Thread(target=read, daemon=True)
             reader.start()
             first = lines.get(timeout=30)  # subscribed before its first read: printed after
             assert "run.created" in first

@@ -17,7 +17,7 @@ from hypha_celery.errors import AgentNotFound, RunNotFound
 from hypha_celery.live import MemoryLiveBus, RedisLiveBus, agent_topic, run_topic
 from tests.runtime.support import WAIT, embedded, wait_until
 
-TOKENS = [{"kind": "text", "text": "Hel"}, {"kind": "text", "text": "lo"},
+TOKENS: list[dict[str, Any]] = [{"kind": "text", "text": "Hel"}, {"kind": "text", "text": "lo"},
           {"kind": "tool_use", "id": "call_1", "name": "kb_search"},
           {"kind": "usage", "input": 12, "output": 2}]
 
