@@ -80,3 +80,25 @@ def test_a_forked_child_publishes_through_its_own_thread(redis_url: str) -> None
 def test_the_default_prefix_carries_the_database_number() -> None:
     assert RedisLiveBus("redis://127.0.0.1:6379/7").channel("run:x") == b"hypha:live:7:run:x"
     assert RedisLiveBus("redis://127.0.0.1:6379").prefix == "hypha:live:0:"
+
+
+def test_a_dropped_connection_is_a_gap_then_items_flow_again(redis_url: str) -> None:
+    import redis
+
+    bus = RedisLiveBus(redis_url, prefix=f"hypha-test:{uuid.uuid4().hex}:")
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        sub = bus.subscribe("run:r", timeout=5)
+        port = bus._hub._pubsub.connection._sock.getsockname()[1]  # type: ignore[attr-defined]
+        [mine] = [c for c in admin.client_list() if c["addr"].endswith(f":{port}")]
+        admin.client_kill_filter(_id=mine["id"])
+        assert sub.get(5) == {"kind": "gap", "lost": None}
+        deadline = time.monotonic() + 10
+        got = None
+        while got is None and time.monotonic() < deadline:  # re-subscribed by redis-py
+            bus.publish("run:r", {"kind": "text", "text": "back"})
+            got = sub.get(0.1)
+        assert got == {"kind": "text", "text": "back"}
+    finally:
+        admin.close()
+        bus.close()
