@@ -109,3 +109,49 @@ def test_the_command_prints_tokens_while_the_run_goes_on(redis_url: str, tmp_pat
         rest.append(lines.get())
     printed = "".join([first, *seen, *rest])
     assert "~ tool_use id=call_1 name=kb_search" in printed and "run.cancelled" in printed
+
+
+def test_hypha_agents_stream_prints_a_turn_until_it_ends(redis_url: str, tmp_path: Path) -> None:
+    from hypha_celery.backends import MockBackend
+    from hypha_celery.live import agent_topic
+    from tests.live.test_stream import Quiet
+
+    store_url = f"sqlite:///{tmp_path / 'agents.db'}"
+    hypha = Hypha(Settings(broker_url=redis_url, result_backend=redis_url, store_url=store_url,
+                           embedded=False))
+    try:
+        hypha.agents.start(Quiet, name="streamer", backend=MockBackend)  # no worker needed
+        with subprocess.Popen(
+                [HYPHA, "agents", "stream", "streamer", "--timeout", "30"], cwd=ROOT,
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=clean_env(
+                    HYPHA_BROKER_URL=redis_url, HYPHA_STORE_URL=store_url, NO_COLOR="1"),
+        ) as proc:
+            assert proc.stdout is not None
+            first = ""
+            out = proc.stdout
+            lines: queue.Queue[str] = queue.Queue()
+
+            def read() -> None:
+                for line in out:
+                    lines.put(line)
+
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            while not first:  # it prints nothing before it subscribed: ping until it shows
+                hypha.live.publish(agent_topic("streamer"), {"kind": "usage", "ping": 1})
+                try:
+                    first = lines.get(timeout=0.2)
+                except queue.Empty:
+                    assert proc.poll() is None
+            for item in [{"kind": "text", "text": "Hel"}, {"kind": "text", "text": "lo"},
+                         {"kind": "end", "ref": "r-1", "attempt": 1, "reason": None}]:
+                hypha.live.publish(agent_topic("streamer"), item)
+            assert proc.wait(30) == 0
+            reader.join(5)
+    finally:
+        hypha.close()
+    rest = []
+    while not lines.empty():
+        rest.append(lines.get())
+    assert first == "~ usage ping=1\n"
+    assert [x for x in rest if x != first][-2:] == ["> Hello\n", "~ end ref=r-1 attempt=1\n"]
