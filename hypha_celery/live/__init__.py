@@ -7,7 +7,14 @@ Topics are ``run:<run_id>`` and ``agent:<name>``. :class:`LiveBus` is the interf
 the embedded default) implement it, within explicit :class:`LiveBounds`. ``publish``
 never raises and never blocks on a slow reader (a reader that falls behind loses items,
 and is told so by a ``{"kind": "gap"}`` item); an ``{"kind": "end"}`` item ends the
-topic's subscriptions (the runtime publishes it when a run or a turn ends)."""
+topic's subscriptions (the runtime publishes it when a run or a turn ends:
+:class:`~hypha_celery.runtime.live.LiveEnds`).
+
+Items producers publish (JSON objects, ``kind`` first on the wire): ``text`` ``{"text"}``
+(a delta), ``tool_use`` ``{"id", "name"}``, ``usage`` (the usage JSON), ``reasoning``
+``{"chars"}`` (never the reasoning text), each with the ids that place it (a node call:
+``execution_id``, ``call_id``; a turn: ``ref``). Watchers also get ``gap`` ``{"lost"}`` and
+``end``. Use :func:`run_topic` / :func:`agent_topic` for the topic names."""
 
 from hypha_celery.live.bus import (
     LiveBounds,

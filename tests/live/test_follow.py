@@ -143,8 +143,10 @@ def test_hypha_agents_stream_prints_a_turn_until_it_ends(redis_url: str, tmp_pat
                     first = lines.get(timeout=0.2)
                 except queue.Empty:
                     assert proc.poll() is None
-            for item in [{"kind": "text", "text": "Hel"}, {"kind": "text", "text": "lo"},
-                         {"kind": "end", "ref": "r-1", "attempt": 1, "reason": None}]:
+            items: list[dict[str, object]] = [
+                {"kind": "text", "text": "Hel"}, {"kind": "text", "text": "lo"},
+                {"kind": "end", "ref": "r-1", "attempt": 1, "reason": None}]
+            for item in items:
                 hypha.live.publish(agent_topic("streamer"), item)
             assert proc.wait(30) == 0
             reader.join(5)

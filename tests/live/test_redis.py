@@ -89,7 +89,7 @@ def test_a_dropped_connection_is_a_gap_then_items_flow_again(redis_url: str) -> 
     admin = redis.Redis.from_url(redis_url)
     try:
         sub = bus.subscribe("run:r", timeout=5)
-        port = bus._hub._pubsub.connection._sock.getsockname()[1]  # type: ignore[attr-defined]
+        port = bus._hub._pubsub.connection._sock.getsockname()[1]
         [mine] = [c for c in admin.client_list() if c["addr"].endswith(f":{port}")]
         admin.client_kill_filter(_id=mine["id"])
         assert sub.get(5) == {"kind": "gap", "lost": None}
