@@ -430,9 +430,10 @@ class Agents:
         """``name``'s live items from now on (``text`` deltas, ``tool_use`` notices,
         ``usage`` of the turn it is streaming or streams next; see
         :mod:`hypha_celery.live`), never stored: nothing emitted before this call comes
-        back. Subscribed when this returns. Ends with the end of that turn attempt
-        ``{"kind": "end", "ref", "attempt", "reason"}``, or without it once ``timeout``
-        seconds have passed. :class:`AgentNotFound` for a name nobody has."""
+        back. Subscribed when this returns. Ends with that turn's ``end`` item
+        (``{"kind": "end", "ref", ...}``, published by the turn's relay when its outcome
+        is known), or without it once ``timeout`` seconds have passed.
+        :class:`AgentNotFound` for a name nobody has."""
         sub = self._rt.live.subscribe(agent_topic(name))
         if self.whereis(name) is None:
             sub.close()

@@ -77,10 +77,13 @@ class Hypha:
     ``middleware``: the hooks of runs, steps, node attempts and agent turns
     (:mod:`hypha_celery.middleware`), after the built-in lease middleware. A worker runs
     the hooks of the ``Hypha`` its app module builds: pass the same list there.
+
+    ``live``: where token streams go (:class:`~hypha_celery.live.LiveBus`); by default
+    Redis pub/sub when the app has Redis, in-process when embedded, else nowhere.
     """
 
     def __init__(self, settings: Settings, *, name: str = "hypha",
-                 middleware: Iterable[Middleware] = ()) -> None:
+                 middleware: Iterable[Middleware] = (), live: LiveBus | None = None) -> None:
         self.settings = settings
         self.celery = Celery(name)
         self.celery.config_from_object(celery_config(settings))
@@ -88,7 +91,7 @@ class Hypha:
         consumer.bind(self.celery, self.store)
         self.notifier: Notifier = _notifier(settings)
         #: Live token streams (``RunHandle.stream``, ``agents.stream``): never stored.
-        self.live: LiveBus = _live(settings)
+        self.live: LiveBus = _live(settings) if live is None else live
         self._rt = Runtime(self.celery, self.store, self.notifier, settings.inline_coordinator,
                            settings.local_budget if settings.inline_coordinator else 0.0,
                            delivery_limit=settings.delivery_limit,

@@ -7,8 +7,8 @@ Topics are ``run:<run_id>`` and ``agent:<name>``. :class:`LiveBus` is the interf
 the embedded default) implement it, within explicit :class:`LiveBounds`. ``publish``
 never raises and never blocks on a slow reader (a reader that falls behind loses items,
 and is told so by a ``{"kind": "gap"}`` item); an ``{"kind": "end"}`` item ends the
-topic's subscriptions (the runtime publishes it when a run or a turn ends:
-:class:`~hypha_celery.runtime.live.LiveEnds`).
+topic's subscriptions (published when a run ends, by
+:class:`~hypha_celery.runtime.live.LiveEnds`, and when a turn ends, by the agents' relay).
 
 Items producers publish (JSON objects, ``kind`` first on the wire): ``text`` ``{"text"}``
 (a delta), ``tool_use`` ``{"id", "name"}``, ``usage`` (the usage JSON), ``reasoning``
