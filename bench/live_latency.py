@@ -4,6 +4,8 @@ item coming out of a watcher's subscription (what ``RunHandle.stream()`` iterate
 * **memory**: :class:`MemoryLiveBus` (the embedded default), watcher in another thread.
 * **redis**: :class:`RedisLiveBus` (outbox thread -> ``PUBLISH`` -> the shared reader
   thread -> the watcher's queue), producer and watcher in this process, Redis on loopback.
+* **redis_cross_process**: the producer is a forked child with its own bus (a worker
+  publishing, a client watching); ``perf_counter`` is the system-wide monotonic clock.
 * **publish_cost**: what ``publish`` costs the producer (the model stream's thread), timed
   per call between the spaced items (this includes the cache misses of a thread that just
   woke from ``sleep``: a bare ``json.dumps`` measures ~15 µs that way on a busy 2-core VM)
@@ -83,6 +85,31 @@ def measure(bus: LiveBus, n: int = N, gap_s: float = GAP_S) -> dict[str, Any]:
             "publish_cost_p95_us": round(costs[int(len(costs) * 0.95)] * 1e6, 2)}
 
 
+def measure_cross_process(url: str, n: int = N, gap_s: float = GAP_S) -> dict[str, Any]:
+    """:func:`measure`'s latency with the producer in a forked child process."""
+    import multiprocessing
+
+    prefix = f"hypha-bench:{uuid.uuid4().hex}:"
+    watcher_bus = RedisLiveBus(url, prefix=prefix)
+    topic = "run:cross"
+    sub = watcher_bus.subscribe(topic, timeout=30)
+
+    def produce() -> None:
+        bus = RedisLiveBus(url, prefix=prefix)
+        for i in range(n):
+            bus.publish(topic, {"kind": "text", "text": f" tok{i}", "t": time.perf_counter()})
+            time.sleep(gap_s)
+        bus.publish(topic, end_item())
+        bus.close()
+
+    child = multiprocessing.get_context("fork").Process(target=produce)
+    child.start()
+    latencies = [time.perf_counter() - item["t"] for item in sub if item["kind"] == "text"]
+    child.join(30)
+    watcher_bus.close()
+    return _stats_ms(latencies)
+
+
 def tight_cost_us(bus: LiveBus, n: int = N) -> float:
     """Mean µs per ``publish`` of ``n`` items back to back (the outbox thread sends them
     in pipelined batches meanwhile)."""
@@ -122,6 +149,7 @@ def bench() -> dict[str, Any]:
         measure(redis_bus, 100)
         out["redis"] = measure(redis_bus)
         out["redis"]["publish_cost_tight_us"] = tight_cost_us(redis_bus)
+        out["redis_cross_process"] = measure_cross_process(REDIS_URL)
     finally:
         redis_bus.close()
     out["raw_publish_rtt"] = raw_publish_rtt(REDIS_URL)
