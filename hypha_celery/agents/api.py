@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import time
 import uuid
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -51,7 +50,7 @@ from hypha_celery.errors import (
     WaitTimeout,
 )
 from hypha_celery.graph.jsonsafe import is_json
-from hypha_celery.live import LiveItem, agent_topic
+from hypha_celery.live import LiveStream, agent_topic
 from hypha_celery.store import agents as table
 
 OnHaltOption = Literal["queue", "fail"]
@@ -426,7 +425,7 @@ class Agents:
             return atx.doc, atx.pending()
 
     # -- live tokens --------------------------------------------------------------------
-    def stream(self, name: str, timeout: float | None = None) -> Iterator[LiveItem]:
+    def stream(self, name: str, timeout: float | None = None) -> LiveStream:
         """``name``'s live items from now on (``text`` deltas, ``tool_use`` notices,
         ``usage`` of the turn it is streaming or streams next; see
         :mod:`hypha_celery.live`), never stored: nothing emitted before this call comes

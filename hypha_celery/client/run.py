@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +17,13 @@ from hypha_celery.errors import (
 )
 from hypha_celery.events import TERMINAL_STATUSES, Event, Status, View
 from hypha_celery.events.view import Parked, Quarantine, TerminalError
-from hypha_celery.live import LiveItem, Subscription, end_item, run_topic
+from hypha_celery.live import (
+    LiveItem,
+    LiveStream,
+    Subscription,
+    end_item,
+    run_topic,
+)
 from hypha_celery.projections import AuditView, RunView, audit_view, run_view
 from hypha_celery.runtime.notifier import POLL_INTERVAL
 from hypha_celery.store import EventStore
@@ -89,7 +95,7 @@ class RunHandle:
             raise RunNotFound(f"no run {self.id!r} in the event store")
         return audit_view(events)
 
-    def stream(self, timeout: float | None = None) -> Iterator[LiveItem]:
+    def stream(self, timeout: float | None = None) -> LiveStream:
         """The run's live items from now on: what its nodes' model calls emit (``text``
         deltas, ``tool_use`` notices, ``usage``; see :mod:`hypha_celery.live`), never
         stored, so nothing emitted before this call comes back (the events do:
@@ -97,7 +103,8 @@ class RunHandle:
         ``{"kind": "end", "status", "reason"}`` — made up from the store when the run has
         ended already or its end item was lost — or, without one, when ``timeout``
         seconds have passed. A ``{"kind": "gap", "lost": n}`` item marks items this
-        watcher lost (it read slower than they came). Close the iterator to stop early.
+        watcher lost (it read slower than they came). ``close()`` it (or use ``with``) to
+        stop early.
         Raises :class:`RunNotFound` for an unknown run."""
         sub = self._hypha.live.subscribe(run_topic(self.id))
         try:
@@ -105,7 +112,7 @@ class RunHandle:
         except BaseException:
             sub.close()
             raise
-        return _live(sub, self._hypha.store, view, timeout)
+        return LiveStream(sub, _live(sub, self._hypha.store, view, timeout))
 
     def cancel(self) -> bool:
         """Cancel the run; False when it had already ended."""
@@ -128,7 +135,7 @@ class RunHandle:
 
 
 def _live(sub: Subscription, store: EventStore, view: View, timeout: float | None
-          ) -> Iterator[LiveItem]:
+          ) -> Generator[LiveItem, None, None]:
     """``sub``'s items until the run's end; the store is read when it is quiet, and at
     least every ``POLL_INTERVAL``, in case the end item was lost."""
     end = None if timeout is None else time.monotonic() + timeout

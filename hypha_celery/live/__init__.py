@@ -27,8 +27,8 @@ from hypha_celery.live.bus import (
     run_topic,
 )
 from hypha_celery.live.memory import MemoryLiveBus
-from hypha_celery.live.queue import Subscription
+from hypha_celery.live.queue import LiveStream, Subscription
 from hypha_celery.live.redis import RedisLiveBus
 
-__all__ = ["LiveBounds", "LiveBus", "LiveItem", "MemoryLiveBus", "NullBus", "RedisLiveBus",
-           "Subscription", "agent_topic", "end_item", "gap_item", "run_topic"]
+__all__ = ["LiveBounds", "LiveBus", "LiveItem", "LiveStream", "MemoryLiveBus", "NullBus",
+           "RedisLiveBus", "Subscription", "agent_topic", "end_item", "gap_item", "run_topic"]

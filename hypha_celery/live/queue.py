@@ -7,7 +7,7 @@ import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from types import TracebackType
 
 from hypha_celery.live.bus import LiveBounds, LiveItem, gap_item, is_end
@@ -113,9 +113,12 @@ class Subscription(Iterator[LiveItem]):
             raise StopIteration
         return item
 
-    def until_end(self, timeout: float | None = None) -> Iterator[LiveItem]:
+    def until_end(self, timeout: float | None = None) -> LiveStream:
         """Its items until the ``end`` item (yielded) or until ``timeout`` seconds have
-        passed in all; then it is closed (also when the caller stops iterating)."""
+        passed in all; then it is closed (also when the stream is closed)."""
+        return LiveStream(self, self._until_end(timeout))
+
+    def _until_end(self, timeout: float | None) -> Generator[LiveItem, None, None]:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self:
             while True:
@@ -142,6 +145,33 @@ class Subscription(Iterator[LiveItem]):
             self._on_close(self)
 
     def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class LiveStream(Iterator[LiveItem]):
+    """What ``RunHandle.stream()`` and ``agents.stream()`` return: the items ``items``
+    makes of ``sub``. :meth:`close` (or leaving a ``with`` block) ends both, whether the
+    iteration started or not, so an abandoned stream does not keep its subscription."""
+
+    def __init__(self, sub: Subscription, items: Generator[LiveItem, None, None]) -> None:
+        self._sub = sub
+        self._items = items
+
+    def __iter__(self) -> LiveStream:
+        return self
+
+    def __next__(self) -> LiveItem:
+        return next(self._items)
+
+    def close(self) -> None:
+        self._items.close()
+        self._sub.close()
+
+    def __enter__(self) -> LiveStream:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,

@@ -117,3 +117,19 @@ def test_an_agent_streams_its_turn_until_the_turn_ends(hypha: Hypha) -> None:
     assert list(stream) == [*TOKENS, {"kind": "end", "ref": ref}]
     MockBackend.release(tag)
     wait_until(lambda: hypha.agents.status("talker").state == "idle")
+
+
+def test_closing_a_stream_that_never_started_drops_its_subscription(hypha: Hypha) -> None:
+    gate, entered = threading.Event(), threading.Event()
+    gated_graph(hypha, gate, entered)
+    run = hypha.start("speaks")
+    bus = hypha.live
+    assert isinstance(bus, MemoryLiveBus)
+    with run.stream(timeout=WAIT):
+        assert run_topic(run.id) in bus._topics  # subscribed at once, before iterating
+    assert run_topic(run.id) not in bus._topics
+    stream = run.stream(timeout=WAIT)
+    stream.close()
+    assert run_topic(run.id) not in bus._topics
+    gate.set()
+    run.wait(WAIT)
