@@ -50,6 +50,7 @@ from hypha_celery.errors import (
     WaitTimeout,
 )
 from hypha_celery.graph.jsonsafe import is_json
+from hypha_celery.live import LiveStream, agent_topic
 from hypha_celery.store import agents as table
 
 OnHaltOption = Literal["queue", "fail"]
@@ -422,6 +423,21 @@ class Agents:
     def _read(self, name: str) -> tuple[AgentDoc, tuple[int, int]]:
         with rows.locked(self._rt.store, name) as atx:
             return atx.doc, atx.pending()
+
+    # -- live tokens --------------------------------------------------------------------
+    def stream(self, name: str, timeout: float | None = None) -> LiveStream:
+        """``name``'s live items from now on (``text`` deltas, ``tool_use`` notices,
+        ``usage`` of the turn it is streaming or streams next; see
+        :mod:`hypha_celery.live`), never stored: nothing emitted before this call comes
+        back. Subscribed when this returns. Ends with that turn's ``end`` item
+        (``{"kind": "end", "ref", ...}``, published by the turn's relay when its outcome
+        is known), or without it once ``timeout`` seconds have passed.
+        :class:`AgentNotFound` for a name nobody has."""
+        sub = self._rt.live.subscribe(agent_topic(name))
+        if self.whereis(name) is None:
+            sub.close()
+            raise AgentNotFound(name)
+        return sub.until_end(timeout)
 
 
 class _cast:

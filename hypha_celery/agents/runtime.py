@@ -16,6 +16,7 @@ from hypha_celery.agents.channels import Transport
 from hypha_celery.agents.telemetry import default_stack
 from hypha_celery.backends import Backend
 from hypha_celery.errors import AgentSpecError
+from hypha_celery.live import LiveBus, NullBus
 from hypha_celery.middleware import MiddlewareStack
 from hypha_celery.runtime import canvas
 from hypha_celery.store import EventStore
@@ -51,6 +52,8 @@ class AgentRuntime:
     backends: dict[str, type[Backend]] = field(default_factory=dict)
     #: Called at every turn's start and end, rejection and cancellation.
     middleware: MiddlewareStack = field(default_factory=default_stack)
+    #: Live token streams of turns (topic ``agent:<name>``); never stored.
+    live: LiveBus = field(default_factory=NullBus)
 
     def publish(self, name: str, incarnation: str, token: str) -> None:
         canvas.agent_pump(self.app, name, incarnation, token)

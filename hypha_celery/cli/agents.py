@@ -4,6 +4,7 @@ prompts except what was asked for (``ask`` prints its own response)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +13,7 @@ from typing import Any
 import click
 
 from hypha_celery.cli.common import app_option, echo_json, echo_line, opened
+from hypha_celery.cli.follow import LiveLines
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.errors import AgentNotFound
 
@@ -211,6 +213,27 @@ def agents_stop(name: str, app_spec: str | None) -> None:
     with opened(app_spec) as hypha:
         hypha.agents.stop(name)
     click.echo(f"stopped {name}")
+
+
+@agents.command("stream")
+@click.argument("name")
+@app_option()
+@click.option("--timeout", type=_TIMEOUT, metavar="SECONDS",
+              help="stop after this long (default: when the turn being streamed ends)")
+@click.option("--json", "as_json", is_flag=True, help="the live items, one JSON object a line")
+def agents_stream(name: str, app_spec: str | None, timeout: float | None,
+                  as_json: bool) -> None:
+    """Print what NAME's current or next turn streams (its text on one line), until that
+    turn ends. Live items are never stored: what came before this command is not shown.
+    Needs the app's live bus (Redis); an embedded app sees only its own process."""
+    with opened(app_spec) as hypha:
+        lines = LiveLines(click.echo, indent="")
+        for item in hypha.agents.stream(name, timeout=timeout):
+            if as_json:
+                click.echo(json.dumps(item, ensure_ascii=False))
+            else:
+                lines.item(item)
+        lines.close_line()
 
 
 COMMANDS = (agents,)

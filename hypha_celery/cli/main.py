@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -17,6 +17,7 @@ from hypha_celery import __version__
 from hypha_celery.atomic import write_atomically
 from hypha_celery.cli import agents, evaluate, pack, recovery, rerun, review, views
 from hypha_celery.cli.common import app_option, echo_json, opened
+from hypha_celery.cli.follow import LiveLines
 from hypha_celery.cli.follow import follow as follow_events
 from hypha_celery.cli.loading import embedded_settings, load_app
 from hypha_celery.cli.selection import parse_session, parse_since
@@ -25,7 +26,9 @@ from hypha_celery.cli.timeline import timeline, use_colour
 from hypha_celery.cli.worker import POOLS, parse_queues, worker_argv
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.errors import HyphaError
+from hypha_celery.events import Event
 from hypha_celery.exchange import export_jsonl, import_parsed, read_file
+from hypha_celery.live import LiveItem, run_topic
 from hypha_celery.store import STORE_ERRORS, display_url, store_error
 
 #: Failures of the user's making (configuration, input, unknown ids, unreachable
@@ -200,20 +203,42 @@ def status(run_id: str, app_spec: str | None, as_json: bool) -> None:
 @cli.command()
 @click.argument("run_id")
 @app_option()
-@click.option("--follow", "-f", is_flag=True, help="keep printing new events until the run ends")
+@click.option("--follow", "-f", is_flag=True,
+              help="keep printing new events until the run ends, and the tokens its model "
+                   "calls stream meanwhile (when the app has a live bus)")
 @click.option("--json", "as_json", is_flag=True,
-              help="raw events, one JSON object a line (includes input and state)")
+              help="raw events, one JSON object a line (includes input and state); with "
+                   "--follow also the live items (they have a \"kind\", events a \"type\")")
 def events(run_id: str, app_spec: str | None, follow: bool, as_json: bool) -> None:
     """Print a run's events as a timeline."""
     with opened(app_spec) as hypha:
         handle = hypha.get_run(run_id)
-        stream = follow_events(hypha.store, run_id) if follow else iter(handle.events())
-        if as_json:
-            for event in stream:
-                click.echo(event.model_dump_json())
+        if not follow:
+            _print_events(iter(handle.events()), as_json)
             return
-        for line in timeline(stream, colour=use_colour(sys.stdout)):
-            click.echo(line)
+        with hypha.live.subscribe(run_topic(run_id)) as live:
+            _print_events(follow_events(hypha.store, run_id, live=live), as_json)
+
+
+def _print_events(stream: Iterator[Event | LiveItem], as_json: bool) -> None:
+    if as_json:
+        for entry in stream:
+            click.echo(entry.model_dump_json() if isinstance(entry, Event)
+                       else json.dumps(entry, ensure_ascii=False))
+        return
+    lines = LiveLines(click.echo)
+
+    def events_only() -> Iterator[Event]:
+        for entry in stream:
+            if isinstance(entry, Event):
+                lines.close_line()
+                yield entry
+            else:
+                lines.item(entry)
+        lines.close_line()
+
+    for line in timeline(events_only(), colour=use_colour(sys.stdout)):
+        click.echo(line)
 
 
 @cli.command()

@@ -36,6 +36,7 @@ from hypha_celery.errors import (
 from hypha_celery.events import TERMINAL_STATUSES, new_view
 from hypha_celery.graph import Graph
 from hypha_celery.graph.jsonsafe import is_json
+from hypha_celery.live import LiveBus, MemoryLiveBus, NullBus, RedisLiveBus
 from hypha_celery.middleware import Middleware, MiddlewareStack
 from hypha_celery.reviews import PendingReview
 from hypha_celery.reviews import approve as approve_review
@@ -54,6 +55,7 @@ from hypha_celery.runtime.coordinator import local_limit, terminal
 from hypha_celery.runtime.core import Runtime, awaited_task_ids
 from hypha_celery.runtime.lanes import kickoff_id, lane_key
 from hypha_celery.runtime.leases import LeaseMiddleware
+from hypha_celery.runtime.live import LiveEnds
 from hypha_celery.runtime.notifier import LocalNotifier, Notifier, RedisNotifier
 from hypha_celery.store import EventStore
 
@@ -75,21 +77,27 @@ class Hypha:
     ``middleware``: the hooks of runs, steps, node attempts and agent turns
     (:mod:`hypha_celery.middleware`), after the built-in lease middleware. A worker runs
     the hooks of the ``Hypha`` its app module builds: pass the same list there.
+
+    ``live``: where token streams go (:class:`~hypha_celery.live.LiveBus`); by default
+    Redis pub/sub when the app has Redis, in-process when embedded, else nowhere.
     """
 
     def __init__(self, settings: Settings, *, name: str = "hypha",
-                 middleware: Iterable[Middleware] = ()) -> None:
+                 middleware: Iterable[Middleware] = (), live: LiveBus | None = None) -> None:
         self.settings = settings
         self.celery = Celery(name)
         self.celery.config_from_object(celery_config(settings))
         self.store = EventStore(settings.store_url)
         consumer.bind(self.celery, self.store)
         self.notifier: Notifier = _notifier(settings)
+        #: Live token streams (``RunHandle.stream``, ``agents.stream``): never stored.
+        self.live: LiveBus = _live(settings) if live is None else live
         self._rt = Runtime(self.celery, self.store, self.notifier, settings.inline_coordinator,
                            settings.local_budget if settings.inline_coordinator else 0.0,
                            delivery_limit=settings.delivery_limit,
                            lease_interval=settings.lease_interval,
-                           middleware=_stack(self.store, settings, middleware))
+                           middleware=_stack(self.store, settings, middleware, self.live),
+                           live=self.live)
         tasks.register_coordinator(self._rt)
         supervisor.register(self._rt)
         self._embedded: EmbeddedWorker | None = None
@@ -305,6 +313,7 @@ class Hypha:
             self._embedded = None
         self.agents.close()
         self.notifier.close()
+        self.live.close()
         self.store.dispose()
 
 
@@ -349,20 +358,30 @@ def _notifier(settings: Settings) -> Notifier:
     return LocalNotifier() if url is None else RedisNotifier(url)
 
 
-def _stack(store: EventStore, settings: Settings, middleware: Iterable[Middleware]
-           ) -> MiddlewareStack:
+def _live(settings: Settings) -> LiveBus:
+    """In-process when embedded, Redis pub/sub when the app has Redis, else none."""
+    if settings.embedded:
+        return MemoryLiveBus()
+    url = _redis_url(settings)
+    return NullBus() if url is None else RedisLiveBus(url)
+
+
+def _stack(store: EventStore, settings: Settings, middleware: Iterable[Middleware],
+           live: LiveBus) -> MiddlewareStack:
     """The built-ins, then the user's: the lease middleware (unless
-    ``HYPHA_LEASE_INTERVAL`` is 0) and the agents' telemetry (its content-free turn
-    events), so one stack serves runs, steps, node attempts and turns."""
+    ``HYPHA_LEASE_INTERVAL`` is 0), the agents' telemetry (its content-free turn
+    events) and the ends of live streams (unless there is no live bus), so one stack
+    serves runs, steps, node attempts and turns."""
     leases = [LeaseMiddleware(store, settings.lease_interval)] \
         if settings.lease_interval > 0 else []
-    return MiddlewareStack([*leases, Telemetry(), *middleware])
+    ends = [] if isinstance(live, NullBus) else [LiveEnds(live)]
+    return MiddlewareStack([*leases, Telemetry(), *ends, *middleware])
 
 
 def _agents(hypha: Hypha) -> Agents:
     rt = AgentRuntime(hypha.celery, hypha.store, Transport(hypha.celery, _redis_url(
         hypha.settings)), hypha.notifier, hypha.settings.lease_interval,
-        middleware=hypha._rt.middleware)
+        middleware=hypha._rt.middleware, live=hypha.live)
     agent_tasks.register(rt)
     hypha._rt.sweeps.append(partial(agent_recovery.sweep, rt))  # the supervisor's part
     return Agents(rt, ensure_worker=hypha._ensure_worker)

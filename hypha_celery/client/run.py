@@ -1,8 +1,9 @@
-"""A handle on one run: status, events, cancel, wait."""
+"""A handle on one run: status, events, live tokens, cancel, wait."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,11 +17,20 @@ from hypha_celery.errors import (
 )
 from hypha_celery.events import TERMINAL_STATUSES, Event, Status, View
 from hypha_celery.events.view import Parked, Quarantine, TerminalError
+from hypha_celery.live import (
+    LiveItem,
+    LiveStream,
+    Subscription,
+    end_item,
+    run_topic,
+)
 from hypha_celery.projections import AuditView, RunView, audit_view, run_view
 from hypha_celery.runtime.notifier import POLL_INTERVAL
+from hypha_celery.store import EventStore
 
 if TYPE_CHECKING:
     from hypha_celery.client.hypha import Hypha
+
 
 @dataclass(frozen=True)
 class RunStatus:
@@ -85,6 +95,25 @@ class RunHandle:
             raise RunNotFound(f"no run {self.id!r} in the event store")
         return audit_view(events)
 
+    def stream(self, timeout: float | None = None) -> LiveStream:
+        """The run's live items from now on: what its nodes' model calls emit (``text``
+        deltas, ``tool_use`` notices, ``usage``; see :mod:`hypha_celery.live`), never
+        stored, so nothing emitted before this call comes back (the events do:
+        :meth:`events`). Subscribed when this returns. Ends with the run's ``end`` item
+        ``{"kind": "end", "status", "reason"}`` — made up from the store when the run has
+        ended already or its end item was lost — or, without one, when ``timeout``
+        seconds have passed. A ``{"kind": "gap", "lost": n}`` item marks items this
+        watcher lost (it read slower than they came). ``close()`` it (or use ``with``) to
+        stop early.
+        Raises :class:`RunNotFound` for an unknown run."""
+        sub = self._hypha.live.subscribe(run_topic(self.id))
+        try:
+            view = self._hypha.store.get(self.id)
+        except BaseException:
+            sub.close()
+            raise
+        return LiveStream(sub, _live(sub, self._hypha.store, view, timeout))
+
     def cancel(self) -> bool:
         """Cancel the run; False when it had already ended."""
         return self._hypha.cancel(self.id)
@@ -103,6 +132,38 @@ class RunHandle:
                 if left <= 0:
                     raise WaitTimeout(f"run {self.id} still {view['status']} after {timeout}s")
                 listener.wait(min(left, POLL_INTERVAL))
+
+
+def _live(sub: Subscription, store: EventStore, view: View, timeout: float | None
+          ) -> Generator[LiveItem, None, None]:
+    """``sub``'s items until the run's end; the store is read when it is quiet, and at
+    least every ``POLL_INTERVAL``, in case the end item was lost."""
+    end = None if timeout is None else time.monotonic() + timeout
+    checked = time.monotonic()
+    with sub:
+        while view["status"] not in TERMINAL_STATUSES:
+            now = time.monotonic()
+            if end is not None and now >= end:
+                return
+            item = sub.get(min(POLL_INTERVAL, end - now) if end is not None else POLL_INTERVAL)
+            if item is not None:
+                yield item
+                if item["kind"] == "end":
+                    return
+            elif sub.closed:  # the bus was closed
+                return
+            if item is None or time.monotonic() - checked >= POLL_INTERVAL:
+                view, checked = store.get(view["run_id"]), time.monotonic()
+        while (item := sub.get(0)) is not None:  # what arrived before the end was seen
+            yield item
+            if item["kind"] == "end":
+                return
+        yield _end_of(view)
+
+
+def _end_of(view: View) -> LiveItem:
+    err = view["error"]
+    return end_item(status=str(view["status"]), reason=err["reason"] if err else None)
 
 
 def _result(view: View) -> Any:

@@ -2,10 +2,33 @@
 notices, usage), fanned out to whoever watches *now* (``run.stream()``, the agents'
 ``stream``, ``hypha events RUN --follow``) and never stored token by token.
 
-Topics are ``run:<run_id>`` and ``agent:<name>``. :class:`LiveBus` is the interface;
-``publish`` never raises and never blocks on a slow reader (a reader that falls behind
-loses items, and is told so by a ``{"kind": "gap"}`` item)."""
+Topics are ``run:<run_id>`` and ``agent:<name>``. :class:`LiveBus` is the interface:
+:class:`RedisLiveBus` (pub/sub, across machines) and :class:`MemoryLiveBus` (in-process,
+the embedded default) implement it, within explicit :class:`LiveBounds`. ``publish``
+never raises and never blocks on a slow reader (a reader that falls behind loses items,
+and is told so by a ``{"kind": "gap"}`` item); an ``{"kind": "end"}`` item ends the
+topic's subscriptions (published when a run ends, by
+:class:`~hypha_celery.runtime.live.LiveEnds`, and when a turn ends, by the agents' relay).
 
-from hypha_celery.live.bus import LiveBus, LiveItem, NullBus
+Items producers publish (JSON objects, ``kind`` first on the wire): ``text`` ``{"text"}``
+(a delta), ``tool_use`` ``{"id", "name"}``, ``usage`` (the usage JSON), ``reasoning``
+``{"chars"}`` (never the reasoning text), each with the ids that place it (a node call:
+``execution_id``, ``call_id``; a turn: ``ref``). Watchers also get ``gap`` ``{"lost"}`` and
+``end``. Use :func:`run_topic` / :func:`agent_topic` for the topic names."""
 
-__all__ = ["LiveBus", "LiveItem", "NullBus"]
+from hypha_celery.live.bus import (
+    LiveBounds,
+    LiveBus,
+    LiveItem,
+    NullBus,
+    agent_topic,
+    end_item,
+    gap_item,
+    run_topic,
+)
+from hypha_celery.live.memory import MemoryLiveBus
+from hypha_celery.live.queue import LiveStream, Subscription
+from hypha_celery.live.redis import RedisLiveBus
+
+__all__ = ["LiveBounds", "LiveBus", "LiveItem", "LiveStream", "MemoryLiveBus", "NullBus",
+           "RedisLiveBus", "Subscription", "agent_topic", "end_item", "gap_item", "run_topic"]

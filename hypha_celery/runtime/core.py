@@ -1,5 +1,5 @@
 """What every task body needs: the Celery app, the store, the graphs, the notifier, the
-middleware — the :class:`Runtime`, the one registry of a process."""
+middleware, the live bus — the :class:`Runtime`, the one registry of a process."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from celery import Celery
 
 from hypha_celery.events import Status, View
 from hypha_celery.graph import Graph
+from hypha_celery.live import LiveBus, NullBus
 from hypha_celery.middleware import EMPTY, MiddlewareStack
 from hypha_celery.runtime.lanes import kickoff_id
 from hypha_celery.runtime.leases import DEFAULT_INTERVAL
@@ -59,7 +60,10 @@ class Runtime:
 
     ``middleware`` is the stack every hook call site uses (the lease middleware first);
     ``sweeps`` are the extra recovery sweeps (the agents') the supervisor runs;
-    ``lease_interval`` is the heartbeat interval the supervisor judges leases by."""
+    ``lease_interval`` is the heartbeat interval the supervisor judges leases by;
+    ``live`` is where model calls publish their tokens (topic ``run:<run_id>``, see
+    :mod:`hypha_celery.live`): Redis pub/sub when the app has Redis, in-process when
+    embedded, nowhere otherwise."""
 
     app: Celery
     store: EventStore
@@ -71,3 +75,4 @@ class Runtime:
     lease_interval: float = DEFAULT_INTERVAL
     middleware: MiddlewareStack = EMPTY
     sweeps: list[Sweep] = field(default_factory=list)
+    live: LiveBus = field(default_factory=NullBus)

@@ -30,6 +30,7 @@ from hypha_celery.middleware import (
     Step,
 )
 from hypha_celery.runtime.leases import LeaseMiddleware
+from hypha_celery.runtime.live import LiveEnds
 from hypha_celery.runtime.protocol import NodeOutcome
 from hypha_celery.runtime.tasks import step
 from tests.runtime.support import WAIT, wait_until
@@ -210,10 +211,10 @@ def test_the_lease_middleware_comes_first_unless_leases_are_off(sqlite_url: str)
     with_leases = embedded(sqlite_url, [mine])
     without = embedded(sqlite_url, [mine], lease_interval=0.0)
     try:
-        first, telemetry, last = with_leases._rt.middleware.middleware
+        first, telemetry, ends, last = with_leases._rt.middleware.middleware
         assert isinstance(first, LeaseMiddleware) and last is mine
-        assert isinstance(telemetry, Telemetry)
-        (telemetry, last) = without._rt.middleware.middleware
+        assert isinstance(telemetry, Telemetry) and isinstance(ends, LiveEnds)
+        (telemetry, ends, last) = without._rt.middleware.middleware
         assert isinstance(telemetry, Telemetry) and last is mine
         assert with_leases.agents._rt.middleware is with_leases._rt.middleware
     finally:
