@@ -53,6 +53,7 @@ class Backend(ABC):
         a cancel), possibly more than once and after the turn ended; must not raise. After
         it returns no provider work of this instance goes on. The default does nothing
         (a backend whose stream holds no external resource)."""
+        return None
 
     def update_session(self, session: Session, result_data: dict[str, Any]) -> Session:
         """Once per successful turn with the ``result`` event's data (e.g. a session id)."""

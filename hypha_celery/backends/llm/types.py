@@ -56,7 +56,7 @@ class Usage:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Usage:
-        return cls(**{k: int(doc.get(k) or 0) for k in cls.__slots__})  # type: ignore[arg-type]
+        return cls(**{k: int(doc.get(k) or 0) for k in cls.__slots__})
 
     @property
     def total(self) -> int:
