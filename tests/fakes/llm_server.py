@@ -121,7 +121,8 @@ class FakeLLM:
         server.fake = self
         self._server = server
         self.port = server.server_address[1]
-        threading.Thread(target=server.serve_forever, args=(0.05,), name="fake-llm", daemon=True).start()
+        threading.Thread(target=server.serve_forever, args=(0.05,), name="fake-llm",
+                         daemon=True).start()
         return self
 
     def stop(self) -> None:
