@@ -47,6 +47,7 @@ from hypha_celery.runtime.config import (
     AGENTS_QUEUE,
     COORDINATOR_QUEUE,
     EFFECTS_QUEUE,
+    IO_QUEUE,
     NODES_QUEUE,
     Settings,
     celery_config,
@@ -302,7 +303,7 @@ class Hypha:
     def queues(self) -> set[str]:
         """Every queue this app's tasks are routed to."""
         # never hypha.dead_letter
-        names = {COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE, AGENTS_QUEUE}
+        names = {COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE, AGENTS_QUEUE, IO_QUEUE}
         for g in self._rt.graphs.values():
             names.update(n.queue for n in g.nodes.values() if n.queue)
         return names

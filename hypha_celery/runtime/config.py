@@ -18,6 +18,9 @@ DEAD_LETTER_QUEUE = "hypha.dead_letter"
 EFFECTS_QUEUE = "hypha.effects"
 #: Conversational agents' turns (hypha.agent.pump).
 AGENTS_QUEUE = "hypha.agents"
+#: Work that waits on the network (model-calling nodes): consumed by the ``io`` worker
+#: profile (a thread pool), see ``hypha worker --profile``.
+IO_QUEUE = "hypha.io"
 AGENT_PUMP_TASK = "hypha.agent.pump"
 COORDINATOR_TASK = "hypha.coordinator"
 SUPERVISOR_TASK = "hypha.supervisor"
@@ -129,7 +132,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "event_serializer": "json",
         "task_default_queue": NODES_QUEUE,
         "task_queues": [_queue(COORDINATOR_QUEUE), _queue(NODES_QUEUE), _queue(EFFECTS_QUEUE),
-                        _queue(AGENTS_QUEUE), _queue(DEAD_LETTER_QUEUE)],
+                        _queue(AGENTS_QUEUE), _queue(IO_QUEUE),
+                        _queue(DEAD_LETTER_QUEUE)],
         "task_create_missing_queues": True,
         "task_routes": {COORDINATOR_TASK: {"queue": COORDINATOR_QUEUE},
                         SUPERVISOR_TASK: {"queue": COORDINATOR_QUEUE},

@@ -28,6 +28,7 @@ from hypha_celery.runtime.config import (
     COORDINATOR_QUEUE,
     DEAD_LETTER_QUEUE,
     EFFECTS_QUEUE,
+    IO_QUEUE,
     NODES_QUEUE,
 )
 
@@ -74,10 +75,10 @@ def quorum_queue(name: str, delivery_limit: int) -> Queue:
 
 
 def hypha_queues(delivery_limit: int) -> list[Queue]:
-    """``task_queues`` on RabbitMQ: the four hypha queues and the dead-letter queue
+    """``task_queues`` on RabbitMQ: the five hypha queues and the dead-letter queue
     (listed so that Celery knows it; :class:`~hypha_celery.runtime.consumer.HyphaConsumer`
     never consumes it)."""
-    names = (COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE, AGENTS_QUEUE)
+    names = (COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE, AGENTS_QUEUE, IO_QUEUE)
     return [*(quorum_queue(n, delivery_limit) for n in names), dead_letter_queue()]
 
 

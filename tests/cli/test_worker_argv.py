@@ -31,7 +31,7 @@ def test_defaults_consume_every_queue_of_the_app_with_task_events(hypha: Hypha) 
     assert argv[0] == "worker"
     assert "--pool=prefork" in argv
     assert "--task-events" in argv
-    assert "--queues=gpu,hypha.agents,hypha.coordinator,hypha.effects,hypha.nodes" in argv
+    assert "--queues=gpu,hypha.agents,hypha.coordinator,hypha.effects,hypha.io,hypha.nodes" in argv
     assert not any(a.startswith("--concurrency") for a in argv)
 
 

@@ -28,6 +28,7 @@ from hypha_celery.runtime.config import (
     COORDINATOR_QUEUE,
     DEAD_LETTER_QUEUE,
     EFFECTS_QUEUE,
+    IO_QUEUE,
     NODES_QUEUE,
     Settings,
     celery_config,
@@ -122,15 +123,15 @@ def test_the_profile_declares_dead_lettered_quorum_queues(broker: Broker) -> Non
     assert app.amqp.queues["gpu"] is gpu
     assert app.conf.worker_consumer == "hypha_celery.runtime.consumer:HyphaConsumer"
     names = {q.name for q in app.conf.task_queues}
-    assert names == {COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE, AGENTS_QUEUE,
+    assert names == {COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE, AGENTS_QUEUE, IO_QUEUE,
                      DEAD_LETTER_QUEUE}
     with app.connection_for_write() as conn:
-        for name in (COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE, AGENTS_QUEUE, "gpu"):
+        for name in (COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE, AGENTS_QUEUE, IO_QUEUE, "gpu"):
             app.amqp.queues[name].bind(conn.default_channel).declare()  # as a worker does
     app.close()
 
     queues = broker.queues()
-    for name in (COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE, AGENTS_QUEUE, "gpu"):
+    for name in (COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE, AGENTS_QUEUE, IO_QUEUE, "gpu"):
         assert queues[name]["type"] == "quorum", name
         assert queues[name]["arguments"] == DLX_ARGS, name
     # declared with the first of them: a dead letter never goes to a missing queue
