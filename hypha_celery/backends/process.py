@@ -217,6 +217,9 @@ class CliProcess:
         if proc is None:
             return
         self._kill_group(proc)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.returncode = proc.wait(self.kill_grace) if self.returncode is None \
+                else self.returncode
         for thread in self._threads:
             thread.join(self.kill_grace)
         for stream in (proc.stdout, proc.stderr):
