@@ -43,10 +43,11 @@ after ``checkpoint(thread_id)`` stored it), ``text`` (one per agent message),
 
 **Errors**: ``turn.failed`` classified from its message (an HTTP status in it gives
 ``authentication``, ``rate_limited``, ``invalid_request``, ``server_error``; a stream
-cut gives ``incomplete_stream``; else ``turn_failed``), ``session_conflict`` (resuming
-a thread the CLI's store does not have: it would silently start a new one, so the turn is
-stopped), ``cli_exit`` (with ``exit_code``), ``malformed_stream``, ``line_too_long``,
-``stream_overflow``, ``incomplete_stream``, ``timeout``, ``cancelled``.
+cut gives ``incomplete_stream``; else ``turn_failed``), ``session_not_found`` (the CLI's
+store does not have the thread: another host, a lost volume), ``session_conflict`` (the
+CLI answered in another thread than the session's), ``cli_exit`` (with ``exit_code``),
+``malformed_stream``, ``line_too_long``, ``stream_overflow``, ``incomplete_stream``,
+``timeout``, ``cancelled``.
 
 **Where the conversation lives, and its bound.** The CLI holds the thread, in
 ``$CODEX_HOME/sessions`` (default ``~/.codex``); our session keeps its id and the
@@ -65,7 +66,7 @@ from hypha_celery.backends.cli import CliBackend, LineParser, Turn, error_event
 from hypha_celery.backends.error import BackendError, classify_status
 from hypha_celery.backends.event import Event
 from hypha_celery.backends.llm.errors import from_payload
-from hypha_celery.backends.process import CliCommand
+from hypha_celery.backends.process import CliCommand, CliProcess
 
 __all__ = ["CodexBackend"]
 
@@ -74,6 +75,7 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 KEY_VAR = "HYPHA_CODEX_API_KEY"
 _PROVIDER = "hypha"
 _STATUS = re.compile(r"\bstatus:?\s*(\d{3})\b")
+_LOST = "no rollout found"
 _CUT = ("stream disconnected", "stream closed before", "Reconnecting")
 _USAGE = (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
           ("cache_read_tokens", "cached_input_tokens"),
@@ -206,6 +208,12 @@ class _Parser(LineParser):
                 "exit_code": exit_code if isinstance(exit_code, int) else None,
                 "chars": len(str(item.get("aggregated_output", "")))}))
         return events
+
+    def end(self, exit_code: int, proc: CliProcess) -> Event:
+        if exit_code != 0 and self.turn.terminal is None and _LOST in proc.stderr_tail():
+            return error_event(proc.error("session_not_found", "the CLI's store has no such "
+                                          "thread (another host, a lost volume)"))
+        return super().end(exit_code, proc)
 
     def _completed(self, usage: dict[str, Any]) -> list[Event]:
         total = {ours: _count(usage.get(theirs)) for ours, theirs in _USAGE}
