@@ -67,6 +67,8 @@ def open_stream(request: LLMRequest, *, key: str, base_url: str | None,
     try:
         create: Any = _clients.get(key, base_url, timeout).messages.create
         sdk = create(**body, stream=True)
+    except errors.PASSTHROUGH:
+        raise
     except Exception as exc:
         error = errors.from_exception(VENDOR, exc, key=key)
     if error is not None:

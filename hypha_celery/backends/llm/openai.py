@@ -66,6 +66,8 @@ def open_stream(request: LLMRequest, *, key: str, base_url: str | None,
         else:
             create = client.responses.create
             sdk = create(**body, stream=True)
+    except errors.PASSTHROUGH:
+        raise
     except Exception as exc:
         error = errors.from_exception(VENDOR, exc, key=key)
     if error is not None:

@@ -109,11 +109,17 @@ class LLMStream(Iterator[Event]):
         except StopIteration:
             self._end()
             return
+        except errors.PASSTHROUGH:
+            self.close()
+            raise
         except Exception as exc:
             error = self._failure(exc)
         if error is None:
             try:
                 self._pending.extend(self._decoder.feed(raw))
+            except errors.PASSTHROUGH:
+                self.close()
+                raise
             except Exception as exc:
                 error = self._failure(exc)
         if error is not None:
@@ -126,6 +132,8 @@ class LLMStream(Iterator[Event]):
         error: BackendError | None = None
         try:
             events, result = self._decoder.finish()
+        except errors.PASSTHROUGH:
+            raise
         except Exception as exc:
             error = errors.from_exception(self.vendor, exc, key=self._key)
         if error is not None:
