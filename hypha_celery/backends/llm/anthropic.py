@@ -197,7 +197,7 @@ class _Messages:
         if not delta:
             return []
         self._text.append(delta)
-        return [Event.new("text", {"text": delta})]
+        return [Event.text(delta)]
 
     def _count(self, usage: Any) -> None:
         """Usage counts are cumulative: a later value replaces an earlier one."""

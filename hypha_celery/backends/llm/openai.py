@@ -163,7 +163,7 @@ class _Responses:
     def _text_delta(self, raw: Any) -> list[Event]:
         delta = raw.delta or ""
         self._text.append(delta)
-        return [Event.new("text", {"text": delta})] if delta else []
+        return [Event.text(delta)] if delta else []
 
     def _item_added(self, raw: Any) -> list[Event]:
         item = raw.item
@@ -341,7 +341,7 @@ class _Chat:
         if not piece:
             return []
         self._text.append(piece)
-        return [Event.new("text", {"text": piece})]
+        return [Event.text(piece)]
 
     def finish(self) -> tuple[list[Event], LLMResult]:
         if self._stop is None:

@@ -70,11 +70,15 @@ class LLMStream(Iterator[Event]):
         return self
 
     def __next__(self) -> Event:
-        while not self._pending:
+        pending = self._pending
+        while not pending:
             if self._finished:
                 raise StopIteration
-            self._pull()
-        return self._pending.popleft()
+            events = self._pull()
+            if len(events) == 1:  # the usual case (one delta): no queueing
+                return events[0]
+            pending.extend(events)
+        return pending.popleft()
 
     @property
     def closed(self) -> bool:
@@ -102,13 +106,12 @@ class LLMStream(Iterator[Event]):
     # -- reading -----------------------------------------------------------------------
     # Errors are raised outside ``except`` blocks: an SDK exception may quote a key a
     # server echoed, so it must not ride along as ``__context__``.
-    def _pull(self) -> None:
+    def _pull(self) -> list[Event]:
         error: BackendError | None = None
         try:
             raw = next(self._raw)
         except StopIteration:
-            self._end()
-            return
+            return self._end()
         except errors.PASSTHROUGH:
             self.close()
             raise
@@ -116,16 +119,15 @@ class LLMStream(Iterator[Event]):
             error = self._failure(exc)
         if error is None:
             try:
-                self._pending.extend(self._decoder.feed(raw))
+                return self._decoder.feed(raw)
             except errors.PASSTHROUGH:
                 self.close()
                 raise
             except Exception as exc:
                 error = self._failure(exc)
-        if error is not None:
-            raise error
+        raise error
 
-    def _end(self) -> None:
+    def _end(self) -> list[Event]:
         self._release()
         if self._closed:
             raise errors.cancelled(self.vendor)
@@ -138,8 +140,8 @@ class LLMStream(Iterator[Event]):
             error = errors.from_exception(self.vendor, exc, key=self._key)
         if error is not None:
             raise error
-        self._pending.extend(events)
         self.result = result
+        return events
 
     def _failure(self, exc: Exception) -> BackendError:
         self._release()
