@@ -138,7 +138,16 @@ class _Messages:
         self._stopped = False
 
     def feed(self, raw: Any) -> list[Event]:
-        handler = _EVENTS.get(getattr(raw, "type", ""))
+        kind = getattr(raw, "type", "")
+        if kind == "content_block_delta":  # the hot path: most events are text deltas
+            delta = raw.delta
+            if delta.type == "text_delta":
+                piece = delta.text
+                if not piece:
+                    return []
+                self._text.append(piece)
+                return [Event.text(piece)]
+        handler = _EVENTS.get(kind)
         return handler(self, raw) if handler is not None else []
 
     def _start(self, raw: Any) -> list[Event]:

@@ -152,7 +152,10 @@ class _Responses:
         self._final: Any = None
 
     def feed(self, raw: Any) -> list[Event]:
-        handler = _RESPONSES.get(getattr(raw, "type", ""))
+        kind = getattr(raw, "type", "")
+        if kind == "response.output_text.delta":  # the hot path
+            return self._text_delta(raw)
+        handler = _RESPONSES.get(kind)
         return handler(self, raw) if handler is not None else []
 
     def _created(self, raw: Any) -> list[Event]:

@@ -60,6 +60,7 @@ class LLMStream(Iterator[Event]):
         self._sdk = sdk_stream
         self._raw: Iterator[Any] = iter(sdk_stream)
         self._decoder = decoder
+        self._feed = decoder.feed
         self._key = key  # only to scrub it from error text
         self._pending: deque[Event] = deque()
         self._lock = threading.Lock()
@@ -109,22 +110,14 @@ class LLMStream(Iterator[Event]):
     def _pull(self) -> list[Event]:
         error: BackendError | None = None
         try:
-            raw = next(self._raw)
+            return self._feed(next(self._raw))
         except StopIteration:
             return self._end()
         except errors.PASSTHROUGH:
             self.close()
             raise
-        except Exception as exc:
+        except Exception as exc:  # the SDK's read or the decoder
             error = self._failure(exc)
-        if error is None:
-            try:
-                return self._decoder.feed(raw)
-            except errors.PASSTHROUGH:
-                self.close()
-                raise
-            except Exception as exc:
-                error = self._failure(exc)
         raise error
 
     def _end(self) -> list[Event]:

@@ -217,6 +217,9 @@ class _Raw:
     def close(self) -> None:
         self.closed = True
 
+    def feed(self, raw: object) -> list[object]:  # never reached: the read raises first
+        raise AssertionError("fed")
+
 
 def test_a_soft_time_limit_passes_through_a_stream_and_closes_it() -> None:
     from billiard.exceptions import SoftTimeLimitExceeded
@@ -224,7 +227,7 @@ def test_a_soft_time_limit_passes_through_a_stream_and_closes_it() -> None:
     from hypha_celery.backends.llm.stream import LLMStream
 
     raw = _Raw()
-    stream = LLMStream("openai", raw, decoder=None, key=None)  # type: ignore[arg-type]
+    stream = LLMStream("openai", raw, decoder=_Raw(), key=None)  # type: ignore[arg-type]
     with pytest.raises(SoftTimeLimitExceeded):
         next(stream)
     assert raw.closed and stream.closed
