@@ -31,6 +31,9 @@ from typing import Any, Literal
 
 Route = Literal["responses", "chat", "messages"]
 Frame = tuple[str | None, str]  # (SSE event name or None, data line)
+#: In a reply's text, replaced on the wire by the server's ``time.monotonic()`` when the
+#: frame is sent: a reader on this machine knows how long the delta took to reach it.
+STAMP = "@@sent@@"
 _ROUTES: dict[str, Route] = {"/v1/responses": "responses", "/v1/chat/completions": "chat",
                              "/v1/messages": "messages"}
 
@@ -265,6 +268,8 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.kind in ("cut", "hang"):
             frames = _through_delta(frames, reply.after if reply.kind == "cut" else 1)
         for name, data in frames:
+            if STAMP in data:  # the clock at the moment of sending (bench/models.py)
+                data = data.replace(STAMP, f"{time.monotonic():.6f}")
             head = f"event: {name}\n" if name else ""
             self.wfile.write(f"{head}data: {data}\n\n".encode())
             self.wfile.flush()

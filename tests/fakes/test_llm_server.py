@@ -4,12 +4,13 @@ own stream helpers (which check event order and identity)."""
 from __future__ import annotations
 
 import threading
+import time
 
 import anthropic
 import openai
 import pytest
 
-from tests.fakes.llm_server import FakeLLM, Reply
+from tests.fakes.llm_server import STAMP, FakeLLM, Reply
 
 USER = [{"role": "user", "content": "x"}]
 
@@ -96,3 +97,13 @@ def test_close_from_another_thread_ends_a_hanging_stream(fake: FakeLLM) -> None:
         for _ in events:
             pass
     assert fake.wait_closed(3)
+
+
+def test_a_stamp_in_a_reply_is_the_clock_when_its_delta_is_sent() -> None:
+    with FakeLLM() as fake:
+        fake.script(Reply.text(f"{STAMP} ", chunks=1))
+        client = openai.OpenAI(api_key="k", base_url=fake.openai_url, max_retries=0)
+        before = time.monotonic()
+        with client.responses.create(model="m", input="hi", stream=True) as stream:
+            deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        assert before <= float(deltas[0]) <= time.monotonic()
