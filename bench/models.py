@@ -8,7 +8,15 @@ interleaved; p50 wall time of each, the difference per call and as a share of th
 call, and the client process's CPU per call (steadier than wall time on a busy machine),
 for each wire API (OpenAI Responses, Chat Completions, Anthropic Messages).
 
-Targets: overhead p50 <= 2 ms per call and <= 5 % of a 100-token stream.
+``first_token``: the provider stamps its first text delta with its clock when it sends it
+(the fake server's ``STAMP``; one machine, one monotonic clock for every process). The
+raw SDK reading that delta, and a ``hypha.agents.stream()`` client reading the same kind
+of delta of an agent turn (OpenAI backend, run by a real ``celery worker`` process,
+relayed over Redis pub/sub) each note how long after the send they saw it; the target is
+the difference of the p50s.
+
+Targets: overhead p50 <= 2 ms per call and <= 5 % of a 100-token stream; first token
+<= 5 ms after the raw SDK sees it (p50).
 """
 
 from __future__ import annotations
@@ -155,7 +163,71 @@ def overhead(extra: dict[str, Callable[[str, str], Callable[[], None]]] | None =
     return out
 
 
-SECTIONS: dict[str, Callable[[], dict[str, Any]]] = {"overhead": overhead}
+# -- first token --------------------------------------------------------------------------
+FIRST_TOKENS = int(os.environ.get("BENCH_FIRST_TOKENS", "100"))
+LLM_KEY_ENV = "BENCH_LLM_KEY"
+
+
+def raw_first_token(url: str, n: int) -> list[float]:
+    """Seconds from the provider's send to the raw SDK's first text delta."""
+    import openai
+
+    client = openai.OpenAI(api_key=KEY, base_url=f"{url}/v1", max_retries=0)
+    seen: list[float] = []
+    for _ in range(n):
+        with client.responses.create(model="gpt-bench", input=list(PROMPT),  # type: ignore[arg-type]
+                                     stream=True, store=False) as stream:
+            for event in stream:
+                if event.type == "response.output_text.delta":
+                    seen.append(time.monotonic() - float(event.delta))
+                    break
+    return seen
+
+
+def agent_first_token(hypha: Any, n: int) -> list[float]:
+    """Seconds from the provider's send to a ``stream()`` client's first text item."""
+    seen: list[float] = []
+    for _ in range(n):
+        with hypha.agents.stream("talker", timeout=30) as stream:
+            hypha.agents.tell("talker", "go")
+            first: float | None = None
+            for item in stream:
+                if item["kind"] == "text" and first is None:
+                    first = time.monotonic() - float(item["text"])
+            assert first is not None, "the turn ended without a text item"
+            seen.append(first)
+    return seen
+
+
+def first_token() -> dict[str, Any]:
+    from bench.agents import AgentEnv
+    from bench.agents_app import Talker
+    from hypha_celery.backends import OpenAIBackend
+    from tests.fakes.llm_server import STAMP
+
+    os.environ[LLM_KEY_ENV] = KEY  # the worker inherits it
+    with provider_server("--text", f"{STAMP} ", "--chunks", "1") as url, AgentEnv() as env:
+        hypha = env.hypha
+        hypha.agents.start(Talker, name="talker", backend=OpenAIBackend, llm={
+            "model": "gpt-bench", "base_url": f"{url}/v1", "key_env": LLM_KEY_ENV})
+        agent_first_token(hypha, 5)  # warm the worker: imports, SDK client, pub/sub
+        ours: list[float] = []
+        raw: list[float] = []
+        for _ in range(FIRST_TOKENS // 10):  # interleaved in blocks of 10
+            raw += raw_first_token(url, 10)
+            ours += agent_first_token(hypha, 10)
+        setup = env.setup()
+    p50_raw, p50_ours = (statistics.median(x) * 1000 for x in (raw, ours))
+    return {"n": len(ours), "setup": setup,
+            "raw_sdk_p50_ms": round(p50_raw, 3), "agent_stream_p50_ms": round(p50_ours, 3),
+            "agent_stream_p95_ms": round(sorted(ours)[int(len(ours) * 0.95)] * 1000, 3),
+            "after_raw_p50_ms": round(p50_ours - p50_raw, 3),
+            "targets": [target("first_token_after_raw_sdk_p50_ms", p50_ours - p50_raw,
+                               "<=", 5.0)]}
+
+
+SECTIONS: dict[str, Callable[[], dict[str, Any]]] = {"overhead": overhead,
+                                                     "first_token": first_token}
 
 
 def bench() -> dict[str, Any]:
