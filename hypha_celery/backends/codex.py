@@ -19,7 +19,8 @@ missing key; nothing is written then):
 ``key_env``               the variable holding the key (default ``OPENAI_API_KEY``, or a
                           key source: :mod:`hypha_celery.backends.llm.keys`)
 ``auth``                  ``"key"`` (default) or ``"cli"``: the CLI's own login/config
-``codex_home``            ``CODEX_HOME``: where the CLI keeps its threads
+``codex_home``            ``CODEX_HOME``: where the CLI keeps its threads (made at the
+                          first turn when missing)
 ``cwd``                   the working directory of the CLI (and of its commands)
 ``sandbox``               ``read-only`` (the CLI's default), ``workspace-write``,
                           ``danger-full-access``
@@ -59,6 +60,7 @@ and the bytes of output (``stream_overflow`` past it, the CLI is killed).
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any, ClassVar
 
@@ -129,7 +131,8 @@ class CodexBackend(CliBackend):
         extra: dict[str, str] = {}
         if key is not None:
             extra[KEY_VAR] = key
-        if "codex_home" in opts:
+        if "codex_home" in opts:  # the CLI refuses a CODEX_HOME that does not exist
+            os.makedirs(opts["codex_home"], exist_ok=True)
             extra["CODEX_HOME"] = opts["codex_home"]
         return CliCommand(tuple(argv), self.environment(opts, extra), prompt, opts.get("cwd"))
 

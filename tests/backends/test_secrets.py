@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -17,10 +18,19 @@ from celery.signals import before_task_publish
 
 from hypha_celery import Hypha
 from hypha_celery.agents import Agent, NoReply, Response, TurnError
-from hypha_celery.backends import AnthropicBackend, Backend, Event, MockBackend, OpenAIBackend
+from hypha_celery.backends import (
+    AnthropicBackend,
+    Backend,
+    ClaudeCodeBackend,
+    CodexBackend,
+    Event,
+    MockBackend,
+    OpenAIBackend,
+)
 from hypha_celery.errors import TurnFailed
 from hypha_celery.live import agent_topic
 from hypha_celery.store import agents as table
+from tests.fakes.clis import installed_clis
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.runtime.support import WAIT, embedded
 
@@ -49,11 +59,20 @@ class Rig:
     backend: type[Backend]
     options: Callable[[FakeLLM], dict[str, Any]]
     replies: tuple[Reply, ...] = ()
+    #: what the provider answers once the script is used up (a CLI retries a failure)
+    default: Reply | None = None
 
 
 def _mock(fake: FakeLLM) -> dict[str, Any]:
     return {"scripts": [[Event.new("text", {"text": "hi"}), Event.new("result", {"text": "hi"})],
                         MockBackend.raising("provider said no")]}
+
+
+def _cli(fake: FakeLLM, name: str, base_url: str) -> dict[str, Any]:
+    home = tempfile.mkdtemp(prefix="hypha-secrets-")
+    return {"executable": str(installed_clis() / name), "base_url": base_url,
+            "model": "fake-model", "key_env": KEY_ENV, "cwd": home, "env": {"HOME": home},
+            ("config_dir" if name == "claude" else "codex_home"): f"{home}/store"}
 
 
 RIGS: dict[str, Rig] = {
@@ -69,6 +88,11 @@ RIGS: dict[str, Rig] = {
                                                   "key_env": KEY_ENV},
                      (Reply.text("hello", chunks=2),
                       Reply.stream_error(message=f"overloaded for {KEY}"))),
+    "claude_code": Rig(ClaudeCodeBackend, lambda f: _cli(f, "claude", f.url),
+                       (Reply.text("hello", chunks=2),),
+                       Reply.error(400, message=f"bad request from {KEY}")),
+    "codex": Rig(CodexBackend, lambda f: _cli(f, "codex", f.openai_url),
+                 (Reply.text("hello"),), Reply.error(400, message=f"bad request from {KEY}")),
 }
 
 
@@ -95,6 +119,8 @@ def test_the_key_shows_nowhere(name: str, sqlite_url: str, fake: FakeLLM,
     caplog.set_level(logging.DEBUG)
     fake.script(*rig.replies)
     hypha = embedded(sqlite_url)
+    if rig.default is not None:
+        fake.default = rig.default
     try:
         dumps = run_turns(hypha, rig, fake)
     finally:
