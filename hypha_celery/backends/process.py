@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 STDERR_TAIL = 8192
 KILL_GRACE_S = 2.0
+EXIT_WAIT_S = 10.0  # after its stdout closed, the CLI has this long to exit
 _KEYLIKE = re.compile(r"\b(sk|rk|pk|sess)-[A-Za-z0-9_\-]{6,}|(?i:bearer)\s+[^\s\"',}]+"
                       r"|(?i:(api[_-]?key|token|secret|password)[\"']?\s*[=:]\s*)[^\s\"',}]+")
 
@@ -182,13 +183,13 @@ class CliProcess:
             yield doc
 
     def finish(self) -> int:
-        """Wait for the exit (``kill_grace`` at most, then kill), clean the group up and
+        """Wait for the exit (``EXIT_WAIT_S`` at most, then kill), clean the group up and
         return the exit code. Raises ``cancelled`` / ``timeout`` when :meth:`kill` ended it."""
         proc = self._proc
         if proc is None:
             raise self._killed_error()
         try:
-            code = proc.wait(self.kill_grace)
+            code = proc.wait(EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
             self.kill("cli_hung")
             code = proc.wait()

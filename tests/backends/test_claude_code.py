@@ -148,6 +148,17 @@ def test_start_refuses_bad_options_a_missing_cli_and_a_missing_key(
     assert not (tmp_path / "claude").exists()  # nothing written by a start
 
 
+def test_a_worker_without_the_cli_fails_the_turn_before_dispatch(
+        claude: str, fake: FakeLLM, tmp_path: Path) -> None:
+    backend = ClaudeCodeBackend()
+    session = backend.start_session(options(claude, fake, tmp_path))
+    session["opts"]["executable"] = str(tmp_path / "gone" / "claude")  # another host
+    with pytest.raises(BackendError) as caught:
+        backend.prompt(session, "hi")
+    assert caught.value.kind == "cli_not_installed"
+    assert fake.requests == []
+
+
 def test_argv_never_holds_the_prompt_or_the_key(fake: FakeLLM, tmp_path: Path) -> None:
     backend = ClaudeCodeBackend()
     session = backend.start_session(options(

@@ -3,6 +3,7 @@ stderr for operators, killing a whole process group, and no orphan when the work
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -189,6 +190,60 @@ def test_a_worker_killed_with_sigkill_leaves_no_orphan(tmp_path: Path) -> None:
             kill_leftovers(pids)
     finally:
         worker.kill()
+        worker.wait()
+        if worker.stdout is not None:
+            worker.stdout.close()
+
+
+FORKING = textwrap.dedent("""
+    import os, sys, time
+    sys.path.insert(0, sys.argv[1])
+    from hypha_celery.backends.process import CliCommand, CliProcess
+
+    def hang(pids_file):
+        env = {"PATH": os.environ["PATH"], "FAKE_CLI_MODE": "hang", "FAKE_CLI_PIDS": pids_file}
+        proc = CliProcess("fake", CliCommand((sys.argv[2],), env, "hi"))
+        lines = proc.lines()
+        next(lines); next(lines)
+        return proc
+
+    parent_cli = hang(sys.argv[3])
+    child = os.fork()
+    if child == 0:  # a prefork pool process: its own watcher, not the parent's
+        child_cli = hang(sys.argv[4])
+        print("child-ready", flush=True)
+        time.sleep(300)
+        os._exit(0)
+    print(child, flush=True)
+    time.sleep(300)
+""")
+
+
+def test_a_forked_child_does_not_keep_its_parents_clis_alive(tmp_path: Path) -> None:
+    first, second = tmp_path / "parent", tmp_path / "child"
+    worker = subprocess.Popen([sys.executable, "-c", FORKING, str(ROOT), str(FAKE_CLI),
+                               str(first), str(second)], stdout=subprocess.PIPE, text=True)
+    child = 0
+    try:
+        assert worker.stdout is not None
+        ready = {worker.stdout.readline().strip() for _ in range(2)}
+        child = int(next(line for line in ready if line.isdigit()))
+        parent_pids = [int(p) for p in first.read_text().split()]
+        child_pids = [int(p) for p in second.read_text().split()]
+        worker.kill()  # the parent dies; its forked child lives on
+        worker.wait(5)
+        try:
+            assert gone(parent_pids, 5.0), "the parent's CLI outlived it"
+            assert not gone(child_pids, 0.3), "the child's CLI died with the parent"
+            os.kill(child, signal.SIGKILL)
+            assert gone(child_pids, 5.0), "the child's CLI outlived the child"
+        finally:
+            kill_leftovers(parent_pids + child_pids)
+    finally:
+        for pid in (worker.pid, child):
+            with contextlib.suppress(ProcessLookupError):
+                if pid:
+                    os.kill(pid, signal.SIGKILL)
         worker.wait()
         if worker.stdout is not None:
             worker.stdout.close()
