@@ -239,9 +239,9 @@ class CliBackend(Backend):
         try:
             _check_common(clean)
             self.check_extra(clean)
+            stored: dict[str, Any] = json.loads(json.dumps(clean, allow_nan=False))
         except (TypeError, ValueError) as exc:
             raise self._error("invalid_option", str(exc)) from None
-        stored: dict[str, Any] = json.loads(json.dumps(clean))
         return stored
 
     def check_session_id(self, value: Any) -> str:
@@ -296,7 +296,7 @@ class _Run:
         proc = self.proc
         try:
             for line in proc.lines():
-                yield from self.parser.feed(line)
+                yield from self._feed(line)
             code = proc.finish()
             yield self.parser.end(code, proc)
         except BackendError as exc:
@@ -304,6 +304,16 @@ class _Run:
             yield error_event(exc)
         finally:
             proc.close()
+
+    def _feed(self, line: dict[str, Any]) -> list[Event]:
+        try:
+            return self.parser.feed(line)
+        except BackendError:
+            raise
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            # valid JSON, but not of a shape the parser knows (a string for an object...)
+            raise self.proc.error("malformed_stream",
+                                  f"unexpected line shape: {type(exc).__name__}") from None
 
     def cancel(self) -> None:
         self.proc.kill("cancelled")

@@ -242,3 +242,15 @@ def test_an_agent_on_claude_code_resumes_and_never_shows_its_key(
     for dump in (str(caught.value), repr(caught.value), repr(status), repr(snapshot),
                  str(stored), caplog.text):
         assert SECRET not in dump
+
+
+def test_a_line_of_an_unexpected_shape_is_malformed(fake: FakeLLM, tmp_path: Path) -> None:
+    script = tmp_path / "odd-cli"
+    script.write_text("#!/bin/sh\ncat >/dev/null\n"
+                      "echo '{\"type\": \"assistant\", \"message\": \"not an object\"}'\n")
+    script.chmod(0o755)
+    backend = ClaudeCodeBackend()
+    session = backend.start_session(options(str(script), fake, tmp_path))
+    events = drain(backend, session, "hi")
+    assert [e.kind for e in events] == ["error"]
+    assert events[0].data["reason"] == "malformed_stream"
