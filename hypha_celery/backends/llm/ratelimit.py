@@ -138,10 +138,12 @@ class Limiter:
             wait = self.decide(key, max(0, int(tokens)))
             if wait <= 0:
                 spent = time.monotonic() - began
-                self._count(granted=1, waited=int(waited), wait_seconds=spent)
-                return spent
+                self._count(granted=1, waited=int(waited),
+                            wait_seconds=spent if waited else 0.0)
+                return spent if waited else 0.0
             if time.monotonic() + wait > deadline:
-                self._count(refused=1, wait_seconds=time.monotonic() - began)
+                self._count(refused=1,
+                            wait_seconds=time.monotonic() - began if waited else 0.0)
                 raise BackendError(key.partition(":")[0], "rate_limited", True,
                                    retry_after=round(wait, 3),
                                    message=f"rate limit of {key}: no room within "
