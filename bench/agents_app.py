@@ -41,3 +41,13 @@ class LoopingMock(MockBackend):
         if first is not None:
             session["scripts"].insert(0, first)
         return events, session
+
+
+class Talker(Agent):
+    """Passes its ``llm`` start option to its backend (``bench/models.py first_token``)."""
+
+    def init_agent(self, opts: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        return dict(opts["llm"]), {}
+
+    def handle_response(self, ref: str, response: Response, state: Any) -> NoReply:
+        return NoReply(state)

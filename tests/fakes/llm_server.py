@@ -31,6 +31,9 @@ from typing import Any, Literal
 
 Route = Literal["responses", "chat", "messages"]
 Frame = tuple[str | None, str]  # (SSE event name or None, data line)
+#: In a reply's text, replaced on the wire by the server's ``time.monotonic()`` when the
+#: frame is sent: a reader on this machine knows how long the delta took to reach it.
+STAMP = "@@sent@@"
 _ROUTES: dict[str, Route] = {"/v1/responses": "responses", "/v1/chat/completions": "chat",
                              "/v1/messages": "messages"}
 
@@ -113,6 +116,9 @@ class FakeLLM:
     _script: list[tuple[Route | None, Reply]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _open: int = 0
+    _in_flight: int = 0
+    _max_in_flight: int = 0
+    _served: int = 0
     _server: ThreadingHTTPServer | None = None
 
     # -- lifecycle ------------------------------------------------------------------
@@ -176,6 +182,23 @@ class FakeLLM:
                     return reply
         return self.default
 
+    def stats(self) -> dict[str, int]:
+        """Requests being answered now, the most at once so far, and answered in all
+        (also served as ``GET /_stats``)."""
+        with self._lock:
+            return {"in_flight": self._in_flight, "max_in_flight": self._max_in_flight,
+                    "served": self._served}
+
+    def reset_stats(self) -> None:
+        with self._lock:
+            self._max_in_flight, self._served = self._in_flight, 0
+
+    def _handling(self, delta: int) -> None:
+        with self._lock:
+            self._in_flight += delta
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            self._served += delta < 0
+
     def _streaming(self, delta: int) -> None:
         with self._lock:
             self._open += delta
@@ -195,6 +218,14 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def do_POST(self) -> None:
+        fake = self.server.fake
+        fake._handling(+1)
+        try:
+            self._post()
+        finally:
+            fake._handling(-1)
+
+    def _post(self) -> None:
         path = self.path.split("?", 1)[0]
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         try:
@@ -219,7 +250,12 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(200, _whole(route, reply, body))
 
-    def do_GET(self) -> None:  # a health check / a CLI's stray GET
+    def do_GET(self) -> None:  # the server's counters; else a CLI's stray GET
+        if self.path in ("/_stats", "/_stats/reset"):
+            self._json(200, self.server.fake.stats())
+            if self.path.endswith("/reset"):
+                self.server.fake.reset_stats()
+            return
         self._json(404, {"error": {"message": "not found", "type": "not_found"}})
 
     # -- replies ----------------------------------------------------------------------
@@ -265,6 +301,8 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.kind in ("cut", "hang"):
             frames = _through_delta(frames, reply.after if reply.kind == "cut" else 1)
         for name, data in frames:
+            if STAMP in data:  # the clock at the moment of sending (bench/models.py)
+                data = data.replace(STAMP, f"{time.monotonic():.6f}")
             head = f"event: {name}\n" if name else ""
             self.wfile.write(f"{head}data: {data}\n\n".encode())
             self.wfile.flush()

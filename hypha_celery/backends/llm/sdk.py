@@ -37,17 +37,13 @@ class ClientCache:
 
     def get(self, key: str, base_url: str | None, timeout: float) -> Any:
         index = (hashlib.sha256(key.encode()).hexdigest(), base_url, float(timeout))
-        with self._lock:
+        with self._lock:  # built under the lock: 500 threads starting at once build one
             client = self._clients.get(index)
-            if client is not None:
-                self._clients.move_to_end(index)
-                return client
-        client = self._factory(key, base_url, float(timeout))
-        with self._lock:
-            client = self._clients.setdefault(index, client)
+            if client is None:
+                client = self._clients[index] = self._factory(key, base_url, float(timeout))
+                while len(self._clients) > self._size:
+                    self._clients.popitem(last=False)
             self._clients.move_to_end(index)
-            while len(self._clients) > self._size:
-                self._clients.popitem(last=False)
         return client
 
     def clear(self) -> None:
