@@ -115,6 +115,33 @@ def provider_call(api: str, url: str) -> Callable[[], None]:
     return run
 
 
+def client_call(api: str, url: str) -> Callable[[], None]:
+    """What a graph node's ``ctx.llm`` does on a worker with Redis: :class:`LLMClient`
+    with the shared Redis rate limiter (limits set, never reached) and the call's deltas
+    published to the Redis live bus (sent whether or not someone watches; a watcher would
+    be another process)."""
+    import uuid
+
+    from bench.ratelimit import _url
+    from hypha_celery.backends.llm.client import LiveSink, LLMClient
+    from hypha_celery.backends.llm.ratelimit import Limit, RedisLimiter
+    from hypha_celery.live import RedisLiveBus
+
+    prefix = f"bench:models:{uuid.uuid4().hex[:8]}:"
+    vendor = "anthropic" if api == "anthropic" else "openai"
+    limiter = RedisLimiter(_url(), {vendor: Limit(rpm=10**9, tpm=10**12)}, prefix=prefix)
+    client = LLMClient(limiter=limiter, base_urls={vendor: url if api == "anthropic"
+                                                   else f"{url}/v1"})
+    bus = RedisLiveBus(_url(), prefix=prefix)
+    sink = LiveSink(bus, "run:bench", {"execution_id": "e1", "call_id": "c1"})
+    os.environ.setdefault("OPENAI_API_KEY", KEY)
+    os.environ.setdefault("ANTHROPIC_API_KEY", KEY)
+
+    def run() -> None:
+        client.call(REFS[api], PROMPT, live=sink)
+    return run
+
+
 def _timed(fn: Callable[[], None]) -> tuple[float, float]:
     w0, c0 = time.perf_counter(), time.process_time()
     fn()
@@ -140,7 +167,7 @@ def side_by_side(calls: dict[str, Callable[[], None]], n: int) -> dict[str, dict
 def overhead(extra: dict[str, Callable[[str, str], Callable[[], None]]] | None = None
              ) -> dict[str, Any]:
     """Raw SDK vs the provider layer (and ``extra`` paths) for each wire API."""
-    paths = {"provider": provider_call, **(extra or {})}
+    paths = {"provider": provider_call, "ctx_llm_path": client_call, **(extra or {})}
     out: dict[str, Any] = {"calls": CALLS, "deltas": DELTAS, "targets": []}
     with provider_server(*_stream_args()) as url:
         for api in REFS:

@@ -47,10 +47,21 @@ def data_bytes(data: dict[str, Any]) -> int:
         encoded = _encode(data)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidEvent(f"event data is not JSON: {type(exc).__name__}") from None
-    if json.loads(encoded) != data:
+    if not _flat(data) and json.loads(encoded) != data:
         raise InvalidEvent("event data does not survive a JSON round trip "
                            "(tuples, non-string keys or other non-JSON values)")
     return len(encoded.encode())
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _flat(data: dict[str, Any]) -> bool:
+    """String keys and plain scalar values (a text delta): such data always survives a
+    JSON round trip once it encoded (NaN and infinities do not encode), so the costly
+    decode check is skipped -- it runs once per streamed token."""
+    return all(type(k) is str for k in data) and all(type(v) in _SCALARS
+                                                     for v in data.values())
 
 
 @dataclass(frozen=True, slots=True)
