@@ -10,6 +10,8 @@ Environment (the bench scripts set these before importing this module):
 * ``BENCH_STORE_URL``  hypha event store (the scripts create a fresh PostgreSQL database)
 * ``BENCH_PROFILE``    a directory: each pool process profiles itself with cProfile and
   dumps ``worker-<pid>.prof`` there (see ``bench/profile_worker.py``)
+* ``BENCH_LLM_URL``    the local provider's root URL: ``bench_llm`` (one node, one
+  ``ctx.llm`` call) calls it (``bench/models.py concurrency``)
 * ``BENCH_PRELOAD``    a module imported first, in the driver and in the worker (for trying
   out a patched copy of a library function; never set by the scripts)
 """
@@ -32,7 +34,8 @@ from celery.signals import (
 )
 
 from hypha_celery import FanOut, Finish, Graph, Hypha, Next, Settings
-from hypha_celery.graph import Context, Outcome
+from hypha_celery.backends.llm.client import LLMClient
+from hypha_celery.graph import Context, Node, Outcome
 
 if os.environ.get("BENCH_PRELOAD"):
     importlib.import_module(os.environ["BENCH_PRELOAD"])
@@ -59,7 +62,12 @@ def _settings() -> Settings:
                                local_budget=env.local_budget)
 
 
-hypha = Hypha(_settings())
+def _llm() -> LLMClient | None:
+    url = os.environ.get("BENCH_LLM_URL")
+    return LLMClient(base_urls={"openai": f"{url}/v1"}) if url else None
+
+
+hypha = Hypha(_settings(), llm=_llm())
 celery = hypha.celery
 
 # -- hypha graphs ------------------------------------------------------------
@@ -92,6 +100,21 @@ def fanout_policy(ctx: Context) -> FanOut | Finish:
     return Finish({"ok": ctx.state.get("ok")})
 
 
+LLM_MODEL = "openai:gpt-bench"
+
+
+def llm_node(state: dict[str, Any], input: Any, ctx: Any) -> dict[str, Any]:
+    reply = ctx.llm(LLM_MODEL, [{"role": "user", "content": "Say ok."}])
+    return {"text": reply.text}
+
+
+def llm_policy(ctx: Context) -> Next | Finish:
+    return Next("call") if ctx.step == 0 else Finish(ctx.state)
+
+
+LLM = hypha.register(Graph(id="bench_llm", nodes={"call": Node(llm_node, models=[LLM_MODEL])},
+                           decision_policy=llm_policy, execution_timeout=600.0,
+                           node_timeout=300.0))
 LINEAR = hypha.register(linear_graph("bench_linear20", 20))
 SHORT = hypha.register(linear_graph("bench_linear5", 5))
 PAIR = hypha.register(linear_graph("bench_pair", 2))
