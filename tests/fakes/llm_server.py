@@ -113,6 +113,8 @@ class FakeLLM:
     _script: list[tuple[Route | None, Reply]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _open: int = 0
+    _busy: int = 0
+    _peak: int = 0
     _server: ThreadingHTTPServer | None = None
 
     # -- lifecycle ------------------------------------------------------------------
@@ -160,6 +162,22 @@ class FakeLLM:
         with self._lock:
             return self._open
 
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered now (their delay included)."""
+        with self._lock:
+            return self._busy
+
+    @property
+    def peak_in_flight(self) -> int:
+        """The most requests answered at once since :meth:`reset_peak`."""
+        with self._lock:
+            return self._peak
+
+    def reset_peak(self) -> None:
+        with self._lock:
+            self._peak = self._busy
+
     def wait_closed(self, timeout: float = 5.0) -> bool:
         """True once no stream is being written (a client closed or every reply ended)."""
         end = time.monotonic() + timeout
@@ -180,6 +198,11 @@ class FakeLLM:
         with self._lock:
             self._open += delta
 
+    def _answering(self, delta: int) -> None:
+        with self._lock:
+            self._busy += delta
+            self._peak = max(self._peak, self._busy)
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
@@ -195,6 +218,13 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def do_POST(self) -> None:
+        self.server.fake._answering(+1)
+        try:
+            self._post()
+        finally:
+            self.server.fake._answering(-1)
+
+    def _post(self) -> None:
         path = self.path.split("?", 1)[0]
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         try:
