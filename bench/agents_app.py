@@ -41,3 +41,17 @@ class LoopingMock(MockBackend):
         if first is not None:
             session["scripts"].insert(0, first)
         return events, session
+
+
+class Relay(Agent):
+    """Hands its start options to the backend (``bench/agents_io.py``: an
+    ``OpenAIBackend`` on the local slow provider); counts its turns."""
+
+    def init_agent(self, opts: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        return dict(opts), {"turns": 0, "errors": 0}
+
+    def handle_response(self, ref: str, response: Response, state: Any) -> NoReply:
+        return NoReply({**state, "turns": state["turns"] + 1})
+
+    def handle_error(self, ref: str, error: TurnError, state: Any) -> NoReply:
+        return NoReply({**state, "errors": state["errors"] + 1})

@@ -13,7 +13,8 @@ with ``Connection: close`` and no length, as a proxy may: a stream cut mid-way t
 like a clean end of the body to the client (the hard case).
 
 Run as a program (``python -m tests.fakes.llm_server --port 0``) it prints its URL and
-serves until killed, answering ``ok`` to everything (or ``--text``, ``--delay``).
+serves until killed, answering ``ok`` to everything (or ``--text``, ``--delay``);
+``GET /_stats`` answers the requests in flight, their peak and the count.
 """
 
 from __future__ import annotations
@@ -250,6 +251,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, _whole(route, reply, body))
 
     def do_GET(self) -> None:  # a health check / a CLI's stray GET
+        fake = self.server.fake
+        if self.path == "/_stats":  # for a benchmark driving the server as a program
+            self._json(200, {"in_flight": fake.in_flight, "peak": fake.peak_in_flight,
+                             "requests": len(fake.requests)})
+            return
         self._json(404, {"error": {"message": "not found", "type": "not_found"}})
 
     # -- replies ----------------------------------------------------------------------
