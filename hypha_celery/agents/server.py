@@ -76,6 +76,8 @@ class Owner:
         #: The next step, chosen in the transaction that ended the previous one (a turn
         #: costs three row transactions on the owner's side: start, seal, record).
         self._next: Next | None = None
+        #: That transaction found nothing to do: the agent went idle (no step is left).
+        self._idle = False
 
     @property
     def doc(self) -> AgentDoc:
@@ -161,6 +163,8 @@ class Owner:
     def step(self) -> tuple[bool, int]:
         """One step; returns (more work may follow, turns finished)."""
         action, self._next = self._next, None
+        if action is None and self._idle:
+            return False, 0  # gone idle in the last transaction: no need to look again
         if action is None:
             with self._locked() as atx:
                 action = self._choose(atx)
@@ -188,6 +192,7 @@ class Owner:
     def _then(self, atx: AgentTx) -> None:
         """Choose the next step in this transaction."""
         self._next = self._choose(atx)
+        self._idle = self._next is None
 
     def _choose(self, atx: AgentTx) -> Next | None:
         doc = atx.doc

@@ -33,7 +33,7 @@ from hypha_celery.store import agents as table
 log = logging.getLogger(__name__)
 
 #: Seconds between two polls of the watched turns' control column.
-POLL_S = 0.02
+POLL_S = 0.05
 #: The thread exits after this many seconds with nothing to watch.
 IDLE_EXIT_S = 5.0
 
