@@ -21,6 +21,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -61,6 +62,13 @@ class Watch:
         self._turns: dict[int, _Turn] = {}
         self._thread: threading.Thread | None = None
         self._pid = 0
+        ref = weakref.WeakMethod(self._after_fork)
+        os.register_at_fork(after_in_child=lambda: (m := ref()) is not None and m())
+
+    def _after_fork(self) -> None:
+        """A forked child has none of the parent's threads, and maybe a held lock."""
+        self._lock = threading.Lock()
+        self._thread, self._pid = None, 0
 
     # -- registration ----------------------------------------------------------------
     @contextmanager

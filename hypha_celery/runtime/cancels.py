@@ -87,6 +87,13 @@ class RunWatch:
         self._calls: dict[int, _Call] = {}
         self._thread: threading.Thread | None = None
         self._pid = 0
+        ref = weakref.WeakMethod(self._after_fork)
+        os.register_at_fork(after_in_child=lambda: (m := ref()) is not None and m())
+
+    def _after_fork(self) -> None:
+        """A forked child has none of the parent's threads, and maybe a held lock."""
+        self._lock = threading.Lock()
+        self._thread, self._pid = None, 0
 
     @contextmanager
     def call(self, run_id: str, awaited: str, cancel: Callable[[], None]) -> Iterator[None]:
