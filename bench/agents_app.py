@@ -55,3 +55,13 @@ class Relay(Agent):
 
     def handle_error(self, ref: str, error: TurnError, state: Any) -> NoReply:
         return NoReply({**state, "errors": state["errors"] + 1})
+
+
+class Talker(Agent):
+    """Passes its ``llm`` start option to its backend (``bench/models.py first_token``)."""
+
+    def init_agent(self, opts: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        return dict(opts["llm"]), {}
+
+    def handle_response(self, ref: str, response: Response, state: Any) -> NoReply:
+        return NoReply(state)

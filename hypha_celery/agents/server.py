@@ -40,6 +40,7 @@ from hypha_celery.agents import callbacks, callers, effects, machine, rows, tele
 from hypha_celery.agents.behaviour import Agent, Decision, Halt, NoReply, Prompt, acting_as
 from hypha_celery.agents.channels import Streamed
 from hypha_celery.agents.doc import AgentDoc, CurrentTurn, Failed, Origin, Request, Stage
+from hypha_celery.agents.live import publish_end, publish_event
 from hypha_celery.agents.machine import Step
 from hypha_celery.agents.rows import AgentTx
 from hypha_celery.agents.runtime import AgentRuntime, new_token
@@ -415,7 +416,9 @@ class Owner:
         stream_to, ref = cur.request.stream_to, cur.ref
 
         def relay(event: Event) -> None:
-            self.rt.transport.relay(stream_to, Streamed(self.name, ref, event.to_json()))
+            publish_event(self.rt.live, self.name, ref, event)
+            if stream_to is not None:
+                self.rt.transport.relay(stream_to, Streamed(self.name, ref, event.to_json()))
 
         def save(session: dict[str, Any]) -> None:
             with self._locked() as atx:
@@ -470,8 +473,12 @@ class Owner:
                 outcome = machine.sealed(cur).outcome
                 if isinstance(outcome, Failed):
                     atx.event("agent.turn.failed", {**_turn_data(cur), "reason": outcome.reason})
+                    ended: tuple[str, str | None] = ("failed", outcome.reason)
                 else:
                     atx.event("agent.turn.completed", _turn_data(cur))
+                    ended = ("completed", None)
+                atx.after_commit(lambda: publish_end(self.rt.live, self.name, cur.ref,
+                                                     *ended))
                 done = machine.record(atx.doc, cur, decision, state)
                 refused = self._recorded(atx, cur, done)
             if refused is None:

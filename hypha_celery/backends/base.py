@@ -18,10 +18,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from hypha_celery.backends.error import BackendError
 from hypha_celery.backends.event import Event
+
+if TYPE_CHECKING:
+    from hypha_celery.backends.llm.client import BackendServices
 
 Session = dict[str, Any]
 # Acknowledges a provider session id mid-turn: the first id wins, a repeat is fine; an
@@ -46,6 +49,11 @@ class Backend(ABC):
     @abstractmethod
     def terminate_session(self, session: Session) -> None:
         """Cleanup; idempotent. Not called when a worker is killed abruptly."""
+
+    def bind(self, services: BackendServices) -> None:
+        """Receive what the runtime shares with backends (the rate limiter of model
+        keys), before any session is started. The default ignores it."""
+        return None
 
     def cancel(self) -> None:
         """Abort what ``prompt`` on this instance started: close the HTTP stream, kill the

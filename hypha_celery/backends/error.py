@@ -17,6 +17,13 @@ _RETRYABLE_ERRNOS = frozenset({errno.ETIMEDOUT, errno.ECONNRESET, errno.EPIPE})
 # timeout / closed / connection reset (Req's :timeout, :closed, :econnreset)
 _RETRYABLE_TRANSPORT = (TimeoutError, ConnectionResetError, BrokenPipeError,
                         ConnectionAbortedError)
+#: kind -> the class a node's ``RetryPolicy`` sees (:func:`hypha_celery.graph.classify`)
+_ERROR_CLASSES = {"rate_limited": "rate_limit", "server_error": "transient",
+                  "transport": "transient", "incomplete_stream": "transient",
+                  "timeout": "timeout", "authentication": "policy", "missing_key": "policy",
+                  "invalid_request": "validation", "malformed_stream": "validation",
+                  "invalid_option": "validation", "invalid_model": "validation",
+                  "invalid_tool": "validation"}
 
 
 class BackendError(HyphaRuntimeError):
@@ -44,6 +51,15 @@ class BackendError(HyphaRuntimeError):
     def __repr__(self) -> str:
         return (f"BackendError(provider={self.provider!r}, kind={self.kind!r}, "
                 f"retryable={self.retryable!r}, status={self.status!r})")
+
+    @property
+    def error_class(self) -> str | None:
+        """The retry class of this kind (``rate_limited`` -> ``rate_limit``, transport and
+        server errors -> ``transient`` ...), None to let the status decide."""
+        found = _ERROR_CLASSES.get(self.kind)
+        if found is None and self.retryable:
+            return "transient"
+        return found
 
     def to_json(self) -> dict[str, Any]:
         """Content-free: safe for events, logs and metrics."""

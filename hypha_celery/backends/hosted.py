@@ -47,6 +47,11 @@ output}))``. A plain-text prompt instead answers every pending call with
 :mod:`hypha_celery.backends.llm.errors` for the kinds). :meth:`cancel` closes the HTTP
 stream from any thread; a request still waiting for its response headers is abandoned
 when they arrive.
+
+**Rate limits.** :meth:`bind` gives the backend the runtime's
+:class:`~hypha_celery.backends.llm.client.BackendServices`: each turn takes room from the
+shared limiter before it opens its stream (waiting up to its bound, else the turn fails
+``rate_limited``), and a 429 with ``retry-after`` pauses the key for every worker.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from hypha_celery.backends.base import Backend, Checkpoint, Session
 from hypha_celery.backends.error import BackendError
 from hypha_celery.backends.event import Event
 from hypha_celery.backends.llm import errors
+from hypha_celery.backends.llm.client import BackendServices
 from hypha_celery.backends.llm.keys import check_env_name, resolve_key
 from hypha_celery.backends.llm.ref import PROVIDERS, ModelRef, Provider, provider
 from hypha_celery.backends.llm.stream import LLMStream
@@ -96,6 +102,10 @@ class HostedBackend(Backend):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._turn: _Turn | None = None
+        self._services = BackendServices()
+
+    def bind(self, services: BackendServices) -> None:
+        self._services = services
 
     # -- the Backend contract ------------------------------------------------------------
     def start_session(self, opts: dict[str, Any]) -> Session:
@@ -115,7 +125,7 @@ class HostedBackend(Backend):
                              tuple(ToolDecl(**t) for t in opts.get("tools", ())),
                              {k: opts[k] for k in _REQUEST_OPTIONS if k in opts})
         turn = _Turn(self._module(), request, key, opts.get("base_url"),
-                     float(opts.get("timeout", DEFAULT_TIMEOUT)))
+                     float(opts.get("timeout", DEFAULT_TIMEOUT)), self._services)
         with self._lock:
             self._turn = turn
         return turn.events(), {"opts": opts, "messages": messages}
@@ -227,8 +237,9 @@ class _Turn:
     """One dispatched prompt: opens the stream when first iterated; cancel from anywhere."""
 
     def __init__(self, module: Provider, request: LLMRequest, key: str, base_url: str | None,
-                 timeout: float) -> None:
+                 timeout: float, services: BackendServices) -> None:
         self._module = module
+        self._services = services
         self._request = request
         self._key: str | None = key
         self._base_url = base_url
@@ -262,8 +273,13 @@ class _Turn:
             key, self._key = self._key, None
             if self._cancelled or key is None:
                 raise errors.cancelled(vendor)
-        stream = self._module.open_stream(self._request, key=key, base_url=self._base_url,
-                                          timeout=self._timeout)
+        self._services.admit(vendor, key, self._request)
+        try:
+            stream = self._module.open_stream(self._request, key=key, base_url=self._base_url,
+                                              timeout=self._timeout)
+        except BackendError as exc:
+            self._services.report(vendor, key, exc)
+            raise
         with self._lock:
             if not self._cancelled:
                 self._stream = stream

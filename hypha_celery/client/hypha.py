@@ -18,6 +18,8 @@ from hypha_celery.agents.api import Agents
 from hypha_celery.agents.channels import Transport
 from hypha_celery.agents.runtime import AgentRuntime
 from hypha_celery.agents.telemetry import Telemetry
+from hypha_celery.backends.llm.client import LLMClient
+from hypha_celery.backends.llm.ratelimit import Limiter, MemoryLimiter, RedisLimiter
 from hypha_celery.beat import operator, supervisor
 from hypha_celery.client.run import RunHandle
 from hypha_celery.embedded import EmbeddedWorker
@@ -81,10 +83,15 @@ class Hypha:
 
     ``live``: where token streams go (:class:`~hypha_celery.live.LiveBus`); by default
     Redis pub/sub when the app has Redis, in-process when embedded, else nowhere.
+
+    ``llm``: the model client of ``ctx.llm`` (:class:`~hypha_celery.backends.llm.client.
+    LLMClient`); by default one built from the ``model_*`` settings, its rate limits kept
+    in Redis when the app has Redis (shared by every worker), in the process otherwise.
     """
 
     def __init__(self, settings: Settings, *, name: str = "hypha",
-                 middleware: Iterable[Middleware] = (), live: LiveBus | None = None) -> None:
+                 middleware: Iterable[Middleware] = (), live: LiveBus | None = None,
+                 llm: LLMClient | None = None) -> None:
         self.settings = settings
         self.celery = Celery(name)
         self.celery.config_from_object(celery_config(settings))
@@ -93,12 +100,15 @@ class Hypha:
         self.notifier: Notifier = _notifier(settings)
         #: Live token streams (``RunHandle.stream``, ``agents.stream``): never stored.
         self.live: LiveBus = _live(settings) if live is None else live
+        #: The model client of ``ctx.llm`` (closed with the app when built here).
+        self.llm: LLMClient = _llm(settings) if llm is None else llm
+        self._owns_llm = llm is None
         self._rt = Runtime(self.celery, self.store, self.notifier, settings.inline_coordinator,
                            settings.local_budget if settings.inline_coordinator else 0.0,
                            delivery_limit=settings.delivery_limit,
                            lease_interval=settings.lease_interval,
                            middleware=_stack(self.store, settings, middleware, self.live),
-                           live=self.live)
+                           live=self.live, llm=self.llm)
         tasks.register_coordinator(self._rt)
         supervisor.register(self._rt)
         self._embedded: EmbeddedWorker | None = None
@@ -315,6 +325,8 @@ class Hypha:
         self.agents.close()
         self.notifier.close()
         self.live.close()
+        if self._owns_llm:
+            self.llm.close()
         self.store.dispose()
 
 
@@ -365,6 +377,16 @@ def _live(settings: Settings) -> LiveBus:
         return MemoryLiveBus()
     url = _redis_url(settings)
     return NullBus() if url is None else RedisLiveBus(url)
+
+
+def _llm(settings: Settings) -> LLMClient:
+    """The model client from the settings: rate limits in Redis when the app has Redis
+    (every worker shares them), else in this process."""
+    url = _redis_url(settings)
+    limiter: Limiter = MemoryLimiter(settings.model_limits) if url is None \
+        else RedisLimiter(url, settings.model_limits)
+    return LLMClient(limiter=limiter, prices=settings.model_prices,
+                     base_urls=settings.model_base_urls, max_wait=settings.model_max_wait)
 
 
 def _stack(store: EventStore, settings: Settings, middleware: Iterable[Middleware],

@@ -164,7 +164,8 @@ def _with_retry(fn: Any, retry: StateRetry | None) -> Any:
     if not isinstance(fn, Node):
         return Node(fn, retry=policy)
     return Node(fn.fn, queue=fn.queue, timeout=fn.timeout, retry=policy,
-                side_effect=fn.side_effect, receipt=fn.receipt, dependency=fn.dependency)
+                side_effect=fn.side_effect, receipt=fn.receipt, dependency=fn.dependency,
+                models=fn.models)
 
 
 def workflow_graph(fsm: Fsm, nodes: Mapping[str, Any], **graph_options: Any) -> Graph:

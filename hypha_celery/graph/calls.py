@@ -79,14 +79,17 @@ class Calls:
         self._recorded = recorded
 
     def call(self, family: Family, name: str, fn: Callable[[Any], Any], request: Any,
-             extra: dict[str, Any] | None = None) -> Any:
+             extra: dict[str, Any] | None = None,
+             measures: Callable[[], dict[str, Any]] | None = None) -> Any:
+        """``fn(request)`` recorded (or served in a replay). ``extra``: fields of the
+        record known before the call; ``measures()``: fields known after it (called once
+        it returned or raised: usage, latency, cost)."""
         if not isinstance(name, str) or not name:
             raise InvalidCall(f"a {family} call needs a name")
         if len(self.records) >= MAX_CALLS:
             raise InvalidCall(f"more than {MAX_CALLS} calls in one node execution")
         digest = request_hash(request)
-        n = len(self.records)
-        record: dict[str, Any] = {"call_id": f"{self._prefix}:{family[0]}{n}",
+        record: dict[str, Any] = {"call_id": self.next_id(family),
                                   "family": family, "name": name, "attempt": self.attempt,
                                   "request_hash": digest,
                                   **(extra or {})}
@@ -96,12 +99,23 @@ class Calls:
         try:
             output = fn(request)
         except Exception as exc:
-            record.update(ended_at=time.time(), error=error_json(exc))
+            record.update(ended_at=time.time(), error=error_json(exc),
+                          **(measures() if measures is not None else {}))
             self.records.append(record)
             raise
-        record.update(ended_at=time.time(), output=_checked(output, family, name))
+        record.update(ended_at=time.time(), output=_checked(output, family, name),
+                      **(measures() if measures is not None else {}))
         self.records.append(record)
         return output
+
+    def next_id(self, family: Family) -> str:
+        """The call id the next call of ``family`` gets."""
+        return f"{self._prefix}:{family[0]}{len(self.records)}"
+
+    @property
+    def replaying(self) -> bool:
+        """True when calls are served from a recording (nothing is called)."""
+        return self._recorded is not None
 
     def _serve(self, record: dict[str, Any]) -> Any:
         assert self._recorded is not None

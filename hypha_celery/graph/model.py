@@ -5,15 +5,21 @@ from __future__ import annotations
 import copy
 import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hypha_celery.errors import GraphSpecError
+from hypha_celery.backends.llm.ref import ModelRef
+from hypha_celery.backends.llm.types import LLMResult, Message
+from hypha_celery.errors import GraphSpecError, InvalidModelRef
 from hypha_celery.graph.calls import Calls
 from hypha_celery.graph.retry import RetryPolicy
+
+if TYPE_CHECKING:
+    from hypha_celery.backends.llm.client import LLMClient
+    from hypha_celery.live import LiveBus
 
 NodeFn = Callable[..., Mapping[str, Any] | None]
 ReceiptFn = Callable[[dict[str, Any], Any, "NodeContext"], Mapping[str, Any] | None]
@@ -130,6 +136,11 @@ class NodeContext:
     #: The human review approved right before this execution was scheduled
     #: (``{"review_id", "by"}``), if any: what a governed tool's approval step accepts.
     review: dict[str, Any] | None = None
+    #: The runtime's model client (``ctx.llm``), the live bus its tokens go to, and the
+    #: model references the node declared (``Node(models=...)``; None: any).
+    _llm: LLMClient | None = field(default=None, repr=False, compare=False)
+    _live: LiveBus | None = field(default=None, repr=False, compare=False)
+    _models: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
 
     def cancelled(self) -> bool:
         """True once the run was cancelled (or ended): stop and return early."""
@@ -140,6 +151,24 @@ class NodeContext:
         the request only as a hash). A replay serves the recorded output instead of
         calling. ``request`` and the output must be JSON."""
         return self._recorder().call("model", model, call, request)
+
+    def llm(self, model: str | ModelRef, messages: Sequence[Message], tools: Iterable[Any] = (),
+            **options: Any) -> LLMResult:
+        """Call a model over its provider (``"openai:gpt-4.1-mini"``, ``"anthropic:..."``):
+        the answer's text, tool calls and usage. Recorded as ``model.call.*`` events with
+        the provider, usage, latency and cost (the request only as a hash; the answer is
+        stored, it is what a replay serves); a replay calls nothing. Text deltas stream
+        live on ``run:<run_id>``. ``tools``: ``ToolSpec`` s or ``ToolDecl`` s; ``options``:
+        the provider's (``max_output_tokens``, ``temperature`` ...). Failures raise
+        :class:`~hypha_celery.backends.BackendError` (``rate_limited`` and transport or
+        server errors are retried by the node's ``RetryPolicy``)."""
+        from hypha_celery.graph.llmcall import call_llm
+
+        ref = ModelRef.parse(model)
+        if self._models is not None and str(ref) not in self._models:
+            raise InvalidModelRef(f"node {self.node_id!r} calls {str(ref)!r} but declares "
+                                  f"models={list(self._models)}")
+        return call_llm(self, self._recorder(), ref, messages, tools, options)
 
     def tool(self, tool: str, call: Callable[[Any], Any], args: Any, *,
              side_effect: SideEffect = "read") -> Any:
@@ -158,6 +187,16 @@ class NodeContext:
             object.__setattr__(self, "_calls", Calls(self.execution_id, self.node_id))
         assert self._calls is not None
         return self._calls
+
+
+def _check_models(models: Iterable[str | ModelRef]) -> tuple[str, ...]:
+    if isinstance(models, str | ModelRef):
+        models = [models]
+    try:
+        refs = [str(ModelRef.parse(m)) for m in models]
+    except TypeError:
+        raise InvalidModelRef("models is a list of 'provider:model' references") from None
+    return tuple(dict.fromkeys(refs))
 
 
 def _takes_ctx(fn: Callable[..., Any]) -> bool:
@@ -185,16 +224,21 @@ class Node:
     ``receipt(state, input, ctx)`` tells whether the effect happened (a dict: its
     update; ``None``: it did not) — without one the run is quarantined for a human.
     ``dependency`` names the circuit breaker the node's failures count against
-    (default: the node's own task name).
+    (default: the node's own task name). ``models`` declares the model references the
+    node calls through ``ctx.llm`` (``["openai:gpt-4.1-mini"]``): checked here (an
+    unknown provider raises ``InvalidModelRef``), the only ones ``ctx.llm`` accepts, and
+    the node runs on the I/O queue (``hypha.io``: a thread-pool worker) unless ``queue``
+    says otherwise.
     """
 
-    __slots__ = ("dependency", "fn", "queue", "receipt", "retry", "side_effect", "takes_ctx",
-                 "timeout")
+    __slots__ = ("dependency", "fn", "models", "queue", "receipt", "retry", "side_effect",
+                 "takes_ctx", "timeout")
 
     def __init__(
         self, fn: NodeFn, *, queue: str | None = None, timeout: float | None = None,
         retry: RetryPolicy | None = None, side_effect: SideEffect = "none",
         receipt: ReceiptFn | None = None, dependency: str | None = None,
+        models: Iterable[str | ModelRef] = (),
     ) -> None:
         if not callable(fn):
             raise GraphSpecError(f"node function must be callable, got {type(fn).__name__}")
@@ -219,6 +263,7 @@ class Node:
         self.side_effect = side_effect
         self.receipt = receipt
         self.dependency = dependency
+        self.models = _check_models(models)
         self.takes_ctx = _takes_ctx(fn)
 
     @property

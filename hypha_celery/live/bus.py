@@ -110,8 +110,13 @@ def gap_item(lost: int | None) -> LiveItem:
     return {"kind": "gap", "lost": lost}
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def encode(item: LiveItem) -> bytes:
-    return json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()
+    """Compact JSON, UTF-8 (one encoder built once: ``json.dumps`` with options builds
+    one per call)."""
+    return _ENCODE(item).encode()
 
 
 def is_end(payload: bytes) -> bool:

@@ -60,10 +60,14 @@ model. :func:`model_decides` is done only on the model's finish.
 and the latest observation, only as a hash), replayed from the recording. A
 :data:`Provider` is ``request -> output`` (JSON); :class:`MockProvider` is a scripted one
 on :class:`~hypha_celery.backends.MockBackend`; :func:`parse_action` reads the output.
+:class:`LLMProvider` runs the loop on a real model (``LLMProvider("openai:gpt-4.1-mini")``):
+its calls go through ``ctx.llm`` (usage, cost, shared rate limits, live tokens) and the
+``reason`` node runs on the I/O queue.
 """
 
 from hypha_celery.react.actions import Action, parse_action
 from hypha_celery.react.graph import react_graph
+from hypha_celery.react.llm import LLMProvider
 from hypha_celery.react.provider import MockProvider, Provider, ScriptedError
 from hypha_celery.react.verifiers import Verifier, answer_of, model_decides, tool_answers
 from hypha_celery.react.workflow import (
@@ -84,6 +88,7 @@ __all__ = [
     "budget_steps",
     # the model
     "Action",
+    "LLMProvider",
     "MockProvider",
     "Provider",
     "ScriptedError",

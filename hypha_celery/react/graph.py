@@ -6,8 +6,9 @@ from typing import Any
 
 from hypha_celery.errors import GraphSpecError
 from hypha_celery.fsm import Fsm, workflow_graph
-from hypha_celery.graph import Graph
+from hypha_celery.graph import Graph, Node
 from hypha_celery.react.acting import act_node, policy_check_node
+from hypha_celery.react.llm import LLMProvider
 from hypha_celery.react.provider import Provider
 from hypha_celery.react.reasoning import observe, reason_node, select_action
 from hypha_celery.react.verifiers import Verifier, tool_answers
@@ -32,7 +33,8 @@ def react_graph(provider: Provider, tools: ToolRegistry, *, policy: ToolPolicy |
     (default :func:`tool_answers`, hypha's); ``model``: the name model calls are
     recorded under (default the provider's ``name``, else ``"model"``);
     ``memory_limit``: observations kept in ``variables.memory``. ``graph_options`` go
-    to :class:`Graph`.
+    to :class:`Graph`. ``provider`` may be an :class:`LLMProvider` (a real model
+    through ``ctx.llm``).
     """
     if not (isinstance(max_iterations, int) and max_iterations >= 1):
         raise GraphSpecError(f"max_iterations must be an int >= 1, got {max_iterations!r}")
@@ -40,9 +42,12 @@ def react_graph(provider: Provider, tools: ToolRegistry, *, policy: ToolPolicy |
         raise GraphSpecError(f"memory_limit must be an int >= 1, got {memory_limit!r}")
     policy = policy if policy is not None else ToolPolicy.default()
     name = model or str(getattr(provider, "name", "") or "model")
+    reason: Any = reason_node(provider, name, tools, max_iterations)
+    if isinstance(provider, LLMProvider):  # a real model: the I/O queue, its ref declared
+        reason = Node(reason, models=[provider.ref])
     nodes: dict[str, Any] = {
         "observe": observe,
-        "reason": reason_node(provider, name, tools, max_iterations),
+        "reason": reason,
         "select_action": select_action,
         "policy_check": policy_check_node(tools, policy),
         "act": act_node(tools, policy, at_most_once=False),

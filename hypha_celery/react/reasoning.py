@@ -9,6 +9,7 @@ from typing import Any
 from hypha_celery.graph import NodeContext
 from hypha_celery.graph.model import NodeFn
 from hypha_celery.react.actions import parse_action
+from hypha_celery.react.llm import LLMProvider
 from hypha_celery.react.provider import Provider
 from hypha_celery.tools import ToolRegistry, ToolSpec
 
@@ -37,7 +38,8 @@ def reason_node(provider: Provider, model: str, tools: ToolRegistry,
                 max_iterations: int) -> NodeFn:
     """Ask the model for the next action: one recorded model call per iteration, with the
     question, the tools, the memory and the latest observation (recorded as a hash only,
-    so it may hold prompt text)."""
+    so it may hold prompt text). An :class:`LLMProvider` calls through ``ctx.llm``
+    (usage, cost, rate limits); any other provider through ``ctx.model``."""
     catalog = _catalog(tools.specs())
 
     def reason(state: State, inp: Any, ctx: NodeContext) -> dict[str, Any]:
@@ -45,6 +47,8 @@ def reason_node(provider: Provider, model: str, tools: ToolRegistry,
         request = {"question": state.get("question"), "tools": catalog,
                    "memory": state.get("memory") or [], "observation": state.get("observation"),
                    "iteration": iteration, "max_iterations": max_iterations}
+        if isinstance(provider, LLMProvider):
+            return {"reply": provider.via(ctx, request), "iteration": iteration}
         return {"reply": ctx.model(model, provider, request), "iteration": iteration}
     return reason
 

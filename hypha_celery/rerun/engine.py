@@ -18,6 +18,8 @@ from hypha_celery.runtime.protocol import NodeOutcome, NodeResult, summary
 #: Recorded failures that say what happened to the infrastructure, not what the code
 #: returned: those executions are not re-run (a timeout, a fenced edge, a dead letter).
 _NOT_CODE = frozenset({"NodeTimeout", "StaleEdge"})
+#: The events of a recorded call (``<family>.call.<what>``).
+_CALL_EVENTS = ("started", "completed", "failed")
 
 
 @dataclass(frozen=True)
@@ -239,8 +241,8 @@ def _recorded_calls(events: Sequence[Event]) -> dict[str, list[dict[str, Any]]]:
     calls: dict[str, dict[str, dict[str, Any]]] = {}
     for e in events:
         family, _, what = e.type.partition(".call.")
-        if family not in ("model", "tool") or not what:
-            continue
+        if family not in ("model", "tool") or what not in _CALL_EVENTS:
+            continue  # a governed tool's facts (tool.call.requested ...) are not calls
         p = e.payload
         rec = calls.setdefault(p["execution_id"], {}).setdefault(
             p["call_id"], {"call_id": p["call_id"], "family": family, "name": p.get(family),

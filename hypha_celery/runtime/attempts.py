@@ -45,13 +45,21 @@ def record_call(tx: Tx, run_id: str, outcome: NodeOutcome, call: CallJson) -> No
     base = {"call_id": call["call_id"], "execution_id": eid,
             "step": int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None,
             "node_id": outcome.node_id, "attempt": call.get("attempt", 1), family: call["name"]}
+    started = {k: call[k] for k in _STARTED_FIELDS if k in call}  # type: ignore[literal-required]
+    ended = {k: call[k] for k in _ENDED_FIELDS if k in call}  # type: ignore[literal-required]
     tx.append(run_id, _CALL_KINDS[family, "started"],
-              {**base, "request_hash": call["request_hash"],
-               **({"side_effect": call["side_effect"]} if "side_effect" in call else {})},
+              {**base, "request_hash": call["request_hash"], **started},
               ts=call["started_at"])
     if "error" in call:
-        tx.append(run_id, _CALL_KINDS[family, "failed"], {**base, "error": call["error"]},
-                  ts=call["ended_at"])
+        tx.append(run_id, _CALL_KINDS[family, "failed"],
+                  {**base, "error": call["error"], **ended}, ts=call["ended_at"])
     else:
-        tx.append(run_id, _CALL_KINDS[family, "completed"], {**base, "output": call["output"]},
-                  ts=call["ended_at"])
+        tx.append(run_id, _CALL_KINDS[family, "completed"],
+                  {**base, "output": call["output"], **ended}, ts=call["ended_at"])
+
+
+#: What a call's start and end events carry besides ids (when the call recorded it):
+#: a tool's side-effect level; a ``ctx.llm`` call's provider, request size, usage,
+#: latency, rate-limit wait and cost.
+_STARTED_FIELDS = ("side_effect", "provider", "request_bytes")
+_ENDED_FIELDS = ("usage", "latency_ms", "wait_ms", "cost_usd")

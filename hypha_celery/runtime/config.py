@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kombu.entity import Exchange, Queue
 
+from hypha_celery.backends.llm.pricing import Price
+from hypha_celery.backends.llm.ratelimit import Limit, parse_limits
 from hypha_celery.errors import SetupError
 from hypha_celery.lanes import Bound
 
@@ -56,6 +60,17 @@ class Settings:
     #: Pending runs per (user_id, session_id) lane: count and JSON bytes of their inputs.
     lane_max_pending: int = 1_000
     lane_max_pending_bytes: int = 8_388_608
+    #: Model calls (``ctx.llm``, hosted agent backends): rate limits per vendor
+    #: (``"openai"``) or limit key (``"openai:<key id>"``) -- ``HYPHA_MODEL_LIMITS``,
+    #: JSON ``{"openai": {"rpm": 500, "tpm": 200000}}``; seconds a call may wait for
+    #: room (``HYPHA_MODEL_MAX_WAIT``); prices in USD per million tokens by model
+    #: reference (``HYPHA_MODEL_PRICES``, JSON ``{"openai:gpt-4.1-mini": {"input": 0.4,
+    #: "output": 1.6}}``; none built in); base URLs per provider or vendor
+    #: (``HYPHA_MODEL_BASE_URLS``, JSON ``{"openai": "http://localhost:8000/v1"}``).
+    model_limits: dict[str, Limit] = field(default_factory=dict)
+    model_max_wait: float = 60.0
+    model_prices: dict[str, Price] = field(default_factory=dict)
+    model_base_urls: dict[str, str] = field(default_factory=dict)
     celery_overrides: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -79,11 +94,42 @@ class Settings:
             "lease_interval": _seconds(env, "HYPHA_LEASE_INTERVAL", 1.0),
             "lane_max_pending": int(_seconds(env, "HYPHA_LANE_MAX_PENDING", 1_000)),
             "lane_max_pending_bytes": int(_seconds(env, "HYPHA_LANE_MAX_PENDING_BYTES",
-                                                   8_388_608))}
+                                                   8_388_608)),
+            **model_settings(env)}
         if not broker:
             return cls("memory://", "cache+memory://", store, True, inline, budget, **extra)
         backend = env.get("HYPHA_RESULT_BACKEND", "").strip() or _default_backend(broker)
         return cls(broker, backend, store, False, inline, budget, **extra)
+
+
+def model_settings(env: Mapping[str, str]) -> dict[str, Any]:
+    """The ``model_*`` settings from ``HYPHA_MODEL_*`` (JSON documents; see
+    :class:`Settings`); a malformed one is a ``SetupError`` naming the variable."""
+    out: dict[str, Any] = {"model_max_wait": _seconds(dict(env), "HYPHA_MODEL_MAX_WAIT", 60.0)}
+    try:
+        out["model_limits"] = parse_limits(_json(env, "HYPHA_MODEL_LIMITS"))
+        out["model_prices"] = {str(k): Price.of(v)
+                               for k, v in _json(env, "HYPHA_MODEL_PRICES").items()}
+        urls = _json(env, "HYPHA_MODEL_BASE_URLS")
+        if not all(isinstance(v, str) for v in urls.values()):
+            raise ValueError("base URLs are strings")
+        out["model_base_urls"] = {str(k): v for k, v in urls.items()}
+    except (TypeError, ValueError) as exc:
+        raise SetupError(f"HYPHA_MODEL_* settings: {exc}") from None
+    return out
+
+
+def _json(env: Mapping[str, str], name: str) -> dict[str, Any]:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise SetupError(f"{name} must be a JSON object") from None
+    if not isinstance(value, dict):
+        raise SetupError(f"{name} must be a JSON object")
+    return value
 
 
 def _seconds(env: dict[str, str], name: str, default: float) -> float:

@@ -18,7 +18,7 @@ from hypha_celery.graph import Decision, Fail, FanOut, Finish, Graph, Next, Revi
 from hypha_celery.graph.jsonsafe import error_json, is_json, json_size
 from hypha_celery.runtime import canvas, lifecycle, seams
 from hypha_celery.runtime.attempts import record_attempt
-from hypha_celery.runtime.config import EFFECTS_QUEUE, NODES_QUEUE
+from hypha_celery.runtime.config import EFFECTS_QUEUE, IO_QUEUE, NODES_QUEUE
 from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.lanes import kickoff_id, release
 from hypha_celery.runtime.late import log_late
@@ -285,9 +285,12 @@ def _park_for_review(tx: Tx, view: View, d: Review) -> None:
 
 
 def node_call(rt: Runtime, graph: Graph, msg: NodeMessage) -> canvas.NodeCall:
-    """The task message for one node execution (its queue, limits, locality)."""
+    """The task message for one node execution (its queue, limits, locality): its own
+    queue, else the effects queue (at most once), the I/O queue (it calls models), or
+    the nodes queue."""
     node = graph.nodes[msg.node_id]
-    queue = node.queue or (EFFECTS_QUEUE if node.at_most_once else NODES_QUEUE)
+    queue = node.queue or (EFFECTS_QUEUE if node.at_most_once
+                           else IO_QUEUE if node.models else NODES_QUEUE)
     return canvas.NodeCall(task=f"{graph.id}.{msg.node_id}", msg=msg, queue=queue,
                            timeout=graph.timeout_for(msg.node_id), local_budget=rt.local_budget,
                            local_ok=not node.at_most_once)

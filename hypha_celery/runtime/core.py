@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from celery import Celery
 
+from hypha_celery.backends.llm.client import LLMClient
 from hypha_celery.events import Status, View
 from hypha_celery.graph import Graph
 from hypha_celery.live import LiveBus, NullBus
@@ -63,7 +64,8 @@ class Runtime:
     ``lease_interval`` is the heartbeat interval the supervisor judges leases by;
     ``live`` is where model calls publish their tokens (topic ``run:<run_id>``, see
     :mod:`hypha_celery.live`): Redis pub/sub when the app has Redis, in-process when
-    embedded, nowhere otherwise."""
+    embedded, nowhere otherwise; ``llm`` is the model client of ``ctx.llm`` (rate
+    limits, prices, base URLs)."""
 
     app: Celery
     store: EventStore
@@ -76,3 +78,4 @@ class Runtime:
     middleware: MiddlewareStack = EMPTY
     sweeps: list[Sweep] = field(default_factory=list)
     live: LiveBus = field(default_factory=NullBus)
+    llm: LLMClient = field(default_factory=LLMClient)

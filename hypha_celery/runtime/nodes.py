@@ -79,7 +79,8 @@ def run_node(
                             "attempt": attempt, "worker": worker, "at": time.time()}
     calls = Calls(execution_id, msg.node_id, attempt=attempt)
     ctx = NodeContext(run_id, execution_id, msg.node_id, attempt,
-                      _cancel_flag(rt, run_id, msg.awaited), calls, approved_review(view))
+                      _cancel_flag(rt, run_id, msg.awaited), calls, approved_review(view),
+                      rt.llm, rt.live, node.models or None)
     outcome = _execute(graph, node, copy.deepcopy(view["state"]), msg, ctx, calls,
                        None if node.at_most_once else started)
     return outcome, view

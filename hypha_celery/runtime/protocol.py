@@ -49,6 +49,13 @@ class CallJson(TypedDict, total=False):
     ended_at: float
     output: object
     error: ErrorJson
+    # a ``ctx.llm`` call's measures (see :mod:`hypha_celery.graph.llmcall`)
+    provider: str
+    request_bytes: int
+    usage: dict[str, int]
+    latency_ms: float
+    wait_ms: float
+    cost_usd: float
 
 
 class DeadLetterJson(TypedDict):

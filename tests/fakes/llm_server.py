@@ -13,8 +13,7 @@ with ``Connection: close`` and no length, as a proxy may: a stream cut mid-way t
 like a clean end of the body to the client (the hard case).
 
 Run as a program (``python -m tests.fakes.llm_server --port 0``) it prints its URL and
-serves until killed, answering ``ok`` to everything (or ``--text``, ``--delay``);
-``GET /_stats`` answers the requests in flight, their peak and the count.
+serves until killed, answering ``ok`` to everything (or ``--text``, ``--delay``).
 """
 
 from __future__ import annotations
@@ -32,6 +31,9 @@ from typing import Any, Literal
 
 Route = Literal["responses", "chat", "messages"]
 Frame = tuple[str | None, str]  # (SSE event name or None, data line)
+#: In a reply's text, replaced on the wire by the server's ``time.monotonic()`` when the
+#: frame is sent: a reader on this machine knows how long the delta took to reach it.
+STAMP = "@@sent@@"
 _ROUTES: dict[str, Route] = {"/v1/responses": "responses", "/v1/chat/completions": "chat",
                              "/v1/messages": "messages"}
 
@@ -114,8 +116,9 @@ class FakeLLM:
     _script: list[tuple[Route | None, Reply]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _open: int = 0
-    _busy: int = 0
-    _peak: int = 0
+    _in_flight: int = 0
+    _max_in_flight: int = 0
+    _served: int = 0
     _server: ThreadingHTTPServer | None = None
 
     # -- lifecycle ------------------------------------------------------------------
@@ -163,22 +166,6 @@ class FakeLLM:
         with self._lock:
             return self._open
 
-    @property
-    def in_flight(self) -> int:
-        """Requests being answered now (their delay included)."""
-        with self._lock:
-            return self._busy
-
-    @property
-    def peak_in_flight(self) -> int:
-        """The most requests answered at once since :meth:`reset_peak`."""
-        with self._lock:
-            return self._peak
-
-    def reset_peak(self) -> None:
-        with self._lock:
-            self._peak = self._busy
-
     def wait_closed(self, timeout: float = 5.0) -> bool:
         """True once no stream is being written (a client closed or every reply ended)."""
         end = time.monotonic() + timeout
@@ -195,14 +182,26 @@ class FakeLLM:
                     return reply
         return self.default
 
+    def stats(self) -> dict[str, int]:
+        """Requests being answered now, the most at once so far, and answered in all
+        (also served as ``GET /_stats``)."""
+        with self._lock:
+            return {"in_flight": self._in_flight, "max_in_flight": self._max_in_flight,
+                    "served": self._served}
+
+    def reset_stats(self) -> None:
+        with self._lock:
+            self._max_in_flight, self._served = self._in_flight, 0
+
+    def _handling(self, delta: int) -> None:
+        with self._lock:
+            self._in_flight += delta
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+            self._served += delta < 0
+
     def _streaming(self, delta: int) -> None:
         with self._lock:
             self._open += delta
-
-    def _answering(self, delta: int) -> None:
-        with self._lock:
-            self._busy += delta
-            self._peak = max(self._peak, self._busy)
 
 
 class _Server(ThreadingHTTPServer):
@@ -219,11 +218,12 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def do_POST(self) -> None:
-        self.server.fake._answering(+1)
+        fake = self.server.fake
+        fake._handling(+1)
         try:
             self._post()
         finally:
-            self.server.fake._answering(-1)
+            fake._handling(-1)
 
     def _post(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -250,11 +250,11 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(200, _whole(route, reply, body))
 
-    def do_GET(self) -> None:  # a health check / a CLI's stray GET
-        fake = self.server.fake
-        if self.path == "/_stats":  # for a benchmark driving the server as a program
-            self._json(200, {"in_flight": fake.in_flight, "peak": fake.peak_in_flight,
-                             "requests": len(fake.requests)})
+    def do_GET(self) -> None:  # the server's counters; else a CLI's stray GET
+        if self.path in ("/_stats", "/_stats/reset"):
+            self._json(200, self.server.fake.stats())
+            if self.path.endswith("/reset"):
+                self.server.fake.reset_stats()
             return
         self._json(404, {"error": {"message": "not found", "type": "not_found"}})
 
@@ -301,6 +301,8 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.kind in ("cut", "hang"):
             frames = _through_delta(frames, reply.after if reply.kind == "cut" else 1)
         for name, data in frames:
+            if STAMP in data:  # the clock at the moment of sending (bench/models.py)
+                data = data.replace(STAMP, f"{time.monotonic():.6f}")
             head = f"event: {name}\n" if name else ""
             self.wfile.write(f"{head}data: {data}\n\n".encode())
             self.wfile.flush()

@@ -4,12 +4,13 @@ own stream helpers (which check event order and identity)."""
 from __future__ import annotations
 
 import threading
+import time
 
 import anthropic
 import openai
 import pytest
 
-from tests.fakes.llm_server import FakeLLM, Reply
+from tests.fakes.llm_server import STAMP, FakeLLM, Reply
 
 USER = [{"role": "user", "content": "x"}]
 
@@ -96,3 +97,29 @@ def test_close_from_another_thread_ends_a_hanging_stream(fake: FakeLLM) -> None:
         for _ in events:
             pass
     assert fake.wait_closed(3)
+
+
+def test_a_stamp_in_a_reply_is_the_clock_when_its_delta_is_sent() -> None:
+    with FakeLLM() as fake:
+        fake.script(Reply.text(f"{STAMP} ", chunks=1))
+        client = openai.OpenAI(api_key="k", base_url=fake.openai_url, max_retries=0)
+        before = time.monotonic()
+        with client.responses.create(model="m", input="hi", stream=True) as stream:
+            deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
+        assert before <= float(deltas[0]) <= time.monotonic()
+
+
+def test_the_server_counts_requests_in_flight() -> None:
+    import httpx2
+
+    with FakeLLM(default=Reply.text("ok", delay_s=0.5)) as fake:
+        client = openai.OpenAI(api_key="k", base_url=fake.openai_url, max_retries=0)
+        calls = [threading.Thread(target=lambda: client.responses.create(model="m", input="hi"))
+                 for _ in range(5)]
+        for call in calls:
+            call.start()
+        for call in calls:
+            call.join()
+        stats = httpx2.get(f"{fake.url}/_stats/reset").json()
+        assert stats == {"in_flight": 0, "max_in_flight": 5, "served": 5}
+        assert fake.stats() == {"in_flight": 0, "max_in_flight": 0, "served": 0}

@@ -96,7 +96,7 @@ def test_the_io_profile_overlaps_many_agent_turns_in_one_process(
             assert {(p.status, p.response.text if p.response else p.reason)
                     for p in polls} == {("completed", "slow answer")}
             # one process, the turns in flight together: far from TURNS x DELAY
-            assert fake.peak_in_flight >= TURNS * 0.75, fake.peak_in_flight
+            assert fake.stats()["max_in_flight"] >= TURNS * 0.75, fake.stats()
             assert elapsed < TURNS * DELAY / 4, elapsed
             # a pool thread and a stream thread per turn, plus a fixed few
             assert threads <= 2 * TURNS + 40, threads

@@ -102,3 +102,27 @@ def test_a_dropped_connection_is_a_gap_then_items_flow_again(redis_url: str) -> 
     finally:
         admin.close()
         bus.close()
+
+
+def test_a_dense_burst_arrives_whole_and_in_order(redis_url: str) -> None:
+    bus = RedisLiveBus(redis_url, prefix=f"t-{uuid.uuid4().hex}:")
+    try:
+        with bus.subscribe("run:burst", timeout=10) as sub:
+            for i in range(500):
+                bus.publish("run:burst", {"kind": "text", "text": f"{i}\n"})
+                bus.publish("run:other", {"kind": "text", "text": "x"})
+            bus.publish("run:burst", end_item(status="completed"))
+            got = list(sub)
+    finally:
+        bus.close()
+    assert [g["text"] for g in got[:-1]] == [f"{i}\n" for i in range(500)]
+    assert got[-1]["kind"] == "end"
+
+
+def test_frames_join_runs_of_one_channel_within_the_frame_bound() -> None:
+    from hypha_celery.live import redis as live_redis
+
+    big = b"x" * (live_redis.FRAME_BYTES // 2)
+    batch = [(b"a", b"1"), (b"a", b"2"), (b"b", b"3"), (b"a", big), (b"a", big), (b"a", b"4")]
+    assert live_redis._frames(batch) == [(b"a", b"1\n2"), (b"b", b"3"), (b"a", big),
+                                         (b"a", big + b"\n4")]

@@ -119,6 +119,26 @@ def test_an_agent_streams_its_turn_until_the_turn_ends(hypha: Hypha) -> None:
     wait_until(lambda: hypha.agents.status("talker").state == "idle")
 
 
+def test_a_turn_relays_its_events_then_its_end(hypha: Hypha) -> None:
+    tag = f"relay-{id(hypha)}"
+    events = [Event.new("text", {"text": "Hel"}), Event.new("text", {"text": "lo"}),
+              Event.new("tool_use", {"id": "c1", "name": "kb", "input": {"q": "secret"}}),
+              Event.new("usage", {"input_tokens": 3, "output_tokens": 2}),
+              Event.new("result", {"text": "Hello"})]
+    hypha.agents.start(Quiet, name="relayer", backend=MockBackend,
+                       scripts=[MockBackend.gate(tag, events)])
+    with hypha.agents.stream("relayer", timeout=WAIT) as stream:
+        ref = hypha.agents.tell("relayer", "hi")
+        assert MockBackend.wait_blocked(tag, WAIT) is not None
+        MockBackend.release(tag)
+        got = list(stream)
+    assert got == [{"kind": "text", "text": "Hel", "ref": ref},
+                   {"kind": "text", "text": "lo", "ref": ref},
+                   {"kind": "tool_use", "id": "c1", "name": "kb", "ref": ref},
+                   {"kind": "usage", "input_tokens": 3, "output_tokens": 2, "ref": ref},
+                   {"kind": "end", "ref": ref, "status": "completed", "reason": None}]
+
+
 def test_closing_a_stream_that_never_started_drops_its_subscription(hypha: Hypha) -> None:
     gate, entered = threading.Event(), threading.Event()
     gated_graph(hypha, gate, entered)

@@ -67,6 +67,8 @@ def open_stream(request: LLMRequest, *, key: str, base_url: str | None,
     try:
         create: Any = _clients.get(key, base_url, timeout).messages.create
         sdk = create(**body, stream=True)
+    except errors.PASSTHROUGH:
+        raise
     except Exception as exc:
         error = errors.from_exception(VENDOR, exc, key=key)
     if error is not None:
@@ -136,7 +138,16 @@ class _Messages:
         self._stopped = False
 
     def feed(self, raw: Any) -> list[Event]:
-        handler = _EVENTS.get(getattr(raw, "type", ""))
+        kind = getattr(raw, "type", "")
+        if kind == "content_block_delta":  # the hot path: most events are text deltas
+            delta = raw.delta
+            if delta.type == "text_delta":
+                piece = delta.text
+                if not piece:
+                    return []
+                self._text.append(piece)
+                return [Event.text(piece)]
+        handler = _EVENTS.get(kind)
         return handler(self, raw) if handler is not None else []
 
     def _start(self, raw: Any) -> list[Event]:
@@ -195,7 +206,7 @@ class _Messages:
         if not delta:
             return []
         self._text.append(delta)
-        return [Event.new("text", {"text": delta})]
+        return [Event.text(delta)]
 
     def _count(self, usage: Any) -> None:
         """Usage counts are cumulative: a later value replaces an earlier one."""

@@ -24,6 +24,10 @@ keeps the provider's text for operators, with the key and anything shaped like a
 replaced by ``[redacted]``; ``raw`` is not kept (an SDK exception holds the request).
 The mapping reads the SDKs' exception classes by name (both SDKs share them), so this
 module imports neither SDK.
+
+A Celery soft time limit (``SoftTimeLimitExceeded``) raised inside a call is never turned
+into a kind: every handler re-raises :data:`PASSTHROUGH` first, so the node's time limit
+is what the runtime records.
 """
 
 from __future__ import annotations
@@ -34,10 +38,15 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from billiard.exceptions import SoftTimeLimitExceeded
+
 from hypha_celery.backends.error import BackendError, classify_status
 
-__all__ = ["cancelled", "from_exception", "from_payload", "incomplete_stream",
+__all__ = ["PASSTHROUGH", "cancelled", "from_exception", "from_payload", "incomplete_stream",
            "malformed_stream", "retry_after", "scrub"]
+
+#: Exceptions no handler of a model call may swallow.
+PASSTHROUGH: tuple[type[BaseException], ...] = (SoftTimeLimitExceeded,)
 
 _MESSAGE_CHARS = 2000
 _KEYLIKE = re.compile(r"\b(sk|rk|pk|sess)-[A-Za-z0-9_\-]{6,}|(?i:bearer)\s+[^\s\"',}]+")

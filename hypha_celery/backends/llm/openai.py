@@ -66,6 +66,8 @@ def open_stream(request: LLMRequest, *, key: str, base_url: str | None,
         else:
             create = client.responses.create
             sdk = create(**body, stream=True)
+    except errors.PASSTHROUGH:
+        raise
     except Exception as exc:
         error = errors.from_exception(VENDOR, exc, key=key)
     if error is not None:
@@ -150,7 +152,10 @@ class _Responses:
         self._final: Any = None
 
     def feed(self, raw: Any) -> list[Event]:
-        handler = _RESPONSES.get(getattr(raw, "type", ""))
+        kind = getattr(raw, "type", "")
+        if kind == "response.output_text.delta":  # the hot path
+            return self._text_delta(raw)
+        handler = _RESPONSES.get(kind)
         return handler(self, raw) if handler is not None else []
 
     def _created(self, raw: Any) -> list[Event]:
@@ -161,7 +166,7 @@ class _Responses:
     def _text_delta(self, raw: Any) -> list[Event]:
         delta = raw.delta or ""
         self._text.append(delta)
-        return [Event.new("text", {"text": delta})] if delta else []
+        return [Event.text(delta)] if delta else []
 
     def _item_added(self, raw: Any) -> list[Event]:
         item = raw.item
@@ -339,7 +344,7 @@ class _Chat:
         if not piece:
             return []
         self._text.append(piece)
-        return [Event.new("text", {"text": piece})]
+        return [Event.text(piece)]
 
     def finish(self) -> tuple[list[Event], LLMResult]:
         if self._stop is None:

@@ -33,39 +33,18 @@ class ClientCache:
         self._size = size
         self._clients: OrderedDict[tuple[str, str | None, float], Any] = OrderedDict()
         self._lock = threading.Lock()
-        self._builds: dict[tuple[str, str | None, float], threading.Lock] = {}
         os.register_at_fork(after_in_child=self._forget)
 
     def get(self, key: str, base_url: str | None, timeout: float) -> Any:
         index = (hashlib.sha256(key.encode()).hexdigest(), base_url, float(timeout))
-        client = self._cached(index)
-        if client is not None:
-            return client
-        # one build per index: the hundreds of threads of an io worker that start their
-        # first call together wait for it instead of each building a client of its own
-        with self._building(index):
-            client = self._cached(index)
-            if client is not None:
-                return client
-            client = self._factory(key, base_url, float(timeout))
-            with self._lock:
-                self._clients[index] = client
-                self._clients.move_to_end(index)
+        with self._lock:  # built under the lock: 500 threads starting at once build one
+            client = self._clients.get(index)
+            if client is None:
+                client = self._clients[index] = self._factory(key, base_url, float(timeout))
                 while len(self._clients) > self._size:
                     self._clients.popitem(last=False)
-                self._builds.pop(index, None)
+            self._clients.move_to_end(index)
         return client
-
-    def _cached(self, index: tuple[str, str | None, float]) -> Any:
-        with self._lock:
-            client = self._clients.get(index)
-            if client is not None:
-                self._clients.move_to_end(index)
-            return client
-
-    def _building(self, index: tuple[str, str | None, float]) -> threading.Lock:
-        with self._lock:
-            return self._builds.setdefault(index, threading.Lock())
 
     def clear(self) -> None:
         with self._lock:
@@ -76,4 +55,3 @@ class ClientCache:
         have been held by another thread at the fork)."""
         self._lock = threading.Lock()
         self._clients = OrderedDict()
-        self._builds = {}

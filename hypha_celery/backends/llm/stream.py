@@ -60,6 +60,7 @@ class LLMStream(Iterator[Event]):
         self._sdk = sdk_stream
         self._raw: Iterator[Any] = iter(sdk_stream)
         self._decoder = decoder
+        self._feed = decoder.feed
         self._key = key  # only to scrub it from error text
         self._pending: deque[Event] = deque()
         self._lock = threading.Lock()
@@ -70,11 +71,15 @@ class LLMStream(Iterator[Event]):
         return self
 
     def __next__(self) -> Event:
-        while not self._pending:
+        pending = self._pending
+        while not pending:
             if self._finished:
                 raise StopIteration
-            self._pull()
-        return self._pending.popleft()
+            events = self._pull()
+            if len(events) == 1:  # the usual case (one delta): no queueing
+                return events[0]
+            pending.extend(events)
+        return pending.popleft()
 
     @property
     def closed(self) -> bool:
@@ -102,36 +107,34 @@ class LLMStream(Iterator[Event]):
     # -- reading -----------------------------------------------------------------------
     # Errors are raised outside ``except`` blocks: an SDK exception may quote a key a
     # server echoed, so it must not ride along as ``__context__``.
-    def _pull(self) -> None:
+    def _pull(self) -> list[Event]:
         error: BackendError | None = None
         try:
-            raw = next(self._raw)
+            return self._feed(next(self._raw))
         except StopIteration:
-            self._end()
-            return
-        except Exception as exc:
+            return self._end()
+        except errors.PASSTHROUGH:
+            self.close()
+            raise
+        except Exception as exc:  # the SDK's read or the decoder
             error = self._failure(exc)
-        if error is None:
-            try:
-                self._pending.extend(self._decoder.feed(raw))
-            except Exception as exc:
-                error = self._failure(exc)
-        if error is not None:
-            raise error
+        raise error
 
-    def _end(self) -> None:
+    def _end(self) -> list[Event]:
         self._release()
         if self._closed:
             raise errors.cancelled(self.vendor)
         error: BackendError | None = None
         try:
             events, result = self._decoder.finish()
+        except errors.PASSTHROUGH:
+            raise
         except Exception as exc:
             error = errors.from_exception(self.vendor, exc, key=self._key)
         if error is not None:
             raise error
-        self._pending.extend(events)
         self.result = result
+        return events
 
     def _failure(self, exc: Exception) -> BackendError:
         self._release()

@@ -175,3 +175,59 @@ def test_a_forked_child_builds_its_own_sdk_clients() -> None:
         os._exit(0 if cache.get("k", None, 1.0) is not parent else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_clients_are_built_once_when_many_threads_ask_at_once() -> None:
+    import threading
+
+    from hypha_celery.backends.llm.sdk import ClientCache
+
+    built: list[object] = []
+
+    def factory(key: str, url: str | None, timeout: float) -> object:
+        time.sleep(0.01)  # a slow build: every thread arrives while it runs
+        built.append(object())
+        return built[-1]
+
+    cache = ClientCache(factory)
+    got: list[object] = []
+    threads = [threading.Thread(target=lambda: got.append(cache.get("k", None, 1.0)))
+               for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(built) == 1 and all(c is built[0] for c in got)
+
+
+class _Raw:
+    """An SDK stream stand-in for the stream's own bookkeeping (no provider involved)."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __iter__(self) -> _Raw:
+        return self
+
+    def __next__(self) -> object:
+        from billiard.exceptions import SoftTimeLimitExceeded
+
+        raise SoftTimeLimitExceeded()
+
+    def close(self) -> None:
+        self.closed = True
+
+    def feed(self, raw: object) -> list[object]:  # never reached: the read raises first
+        raise AssertionError("fed")
+
+
+def test_a_soft_time_limit_passes_through_a_stream_and_closes_it() -> None:
+    from billiard.exceptions import SoftTimeLimitExceeded
+
+    from hypha_celery.backends.llm.stream import LLMStream
+
+    raw = _Raw()
+    stream = LLMStream("openai", raw, decoder=_Raw(), key=None)  # type: ignore[arg-type]
+    with pytest.raises(SoftTimeLimitExceeded):
+        next(stream)
+    assert raw.closed and stream.closed

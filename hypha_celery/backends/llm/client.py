@@ -1,0 +1,211 @@
+"""``LLMClient``: one model call over the provider modules, with everything around it.
+
+``client.call("openai:gpt-4.1-mini", messages, tools, **options)`` resolves the
+reference and the key (environment or callback, :mod:`.keys`), takes room from the rate
+limiter (:mod:`.ratelimit`; the key appears there only as a hash), streams the answer
+(text deltas go to a live topic when one is given), and returns an :class:`LLMCall`:
+the :class:`~hypha_celery.backends.llm.types.LLMResult`, the time waited for the
+limiter, the latency and the cost (:mod:`.pricing`; None when the model has no price).
+Failures are :class:`~hypha_celery.backends.BackendError` kinds (:mod:`.errors`); a 429
+with ``retry-after`` pauses the key for every worker sharing the limiter.
+
+:class:`BackendServices` is what an agent backend gets through ``Backend.bind`` (the
+limiter and its wait bound), so agent turns and graph nodes share one budget per key.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypha_celery.backends.error import BackendError
+from hypha_celery.backends.llm import errors
+from hypha_celery.backends.llm.keys import resolve_key
+from hypha_celery.backends.llm.pricing import PriceTable
+from hypha_celery.backends.llm.ratelimit import NO_LIMITS, Limiter, limit_key
+from hypha_celery.backends.llm.ref import PROVIDERS, ModelRef, provider
+from hypha_celery.backends.llm.types import LLMRequest, LLMResult, Message, ToolDecl
+from hypha_celery.live import LiveBus, LiveItem
+
+__all__ = ["DEFAULT_MAX_WAIT", "DEFAULT_TIMEOUT", "BackendServices", "LLMCall", "LLMClient",
+           "LiveSink", "estimate_tokens"]
+
+#: Seconds a call may wait for rate-limit room before it fails ``rate_limited``.
+DEFAULT_MAX_WAIT = 60.0
+#: Seconds without a byte before a call fails ``transport``.
+DEFAULT_TIMEOUT = 600.0
+_CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(request: LLMRequest) -> int:
+    """Tokens a request may use, for the tokens-per-minute bucket: its text at about four
+    characters a token, plus ``max_output_tokens`` when set (the usual estimate; the
+    provider counts the real ones)."""
+    chars = sum(len(str(m.get("content") or "")) for m in request.messages)
+    chars += sum(len(t.description) + len(str(t.parameters)) for t in request.tools)
+    out = request.options.get("max_output_tokens")
+    return chars // _CHARS_PER_TOKEN + (out if isinstance(out, int) else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendServices:
+    """What the runtime hands a backend (``Backend.bind``): the shared rate limiter and
+    how long a call may wait for it."""
+
+    limiter: Limiter = NO_LIMITS
+    max_wait: float = DEFAULT_MAX_WAIT
+
+    def admit(self, vendor: str, key: str, request: LLMRequest) -> float:
+        """Wait for room for ``request`` on ``key``; seconds waited. Raises
+        ``BackendError(kind="rate_limited")`` past ``max_wait``."""
+        if self.limiter is NO_LIMITS:
+            return 0.0
+        return self.limiter.acquire(limit_key(vendor, key), estimate_tokens(request),
+                                    self.max_wait)
+
+    def report(self, vendor: str, key: str, error: BackendError) -> None:
+        """A provider said 429 with ``retry-after``: pause ``key`` for every worker."""
+        if error.kind == "rate_limited" and error.status == 429 and error.retry_after:
+            try:
+                seconds = float(error.retry_after)
+            except (TypeError, ValueError):
+                return
+            self.limiter.pause(limit_key(vendor, key), seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSink:
+    """Where a call's stream goes while it runs: ``bus.publish(topic, {kind, ...fields})``
+    (text deltas, tool-use notices without their input, usage, reasoning counts)."""
+
+    bus: LiveBus
+    topic: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LLMCall:
+    """A completed call and its measures (milliseconds; ``cost_usd`` None: unpriced)."""
+
+    ref: ModelRef
+    result: LLMResult
+    latency_ms: float
+    wait_ms: float
+    cost_usd: float | None
+
+    @property
+    def vendor(self) -> str:
+        return PROVIDERS[self.ref.provider].vendor
+
+    def measures(self) -> dict[str, Any]:
+        """What events record about the call (no content): provider, usage, times, cost."""
+        out: dict[str, Any] = {"provider": self.ref.provider,
+                               "usage": self.result.usage.to_json(),
+                               "latency_ms": round(self.latency_ms, 3),
+                               "wait_ms": round(self.wait_ms, 3)}
+        if self.cost_usd is not None:
+            out["cost_usd"] = self.cost_usd
+        return out
+
+
+class LLMClient:
+    """Model calls over the provider modules (see the module docstring).
+
+    ``limiter``: shared rate limits (default none); ``prices``: a :class:`PriceTable`
+    or its mapping; ``base_urls``: per provider (``openai-chat``) or vendor (``openai``),
+    an OpenAI-compatible server or a proxy; ``max_wait``: seconds a call may wait for the
+    limiter; ``timeout``: seconds without a byte. Thread-safe: one client serves every
+    thread of a worker.
+    """
+
+    def __init__(self, *, limiter: Limiter | None = None,
+                 prices: PriceTable | Mapping[str, Any] | None = None,
+                 base_urls: Mapping[str, str] | None = None,
+                 max_wait: float = DEFAULT_MAX_WAIT, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.services = BackendServices(limiter or NO_LIMITS, float(max_wait))
+        self.prices = prices if isinstance(prices, PriceTable) else PriceTable(prices)
+        self.base_urls = dict(base_urls or {})
+        self.timeout = float(timeout)
+
+    @property
+    def limiter(self) -> Limiter:
+        return self.services.limiter
+
+    def base_url(self, ref: ModelRef) -> str | None:
+        return self.base_urls.get(ref.provider) or self.base_urls.get(ref.vendor)
+
+    def request(self, ref: ModelRef | str, messages: Sequence[Message],
+                tools: Iterable[Any] = (), **options: Any) -> LLMRequest:
+        """The request a call sends (validated where it is written: ``InvalidModelRef``
+        for a bad reference, ``BackendError(kind="invalid_request")`` for an unknown
+        option)."""
+        ref = ModelRef.parse(ref)
+        unknown = ref.unknown_options(options)
+        if unknown:
+            raise BackendError(ref.vendor, "invalid_request", False,
+                               message=f"unknown model option {unknown[0]!r}")
+        return ref.request(tuple(messages), tuple(ToolDecl.of(t) for t in tools), **options)
+
+    def call(self, ref: ModelRef | str, messages: Sequence[Message],
+             tools: Iterable[Any] = (), *, live: LiveSink | None = None,
+             cancelled: Callable[[], bool] | None = None, key_env: str | None = None,
+             **options: Any) -> LLMCall:
+        """One streamed call to its end. ``live``: publish its stream there;
+        ``cancelled``: checked between stream events (true: the stream is closed and the
+        call fails ``cancelled``)."""
+        ref = ModelRef.parse(ref)
+        request = self.request(ref, messages, tools, **options)
+        module = provider(ref.provider)
+        vendor = module.VENDOR
+        key = resolve_key(vendor, key_env)
+        wait = self.services.admit(vendor, key, request)
+        began = time.perf_counter()
+        try:
+            stream = module.open_stream(request, key=key, base_url=self.base_url(ref),
+                                        timeout=self.timeout)
+            with stream:
+                _drain(stream, live, cancelled, vendor)
+                result = stream.result
+        except BackendError as exc:
+            self.services.report(vendor, key, exc)
+            raise
+        if result is None:
+            raise errors.incomplete_stream(vendor)
+        latency = (time.perf_counter() - began) * 1000.0
+        return LLMCall(ref, result, latency, wait * 1000.0, self.prices.cost(ref, result.usage))
+
+    def close(self) -> None:
+        self.services.limiter.close()
+
+
+def _drain(stream: Any, live: LiveSink | None, cancelled: Callable[[], bool] | None,
+           vendor: str) -> None:
+    """Read ``stream`` to its end, publishing each event (the per-delta path: one dict
+    and one ``publish``, no JSON here; the bus encodes only for watchers)."""
+    if live is None and cancelled is None:
+        for _ in stream:
+            pass
+        return
+    publish = live.bus.publish if live is not None else None
+    topic = live.topic if live is not None else ""
+    fields = dict(live.fields) if live is not None else {}
+    for event in stream:
+        if cancelled is not None and cancelled():
+            stream.close()
+            raise errors.cancelled(vendor)
+        if publish is not None:
+            item = _item(event.kind, event.data)
+            if item is not None:
+                publish(topic, {**item, **fields})
+
+
+def _item(kind: str, data: dict[str, Any]) -> LiveItem | None:
+    if kind == "text":
+        return {"kind": "text", "text": data.get("text", "")}
+    if kind == "tool_use":
+        return {"kind": "tool_use", "id": data.get("id"), "name": data.get("name")}
+    if kind in ("usage", "reasoning"):
+        return {"kind": kind, **data}
+    return None

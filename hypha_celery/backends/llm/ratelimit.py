@@ -1,0 +1,307 @@
+"""Rate limits per provider key, shared by every worker: requests and tokens per minute.
+
+A *limit key* is ``<vendor>:<key id>``, the key id being the first 12 hex digits of the
+SHA-256 of the API key (:func:`limit_key`): never the key. Limits are configured per
+vendor (``"openai"``: every OpenAI key) or per limit key (``"openai:3f2a9c01b7e4"``: that
+key only, which wins): :class:`Limit` ``(rpm, tpm)``.
+
+The decision is GCRA (the generic cell rate algorithm, a token bucket kept as one
+timestamp per dimension): a bucket holds one minute's allowance and refills continuously,
+so a full minute's requests may go at once and then one every ``60 / rpm`` seconds. A
+call asks for one request and its estimated tokens; it is granted only when *both*
+dimensions have room, else it is told how long to wait. :class:`RedisLimiter` decides in
+one round trip: a Lua script (sent once, then run by its SHA) reads the key's hash, takes
+the time from Redis (one clock for every worker), and writes the new state only when it
+grants. :class:`MemoryLimiter` is the same algorithm in the process (the embedded
+default, or a single worker).
+
+``acquire(key, tokens, max_wait)`` sleeps what the decision says, up to ``max_wait``
+seconds in all; a call that would have to wait longer fails at once with
+``BackendError(kind="rate_limited", retry_after=seconds)``, which a node's
+``RetryPolicy`` retries (class ``rate_limit``). ``pause(key, seconds)``, on a provider's
+429 with ``retry-after``, stops every worker from calling with that key until then (kept
+in Redis with the key's expiry). Keys without a configured limit are still paused by a
+429; :data:`NO_LIMITS` decides nothing and never waits.
+
+Counters (:meth:`Limiter.stats`): calls granted, calls that waited, seconds waited,
+calls refused, pauses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hypha_celery.backends.error import BackendError
+
+__all__ = ["NO_LIMITS", "Limit", "Limiter", "LimiterStats", "MemoryLimiter", "RedisLimiter",
+           "limit_key", "parse_limits"]
+
+_WINDOW = 60.0  # seconds: limits are per minute, a bucket holds a minute's allowance
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """Requests and tokens per minute (None or 0: that dimension is not limited)."""
+
+    rpm: float | None = None
+    tpm: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("rpm", "tpm"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool)
+                                      or not isinstance(value, int | float) or value < 0):
+                raise ValueError(f"Limit.{name} must be a number >= 0 (per minute)")
+
+    @property
+    def empty(self) -> bool:
+        return not self.rpm and not self.tpm
+
+    @classmethod
+    def of(cls, value: Limit | Mapping[str, Any]) -> Limit:
+        if isinstance(value, Limit):
+            return value
+        if not isinstance(value, Mapping) or set(value) - {"rpm", "tpm"}:
+            raise ValueError("a limit is Limit(rpm=..., tpm=...) or {'rpm': n, 'tpm': n}")
+        return cls(value.get("rpm"), value.get("tpm"))
+
+
+def limit_key(vendor: str, api_key: str) -> str:
+    """``<vendor>:<first 12 hex digits of sha256(api_key)>``: names a key, reveals nothing."""
+    return f"{vendor}:{hashlib.sha256(api_key.encode()).hexdigest()[:12]}"
+
+
+def parse_limits(value: Mapping[str, Any] | str | None) -> dict[str, Limit]:
+    """``{"openai": {"rpm": 500, "tpm": 200000}, ...}`` (or that JSON text) as limits."""
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        value = json.loads(value)
+    if not isinstance(value, Mapping):
+        raise ValueError("model limits are a mapping of vendor or limit key to a limit")
+    return {str(k): Limit.of(v) for k, v in value.items()}
+
+
+@dataclass
+class LimiterStats:
+    granted: int = 0
+    waited: int = 0
+    wait_seconds: float = 0.0
+    refused: int = 0
+    paused: int = 0
+
+    def to_json(self) -> dict[str, float | int]:
+        return {"granted": self.granted, "waited": self.waited,
+                "wait_seconds": round(self.wait_seconds, 6), "refused": self.refused,
+                "paused": self.paused}
+
+
+class Limiter:
+    """The interface, and the loop shared by its implementations: a subclass decides
+    (:meth:`decide`: seconds to wait, 0 when granted) and stores pauses (:meth:`pause`)."""
+
+    def __init__(self, limits: Mapping[str, Limit | Mapping[str, Any]] | None = None) -> None:
+        self.limits = {k: Limit.of(v) for k, v in (limits or {}).items()}
+        self._stats = LimiterStats()
+        self._stats_lock = threading.Lock()
+
+    def limit_for(self, key: str) -> Limit:
+        """The limit of ``key`` (``vendor:keyid``): its own, else its vendor's, else none."""
+        found = self.limits.get(key)
+        if found is None:
+            found = self.limits.get(key.partition(":")[0])
+        return found or Limit()
+
+    def decide(self, key: str, tokens: int) -> float:
+        """Take one request and ``tokens`` from ``key``'s buckets now, or say how many
+        seconds to wait before asking again (nothing taken)."""
+        raise NotImplementedError
+
+    def pause(self, key: str, seconds: float) -> None:
+        """No call with ``key`` for ``seconds`` (a provider's 429 ``retry-after``)."""
+        raise NotImplementedError
+
+    def acquire(self, key: str, tokens: int = 0, max_wait: float = 60.0) -> float:
+        """Wait for room for one request and ``tokens``; returns the seconds waited.
+        Raises ``BackendError(kind="rate_limited")`` (``retry_after`` set) when the room
+        would come later than ``max_wait`` seconds after the call."""
+        began = time.monotonic()
+        deadline = began + max(0.0, max_wait)
+        waited = False
+        while True:
+            wait = self.decide(key, max(0, int(tokens)))
+            if wait <= 0:
+                spent = time.monotonic() - began
+                self._count(granted=1, waited=int(waited),
+                            wait_seconds=spent if waited else 0.0)
+                return spent if waited else 0.0
+            if time.monotonic() + wait > deadline:
+                self._count(refused=1,
+                            wait_seconds=time.monotonic() - began if waited else 0.0)
+                raise BackendError(key.partition(":")[0], "rate_limited", True,
+                                   retry_after=round(wait, 3),
+                                   message=f"rate limit of {key}: no room within "
+                                           f"{max_wait:g}s (next in {wait:.3f}s)")
+            waited = True
+            time.sleep(wait)
+
+    def stats(self) -> dict[str, float | int]:
+        with self._stats_lock:
+            return self._stats.to_json()
+
+    def _count(self, **deltas: float) -> None:
+        with self._stats_lock:
+            for name, delta in deltas.items():
+                setattr(self._stats, name, getattr(self._stats, name) + delta)
+
+    def close(self) -> None:
+        return None
+
+
+class _NoLimits(Limiter):
+    """Decides nothing: every call is granted at once; pauses are ignored."""
+
+    def decide(self, key: str, tokens: int) -> float:
+        return 0.0
+
+    def pause(self, key: str, seconds: float) -> None:
+        return None
+
+    def acquire(self, key: str, tokens: int = 0, max_wait: float = 60.0) -> float:
+        return 0.0
+
+
+#: The limiter of a client that has none.
+NO_LIMITS: Limiter = _NoLimits()
+
+
+def _gcra(tat: float, now: float, per_minute: float | None, cost: float
+          ) -> tuple[float, float]:
+    """One GCRA dimension: ``(new_tat, wait)``; wait 0 means granted."""
+    if not per_minute or cost <= 0:
+        return tat, 0.0
+    interval = _WINDOW / per_minute
+    cost = min(cost, per_minute)  # a call bigger than the bucket goes when it is full
+    new_tat = max(tat, now) + cost * interval
+    allow_at = new_tat - _WINDOW
+    return (new_tat, 0.0) if allow_at <= now else (tat, allow_at - now)
+
+
+@dataclass
+class _Bucket:
+    req: float = 0.0
+    tok: float = 0.0
+    paused_until: float = 0.0
+
+
+class MemoryLimiter(Limiter):
+    """GCRA in this process (threads share it; processes do not)."""
+
+    def __init__(self, limits: Mapping[str, Limit | Mapping[str, Any]] | None = None) -> None:
+        super().__init__(limits)
+        self._lock = threading.Lock()
+        self._buckets: dict[str, _Bucket] = {}
+
+    def decide(self, key: str, tokens: int) -> float:
+        limit = self.limit_for(key)
+        now = time.time()
+        with self._lock:
+            bucket = self._buckets.setdefault(key, _Bucket())
+            if bucket.paused_until > now:
+                return bucket.paused_until - now
+            req, wait_req = _gcra(bucket.req, now, limit.rpm, 1)
+            tok, wait_tok = _gcra(bucket.tok, now, limit.tpm, tokens)
+            wait = max(wait_req, wait_tok)
+            if wait <= 0:
+                bucket.req, bucket.tok = req, tok
+            return wait
+
+    def pause(self, key: str, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        with self._lock:
+            bucket = self._buckets.setdefault(key, _Bucket())
+            bucket.paused_until = max(bucket.paused_until, time.time() + seconds)
+        self._count(paused=1)
+
+
+# KEYS[1]: the key's hash {req, tok, pause} (ms timestamps). ARGV: rpm, tpm, tokens.
+# Returns the milliseconds to wait as a string (0: granted, state written).
+_DECIDE = """
+local now_t = redis.call('TIME')
+local now = tonumber(now_t[1]) * 1000 + math.floor(tonumber(now_t[2]) / 1000)
+local st = redis.call('HMGET', KEYS[1], 'req', 'tok', 'pause')
+local pause = tonumber(st[3]) or 0
+if pause > now then return tostring(pause - now) end
+local window = 60000
+local function gcra(tat, per_minute, cost)
+  if per_minute <= 0 or cost <= 0 then return tat, 0 end
+  if cost > per_minute then cost = per_minute end
+  local new_tat = math.max(tat, now) + cost * window / per_minute
+  local allow_at = new_tat - window
+  if allow_at <= now then return new_tat, 0 end
+  return tat, allow_at - now
+end
+local req, wreq = gcra(tonumber(st[1]) or 0, tonumber(ARGV[1]), 1)
+local tok, wtok = gcra(tonumber(st[2]) or 0, tonumber(ARGV[2]), tonumber(ARGV[3]))
+local wait = math.max(wreq, wtok)
+if wait > 0 then return tostring(wait) end
+redis.call('HSET', KEYS[1], 'req', tostring(req), 'tok', tostring(tok))
+local last = math.max(req, tok, pause)
+if last > now then redis.call('PEXPIRE', KEYS[1], math.ceil(last - now) + 1000) end
+return '0'
+"""
+
+# KEYS[1]: the key's hash. ARGV[1]: milliseconds. The later pause wins.
+_PAUSE = """
+local now_t = redis.call('TIME')
+local now = tonumber(now_t[1]) * 1000 + math.floor(tonumber(now_t[2]) / 1000)
+local untl = now + tonumber(ARGV[1])
+local old = tonumber(redis.call('HGET', KEYS[1], 'pause')) or 0
+if untl > old then
+  redis.call('HSET', KEYS[1], 'pause', tostring(untl))
+  local keep = tonumber(ARGV[1]) + 1000
+  if redis.call('PTTL', KEYS[1]) < keep then redis.call('PEXPIRE', KEYS[1], keep) end
+end
+return 1
+"""
+
+
+class RedisLimiter(Limiter):
+    """GCRA in Redis: one ``EVALSHA`` per decision, shared by every worker on the server.
+    ``client`` is a ``redis.Redis`` (or a URL); keys are ``<prefix><limit key>``."""
+
+    def __init__(self, client: Any, limits: Mapping[str, Limit | Mapping[str, Any]] | None = None,
+                 *, prefix: str = "hypha:ratelimit:") -> None:
+        super().__init__(limits)
+        if isinstance(client, str):
+            import redis
+
+            client = redis.Redis.from_url(client, socket_timeout=5.0,
+                                          socket_connect_timeout=2.0)
+        self.client = client
+        self.prefix = prefix
+        self._decide = client.register_script(_DECIDE)
+        self._pause = client.register_script(_PAUSE)
+
+    def decide(self, key: str, tokens: int) -> float:
+        limit = self.limit_for(key)
+        waited = self._decide(keys=[self.prefix + key],
+                              args=[limit.rpm or 0, limit.tpm or 0, tokens])
+        return float(waited) / 1000.0
+
+    def pause(self, key: str, seconds: float) -> None:
+        if seconds <= 0:
+            return
+        self._pause(keys=[self.prefix + key], args=[max(1, int(seconds * 1000))])
+        self._count(paused=1)
+
+    def close(self) -> None:
+        self.client.close()
+

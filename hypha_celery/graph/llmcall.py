@@ -1,0 +1,95 @@
+"""``ctx.llm``: a model call over a real provider, recorded like ``ctx.model``.
+
+The call goes through the runtime's :class:`~hypha_celery.backends.llm.client.LLMClient`
+(rate limits, key, prices); without a runtime (a context built by hand) a process-wide
+client with no limits is used. What the log gets, per call:
+
+* ``model.call.started``: ``model`` (the reference, ``openai:gpt-4.1-mini``),
+  ``provider``, ``request_hash`` (the request itself is never stored: it holds the
+  prompt), ``request_bytes``;
+* ``model.call.completed``: ``output`` (the answer: ``text``, ``tool_calls``, ``usage``,
+  ``stop_reason``, ``model``, ``response_id``: what a replay serves), ``usage``,
+  ``latency_ms``, ``wait_ms`` (time spent waiting for the rate limiter) and
+  ``cost_usd`` when the model has a price;
+* ``model.call.failed``: the error (its type, a content-free message and its class) and
+  ``latency_ms``.
+
+Reasoning is never recorded (the providers report a character count, which is not kept).
+In a replay (:mod:`hypha_celery.rerun`) the recorded answer is served and nothing is
+called; the n-th call must name the same model with the same request.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from hypha_celery.backends.llm.client import LiveSink, LLMClient
+from hypha_celery.backends.llm.ref import ModelRef
+from hypha_celery.backends.llm.types import LLMResult, Message
+from hypha_celery.events.envelope import canonical
+from hypha_celery.graph.calls import Calls
+from hypha_celery.live import run_topic
+
+if TYPE_CHECKING:
+    from hypha_celery.graph.model import NodeContext
+
+__all__ = ["call_llm", "default_client"]
+
+#: Seconds between two looks at ``ctx.cancelled()`` while a stream runs.
+CANCEL_CHECK_INTERVAL = 1.0
+
+_default: LLMClient | None = None
+_default_lock = threading.Lock()
+
+
+def default_client() -> LLMClient:
+    """The client of contexts without a runtime: no rate limits, no prices."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = LLMClient()
+        return _default
+
+
+def call_llm(ctx: NodeContext, calls: Calls, ref: ModelRef, messages: Sequence[Message],
+             tools: Iterable[Any], options: Mapping[str, Any]) -> LLMResult:
+    client = ctx._llm or default_client()
+    request = client.request(ref, messages, tools, **options)
+    recorded = {"ref": str(ref), **request.to_json()}
+    call_id = calls.next_id("model")
+    live = None if ctx._live is None or calls.replaying else LiveSink(
+        ctx._live, run_topic(ctx.run_id), {"execution_id": ctx.execution_id, "call_id": call_id})
+    measures: dict[str, Any] = {}
+    began = time.perf_counter()
+
+    def call(_: Any) -> Any:
+        done = client.call(ref, request.messages, request.tools, live=live,
+                           cancelled=_throttled(ctx.cancelled), **request.options)
+        measures.update(done.measures())
+        return done.result.to_json()
+
+    def measured() -> dict[str, Any]:
+        return measures or {"latency_ms": round((time.perf_counter() - began) * 1000.0, 3)}
+
+    extra = {"provider": ref.provider, "request_bytes": len(canonical(recorded).encode())}
+    output = calls.call("model", str(ref), call, recorded, extra, measured)
+    return LLMResult.from_json(output)
+
+
+def _throttled(check: Callable[[], bool]) -> Callable[[], bool]:
+    """``check()`` at most every :data:`CANCEL_CHECK_INTERVAL` seconds (it may read the
+    store); a true answer sticks."""
+    state = {"next": time.monotonic() + CANCEL_CHECK_INTERVAL, "value": False}
+
+    def cancelled() -> bool:
+        if not state["value"]:
+            now = time.monotonic()
+            if now >= state["next"]:
+                state["value"] = bool(check())
+                state["next"] = now + CANCEL_CHECK_INTERVAL
+        return bool(state["value"])
+
+    return cancelled
