@@ -348,6 +348,9 @@ class Owner:
 
     def _stream_turn(self, cur: CurrentTurn, prompt: str, state: Any) -> None:
         attempt = self._stream(cur, prompt, state)
+        # read before the row lock (a checkpoint takes the attempt's lock, then the row's);
+        # the attempt has ended, so no checkpoint is stored after this read
+        session = attempt.session_now()
         with self._locked() as atx:
             live = atx.doc.current
             if live is None or not cur.same(live) or live.stage is not Stage.STREAMING:
@@ -357,7 +360,7 @@ class Owner:
             if atx.control == cur.ref:  # an accepted interrupt wins the race
                 outcome = TurnError("interrupted")
             assert outcome is not None
-            atx.doc.session = attempt.session
+            atx.doc.session = session
             keeps = attempt.keeps_state and not (
                 isinstance(outcome, TurnError) and outcome.reason == "interrupted")
             machine.seal(live, outcome, keeps, attempt.stream_state)

@@ -145,6 +145,14 @@ class Attempt:
         self.failure = self.failure or exc
         return exc
 
+    def session_now(self) -> Session:
+        """The session to store with the outcome: a checkpoint being written is waited
+        for, so an acknowledged id is never overwritten by the session before it (and,
+        once the attempt ended, a checkpoint is refused ``stale_checkpoint``). Lock
+        order: the attempt's lock, then the agent's row; never the other way."""
+        with self._session_lock:
+            return self.session
+
     def save_dispatched(self, save: Callable[[Session], None]) -> bool:
         """Save the dispatched session once (unless a checkpoint did); False when
         ``prompt`` has not returned yet."""

@@ -108,3 +108,14 @@ def test_a_checkpoint_after_the_turn_ended_is_stale() -> None:
     with pytest.raises(BackendError, match="stale_checkpoint"):
         attempt.checkpoint(SID)
     assert persisted == []
+
+
+def test_a_turn_ended_by_the_watchdog_keeps_the_acknowledged_id(hypha: Hypha) -> None:
+    tag = f"ack-{uuid.uuid4().hex}"
+    hypha.agents.start(Keeper, name="k", backend=MockBackend, watchdog_ms=300, scripts=[
+        MockBackend.gate(tag, [_result("never")], timeout=2, ack=SID),
+        MockBackend.echo_session()])
+    with pytest.raises(TurnFailed, match="timeout"):
+        hypha.agents.ask("k", "first", timeout=10)
+    assert _stored_sid(hypha, "k") == SID
+    assert hypha.agents.ask("k", "second", timeout=10).text == SID
