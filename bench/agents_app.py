@@ -43,6 +43,20 @@ class LoopingMock(MockBackend):
         return events, session
 
 
+class Relay(Agent):
+    """Hands its start options to the backend (``bench/agents_io.py``: an
+    ``OpenAIBackend`` on the local slow provider); counts its turns."""
+
+    def init_agent(self, opts: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        return dict(opts), {"turns": 0, "errors": 0}
+
+    def handle_response(self, ref: str, response: Response, state: Any) -> NoReply:
+        return NoReply({**state, "turns": state["turns"] + 1})
+
+    def handle_error(self, ref: str, error: TurnError, state: Any) -> NoReply:
+        return NoReply({**state, "errors": state["errors"] + 1})
+
+
 class Talker(Agent):
     """Passes its ``llm`` start option to its backend (``bench/models.py first_token``)."""
 

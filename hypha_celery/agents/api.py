@@ -109,11 +109,12 @@ class Agents:
         before the first turn."""
         _check_name(name)
         kind, path = self._rt.register(agent, backend)
+        instance = self._rt.new_backend(path)
         limits = Limits.from_options(options)
         opts = {k: v for k, v in options.items() if k not in RESERVED}
         backend_opts, state = _init(agent, name, opts)
         try:
-            session = backend().start_session(backend_opts)
+            session = instance.start_session(backend_opts)
         except BackendError as exc:
             raise AgentStartFailed("backend_start_failed", f"backend start failed: {exc.kind}",
                                    {"backend_error": exc.to_json()}) from None
@@ -121,7 +122,7 @@ class Agents:
         doc = machine.new_doc(name, uuid.uuid4().hex, kind, path, limits, state, session,
                               runs_pre_run)
         if not rows.create(self._rt.store, doc):
-            _quietly(lambda: backend().terminate_session(session))
+            _quietly(lambda: instance.terminate_session(session))
             raise AgentAlreadyStarted(name)
         if doc.pump is not None:
             self._publish(name, doc.incarnation, doc.pump)
@@ -302,7 +303,7 @@ class Agents:
         with rows.locked(self._rt.store, name) as atx:
             doc = atx.doc
             machine.reset_check(doc)
-            backend = self._rt.backend_class(doc.backend)()
+            backend = self._rt.new_backend(doc.backend)
             try:
                 # a copy: a backend that changed the stored dict in place would
                 # leave nothing to write (rows write the session only when it changed)

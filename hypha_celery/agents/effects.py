@@ -69,7 +69,7 @@ def cleanup(rt: AgentRuntime, doc: AgentDoc, reason: str) -> None:
     except Exception as exc:
         log.warning("agent terminate_agent raised %s", type(exc).__name__)
     try:
-        rt.backend_class(doc.backend)().terminate_session(doc.session)
+        rt.new_backend(doc.backend).terminate_session(doc.session)
     except Exception as exc:
         log.warning("agent terminate_session raised %s", type(exc).__name__)
     telemetry.rich(("terminated",), doc.name, reason=reason)

@@ -14,6 +14,7 @@ from celery import Celery
 from hypha_celery.agents.behaviour import Agent
 from hypha_celery.agents.channels import Transport
 from hypha_celery.agents.telemetry import default_stack
+from hypha_celery.agents.watch import Watch
 from hypha_celery.backends import Backend
 from hypha_celery.errors import AgentSpecError
 from hypha_celery.live import LiveBus, NullBus
@@ -54,6 +55,12 @@ class AgentRuntime:
     middleware: MiddlewareStack = field(default_factory=default_stack)
     #: Live token streams of turns (topic ``agent:<name>``); never stored.
     live: LiveBus = field(default_factory=NullBus)
+    #: Beats the owned agents' heartbeats and stops interrupted turns (one thread per
+    #: process, see :mod:`.watch`).
+    watch: Watch = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.watch = Watch(self.store, self.lease_interval)
 
     def publish(self, name: str, incarnation: str, token: str) -> None:
         canvas.agent_pump(self.app, name, incarnation, token)
@@ -73,6 +80,11 @@ class AgentRuntime:
 
     def backend_class(self, path: str) -> type[Backend]:
         return _resolve(self.backends, path, Backend)
+
+    def new_backend(self, path: str) -> Backend:
+        """The one place an agent's backend instance is built: at its start, for a turn,
+        a reset and its cleanup (``path``: the registered ``module:Qualname``)."""
+        return self.backend_class(path)()
 
 
 def _resolve(known: dict[str, type[T]], path: str, base: type) -> type[T]:

@@ -30,10 +30,9 @@ middleware (``before_turn``, ``after_turn``, ``after_turn_rejected``,
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from hypha_celery import lanes
@@ -46,10 +45,9 @@ from hypha_celery.agents.machine import Step
 from hypha_celery.agents.rows import AgentTx
 from hypha_celery.agents.runtime import AgentRuntime, new_token
 from hypha_celery.agents.stream import Attempt, run_attempt
-from hypha_celery.backends import Backend, Event, Response, TurnError
+from hypha_celery.backends import Backend, BackendError, Event, Response, TurnError
 from hypha_celery.errors import AgentNotFound, Overloaded
 from hypha_celery.middleware import TurnEnd
-from hypha_celery.store import agents as table
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +73,12 @@ class Owner:
         self.rt, self.name, self.incarnation, self.token = rt, name, incarnation, token
         self.delivery = new_token()
         self._agent: Agent | None = None
-        self._backend: Backend | None = None
         self._doc: AgentDoc | None = None
         #: The next step, chosen in the transaction that ended the previous one (a turn
         #: costs three row transactions on the owner's side: start, seal, record).
         self._next: Next | None = None
+        #: That transaction found nothing to do: the agent went idle (no step is left).
+        self._idle = False
 
     @property
     def doc(self) -> AgentDoc:
@@ -132,23 +131,10 @@ class Owner:
             self._then(atx)
         return True
 
-    @contextmanager
-    def heartbeat(self) -> Iterator[None]:
-        stop = threading.Event()
-        interval = self.rt.lease_interval
-
-        def beat() -> None:
-            while not stop.wait(interval):
-                with suppress(Exception):
-                    table.heartbeat(self.rt.store, self.name, self.incarnation)
-
-        thread = threading.Thread(target=beat, name="hypha-agent-heartbeat", daemon=True)
-        if interval > 0:
-            thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
+    def heartbeat(self) -> AbstractContextManager[None]:
+        """Beat the agent's heartbeat while this task owns it (the process's watch
+        thread writes the heartbeats of all the agents it owns in one statement)."""
+        return self.rt.watch.owning(self.name, self.incarnation)
 
     def run(self) -> None:
         began = time.monotonic()
@@ -178,6 +164,8 @@ class Owner:
     def step(self) -> tuple[bool, int]:
         """One step; returns (more work may follow, turns finished)."""
         action, self._next = self._next, None
+        if action is None and self._idle:
+            return False, 0  # gone idle in the last transaction: no need to look again
         if action is None:
             with self._locked() as atx:
                 action = self._choose(atx)
@@ -205,6 +193,7 @@ class Owner:
     def _then(self, atx: AgentTx) -> None:
         """Choose the next step in this transaction."""
         self._next = self._choose(atx)
+        self._idle = self._next is None
 
     def _choose(self, atx: AgentTx) -> Next | None:
         doc = atx.doc
@@ -260,11 +249,6 @@ class Owner:
         if self._agent is None:
             self._agent = self.rt.agent_class(self.doc.kind)()
         return self._agent
-
-    def backend(self) -> Backend:
-        if self._backend is None:
-            self._backend = self.rt.backend_class(self.doc.backend)()
-        return self._backend
 
     # -- pre_run / events / halt -----------------------------------------------------
     def _pre_run(self) -> None:
@@ -364,6 +348,9 @@ class Owner:
 
     def _stream_turn(self, cur: CurrentTurn, prompt: str, state: Any) -> None:
         attempt = self._stream(cur, prompt, state)
+        # read before the row lock (a checkpoint takes the attempt's lock, then the row's);
+        # the attempt has ended, so no checkpoint is stored after this read
+        session = attempt.session_now()
         with self._locked() as atx:
             live = atx.doc.current
             if live is None or not cur.same(live) or live.stage is not Stage.STREAMING:
@@ -373,7 +360,7 @@ class Owner:
             if atx.control == cur.ref:  # an accepted interrupt wins the race
                 outcome = TurnError("interrupted")
             assert outcome is not None
-            atx.doc.session = attempt.session
+            atx.doc.session = session
             keeps = attempt.keeps_state and not (
                 isinstance(outcome, TurnError) and outcome.reason == "interrupted")
             machine.seal(live, outcome, keeps, attempt.stream_state)
@@ -427,6 +414,8 @@ class Owner:
         return None
 
     def _stream(self, cur: CurrentTurn, prompt: str, state: Any) -> Attempt:
+        """Run the turn's stream on a backend instance of its own (so a late
+        ``cancel`` can only reach this turn's request)."""
         stream_to, ref = cur.request.stream_to, cur.ref
 
         def relay(event: Event) -> None:
@@ -434,18 +423,34 @@ class Owner:
             if stream_to is not None:
                 self.rt.transport.relay(stream_to, Streamed(self.name, ref, event.to_json()))
 
-        def interrupted() -> bool:
-            alive, control = table.control(self.rt.store, self.name, self.incarnation)
-            return not alive or control == ref
-
         def save(session: dict[str, Any]) -> None:
             with self._locked() as atx:
                 if cur.same(atx.doc.current):
                     atx.doc.session = session
 
-        attempt = Attempt(self.agent(), self.backend(), self.name, self.doc.session,
-                          prompt, state, self.doc.limits, relay)
-        return run_attempt(attempt, interrupted, save)
+        def watching(on_stop: Callable[[], None]) -> AbstractContextManager[None]:
+            return self.rt.watch.turn(self.name, self.incarnation, ref, on_stop)
+
+        backend = self.rt.new_backend(self.doc.backend)
+        attempt = Attempt(self.agent(), backend, self.name, self.doc.session, prompt, state,
+                          self.doc.limits, relay,
+                          persist=lambda session: self._checkpoint(cur, backend, session))
+        return run_attempt(attempt, watching, save)
+
+    def _checkpoint(self, cur: CurrentTurn, backend: Backend, session: dict[str, Any]
+                    ) -> None:
+        """Store the session of an acknowledged provider session id, fenced: this task
+        still owns the agent and ``cur`` is still streaming, not interrupted."""
+        try:
+            with self._locked() as atx:
+                live = atx.doc.current
+                if live is None or not cur.same(live) or live.stage is not Stage.STREAMING \
+                        or atx.control == cur.ref:
+                    raise _Lost
+                atx.doc.session = session
+        except (_Lost, AgentNotFound):
+            raise BackendError(backend.provider, "stale_checkpoint", False,
+                               message="the turn no longer owns the agent") from None
 
     def _decide(self, cur: CurrentTurn) -> None:
         sealed = machine.sealed(cur)

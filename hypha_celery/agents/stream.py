@@ -1,18 +1,34 @@
 """One attempt of a turn: the backend's stream consumed in a thread, watched by the owning
-task for the watchdog and for an interrupt request.
+task for the watchdog and by the process's watch thread (:mod:`.watch`) for an interrupt
+or a stop.
 
 The consumer thread runs ``backend.prompt`` and :func:`~hypha_celery.backends.collect`,
 calling ``handle_stream_event`` for every event (the state is threaded through) and
-relaying it to ``stream_to``. The owning task waits on it in slices of ``POLL_S``, polling
-the agent row's ``control`` column; when the watchdog fires or an interrupt arrives it
-stops relaying and abandons the thread (a backend owns the cancellation of its provider's
-request: stopping the consumer does not stop it)."""
+relaying it to ``stream_to``. When the watchdog fires, or an interrupt or a stop arrives,
+the attempt ends at once (nothing is relayed any more) and ``backend.cancel()`` is called
+from that other thread: it closes the HTTP stream or kills the CLI's process group, so
+the consumer thread ends too (a backend without a cancellation leaves it to finish
+alone; its late result is ignored).
+
+**Mid-turn checkpoint.** ``prompt`` gets a ``checkpoint(session_id)`` callable. The first
+id the backend acknowledges is applied to the session (``checkpoint_session``) and
+written to the agent's row in a store transaction fenced by the owner's token and the
+turn before ``checkpoint`` returns: a worker killed after that keeps it. A repeat of the
+same id is a no-op; an id that is not a short token (``invalid_session_id``), another id
+in the same turn (``conflicting_session_id``), a turn that already ended or lost its
+agent (``stale_checkpoint``) or a failed write (``checkpoint_failed``, retryable) raise a
+:class:`~hypha_celery.backends.BackendError` there, and the turn fails with it whatever
+the stream says next.
+"""
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,12 +37,18 @@ from hypha_celery.agents.options import Limits
 from hypha_celery.backends import Backend, BackendError, Event, Response, TurnError, collect
 from hypha_celery.backends.event import monotonic_ms
 
-POLL_S = 0.02
+log = logging.getLogger(__name__)
+
 #: A stream running longer than this has its dispatch-time session saved at once.
 SAVE_AFTER_S = 0.005
 # Why a turn could end, and whether the task-local (stream-callback) state survives it.
 _KEEPS_STREAM_STATE = frozenset({"ok", "error_event", "no_terminal_event",
                                  "event_capture_overflow"})
+#: What a provider session id may look like (a UUID, a ``thread_...`` id).
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
+Session = dict[str, Any]
+#: Writes a session to the agent's row for the running turn; raises BackendError.
+Persist = Callable[[Session], None]
 
 
 @dataclass
@@ -36,43 +58,114 @@ class Attempt:
     agent: Agent
     backend: Backend
     name: str
-    session: dict[str, Any]
+    session: Session
     prompt: str
     state: Any
     limits: Limits
     relay: Callable[[Event], None]
+    #: Writes an acknowledged session id's session durably (fenced; raises BackendError).
+    persist: Persist | None = None
     #: The session ``prompt`` returned, before the stream was consumed.
-    dispatched: dict[str, Any] | None = None
+    dispatched: Session | None = None
     outcome: Response | TurnError | None = None
     stream_state: Any = None
     keeps_state: bool = False
     duration_ms: float = 0.0
+    #: The provider session id acknowledged mid-turn, once stored.
+    acked: str | None = None
+    #: A refused checkpoint: the turn fails with it.
+    failure: BackendError | None = None
     _stopped: threading.Event = field(default_factory=threading.Event)
     _relay_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: Serializes the session's writes (the dispatch-time save and checkpoints).
+    _session_lock: threading.Lock = field(default_factory=threading.Lock)
+    _persisted: Session | None = None
 
     def run(self) -> None:
         """The consumer thread's body."""
         with acting_as(self.name):
             self.stream_state = self.state
             try:
-                events, self.session = self.backend.prompt(self.session, self.prompt)
+                events, session = self.backend.prompt(self.session, self.prompt,
+                                                      self.checkpoint)
+                self._dispatched(session)
             except BackendError as exc:
-                self._set(TurnError(exc.kind, {"backend_error": exc.to_json()}), True)
+                self._set(_backend_failed(self.failure or exc), True)
                 return
             except Exception as exc:
                 self._set(TurnError("task_crashed", {"exception": type(exc).__name__}), False)
                 return
-            self.dispatched = self.session
             outcome = collect(self.prompt, events, max_events=self.limits.max_events_per_turn,
                               max_bytes=self.limits.max_event_bytes_per_turn,
                               retention=self.limits.event_retention,  # type: ignore[arg-type]
                               on_event=self._on_event)
             keeps = not (isinstance(outcome, TurnError) and outcome.reason == "task_crashed")
+            if self.failure is not None:  # whatever the stream made of it
+                outcome = _backend_failed(self.failure)
             if isinstance(outcome, Response):
                 self.session = self._update_session(outcome)
             self._set(outcome, keeps)
 
-    def _update_session(self, response: Response) -> dict[str, Any]:
+    def _dispatched(self, session: Session) -> None:
+        with self._session_lock:
+            if self.acked is not None:  # acknowledged before prompt returned
+                session = self.backend.checkpoint_session(session, self.acked)
+            self.session = self.dispatched = session
+
+    # -- the mid-turn checkpoint ---------------------------------------------------------
+    def checkpoint(self, session_id: str) -> None:
+        """What ``prompt`` gets as ``checkpoint``: see the module docstring."""
+        with self._session_lock:
+            if self.acked is not None and session_id == self.acked:
+                return
+            if not isinstance(session_id, str) or SESSION_ID.fullmatch(session_id) is None:
+                raise self._refuse("invalid_session_id", "a session id is a short token")
+            if self.acked is not None:
+                raise self._refuse("conflicting_session_id", "the backend acknowledged "
+                                   "another session id in the same turn")
+            if self._stopped.is_set():
+                raise self._refuse("stale_checkpoint", "the turn already ended")
+            base = self.dispatched if self.dispatched is not None else self.session
+            try:
+                session = self.backend.checkpoint_session(base, session_id)
+                if self.persist is not None:
+                    self.persist(session)
+            except BackendError as exc:
+                self.failure = self.failure or exc
+                raise
+            except Exception as exc:
+                raise self._refuse("checkpoint_failed", type(exc).__name__, True) from None
+            self.acked = session_id
+            self.session = session
+            if self.dispatched is not None:
+                self.dispatched = self._persisted = session
+
+    def _refuse(self, kind: str, message: str, retryable: bool = False) -> BackendError:
+        exc = BackendError(self.backend.provider, kind, retryable, message=message)
+        self.failure = self.failure or exc
+        return exc
+
+    def session_now(self) -> Session:
+        """The session to store with the outcome: a checkpoint being written is waited
+        for, so an acknowledged id is never overwritten by the session before it (and,
+        once the attempt ended, a checkpoint is refused ``stale_checkpoint``). Lock
+        order: the attempt's lock, then the agent's row; never the other way."""
+        with self._session_lock:
+            return self.session
+
+    def save_dispatched(self, save: Callable[[Session], None]) -> bool:
+        """Save the dispatched session once (unless a checkpoint did); False when
+        ``prompt`` has not returned yet."""
+        with self._session_lock:
+            if self.dispatched is None:
+                return False
+            if self._persisted is not self.dispatched:
+                save(self.dispatched)
+                self._persisted = self.dispatched
+            return True
+
+    # -- the stream ------------------------------------------------------------------------
+    def _update_session(self, response: Response) -> Session:
         try:
             return self.backend.update_session(self.session, response.terminal.data)
         except Exception:
@@ -101,13 +194,32 @@ class Attempt:
             self._stopped.set()
             return True
 
+    def abort(self, outcome: TurnError) -> bool:
+        """:meth:`stop`, then cancel the provider's request (the backend's ``cancel``,
+        from this thread)."""
+        if not self.stop(outcome):
+            return False
+        try:
+            self.backend.cancel()
+        except Exception as exc:  # the contract says it must not raise
+            log.warning("agent backend cancel raised %s", type(exc).__name__)
+        return True
+
     def wait(self, timeout: float) -> bool:
         return self._stopped.wait(timeout)
 
 
-def run_attempt(attempt: Attempt, interrupted: Callable[[], bool],
-                save: Callable[[dict[str, Any]], None]) -> Attempt:
-    """Consume one attempt; returns when it ended, timed out or was interrupted. A stream
+def _backend_failed(exc: BackendError) -> TurnError:
+    return TurnError(exc.kind, {"backend_error": exc.to_json()})
+
+
+Watching = Callable[[Callable[[], None]], AbstractContextManager[None]]
+
+
+def run_attempt(attempt: Attempt, watching: Watching,
+                save: Callable[[Session], None]) -> Attempt:
+    """Consume one attempt; returns when it ended, timed out or was interrupted
+    (``watching(on_interrupt)`` registers it with the process's watch thread). A stream
     still running ``SAVE_AFTER_S`` after its start has the session ``prompt`` returned
     saved through ``save`` (so a crash mid-stream does not undo what the dispatch changed;
     a turn that ends sooner saves it once, with its outcome: a crash inside that window
@@ -116,30 +228,28 @@ def run_attempt(attempt: Attempt, interrupted: Callable[[], bool],
     deadline = time.monotonic() + attempt.limits.watchdog_ms / 1000.0
     thread = threading.Thread(target=attempt.run, name=f"hypha-agent-{attempt.name}",
                               daemon=True)
-    thread.start()
-    save_at, saved = time.monotonic() + SAVE_AFTER_S, False
-    polled = time.monotonic()
-    while not attempt.wait(_next_wait(saved, save_at, polled, deadline)):
-        now = time.monotonic()
-        if not saved and now >= save_at and attempt.dispatched is not None:
-            save(attempt.dispatched)
-            saved = True
-        if now >= deadline:
-            attempt.stop(TurnError("timeout", {"watchdog_ms": attempt.limits.watchdog_ms}))
-            break
-        if now - polled >= POLL_S:
-            polled = now
-            if interrupted():
-                attempt.stop(TurnError("interrupted"))
+
+    def interrupted() -> None:
+        attempt.abort(TurnError("interrupted"))
+
+    with watching(interrupted):
+        thread.start()
+        wait, saved = SAVE_AFTER_S, False
+        while not attempt.wait(_until(deadline, None if saved else wait)):
+            if time.monotonic() >= deadline:
+                attempt.abort(TurnError("timeout", {"watchdog_ms": attempt.limits.watchdog_ms}))
                 break
+            if not saved:
+                try:
+                    saved = attempt.save_dispatched(save)
+                except BaseException:  # the agent is gone (stopped, replaced): end it here
+                    attempt.abort(TurnError("interrupted"))
+                    raise
+                wait = min(wait * 2, 0.1)  # prompt has not returned: look again later
     attempt.duration_ms = monotonic_ms() - started
     return attempt
 
 
-def _next_wait(saved: bool, save_at: float, polled: float, deadline: float) -> float:
-    """Until the next thing to do: the session save, the interrupt poll or the watchdog."""
-    now = time.monotonic()
-    until = min(polled + POLL_S, deadline)
-    if not saved:
-        until = min(until, max(save_at, now + SAVE_AFTER_S / 2))
-    return max(0.0, until - now)
+def _until(deadline: float, save_in: float | None) -> float:
+    left = max(0.0, deadline - time.monotonic())
+    return left if save_in is None else min(left, save_in)

@@ -10,7 +10,15 @@ per upcoming turn, consumed in order by ``prompt``:
 * ``MockBackend.gate(tag, events, timeout=5.0)``: the stream announces ``tag`` (see
   :meth:`wait_blocked`), waits for :meth:`release`, then yields ``events``; unreleased
   after ``timeout`` seconds it raises ``BackendError(kind="gate_timeout")``. Gates work
-  across processes when ``HYPHA_MOCK_GATE_URL`` names a Redis (:mod:`.gate`).
+  across processes when ``HYPHA_MOCK_GATE_URL`` names a Redis (:mod:`.gate`);
+  ``gate(tag, events, ack="id")`` acknowledges a session id before it blocks;
+* ``MockBackend.echo_session()``: the stream answers the session id it finds in the
+  session (``""`` when none): what the next turn's worker sees.
+
+A list of events (a script's, a gate's) may hold ``MockBackend.ack(session_id)`` steps:
+the stream calls the runtime's ``checkpoint(session_id)`` there (mid-turn), as a CLI
+backend does when its CLI reports its session. ``checkpoint_session`` records the id; an
+id other than the one the session already holds is ``conflicting_session_id``.
 
 The session is a plain JSON dict holding the remaining scripts, the prompt history and the
 session id, so history and remaining scripts can be read wherever the session is stored.
@@ -35,7 +43,8 @@ from hypha_celery.backends.event import Event
 from hypha_celery.backends.gate import gate_channel
 
 ScriptFn = Callable[[str], Iterable[Event]]
-_DATA_SCRIPTS = frozenset({"events", "error", "raise", "gate"})
+_DATA_SCRIPTS = frozenset({"events", "error", "raise", "gate", "echo_session"})
+Step = Event | dict[str, Any]
 _registry: dict[str, ScriptFn] = {}
 _registry_lock = threading.Lock()
 
@@ -57,10 +66,19 @@ class MockBackend(Backend):
         return {"type": "raise", "reason": reason}
 
     @staticmethod
-    def gate(tag: str, events: Sequence[Event | dict[str, Any]],
-             timeout: float = 5.0) -> dict[str, Any]:
+    def gate(tag: str, events: Sequence[Step], timeout: float = 5.0,
+             ack: str | None = None) -> dict[str, Any]:
         return {"type": "gate", "tag": tag, "events": _events_json(events),
-                "timeout": float(timeout)}
+                "timeout": float(timeout), "ack": ack}
+
+    @staticmethod
+    def ack(session_id: str) -> dict[str, Any]:
+        """A step of an event list: acknowledge ``session_id`` mid-turn."""
+        return {"type": "checkpoint", "session_id": session_id}
+
+    @staticmethod
+    def echo_session() -> dict[str, Any]:
+        return {"type": "echo_session"}
 
     # -- gate control (from the test) ------------------------------------------------
     @staticmethod
@@ -113,7 +131,14 @@ class MockBackend(Backend):
                 raise _fail("script_unavailable", "callable scripts run only in the process "
                             "that started the session")
             return _call(fn, prompt), session
-        return _play(script), session
+        return _play(script, session, checkpoint), session
+
+    def checkpoint_session(self, session: Session, session_id: str) -> Session:
+        state = _state(session)
+        if state["session_id"] not in (None, session_id):
+            raise _fail("conflicting_session_id", "the session already has another id")
+        state["session_id"] = session_id
+        return session
 
     def update_session(self, session: Session, result_data: dict[str, Any]) -> Session:
         session_id = result_data.get("session_id")
@@ -138,8 +163,9 @@ def _state(session: Any) -> Session:
     return session
 
 
-def _events_json(events: Iterable[Event | dict[str, Any]]) -> list[dict[str, Any]]:
-    return [(e if isinstance(e, Event) else Event.from_json(e)).to_json() for e in events]
+def _events_json(events: Iterable[Step]) -> list[dict[str, Any]]:
+    return [e if isinstance(e, dict) and e.get("type") == "checkpoint" else
+            (e if isinstance(e, Event) else Event.from_json(e)).to_json() for e in events]
 
 
 def _describe(script: Any, ref: str) -> dict[str, Any]:
@@ -162,13 +188,28 @@ def _call(fn: ScriptFn, prompt: str) -> Iterator[Event]:
     yield from fn(prompt)
 
 
-def _play(script: dict[str, Any]) -> Iterator[Event]:
+def _play(script: dict[str, Any], session: Session,
+          checkpoint: Checkpoint | None) -> Iterator[Event]:
+    def ack(session_id: str) -> None:
+        if checkpoint is None:
+            MockBackend().checkpoint_session(session, session_id)
+        else:
+            checkpoint(session_id)
+
     if script["type"] == "raise":
         raise _fail(script["reason"])
+    if script["type"] == "echo_session":
+        yield Event.new("result", {"text": _state(session)["session_id"] or ""})
+        return
     if script["type"] == "gate":
+        if script.get("ack") is not None:
+            ack(script["ack"])
         _wait_gate(script["tag"], script["timeout"])
     for doc in script["events"]:
-        yield Event.from_json(doc)
+        if doc.get("type") == "checkpoint":
+            ack(doc["session_id"])
+        else:
+            yield Event.from_json(doc)
 
 
 def _wait_gate(tag: str, timeout: float) -> None:

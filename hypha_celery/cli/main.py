@@ -23,7 +23,7 @@ from hypha_celery.cli.loading import embedded_settings, load_app
 from hypha_celery.cli.selection import parse_session, parse_since
 from hypha_celery.cli.status import status_json, status_lines
 from hypha_celery.cli.timeline import timeline, use_colour
-from hypha_celery.cli.worker import POOLS, parse_queues, worker_argv
+from hypha_celery.cli.worker import POOLS, PROFILES, parse_queues, worker_argv
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.errors import HyphaError
 from hypha_celery.events import Event
@@ -308,20 +308,25 @@ def import_(file: str, app_spec: str | None) -> None:
 @app_option(required=True)
 @click.option("--queues", "-Q", metavar="Q1,Q2", help="queues to consume (default: all of the "
               "app's: coordinator, nodes, effects and nodes' own; never hypha.dead_letter)")
-@click.option("--pool", "-P", type=click.Choice(POOLS), default="prefork", show_default=True)
+@click.option("--profile", "profile_name", type=click.Choice(PROFILES), default="default",
+              show_default=True, help="io: hypha.agents + hypha.io on 500 threads; cpu: "
+              "the other queues on prefork; default: every queue on prefork")
+@click.option("--pool", "-P", type=click.Choice(POOLS),
+              help="overrides the profile's (default profile: prefork)")
 @click.option("--concurrency", "-c", type=click.IntRange(min=1),
-              help="worker processes / threads (default: CPU count)")
+              help="worker processes / threads (default: the profile's: CPU count, "
+              "io: 500)")
 @click.option("--loglevel", "-l", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
                                 case_sensitive=False))
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED, metavar="[CELERY OPTIONS]...")
-def worker(app_spec: str, queues: str | None, pool: str, concurrency: int | None,
-           loglevel: str, celery_args: tuple[str, ...]) -> None:
+def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | None,
+           concurrency: int | None, loglevel: str, celery_args: tuple[str, ...]) -> None:
     """Run a Celery worker for the app (task events on). Other options are passed
     to `celery worker`, e.g. --hostname."""
     hypha = load_app(app_spec)
     argv = worker_argv(hypha, queues=parse_queues(queues), pool=pool, concurrency=concurrency,
-                       loglevel=loglevel.upper(), extra=celery_args)
+                       loglevel=loglevel.upper(), extra=celery_args, profile_name=profile_name)
     hypha.celery.worker_main(argv)
 
 

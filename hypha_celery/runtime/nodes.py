@@ -22,6 +22,7 @@ from hypha_celery.graph import Graph, Node, NodeContext
 from hypha_celery.graph.calls import Calls
 from hypha_celery.graph.jsonsafe import error_data, is_json
 from hypha_celery.runtime import failures, seams
+from hypha_celery.runtime.cancels import CancelFlag
 from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.late import record_late
 from hypha_celery.runtime.leases import worker_name
@@ -40,25 +41,11 @@ from hypha_celery.runtime.protocol import (
 __all__ = ["approved_review", "call_node", "checked_update", "edge_ref", "effect_key",
            "reduce", "run_node", "run_reducer", "settle"]
 
-#: How long a ``ctx.cancelled()`` answer is reused before the store is asked again (s).
-CANCEL_CHECK_INTERVAL = 0.2
-
-
 def _cancel_flag(rt: Runtime, run_id: str, awaited: str) -> Callable[[], bool]:
     """``ctx.cancelled()``: true once the run stopped awaiting this execution
-    (cancelled, ended, or timed out); the store is read at most every 0.2 s."""
-    last = {"at": 0.0, "value": False}
-
-    def cancelled() -> bool:
-        now = time.monotonic()
-        if not last["value"] and now - last["at"] >= CANCEL_CHECK_INTERVAL:
-            view = rt.store.load(run_id)
-            last["value"] = bool(not awaits(view, awaited)
-                                 or (view is not None and view["cancel_requested"]))
-            last["at"] = now
-        return bool(last["value"])
-
-    return cancelled
+    (cancelled, ended, or timed out); the store is read at most every 0.2 s. Blocked
+    node code registers what stops it with :func:`~.cancels.on_cancel`."""
+    return CancelFlag(rt.store, run_id, awaited)
 
 
 def run_node(

@@ -69,11 +69,14 @@ class RedisNotifier:
         self._url = url
         self._client: Any = None
         self._redis = redis
+        self._lock = threading.Lock()  # one client (and pool) for every thread
 
     @property
     def client(self) -> Any:
         if self._client is None:
-            self._client = self._redis.Redis.from_url(self._url)
+            with self._lock:
+                if self._client is None:
+                    self._client = self._redis.Redis.from_url(self._url)
         return self._client
 
     def close(self) -> None:

@@ -144,6 +144,39 @@ def heartbeat(store: EventStore, name: str, incarnation: str) -> None:
                      .values(heartbeat_at=time.time()))
 
 
+#: Rows per statement of the batched reads and heartbeats below.
+BATCH = 500
+
+
+def controls(store: EventStore, rows: Sequence[tuple[str, str]]
+             ) -> dict[tuple[str, str], str | None]:
+    """The control column of each live ``(name, incarnation)`` of ``rows`` (absent: the
+    agent is gone or was replaced), in one read per :data:`BATCH` rows."""
+    found: dict[tuple[str, str], str | None] = {}
+    with store.reader.connect() as conn:
+        for chunk in _chunks(rows):
+            q = sa.select(agents.c.name, agents.c.incarnation, agents.c.control).where(
+                agents.c.name.in_([n for n, _ in chunk]))
+            for r in conn.execute(q):
+                found[(r.name, r.incarnation)] = r.control
+    return found
+
+
+def heartbeats(store: EventStore, rows: Sequence[tuple[str, str]]) -> None:
+    """Beat every ``(name, incarnation)`` of ``rows``: one statement per :data:`BATCH`
+    rows (incarnation ids are unique, so the pair filter is exact)."""
+    now = time.time()
+    with store.engine.begin() as conn:
+        for chunk in _chunks(rows):
+            conn.execute(agents.update().where(
+                agents.c.name.in_([n for n, _ in chunk]),
+                agents.c.incarnation.in_([i for _, i in chunk])).values(heartbeat_at=now))
+
+
+def _chunks(rows: Sequence[tuple[str, str]]) -> list[Sequence[tuple[str, str]]]:
+    return [rows[i:i + BATCH] for i in range(0, len(rows), BATCH)]
+
+
 def names(store: EventStore) -> list[str]:
     store.ensure_schema()
     with store.reader.connect() as conn:
@@ -245,6 +278,7 @@ def caller_beat(tx: Tx, lease: str) -> float | None:
     return None if beat is None else float(beat)
 
 
-__all__ = ["KEEP", "AgentEvent", "AgentRow", "OutboxRow", "append", "caller_beat",
-           "control", "create", "delete", "heartbeat", "lock", "names", "outbox",
-           "put_result", "read", "result", "sent", "stale", "take_result", "unsent", "update"]
+__all__ = ["BATCH", "KEEP", "AgentEvent", "AgentRow", "OutboxRow", "append", "caller_beat",
+           "control", "controls", "create", "delete", "heartbeat", "heartbeats", "lock",
+           "names", "outbox", "put_result", "read", "result", "sent", "stale", "take_result",
+           "unsent", "update"]

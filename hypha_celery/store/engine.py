@@ -26,6 +26,12 @@ from hypha_celery.errors import ExtraNotInstalled, SetupError
 #: compact JSON, NaN refused: what the engines write into JSON columns
 dumps = partial(json.dumps, allow_nan=False, separators=(",", ":"))
 
+#: PostgreSQL connections per engine and process: kept open, opened beyond them on
+#: demand (closed when returned), seconds a thread waits for one before failing.
+POOL_SIZE = 5
+MAX_OVERFLOW = 10
+POOL_TIMEOUT = 30.0
+
 #: What a store that cannot be reached (or refuses the connection) raises.
 STORE_ERRORS: tuple[type[BaseException], ...] = (sa.exc.OperationalError,)
 
@@ -52,6 +58,7 @@ class Engines:
         self._unflushed_pid = 0
         self._pid = 0
         self._lock = threading.Lock()
+        self._migrate_lock = threading.Lock()
         self._migrated = False
 
     @property
@@ -77,8 +84,10 @@ class Engines:
         if self.dialect == "sqlite":
             return self.engine
         if self._unflushed is None or self._unflushed_pid != os.getpid():
-            self._unflushed = make_engine(self.url, unflushed=True)
-            self._unflushed_pid = os.getpid()
+            with self._lock:
+                if self._unflushed is None or self._unflushed_pid != os.getpid():
+                    self._unflushed = make_engine(self.url, unflushed=True)
+                    self._unflushed_pid = os.getpid()
         return self._unflushed
 
     @property
@@ -107,8 +116,13 @@ class Engines:
         self._migrated = True
 
     def ensure_schema(self) -> None:
-        if not self._migrated:
-            self.migrate()
+        """Migrate once per process: the first caller migrates, concurrent threads
+        wait for it (a thread pool's first tasks all arrive at once)."""
+        if self._migrated:
+            return
+        with self._migrate_lock:
+            if not self._migrated:
+                self.migrate()
 
     def dispose(self) -> None:
         engines = (self._engine, self._reader, self._unflushed)
@@ -161,12 +175,17 @@ def make_engine(url: str, *, writer: bool = True, unflushed: bool = False) -> En
         if url.startswith("postgresql://"):
             url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
         # no pre-ping: it would add a round trip to every step; a dead connection
-        # fails its transaction, which is retried by the caller or the supervisor
+        # fails its transaction, which is retried by the caller or the supervisor.
+        # Bounded pools (POOL_SIZE + MAX_OVERFLOW connections per engine and process):
+        # an io worker's hundreds of threads share them, each holding one only for a
+        # transaction, and wait up to POOL_TIMEOUT seconds for a free one
         if unflushed:
-            return sa.create_engine(url, json_serializer=dumps, pool_size=2, max_overflow=10,
+            return sa.create_engine(url, json_serializer=dumps, pool_size=2,
+                                    max_overflow=MAX_OVERFLOW, pool_timeout=POOL_TIMEOUT,
                                     pool_recycle=3600, isolation_level="AUTOCOMMIT",
                                     connect_args={"options": "-c synchronous_commit=off"})
-        return sa.create_engine(url, json_serializer=dumps, pool_size=5, max_overflow=10,
+        return sa.create_engine(url, json_serializer=dumps, pool_size=POOL_SIZE,
+                                max_overflow=MAX_OVERFLOW, pool_timeout=POOL_TIMEOUT,
                                 pool_recycle=3600)
     except ModuleNotFoundError as exc:
         raise ExtraNotInstalled(

@@ -146,14 +146,27 @@ def test_update_session_captures_the_session_id_and_reset_clears_it() -> None:
     assert mock.reset_session(session)["session_id"] is None
 
 
+class _Bare(MockBackend):
+    checkpoint_session = Backend.checkpoint_session
+
+
 def test_optional_contract_defaults() -> None:
-    mock = MockBackend()
-    session = mock.start_session({})
+    bare = _Bare()
     with pytest.raises(BackendError) as info:
-        mock.checkpoint_session(session, "id")
+        bare.checkpoint_session(bare.start_session({}), "id")
     assert info.value.kind == "unsupported_checkpoint"
     with pytest.raises(NotImplementedError):
-        mock.resume_session("id", {})
+        MockBackend().resume_session("id", {})
+
+
+def test_mock_checkpoints_a_session_id_and_refuses_another() -> None:
+    mock = MockBackend()
+    session = mock.start_session({})
+    assert mock.checkpoint_session(session, "s-1")["session_id"] == "s-1"
+    assert mock.checkpoint_session(session, "s-1")["session_id"] == "s-1"  # a repeat
+    with pytest.raises(BackendError) as info:
+        mock.checkpoint_session(session, "s-2")
+    assert info.value.kind == "conflicting_session_id"
 
 
 def run_in_thread(stream: Iterator[Event]) -> tuple[threading.Thread, list[Any]]:

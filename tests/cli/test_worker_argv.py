@@ -57,3 +57,24 @@ def test_parse_queues() -> None:
     assert parse_queues(None) is None
     assert parse_queues(" , ") is None
     assert parse_queues("a, b,,c") == ["a", "b", "c"]
+
+
+def test_the_io_profile_runs_agents_and_io_on_500_threads(hypha: Hypha) -> None:
+    argv = worker_argv(hypha, profile_name="io")
+    assert argv == ["worker", "--pool=threads", "--queues=hypha.agents,hypha.io",
+                    "--task-events", "--loglevel=INFO", "--concurrency=500"]
+    tuned = worker_argv(hypha, profile_name="io", concurrency=50, queues=["hypha.io"])
+    assert "--concurrency=50" in tuned and "--queues=hypha.io" in tuned
+
+
+def test_the_cpu_profile_runs_every_other_queue_on_prefork(hypha: Hypha) -> None:
+    argv = worker_argv(hypha, profile_name="cpu")
+    assert "--pool=prefork" in argv
+    assert "--queues=gpu,hypha.coordinator,hypha.effects,hypha.nodes" in argv
+    assert not any(a.startswith("--concurrency") for a in argv)
+
+
+def test_the_default_profile_is_unchanged_and_a_bad_profile_refused(hypha: Hypha) -> None:
+    assert worker_argv(hypha, profile_name="default") == worker_argv(hypha)
+    with pytest.raises(SetupError, match="--profile"):
+        worker_argv(hypha, profile_name="gevent")

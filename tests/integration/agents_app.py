@@ -29,3 +29,17 @@ class Keeper(Agent):
 
     def handle_error(self, ref: str, error: TurnError, state: Any) -> NoReply:
         return NoReply({"outcomes": [*state["outcomes"], ["error", error.reason]]})
+
+
+class Asker(Agent):
+    """Hands its start options to the backend (``model``, ``base_url``...); keeps every
+    outcome in its state."""
+
+    def init_agent(self, opts: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+        return dict(opts), {"outcomes": []}
+
+    def handle_response(self, ref: str, response: Response, state: Any) -> NoReply:
+        return NoReply({"outcomes": [*state["outcomes"], ["ok", response.text]]})
+
+    def handle_error(self, ref: str, error: TurnError, state: Any) -> NoReply:
+        return NoReply({"outcomes": [*state["outcomes"], ["error", error.reason]]})

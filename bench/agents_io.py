@@ -1,0 +1,316 @@
+"""Agent turns in flight at once on one machine: ``hypha worker --profile io`` (a thread
+pool) against the default prefork profile, in the same run.
+
+    .venv/bin/python bench/agents_io.py [--turns 600] [--prefork-turns 16] [--delay 2]
+
+A local provider (``tests/fakes/llm_server.py`` run as a program, its own process) answers
+every request after ``--delay`` seconds (the OpenAI Responses stream). For each profile,
+in its own environment (a claimed Redis database, a fresh PostgreSQL database):
+
+1. ONE worker is started with ``hypha worker --app bench.app:hypha --profile P``
+   (``io``: threads, 500, ``hypha.agents,hypha.io``; ``default``: prefork, CPU count, every
+   queue) and serves ``WARMUP`` turns (imports, the SDK client, connections);
+2. it stops consuming ``hypha.agents`` (``cancel_consumer``); ``--turns`` agents are
+   started (``Relay``, ``OpenAIBackend`` pointed at the provider) and each is told one
+   prompt: the pump messages wait in the broker; the worker consumes again
+   (``add_consumer``): the burst arrives at once;
+3. every 0.1 s: the requests the provider is answering (``GET /_stats``), the worker's RSS
+   (main process + pool children, psutil) and its thread count, until every turn ended.
+
+Reported per profile: ``peak_in_flight`` (the provider's own count of requests it was
+answering at once: the number of turns waiting on the model together), the seconds from
+the worker's start to that peak and to the last turn's end, turns completed / failed, and
+the worker's RSS at the peak and at most. Target: io ``peak_in_flight`` >= 500 with the
+default ``--turns``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._harness import ROOT, BenchEnv, emit, machine_info, setup_info, target
+
+TURNS = 600
+PREFORK_TURNS = 16
+DELAY = 2.0
+TARGET_IN_FLIGHT = 500
+WARMUP = 4
+AGENTS_QUEUE = "hypha.agents"
+KEY = "sk-bench-local"
+HYPHA = str(Path(sys.executable).with_name("hypha"))
+
+
+class Provider:
+    """The slow local provider, a process of its own (its threads do not share the
+    driver's or the worker's interpreter)."""
+
+    def __init__(self, delay: float) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.fakes.llm_server", "--port", "0", "--delay",
+             str(delay), "--text", "ok"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+
+    def stats(self) -> dict[str, int]:
+        with urllib.request.urlopen(f"{self.url}/_stats", timeout=5) as reply:
+            doc: dict[str, int] = json.loads(reply.read())
+        return doc
+
+    def close(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+class ProfileEnv(BenchEnv):
+    """:class:`BenchEnv` whose workers are ``hypha worker --profile P`` (``workers`` of
+    them, each its own process tree), started on demand."""
+
+    def __init__(self, profile: str, workers: int = 1) -> None:
+        super().__init__()
+        self.profile = profile
+        self.nodes = [f"{self.db_name}-{i}" for i in range(workers)]
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def argv(self, node: str) -> list[str]:
+        return [HYPHA, "worker", "--app", "bench.app:hypha", "--profile", self.profile,
+                "--loglevel", "WARNING", f"--hostname={node}@%h", "--without-gossip",
+                "--without-mingle"]
+
+    def _start_worker(self) -> None:
+        return None  # see start_workers
+
+    def start_workers(self) -> None:
+        path = os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH")) if x)
+        env = dict(os.environ, PYTHONPATH=path, OPENAI_API_KEY=KEY)
+        log = self.log_path.open("wb")
+        for node in self.nodes:
+            self.procs.append(subprocess.Popen(self.argv(node), cwd=ROOT, env=env,
+                                               stdout=log, stderr=subprocess.STDOUT))
+        self.worker = self.procs[0]
+
+    def _stop_worker(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+    def _processes(self) -> list[Any]:
+        import psutil
+
+        found = []
+        for proc in self.procs:
+            try:
+                main = psutil.Process(proc.pid)
+                found += [main, *main.children(recursive=True)]
+            except psutil.Error:
+                continue
+        return found
+
+    def memory(self) -> tuple[float, int]:
+        """(RSS of the workers and their pool children in MB, their threads)."""
+        import psutil
+
+        rss, threads = 0.0, 0
+        for p in self._processes():
+            try:
+                rss += p.memory_info().rss / 1024 / 1024
+                threads += p.num_threads()
+            except psutil.Error:
+                continue
+        return rss, threads
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the workers and their pool children so far."""
+        import psutil
+
+        total = 0.0
+        for p in self._processes():
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                continue
+        return total
+
+    @property
+    def hypha(self) -> Any:
+        assert self.app is not None
+        return self.app.hypha
+
+    def destinations(self) -> list[str]:
+        return [f"{node}@{socket.gethostname()}" for node in self.nodes]
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        end = time.monotonic() + timeout
+        want = set(self.destinations())
+        while time.monotonic() < end:
+            if any(p.poll() is not None for p in self.procs):
+                raise RuntimeError(f"a worker exited early, see {self.log_path}")
+            replies = self.hypha.celery.control.ping(destination=sorted(want), timeout=0.5)
+            if {name for r in replies for name in r} >= want:
+                return
+        raise RuntimeError(f"workers not ready after {timeout}s, see {self.log_path}")
+
+    def consume(self, on: bool) -> None:
+        """Start or stop consuming the agents' queue (control commands, acknowledged)."""
+        control = self.hypha.celery.control
+        call = control.add_consumer if on else control.cancel_consumer
+        replies = call(AGENTS_QUEUE, destination=self.destinations(), reply=True, timeout=10)
+        assert len(replies) == len(self.nodes), replies
+
+
+def _wait_ended(h: Any, turns: int, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while sum(_ended(h)) < turns:
+        if time.monotonic() > end:
+            raise RuntimeError("the warm-up turns did not end")
+        time.sleep(0.2)
+
+
+def _ended(h: Any) -> tuple[int, int]:
+    """(completed, failed) agent turns in the store."""
+    import sqlalchemy as sa
+
+    with h.store.engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT kind, count(*) FROM hypha_events WHERE kind IN "
+            "('agent.turn.completed', 'agent.turn.failed') GROUP BY kind")).all()
+    counts = {kind: int(n) for kind, n in rows}
+    return counts.get("agent.turn.completed", 0), counts.get("agent.turn.failed", 0)
+
+
+def _queue_turns(h: Any, provider: Provider, turns: int, prefix: str = "io") -> float:
+    from bench.agents_app import Relay
+    from hypha_celery.backends import OpenAIBackend
+
+    def one(i: int) -> None:
+        name = f"{prefix}-{i:05d}"
+        h.agents.start(Relay, name=name, backend=OpenAIBackend, model="gpt-bench",
+                       base_url=f"{provider.url}/v1")
+        h.agents.tell(name, "hello")
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, range(turns)))
+    return time.monotonic() - t0
+
+
+def measure(profile: str, turns: int, delay: float, workers: int) -> dict[str, Any]:
+    os.environ["OPENAI_API_KEY"] = KEY  # start_session checks the key is there
+    provider = Provider(delay)
+    try:
+        with ProfileEnv(profile, workers) as env:
+            h = env.hypha
+            env.start_workers()
+            env.wait_ready()
+            # warm-up (imports, SDK client, pydantic adapters, connections), then the
+            # burst queued while the worker does not consume, then consumed at once
+            _queue_turns(h, provider, WARMUP * workers, "warm")
+            _wait_ended(h, WARMUP * workers, 120)
+            env.consume(False)
+            queued_s = _queue_turns(h, provider, turns)
+            cpu0 = env.cpu_seconds()
+            env.consume(True)
+            began = time.monotonic()
+            peak = (0, 0.0, 0.0, 0)  # (in flight, at s, rss MB, threads)
+            max_rss, max_threads, done, last_check = 0.0, 0, (0, 0), 0.0
+            timeline: list[list[float]] = []  # [s, in flight, turns ended, RSS MB]
+            deadline = began + turns * delay + 120
+            while time.monotonic() < deadline:
+                time.sleep(0.1)
+                now = time.monotonic() - began
+                flying = provider.stats()["in_flight"]
+                rss, threads = env.memory()
+                max_rss, max_threads = max(max_rss, rss), max(max_threads, threads)
+                if flying > peak[0]:
+                    peak = (flying, now, rss, threads)
+                if now - last_check >= 1.0:
+                    last_check = now
+                    done = _ended(h)
+                    done = (done[0] - WARMUP * workers, done[1])
+                    timeline.append([round(now, 1), flying, sum(done), round(rss)])
+                    if sum(done) >= turns:
+                        break
+            total_s = time.monotonic() - began
+            cpu = env.cpu_seconds() - cpu0
+            served = provider.stats()
+            info = setup_info(env)
+            info["worker"] = f"{workers} x " + " ".join(env.argv(env.nodes[0])[1:])
+            return {"setup": info, "workers": workers, "turns": turns,
+                    "provider_delay_s": delay,
+                    "worker_cpu_ms_per_turn": round(cpu * 1000 / max(1, turns), 2),
+                    "queue_turns_s": round(queued_s, 2),
+                    "peak_in_flight": served["max_in_flight"],
+                    "peak_in_flight_sampled": peak[0],
+                    "peak_at_s_after_worker_start": round(peak[1], 2),
+                    "all_ended_s_after_worker_start": round(total_s, 2),
+                    "completed": done[0], "failed": done[1],
+                    "provider_requests": served["served"],
+                    "worker_rss_mb_at_peak": round(peak[2], 1),
+                    "worker_rss_mb_max": round(max_rss, 1),
+                    "worker_threads_at_peak": peak[3], "worker_threads_max": max_threads,
+                    "timeline_s_inflight_ended_rssmb": timeline}
+    finally:
+        provider.close()
+
+
+def _measured(profile: str, argv: list[str]) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, __file__, *argv, "--only", profile], cwd=ROOT,
+                          stdout=subprocess.PIPE, text=True, check=True)
+    doc: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return doc
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=TURNS, help="io profile turns")
+    parser.add_argument("--prefork-turns", type=int, default=PREFORK_TURNS,
+                        help="default profile turns (prefork serves CPU-count at once)")
+    parser.add_argument("--delay", type=float, default=DELAY)
+    parser.add_argument("--io-workers", type=int, default=os.cpu_count() or 1,
+                        help="io worker processes (default: one per CPU)")
+    parser.add_argument("--only", choices=("io", "default"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.only:  # one profile, in a process of its own (bench.app reads its env once)
+        io = args.only == "io"
+        print(json.dumps(measure(args.only, args.turns if io else args.prefork_turns,
+                                 args.delay, args.io_workers if io else 1)))
+        return 0
+    t0 = time.monotonic()
+    doc: dict[str, Any] = {"machine": machine_info()}
+    io = _measured("io", argv)
+    default = _measured("default", argv)
+    doc["agents_io"] = {"io": io, "default": default}
+    doc["targets"] = [target("agents_io_peak_turns_in_flight", io["peak_in_flight"], ">=",
+                             TARGET_IN_FLIGHT)]
+    doc["all_pass"] = all(t["pass"] for t in doc["targets"])
+    doc["duration_s"] = round(time.monotonic() - t0, 1)
+    emit("agents_io", doc)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
