@@ -16,6 +16,7 @@ from hypha_celery.agents.channels import Transport
 from hypha_celery.agents.telemetry import default_stack
 from hypha_celery.agents.watch import Watch
 from hypha_celery.backends import Backend
+from hypha_celery.backends.llm.client import BackendServices
 from hypha_celery.errors import AgentSpecError
 from hypha_celery.live import LiveBus, NullBus
 from hypha_celery.middleware import MiddlewareStack
@@ -55,6 +56,9 @@ class AgentRuntime:
     middleware: MiddlewareStack = field(default_factory=default_stack)
     #: Live token streams of turns (topic ``agent:<name>``); never stored.
     live: LiveBus = field(default_factory=NullBus)
+    #: What every backend instance is bound to (``Backend.bind``): the model keys' shared
+    #: rate limiter, so agent turns and graph nodes draw on one budget per key.
+    services: BackendServices = field(default_factory=BackendServices)
     #: Beats the owned agents' heartbeats and stops interrupted turns (one thread per
     #: process, see :mod:`.watch`).
     watch: Watch = field(init=False, repr=False)
@@ -84,7 +88,9 @@ class AgentRuntime:
     def new_backend(self, path: str) -> Backend:
         """The one place an agent's backend instance is built: at its start, for a turn,
         a reset and its cleanup (``path``: the registered ``module:Qualname``)."""
-        return self.backend_class(path)()
+        backend = self.backend_class(path)()
+        backend.bind(self.services)
+        return backend
 
 
 def _resolve(known: dict[str, type[T]], path: str, base: type) -> type[T]:

@@ -404,7 +404,7 @@ def _stack(store: EventStore, settings: Settings, middleware: Iterable[Middlewar
 def _agents(hypha: Hypha) -> Agents:
     rt = AgentRuntime(hypha.celery, hypha.store, Transport(hypha.celery, _redis_url(
         hypha.settings)), hypha.notifier, hypha.settings.lease_interval,
-        middleware=hypha._rt.middleware, live=hypha.live)
+        middleware=hypha._rt.middleware, live=hypha.live, services=hypha.llm.services)
     agent_tasks.register(rt)
     hypha._rt.sweeps.append(partial(agent_recovery.sweep, rt))  # the supervisor's part
     return Agents(rt, ensure_worker=hypha._ensure_worker)
