@@ -1,0 +1,219 @@
+"""Graph-node model calls in flight at once on one machine: nodes that call a model
+(``Node(models=[...])``, routed to ``hypha.io``) served by ``hypha worker --profile io``
+(a thread pool) against the default prefork profile, in the same run.
+
+    .venv/bin/python bench/graph_io.py [--runs 600] [--prefork-runs 16] [--delay 2]
+
+As ``bench/agents_io.py``, with graph runs instead of agent turns: a local provider (its
+own process) answers every request after ``--delay`` seconds; each run of ``bench_llm``
+(``bench/app.py``) is one node making one ``ctx.llm`` call. For each profile, in its own
+environment (a claimed Redis database, a fresh PostgreSQL database):
+
+* ``io``: ``--io-workers`` ``hypha worker --profile io`` processes (threads, 500 each,
+  ``hypha.agents,hypha.io``) and one ``--profile cpu`` worker (prefork, the coordinator);
+* ``default``: one ``hypha worker --profile default`` (prefork, CPU count, every queue).
+
+Warm-up runs first; then the io workers stop consuming ``hypha.io``, ``--runs`` runs are
+started (their coordinator steps route the nodes to ``hypha.io``, where they wait), and
+the workers consume again: the burst arrives at once. Every 0.1 s: the requests the
+provider is answering (its own count), the workers' RSS and threads, until every run
+ended. Target: io ``peak_in_flight`` >= 500 with the default ``--runs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._harness import ROOT, emit, machine_info, setup_info, target
+from bench.agents_io import KEY, ProfileEnv, Provider
+
+RUNS = 600
+PREFORK_RUNS = 16
+DELAY = 2.0
+TARGET_IN_FLIGHT = 500
+WARMUP = 4
+IO_QUEUE = "hypha.io"
+
+
+class GraphEnv(ProfileEnv):
+    """``workers`` workers of ``profile``; with ``io``, one ``cpu`` worker beside them
+    (the coordinator, which the ``io`` profile does not consume)."""
+
+    def __init__(self, profile: str, workers: int = 1) -> None:
+        super().__init__(profile, workers)
+        self.io_nodes = list(self.nodes) if profile == "io" else []
+        if profile == "io":
+            self.nodes.append(f"{self.db_name}-cpu")
+
+    def argv(self, node: str) -> list[str]:
+        argv = super().argv(node)
+        if node.endswith("-cpu"):
+            argv[argv.index("--profile") + 1] = "cpu"
+            argv.append("--concurrency=1")
+        return argv
+
+    def consume_io(self, on: bool) -> None:
+        control = self.hypha.celery.control
+        call = control.add_consumer if on else control.cancel_consumer
+        hosts = [d for d in self.destinations() if not d.split("@")[0].endswith("-cpu")]
+        replies = call(IO_QUEUE, destination=hosts, reply=True, timeout=10)
+        assert len(replies) == len(hosts), replies
+
+
+def _ended(h: Any) -> tuple[int, int]:
+    """(completed, failed) runs in the store."""
+    import sqlalchemy as sa
+
+    with h.store.engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT kind, count(*) FROM hypha_events WHERE kind IN "
+            "('run.completed', 'run.failed') GROUP BY kind")).all()
+    counts = {kind: int(n) for kind, n in rows}
+    return counts.get("run.completed", 0), counts.get("run.failed", 0)
+
+
+def _wait_runs(h: Any, n: int, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while sum(_ended(h)) < n:
+        if time.monotonic() > end:
+            raise RuntimeError("the warm-up runs did not end")
+        time.sleep(0.2)
+
+
+def _start_runs(h: Any, n: int) -> float:
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: h.start("bench_llm"), range(n)))
+    return time.monotonic() - t0
+
+
+def _queued(h: Any) -> int:
+    """Messages waiting in ``hypha.io`` (Redis: the list's length)."""
+    with h.celery.connection_for_read() as conn:
+        return int(conn.default_channel.client.llen(IO_QUEUE))
+
+
+def measure(profile: str, runs: int, delay: float, workers: int) -> dict[str, Any]:
+    os.environ["OPENAI_API_KEY"] = KEY
+    provider = Provider(delay)
+    os.environ["BENCH_LLM_URL"] = provider.url  # the workers' bench.app and the driver's
+    try:
+        with GraphEnv(profile, workers) as env:
+            h = env.hypha
+            env.start_workers()
+            env.wait_ready()
+            _start_runs(h, WARMUP * workers)
+            _wait_runs(h, WARMUP * workers, 120)
+            burst = profile == "io"
+            if burst:
+                env.consume_io(False)
+            started_s = _start_runs(h, runs)
+            if burst:  # every node waits in hypha.io, then arrives at once
+                end = time.monotonic() + 120
+                while _queued(h) < runs and time.monotonic() < end:
+                    time.sleep(0.1)
+            cpu0 = env.cpu_seconds()
+            if burst:
+                env.consume_io(True)
+            return _observe(env, provider, runs, delay, workers, started_s, cpu0)
+    finally:
+        provider.close()
+
+
+def _observe(env: GraphEnv, provider: Provider, runs: int, delay: float, workers: int,
+             started_s: float, cpu0: float) -> dict[str, Any]:
+    h = env.hypha
+    began = time.monotonic()
+    peak = (0, 0.0, 0.0, 0)  # (in flight, at s, rss MB, threads)
+    max_rss, max_threads, done, last_check = 0.0, 0, (0, 0), 0.0
+    timeline: list[list[float]] = []
+    deadline = began + runs * delay + 120
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = time.monotonic() - began
+        flying = provider.stats()["in_flight"]
+        rss, threads = env.memory()
+        max_rss, max_threads = max(max_rss, rss), max(max_threads, threads)
+        if flying > peak[0]:
+            peak = (flying, now, rss, threads)
+        if now - last_check >= 1.0:
+            last_check = now
+            ended = _ended(h)
+            done = (ended[0] - WARMUP * workers, ended[1])
+            timeline.append([round(now, 1), flying, sum(done), round(rss)])
+            if sum(done) >= runs:
+                break
+    served = provider.stats()
+    info = setup_info(env)
+    info["workers"] = [" ".join(env.argv(n)[1:]) for n in env.nodes]
+    return {"setup": info, "io_workers": workers if env.io_nodes else 0, "runs": runs,
+            "provider_delay_s": delay,
+            "worker_cpu_ms_per_run": round((env.cpu_seconds() - cpu0) * 1000 / runs, 2),
+            "start_runs_s": round(started_s, 2),
+            "peak_in_flight": served["max_in_flight"],
+            "peak_at_s_after_consuming": round(peak[1], 2),
+            "all_ended_s_after_consuming": round(time.monotonic() - began, 2),
+            "completed": done[0], "failed": done[1], "provider_requests": served["served"],
+            "worker_rss_mb_at_peak": round(peak[2], 1), "worker_rss_mb_max": round(max_rss, 1),
+            "worker_threads_at_peak": peak[3], "worker_threads_max": max_threads,
+            "timeline_s_inflight_ended_rssmb": timeline}
+
+
+def measured(profile: str, argv: list[str]) -> dict[str, Any]:
+    """One profile measured in a process of its own (``bench.app`` reads its env once)."""
+    done = subprocess.run([sys.executable, str(Path(__file__)), *argv, "--only", profile],
+                          cwd=ROOT, stdout=subprocess.PIPE, text=True, check=True)
+    doc: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return doc
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=RUNS, help="io profile runs")
+    p.add_argument("--prefork-runs", type=int, default=PREFORK_RUNS,
+                   help="default profile runs (prefork serves CPU-count at once)")
+    p.add_argument("--delay", type=float, default=DELAY)
+    p.add_argument("--io-workers", type=int, default=os.cpu_count() or 1,
+                   help="io worker processes (default: one per CPU)")
+    p.add_argument("--only", choices=("io", "default"), help=argparse.SUPPRESS)
+    return p
+
+
+def both(argv: list[str]) -> dict[str, Any]:
+    io = measured("io", argv)
+    default = measured("default", argv)
+    return {"io": io, "default": default,
+            "targets": [target("graph_io_peak_model_calls_in_flight", io["peak_in_flight"],
+                               ">=", TARGET_IN_FLIGHT)]}
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    if args.only:
+        io = args.only == "io"
+        print(json.dumps(measure(args.only, args.runs if io else args.prefork_runs,
+                                 args.delay, args.io_workers if io else 1)))
+        return 0
+    t0 = time.monotonic()
+    doc: dict[str, Any] = {"machine": machine_info()}
+    doc["graph_io"] = both(argv)
+    doc["targets"] = doc["graph_io"].pop("targets")
+    doc["all_pass"] = all(t["pass"] for t in doc["targets"])
+    doc["duration_s"] = round(time.monotonic() - t0, 1)
+    emit("graph_io", doc)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
