@@ -15,8 +15,17 @@ of delta of an agent turn (OpenAI backend, run by a real ``celery worker`` proce
 relayed over Redis pub/sub) each note how long after the send they saw it; the target is
 the difference of the p50s.
 
+``ratelimit``: one shared rate-limit decision (a Lua script run by its SHA on Redis),
+p50 over ``bench.ratelimit``'s series.
+
+``concurrency``: model calls in flight at once against a provider that takes 2 s per
+answer: graph nodes (``bench/graph_io.py``) and, separately, agent turns
+(``bench/agents_io.py``), each on ``hypha worker --profile io`` and on the default
+prefork profile in the same run, with the workers' RSS (each in processes of its own).
+
 Targets: overhead p50 <= 2 ms per call and <= 5 % of a 100-token stream; first token
-<= 5 ms after the raw SDK sees it (p50).
+<= 5 ms after the raw SDK sees it (p50); a rate-limit decision <= 1 ms p50; >= 500 model
+calls in flight through graph nodes and through agent turns.
 """
 
 from __future__ import annotations
@@ -253,8 +262,39 @@ def first_token() -> dict[str, Any]:
                                "<=", 5.0)]}
 
 
-SECTIONS: dict[str, Callable[[], dict[str, Any]]] = {"overhead": overhead,
-                                                     "first_token": first_token}
+def ratelimit() -> dict[str, Any]:
+    from bench.ratelimit import decision_ms
+
+    p50 = decision_ms()
+    return {"redis_decision_p50_ms": round(p50, 3),
+            "targets": [target("ratelimit_decision_redis_p50_ms", p50, "<=", 1.0)]}
+
+
+def concurrency() -> dict[str, Any]:
+    from bench import agents_io, graph_io
+
+    graph = graph_io.both([])
+    agents = {"io": agents_io._measured("io", []), "default": agents_io._measured("default", [])}
+    out: dict[str, Any] = {"targets": graph.pop("targets")}
+    out["targets"].append(target("agents_io_peak_turns_in_flight",
+                                 agents["io"]["peak_in_flight"], ">=",
+                                 agents_io.TARGET_IN_FLIGHT))
+    for name, doc in (("graph_nodes", graph), ("agent_turns", agents)):
+        out[name] = {p: _brief(doc[p]) for p in ("io", "default")}
+        out[name]["in_flight_ratio_io_to_default"] = round(
+            doc["io"]["peak_in_flight"] / max(1, doc["default"]["peak_in_flight"]), 1)
+    return out
+
+
+def _brief(doc: dict[str, Any]) -> dict[str, Any]:
+    """A profile's figures without the timeline and setup (kept in the scripts' own
+    result files)."""
+    return {k: v for k, v in doc.items() if k not in ("timeline_s_inflight_ended_rssmb",)}
+
+
+SECTIONS: dict[str, Callable[[], dict[str, Any]]] = {
+    "overhead": overhead, "first_token": first_token, "ratelimit": ratelimit,
+    "concurrency": concurrency}
 
 
 def bench() -> dict[str, Any]:
