@@ -14,6 +14,11 @@ client with no limits is used. What the log gets, per call:
 * ``model.call.failed``: the error (its type, a content-free message and its class) and
   ``latency_ms``.
 
+A run's cancel closes a call's stream even while it waits for the provider's next
+byte: the runtime's cancel flag (``ctx._cancelled``, see
+:mod:`hypha_celery.runtime.cancels`) watches the call; between events
+``ctx.cancelled()`` is looked at too.
+
 Reasoning is never recorded (the providers report a character count, which is not kept).
 In a replay (:mod:`hypha_celery.rerun`) the recorded answer is served and nothing is
 called; the n-th call must name the same model with the same request.
@@ -67,7 +72,8 @@ def call_llm(ctx: NodeContext, calls: Calls, ref: ModelRef, messages: Sequence[M
 
     def call(_: Any) -> Any:
         done = client.call(ref, request.messages, request.tools, live=live,
-                           cancelled=_throttled(ctx.cancelled), **request.options)
+                           cancelled=_throttled(ctx.cancelled),
+                           watch=getattr(ctx._cancelled, "watching", None), **request.options)
         measures.update(done.measures())
         return done.result.to_json()
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,13 +20,13 @@ from hypha_celery.backends import BackendError
 from hypha_celery.backends.llm.client import LLMClient
 from hypha_celery.backends.llm.pricing import Price
 from hypha_celery.backends.llm.ratelimit import MemoryLimiter
-from hypha_celery.errors import InvalidModelRef, RunFailed
+from hypha_celery.errors import InvalidModelRef, RunCancelled, RunFailed
 from hypha_celery.rerun import rerun
 from hypha_celery.runtime.config import EFFECTS_QUEUE, IO_QUEUE, NODES_QUEUE
 from hypha_celery.runtime.coordinator import node_call
 from hypha_celery.runtime.protocol import NodeMessage
 from tests.fakes.llm_server import FakeLLM, Reply
-from tests.runtime.support import WAIT
+from tests.runtime.support import WAIT, wait_until
 
 SENTINEL = "sk-SENTINEL-graph-llm-0123456789abcdef"
 PROMPT = "PROMPT-never-stored-in-events"
@@ -210,3 +211,22 @@ def test_the_sentinel_key_is_nowhere(sqlite_url: str, fake: FakeLLM,
         + "".join(errors) + str(failed.value) + repr(failed.value)
     assert published and SENTINEL not in text
     assert SENTINEL in fake.requests[0].headers.get("authorization", "")  # it was sent
+
+
+def test_a_run_cancel_closes_a_call_waiting_on_the_provider(sqlite_url: str,
+                                                            fake: FakeLLM) -> None:
+    fake.script(Reply.hang(30))  # the first delta, then nothing: a read blocks
+    hypha = app(sqlite_url, fake)
+    try:
+        hypha.register(qa())
+        run = hypha.start("qa", "hello?")
+        wait_until(lambda: fake.open_streams == 1, what="the call's stream")
+        began = time.monotonic()
+        assert run.cancel()
+        with pytest.raises(RunCancelled):
+            run.wait(WAIT)
+        assert fake.wait_closed(5)  # the provider saw the disconnect
+        closed_after = time.monotonic() - began
+    finally:
+        hypha.close()
+    assert closed_after < 3.0

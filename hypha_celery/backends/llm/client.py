@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,11 @@ class BackendServices:
             except (TypeError, ValueError):
                 return
             self.limiter.pause(limit_key(vendor, key), seconds)
+
+
+#: ``watch(cancel)``: a context manager during which ``cancel`` may be called from
+#: another thread.
+Watch = Callable[[Callable[[], None]], AbstractContextManager[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,10 +157,12 @@ class LLMClient:
     def call(self, ref: ModelRef | str, messages: Sequence[Message],
              tools: Iterable[Any] = (), *, live: LiveSink | None = None,
              cancelled: Callable[[], bool] | None = None, key_env: str | None = None,
-             **options: Any) -> LLMCall:
+             watch: Watch | None = None, **options: Any) -> LLMCall:
         """One streamed call to its end. ``live``: publish its stream there;
         ``cancelled``: checked between stream events (true: the stream is closed and the
-        call fails ``cancelled``)."""
+        call fails ``cancelled``); ``watch``: ``with watch(stream.close):`` is held while
+        the stream is read, so a watcher elsewhere can close a stream blocked in a read
+        (a run's cancel, see :mod:`hypha_celery.runtime.cancels`)."""
         ref = ModelRef.parse(ref)
         request = self.request(ref, messages, tools, **options)
         module = provider(ref.provider)
@@ -165,7 +173,7 @@ class LLMClient:
         try:
             stream = module.open_stream(request, key=key, base_url=self.base_url(ref),
                                         timeout=self.timeout)
-            with stream:
+            with stream, (watch(stream.close) if watch is not None else nullcontext()):
                 _drain(stream, live, cancelled, vendor)
                 result = stream.result
         except BackendError as exc:
