@@ -9,6 +9,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from hypha_celery.events.jsontext import prebuilt
+
 if TYPE_CHECKING:
     from hypha_celery.live.queue import Subscription
 
@@ -110,12 +112,12 @@ def gap_item(lost: int | None) -> LiveItem:
     return {"kind": "gap", "lost": lost}
 
 
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_ENCODE = prebuilt(json.JSONEncoder(ensure_ascii=False, separators=(",", ":")))
 
 
 def encode(item: LiveItem) -> bytes:
-    """Compact JSON, UTF-8 (one encoder built once: ``json.dumps`` with options builds
-    one per call)."""
+    """Compact JSON, UTF-8 (the C encoder built once: ``json.dumps`` with options builds
+    an encoder per call)."""
     return _ENCODE(item).encode()
 
 

@@ -116,6 +116,10 @@ class LLMCall:
         return out
 
 
+#: Text deltas within this many seconds of the last publish join one live item.
+COALESCE_S = 0.002
+
+
 class LLMClient:
     """Model calls over the provider modules (see the module docstring).
 
@@ -190,23 +194,52 @@ class LLMClient:
 
 def _drain(stream: Any, live: LiveSink | None, cancelled: Callable[[], bool] | None,
            vendor: str) -> None:
-    """Read ``stream`` to its end, publishing each event (the per-delta path: one dict
-    and one ``publish``, no JSON here; the bus encodes only for watchers)."""
+    """Read ``stream`` to its end, publishing its events to ``live`` (see :class:`_Relay`)."""
     if live is None and cancelled is None:
         for _ in stream:
             pass
         return
-    publish = live.bus.publish if live is not None else None
-    topic = live.topic if live is not None else ""
-    fields = dict(live.fields) if live is not None else {}
+    relay = _Relay(live) if live is not None else None
     for event in stream:
         if cancelled is not None and cancelled():
             stream.close()
             raise errors.cancelled(vendor)
-        if publish is not None:
-            item = _item(event.kind, event.data)
-            if item is not None:
-                publish(topic, {**item, **fields})
+        if relay is not None:
+            relay.event(event.kind, event.data)
+    if relay is not None:
+        relay.flush()
+
+
+class _Relay:
+    """A call's live items. Text deltas that follow each other within ``COALESCE_S`` of
+    the last publish go out as one ``text`` item (the first delta, and any delta after a
+    pause, at once): a dense stream costs a publish per few milliseconds, not per token,
+    and a watcher sees a delta at most ``COALESCE_S`` late. Other items flush the text
+    first, so the order holds."""
+
+    def __init__(self, live: LiveSink) -> None:
+        self.publish, self.topic, self.fields = live.bus.publish, live.topic, dict(live.fields)
+        self.pending: list[str] = []
+        self.sent_at = 0.0
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "text":
+            self.pending.append(data.get("text", ""))
+            now = time.monotonic()
+            if now - self.sent_at >= COALESCE_S:
+                self.flush(now)
+            return
+        item = _item(kind, data)
+        if item is not None:
+            self.flush()
+            self.publish(self.topic, {**item, **self.fields})
+
+    def flush(self, now: float | None = None) -> None:
+        if self.pending:
+            text = "".join(self.pending)
+            self.pending.clear()
+            self.sent_at = time.monotonic() if now is None else now
+            self.publish(self.topic, {"kind": "text", "text": text, **self.fields})
 
 
 def _item(kind: str, data: dict[str, Any]) -> LiveItem | None:

@@ -57,7 +57,7 @@ def test_text_deltas_reach_the_live_topic_as_they_arrive(fake: FakeLLM, keys: No
         bus.publish("run:r1", {"kind": "end"})
         items = list(sub)
     texts = [i["text"] for i in items if i["kind"] == "text"]
-    assert "".join(texts) == "one two three" and len(texts) == 3
+    assert "".join(texts) == "one two three" and texts[0] == "one t"  # the first at once
     tool = next(i for i in items if i["kind"] == "tool_use")
     assert tool == {"kind": "tool_use", "id": "call_1", "name": "kb_search", "call_id": "c0"}
     assert [i["kind"] for i in items if i["kind"] == "usage"] == ["usage", "usage"]
@@ -126,3 +126,25 @@ def test_base_urls_by_provider_win_over_the_vendor(fake: FakeLLM) -> None:
     assert client.base_url(ModelRef.parse("openai-chat:x")) == "http://b/v1"
     assert client.base_url(ModelRef.parse("anthropic:x")) is None
     assert base_url(fake, "messages") == fake.url
+
+
+def test_dense_deltas_join_into_one_item_and_a_pause_sends_at_once() -> None:
+    import time
+
+    from hypha_celery.backends.llm.client import COALESCE_S, _Relay
+
+    bus = MemoryLiveBus()
+    with bus.subscribe("run:r2", timeout=5) as sub:
+        relay = _Relay(LiveSink(bus, "run:r2", {"call_id": "c0"}))
+        relay.event("text", {"text": "a"})  # the first: at once
+        relay.event("text", {"text": "b"})  # within the window: held
+        relay.event("text", {"text": "c"})
+        time.sleep(COALESCE_S * 2)
+        relay.event("text", {"text": "d"})  # after a pause: with what was held
+        relay.event("text", {"text": "e"})
+        relay.event("usage", {"input_tokens": 1})  # flushes the text first
+        relay.flush()
+        bus.publish("run:r2", {"kind": "end"})
+        items = list(sub)
+    assert [(i["kind"], i.get("text")) for i in items] == [
+        ("text", "a"), ("text", "bcd"), ("text", "e"), ("usage", None), ("end", None)]
