@@ -220,12 +220,19 @@ def raw_first_token(url: str, n: int) -> list[float]:
     return seen
 
 
-def agent_first_token(hypha: Any, n: int) -> list[float]:
-    """Seconds from the provider's send to a ``stream()`` client's first text item."""
+def agent_first_token(hypha: Any, url: str, n: int) -> list[float]:
+    """Seconds from the provider's send to a ``stream()`` client's first text item, over
+    ``n`` turns of a new agent (a fresh history: each turn adds two messages)."""
+    from bench.agents_app import Talker
+    from hypha_celery.backends import OpenAIBackend
+
+    name = f"talker-{len(MISSED)}-{time.monotonic_ns()}"
+    hypha.agents.start(Talker, name=name, backend=OpenAIBackend, llm={
+        "model": "gpt-bench", "base_url": f"{url}/v1", "key_env": LLM_KEY_ENV})
     seen: list[float] = []
     for _ in range(n):
-        with hypha.agents.stream("talker", timeout=30) as stream:
-            hypha.agents.tell("talker", "go")
+        with hypha.agents.stream(name, timeout=30) as stream:
+            hypha.agents.tell(name, "go")
             first: float | None = None
             for item in stream:
                 if item["kind"] == "text" and first is None:
@@ -242,21 +249,17 @@ MISSED: list[int] = []
 
 def first_token() -> dict[str, Any]:
     from bench.agents import AgentEnv
-    from bench.agents_app import Talker
-    from hypha_celery.backends import OpenAIBackend
     from tests.fakes.llm_server import STAMP
 
     os.environ[LLM_KEY_ENV] = KEY  # the worker inherits it
     with provider_server("--text", f"{STAMP} ", "--chunks", "1") as url, AgentEnv() as env:
         hypha = env.hypha
-        hypha.agents.start(Talker, name="talker", backend=OpenAIBackend, llm={
-            "model": "gpt-bench", "base_url": f"{url}/v1", "key_env": LLM_KEY_ENV})
-        agent_first_token(hypha, 5)  # warm the worker: imports, SDK client, pub/sub
+        agent_first_token(hypha, url, 5)  # warm the worker: imports, SDK client, pub/sub
         ours: list[float] = []
         raw: list[float] = []
         for _ in range(FIRST_TOKENS // 10):  # interleaved in blocks of 10
             raw += raw_first_token(url, 10)
-            ours += agent_first_token(hypha, 10)
+            ours += agent_first_token(hypha, url, 10)
         setup = env.setup()
     p50_raw, p50_ours = (statistics.median(x) * 1000 for x in (raw, ours))
     return {"n": len(ours), "missed": len(MISSED), "setup": setup,
