@@ -35,7 +35,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -190,8 +192,8 @@ def _wait_ended(h: Any, turns: int, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def _ended(h: Any) -> tuple[int, int]:
-    """(completed, failed) agent turns in the store."""
+def _ended(h: Any, warm: int = 0) -> tuple[int, int]:
+    """(completed, failed) agent turns in the store, less ``warm`` warm-up turns."""
     import sqlalchemy as sa
 
     with h.store.engine.connect() as conn:
@@ -199,7 +201,7 @@ def _ended(h: Any) -> tuple[int, int]:
             "SELECT kind, count(*) FROM hypha_events WHERE kind IN "
             "('agent.turn.completed', 'agent.turn.failed') GROUP BY kind")).all()
     counts = {kind: int(n) for kind, n in rows}
-    return counts.get("agent.turn.completed", 0), counts.get("agent.turn.failed", 0)
+    return counts.get("agent.turn.completed", 0) - warm, counts.get("agent.turn.failed", 0)
 
 
 def _queue_turns(h: Any, provider: Provider, turns: int, prefix: str = "io") -> float:
@@ -218,6 +220,45 @@ def _queue_turns(h: Any, provider: Provider, turns: int, prefix: str = "io") -> 
     return time.monotonic() - t0
 
 
+@dataclass
+class Burst:
+    """What :func:`watch_burst` saw: the peak (in flight, at s, RSS MB, threads), the
+    maxima, (completed, failed), a timeline [s, in flight, ended, RSS MB] and the time
+    until all ended."""
+
+    peak: tuple[int, float, float, int] = (0, 0.0, 0.0, 0)
+    max_rss: float = 0.0
+    max_threads: int = 0
+    done: tuple[int, int] = (0, 0)
+    timeline: list[list[float]] = field(default_factory=list)
+    total_s: float = 0.0
+
+
+def watch_burst(env: ProfileEnv, provider: Provider, n: int, delay: float,
+                ended: Callable[[], tuple[int, int]]) -> Burst:
+    """Every 0.1 s the provider's in-flight count and the workers' memory, every 1 s
+    ``ended()``, until ``n`` ended (or a generous deadline)."""
+    seen = Burst()
+    began, last_check = time.monotonic(), 0.0
+    deadline = began + n * delay + 120
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = time.monotonic() - began
+        flying = provider.stats()["in_flight"]
+        rss, threads = env.memory()
+        seen.max_rss, seen.max_threads = max(seen.max_rss, rss), max(seen.max_threads, threads)
+        if flying > seen.peak[0]:
+            seen.peak = (flying, now, rss, threads)
+        if now - last_check >= 1.0:
+            last_check = now
+            seen.done = ended()
+            seen.timeline.append([round(now, 1), flying, sum(seen.done), round(rss)])
+            if sum(seen.done) >= n:
+                break
+    seen.total_s = time.monotonic() - began
+    return seen
+
+
 def measure(profile: str, turns: int, delay: float, workers: int) -> dict[str, Any]:
     os.environ["OPENAI_API_KEY"] = KEY  # start_session checks the key is there
     provider = Provider(delay)
@@ -234,27 +275,11 @@ def measure(profile: str, turns: int, delay: float, workers: int) -> dict[str, A
             queued_s = _queue_turns(h, provider, turns)
             cpu0 = env.cpu_seconds()
             env.consume(True)
-            began = time.monotonic()
-            peak = (0, 0.0, 0.0, 0)  # (in flight, at s, rss MB, threads)
-            max_rss, max_threads, done, last_check = 0.0, 0, (0, 0), 0.0
-            timeline: list[list[float]] = []  # [s, in flight, turns ended, RSS MB]
-            deadline = began + turns * delay + 120
-            while time.monotonic() < deadline:
-                time.sleep(0.1)
-                now = time.monotonic() - began
-                flying = provider.stats()["in_flight"]
-                rss, threads = env.memory()
-                max_rss, max_threads = max(max_rss, rss), max(max_threads, threads)
-                if flying > peak[0]:
-                    peak = (flying, now, rss, threads)
-                if now - last_check >= 1.0:
-                    last_check = now
-                    done = _ended(h)
-                    done = (done[0] - WARMUP * workers, done[1])
-                    timeline.append([round(now, 1), flying, sum(done), round(rss)])
-                    if sum(done) >= turns:
-                        break
-            total_s = time.monotonic() - began
+            seen = watch_burst(env, provider, turns, delay,
+                               lambda: _ended(h, WARMUP * workers))
+            peak, max_rss, max_threads, done, timeline = (
+                seen.peak, seen.max_rss, seen.max_threads, seen.done, seen.timeline)
+            total_s = seen.total_s
             cpu = env.cpu_seconds() - cpu0
             served = provider.stats()
             info = setup_info(env)
@@ -277,7 +302,7 @@ def measure(profile: str, turns: int, delay: float, workers: int) -> dict[str, A
         provider.close()
 
 
-def _measured(profile: str, argv: list[str]) -> dict[str, Any]:
+def measured(profile: str, argv: list[str]) -> dict[str, Any]:
     done = subprocess.run([sys.executable, __file__, *argv, "--only", profile], cwd=ROOT,
                           stdout=subprocess.PIPE, text=True, check=True)
     doc: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -301,8 +326,8 @@ def main(argv: list[str]) -> int:
         return 0
     t0 = time.monotonic()
     doc: dict[str, Any] = {"machine": machine_info()}
-    io = _measured("io", argv)
-    default = _measured("default", argv)
+    io = measured("io", argv)
+    default = measured("default", argv)
     doc["agents_io"] = {"io": io, "default": default}
     doc["targets"] = [target("agents_io_peak_turns_in_flight", io["peak_in_flight"], ">=",
                              TARGET_IN_FLIGHT)]

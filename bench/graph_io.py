@@ -36,7 +36,7 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._harness import ROOT, emit, machine_info, setup_info, target
-from bench.agents_io import KEY, ProfileEnv, Provider
+from bench.agents_io import KEY, ProfileEnv, Provider, watch_burst
 
 RUNS = 600
 PREFORK_RUNS = 16
@@ -71,8 +71,8 @@ class GraphEnv(ProfileEnv):
         assert len(replies) == len(hosts), replies
 
 
-def _ended(h: Any) -> tuple[int, int]:
-    """(completed, failed) runs in the store."""
+def _ended(h: Any, warm: int = 0) -> tuple[int, int]:
+    """(completed, failed) runs in the store, less ``warm`` warm-up runs."""
     import sqlalchemy as sa
 
     with h.store.engine.connect() as conn:
@@ -80,7 +80,7 @@ def _ended(h: Any) -> tuple[int, int]:
             "SELECT kind, count(*) FROM hypha_events WHERE kind IN "
             "('run.completed', 'run.failed') GROUP BY kind")).all()
     counts = {kind: int(n) for kind, n in rows}
-    return counts.get("run.completed", 0), counts.get("run.failed", 0)
+    return counts.get("run.completed", 0) - warm, counts.get("run.failed", 0)
 
 
 def _wait_runs(h: Any, n: int, timeout: float) -> None:
@@ -134,26 +134,8 @@ def measure(profile: str, runs: int, delay: float, workers: int) -> dict[str, An
 def _observe(env: GraphEnv, provider: Provider, runs: int, delay: float, workers: int,
              started_s: float, cpu0: float) -> dict[str, Any]:
     h = env.hypha
-    began = time.monotonic()
-    peak = (0, 0.0, 0.0, 0)  # (in flight, at s, rss MB, threads)
-    max_rss, max_threads, done, last_check = 0.0, 0, (0, 0), 0.0
-    timeline: list[list[float]] = []
-    deadline = began + runs * delay + 120
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
-        now = time.monotonic() - began
-        flying = provider.stats()["in_flight"]
-        rss, threads = env.memory()
-        max_rss, max_threads = max(max_rss, rss), max(max_threads, threads)
-        if flying > peak[0]:
-            peak = (flying, now, rss, threads)
-        if now - last_check >= 1.0:
-            last_check = now
-            ended = _ended(h)
-            done = (ended[0] - WARMUP * workers, ended[1])
-            timeline.append([round(now, 1), flying, sum(done), round(rss)])
-            if sum(done) >= runs:
-                break
+    seen = watch_burst(env, provider, runs, delay, lambda: _ended(h, WARMUP * workers))
+    peak, done = seen.peak, seen.done
     served = provider.stats()
     info = setup_info(env)
     info["workers"] = [" ".join(env.argv(n)[1:]) for n in env.nodes]
@@ -163,11 +145,12 @@ def _observe(env: GraphEnv, provider: Provider, runs: int, delay: float, workers
             "start_runs_s": round(started_s, 2),
             "peak_in_flight": served["max_in_flight"],
             "peak_at_s_after_consuming": round(peak[1], 2),
-            "all_ended_s_after_consuming": round(time.monotonic() - began, 2),
+            "all_ended_s_after_consuming": round(seen.total_s, 2),
             "completed": done[0], "failed": done[1], "provider_requests": served["served"],
-            "worker_rss_mb_at_peak": round(peak[2], 1), "worker_rss_mb_max": round(max_rss, 1),
-            "worker_threads_at_peak": peak[3], "worker_threads_max": max_threads,
-            "timeline_s_inflight_ended_rssmb": timeline}
+            "worker_rss_mb_at_peak": round(peak[2], 1),
+            "worker_rss_mb_max": round(seen.max_rss, 1),
+            "worker_threads_at_peak": peak[3], "worker_threads_max": seen.max_threads,
+            "timeline_s_inflight_ended_rssmb": seen.timeline}
 
 
 def measured(profile: str, argv: list[str]) -> dict[str, Any]:

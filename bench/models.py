@@ -282,7 +282,7 @@ def concurrency() -> dict[str, Any]:
     from bench import agents_io, graph_io
 
     graph = graph_io.both([])
-    agents = {"io": agents_io._measured("io", []), "default": agents_io._measured("default", [])}
+    agents = {"io": agents_io.measured("io", []), "default": agents_io.measured("default", [])}
     out: dict[str, Any] = {"targets": graph.pop("targets")}
     out["targets"].append(target("agents_io_peak_turns_in_flight",
                                  agents["io"]["peak_in_flight"], ">=",
