@@ -22,8 +22,6 @@ from hypha_celery.backends import Backend, Event, OpenAIBackend
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.runtime.support import wait_until
 
-pytest.importorskip("openai")
-
 
 class Keeper(Agent):
     def init_agent(self, opts: dict[str, Any]) -> tuple[dict[str, Any], Any]:

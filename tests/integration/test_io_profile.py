@@ -25,7 +25,6 @@ from tests.integration.agents_app import Asker
 from tests.integration.conftest import RedisDbs
 from tests.integration.helpers import REPO, Backends, clear_db, close_client, purge, wait_until
 
-pytest.importorskip("openai")
 pytestmark = pytest.mark.services
 
 APP = "tests.integration.agents_app:hypha"

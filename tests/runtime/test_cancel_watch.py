@@ -45,7 +45,6 @@ def test_a_cancel_calls_what_the_blocked_node_registered(hypha: Hypha) -> None:
 
 
 def test_a_cancel_closes_a_model_stream_in_a_node(hypha: Hypha) -> None:
-    pytest.importorskip("openai")
     from hypha_celery.backends.llm import openai as provider
 
     entered, ended = threading.Event(), []
