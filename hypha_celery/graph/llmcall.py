@@ -16,8 +16,9 @@ client with no limits is used. What the log gets, per call:
 
 A run's cancel closes a call's stream even while it waits for the provider's next
 byte: the runtime's cancel flag (``ctx._cancelled``, see
-:mod:`hypha_celery.runtime.cancels`) watches the call; between events
-``ctx.cancelled()`` is looked at too.
+:mod:`hypha_celery.runtime.cancels`) has the process's run watch hold the call, so the
+stream reads nothing per delta. A context built by hand has its ``cancelled()`` looked at
+between events instead.
 
 Reasoning is never recorded (the providers report a character count, which is not kept).
 In a replay (:mod:`hypha_celery.rerun`) the recorded answer is served and nothing is
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hypha_celery.backends.llm.client import LiveSink, LLMClient
@@ -42,9 +43,6 @@ if TYPE_CHECKING:
     from hypha_celery.graph.model import NodeContext
 
 __all__ = ["call_llm", "default_client"]
-
-#: Seconds between two looks at ``ctx.cancelled()`` while a stream runs.
-CANCEL_CHECK_INTERVAL = 1.0
 
 _default: LLMClient | None = None
 _default_lock = threading.Lock()
@@ -71,9 +69,10 @@ def call_llm(ctx: NodeContext, calls: Calls, ref: ModelRef, messages: Sequence[M
     began = time.perf_counter()
 
     def call(_: Any) -> Any:
+        watch = getattr(ctx._cancelled, "watching", None)  # the runtime's: see the docstring
         done = client.call(ref, request.messages, request.tools, live=live,
-                           cancelled=_throttled(ctx.cancelled),
-                           watch=getattr(ctx._cancelled, "watching", None), **request.options)
+                           cancelled=None if watch is not None else ctx.cancelled,
+                           watch=watch, **request.options)
         measures.update(done.measures())
         return done.result.to_json()
 
@@ -83,19 +82,3 @@ def call_llm(ctx: NodeContext, calls: Calls, ref: ModelRef, messages: Sequence[M
     extra = {"provider": ref.provider, "request_bytes": len(canonical(recorded).encode())}
     output = calls.call("model", str(ref), call, recorded, extra, measured)
     return LLMResult.from_json(output)
-
-
-def _throttled(check: Callable[[], bool]) -> Callable[[], bool]:
-    """``check()`` at most every :data:`CANCEL_CHECK_INTERVAL` seconds (it may read the
-    store); a true answer sticks."""
-    state = {"next": time.monotonic() + CANCEL_CHECK_INTERVAL, "value": False}
-
-    def cancelled() -> bool:
-        if not state["value"]:
-            now = time.monotonic()
-            if now >= state["next"]:
-                state["value"] = bool(check())
-                state["next"] = now + CANCEL_CHECK_INTERVAL
-        return bool(state["value"])
-
-    return cancelled
