@@ -7,32 +7,30 @@ block runs, the process's :class:`RunWatch` reads, every ``POLL_S``, the project
 all runs with a registered call in one query (``load_many``) and calls the ``cancel`` of
 each call whose run no longer awaits its execution (cancelled, ended or timed out), once,
 on a thread of its own. The thread starts with the first registration in a process
-(again after a fork) and exits when nothing has been registered for ``IDLE_EXIT_S``.
+(again after a fork) and exits when nothing has been registered for a while
+(:class:`~hypha_celery.runtime.watcher.Watcher`).
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from hypha_celery.events import View
 from hypha_celery.runtime.core import awaits
+from hypha_celery.runtime.watcher import Watcher, fire
 from hypha_celery.store import EventStore
 
 log = logging.getLogger(__name__)
 
 #: Seconds between two reads of the watched runs.
 POLL_S = 0.2
-#: The thread exits after this many seconds with nothing to watch.
-IDLE_EXIT_S = 5.0
 #: How long a ``ctx.cancelled()`` answer is reused before the store is asked again (s).
 CHECK_INTERVAL = 0.2
 
@@ -77,71 +75,31 @@ class _Call:
     fired: bool = False
 
 
-class RunWatch:
+class RunWatch(Watcher):
     """The watcher of one store in this process."""
 
+    name = "hypha-run-watch"
+    interval = POLL_S
+    tables = ("calls",)
+
     def __init__(self, store: EventStore) -> None:
+        super().__init__()
         self._store = weakref.ref(store)  # the registry below must not keep it alive
-        self._lock = threading.Lock()
-        self._ids = itertools.count()
-        self._calls: dict[int, _Call] = {}
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-        ref = weakref.WeakMethod(self._after_fork)
-        os.register_at_fork(after_in_child=lambda: (m := ref()) is not None and m())
 
-    def _after_fork(self) -> None:
-        """A forked child has none of the parent's threads, and maybe a held lock."""
-        self._lock = threading.Lock()
-        self._thread, self._pid = None, 0
+    def call(self, run_id: str, awaited: str,
+             cancel: Callable[[], None]) -> AbstractContextManager[None]:
+        return self.registered("calls", _Call(run_id, awaited, cancel))
 
-    @contextmanager
-    def call(self, run_id: str, awaited: str, cancel: Callable[[], None]) -> Iterator[None]:
-        with self._lock:
-            if self._pid != os.getpid():
-                self._calls.clear()
-                self._thread, self._pid = None, os.getpid()
-            entry = next(self._ids)
-            self._calls[entry] = _Call(run_id, awaited, cancel)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="hypha-run-watch",
-                                                daemon=True)
-                self._thread.start()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._calls.pop(entry, None)
-
-    def _loop(self) -> None:
-        me, idle_since = threading.current_thread(), time.monotonic()
-        while True:
-            time.sleep(POLL_S)
-            with self._lock:
-                if self._thread is not me:
-                    return
-                calls = [c for c in self._calls.values() if not c.fired]
-                if self._calls:
-                    idle_since = time.monotonic()
-                elif time.monotonic() - idle_since > IDLE_EXIT_S:
-                    self._thread = None
-                    return
-            if calls:
-                try:
-                    self._poll(calls)
-                except Exception as exc:  # a missed poll only delays: the next one retries
-                    log.warning("hypha run watch: %s", type(exc).__name__)
-
-    def _poll(self, calls: list[_Call]) -> None:
+    def tick(self, now: float, tables: dict[str, list[Any]]) -> None:
+        calls = [c for c in tables["calls"] if not c.fired]
         store = self._store()
-        if store is None:
+        if not calls or store is None:
             return
         views = store.load_many(sorted({c.run_id for c in calls}))
         for c in calls:
             if stopped_awaiting(views.get(c.run_id), c.awaited):
                 c.fired = True
-                threading.Thread(target=_quietly, args=(c.cancel,), name="hypha-run-cancel",
-                                 daemon=True).start()
+                fire(c.cancel, "hypha-run-cancel")
 
 
 _watches: weakref.WeakKeyDictionary[EventStore, RunWatch] = weakref.WeakKeyDictionary()
@@ -155,13 +113,6 @@ def watch_for(store: EventStore) -> RunWatch:
         if found is None:
             found = _watches[store] = RunWatch(store)
         return found
-
-
-def _quietly(fn: Callable[[], None]) -> None:
-    try:
-        fn()
-    except Exception as exc:
-        log.warning("hypha run watch: a cancel raised %s", type(exc).__name__)
 
 
 __all__ = ["CHECK_INTERVAL", "POLL_S", "CancelFlag", "RunWatch", "on_cancel",
