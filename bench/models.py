@@ -131,17 +131,17 @@ def client_call(api: str, url: str) -> Callable[[], None]:
     be another process)."""
     import uuid
 
-    from bench.ratelimit import _url
+    from bench.ratelimit import redis_url
     from hypha_celery.backends.llm.client import LiveSink, LLMClient
     from hypha_celery.backends.llm.ratelimit import Limit, RedisLimiter
     from hypha_celery.live import RedisLiveBus
 
     prefix = f"bench:models:{uuid.uuid4().hex[:8]}:"
     vendor = "anthropic" if api == "anthropic" else "openai"
-    limiter = RedisLimiter(_url(), {vendor: Limit(rpm=10**9, tpm=10**12)}, prefix=prefix)
+    limiter = RedisLimiter(redis_url(), {vendor: Limit(rpm=10**9, tpm=10**12)}, prefix=prefix)
     client = LLMClient(limiter=limiter, base_urls={vendor: url if api == "anthropic"
                                                    else f"{url}/v1"})
-    bus = RedisLiveBus(_url(), prefix=prefix)
+    bus = RedisLiveBus(redis_url(), prefix=prefix)
     sink = LiveSink(bus, "run:bench", {"execution_id": "e1", "call_id": "c1"})
     os.environ.setdefault("OPENAI_API_KEY", KEY)
     os.environ.setdefault("ANTHROPIC_API_KEY", KEY)

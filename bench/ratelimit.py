@@ -30,7 +30,7 @@ N = int(os.environ.get("BENCH_RATELIMIT_N", "2000"))
 LIMITS = {"openai": Limit(rpm=10**9, tpm=10**12)}  # always room: every decision grants
 
 
-def _url() -> str:
+def redis_url() -> str:
     return os.environ.get("BENCH_REDIS_URL", "").strip() or "redis://127.0.0.1:6379/0"
 
 
@@ -67,11 +67,11 @@ def _redis(url: str, n: int, limits: dict[str, Limit]) -> list[float]:
 
 def decision_ms(url: str | None = None, n: int = N) -> float:
     """p50 milliseconds of one Redis decision (a granted call with rpm and tpm limits)."""
-    return float(statistics.median(_redis(url or _url(), n, LIMITS)))
+    return float(statistics.median(_redis(url or redis_url(), n, LIMITS)))
 
 
 def bench() -> dict[str, Any]:
-    url = _url()
+    url = redis_url()
     out: dict[str, Any] = {
         "redis_limited": _summary(_redis(url, N, LIMITS)),
         "redis_unlimited_key": _summary(_redis(url, N, {})),
