@@ -223,7 +223,9 @@ def run_attempt(attempt: Attempt, watching: Watching,
     still running ``SAVE_AFTER_S`` after its start has the session ``prompt`` returned
     saved through ``save`` (so a crash mid-stream does not undo what the dispatch changed;
     a turn that ends sooner saves it once, with its outcome: a crash inside that window
-    ends the turn ``task_crashed`` with the session as it was before the dispatch)."""
+    ends the turn ``task_crashed`` with the session as it was before the dispatch). A
+    backend whose dispatch changes nothing held elsewhere (``durable_dispatch = False``,
+    the HTTP backends) is not saved mid-stream."""
     started = monotonic_ms()
     deadline = time.monotonic() + attempt.limits.watchdog_ms / 1000.0
     thread = threading.Thread(target=attempt.run, name=f"hypha-agent-{attempt.name}",
@@ -234,7 +236,7 @@ def run_attempt(attempt: Attempt, watching: Watching,
 
     with watching(interrupted):
         thread.start()
-        wait, saved = SAVE_AFTER_S, False
+        wait, saved = SAVE_AFTER_S, not attempt.backend.durable_dispatch
         while not attempt.wait(_until(deadline, None if saved else wait)):
             if time.monotonic() >= deadline:
                 attempt.abort(TurnError("timeout", {"watchdog_ms": attempt.limits.watchdog_ms}))

@@ -3,13 +3,15 @@
 It acks late and is requeued when its worker process dies, so a turn killed with its
 worker is seen by the next delivery (and ends ``task_crashed``). Content-free turn
 telemetry emitted while it runs is also sent as Celery events (``hypha-agent-turn-*``)
-when the worker sends task events."""
+when the worker sends task events, through one dispatcher per worker process."""
 
 from __future__ import annotations
 
+import os
+import threading
 from typing import Any
 
-from celery import Task
+from celery import Celery, Task
 
 from hypha_celery.agents import telemetry
 from hypha_celery.agents.runtime import AgentRuntime
@@ -31,10 +33,40 @@ def register(rt: AgentRuntime) -> None:
 
 
 def _celery_sink(task: Task) -> Any:
-    if not task.app.conf.worker_send_task_events or task.request.hostname is None:
+    hostname = task.request.hostname
+    if not task.app.conf.worker_send_task_events or hostname is None:
         return None
+    dispatcher, task_id = _dispatchers.get(task.app, hostname), task.request.id
 
     def send(kind: str, fields: dict[str, Any]) -> None:
-        task.send_event(kind, retry=False, **fields)
+        dispatcher.send(kind, uuid=task_id, retry=False, **fields)
 
     return send
+
+
+class _Dispatchers:
+    """One Celery event dispatcher per app and worker name in a process, shared by its
+    threads (a dispatcher publishes under its own mutex). ``Task.send_event`` would
+    build one per event: a producer from the pool, an exchange, then close them. A
+    forked child starts with none (its parent's connection is not its own)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._made: dict[tuple[int, str], tuple[Celery, Any]] = {}
+        os.register_at_fork(after_in_child=self._forget)
+
+    def get(self, app: Celery, hostname: str) -> Any:
+        with self._lock:
+            found = self._made.get((id(app), hostname))
+            if found is None or found[0] is not app:
+                found = (app, app.events.Dispatcher(app.connection_for_write(),
+                                                    hostname=hostname, enabled=True))
+                self._made[(id(app), hostname)] = found
+            return found[1]
+
+    def _forget(self) -> None:
+        self._lock = threading.Lock()
+        self._made = {}
+
+
+_dispatchers = _Dispatchers()

@@ -34,6 +34,12 @@ Checkpoint = Callable[[str], None]
 
 class Backend(ABC):
     provider: ClassVar[str] = "backend"
+    #: True (the default): the session ``prompt`` returns may record what the provider
+    #: now holds (a CLI session the dispatch created), so the runtime stores it while the
+    #: stream runs. False: it is only local history that the stored session plus the
+    #: prompt rebuild; a turn whose worker dies mid-stream ends ``task_crashed`` with the
+    #: session as it was before (one store write less per turn).
+    durable_dispatch: ClassVar[bool] = True
 
     @abstractmethod
     def start_session(self, opts: dict[str, Any]) -> Session:

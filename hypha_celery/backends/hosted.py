@@ -98,6 +98,9 @@ class HostedBackend(Backend):
     extra_options: ClassVar[frozenset[str]] = frozenset()
     #: ``compact(messages) -> messages``, applied when the history passes its bound.
     compact: ClassVar[Compact | None] = None
+    #: The provider keeps nothing: the dispatched session is the stored history plus the
+    #: prompt (and a compaction, redone if a worker dies mid-stream).
+    durable_dispatch: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

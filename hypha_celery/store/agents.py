@@ -9,6 +9,7 @@ The doc is plain JSON at this level: the agents package gives it its type."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,9 +18,14 @@ from typing import Any, Final
 import sqlalchemy as sa
 
 from hypha_celery.events import EventType
+from hypha_celery.store.engine import dumps
 from hypha_celery.store.facade import EventStore
 from hypha_celery.store.schema import agent_outbox, agent_results, agents, events, leases
 from hypha_celery.store.tx import Tx, check_append
+
+_PG_LOCK = (f"SELECT doc, session, seq, control, heartbeat_at FROM {agents.name} "
+            "WHERE name = %s FOR UPDATE")
+_PG_APPEND = f"INSERT INTO {events.name} (run_id, seq, kind, ts, data, idem) VALUES "
 
 #: ``update``'s "leave this column as it is".
 KEEP: Final = object()
@@ -61,10 +67,13 @@ class OutboxRow:
 # -- the agent row ---------------------------------------------------------------------
 def lock(tx: Tx, name: str) -> AgentRow | None:
     """Lock agent ``name``'s row for ``tx`` (``FOR UPDATE`` on PostgreSQL) and read it."""
+    if tx.dialect == "postgresql":  # every agent step: plain driver SQL
+        row = tx.conn.exec_driver_sql(_PG_LOCK, (name,)).first()
+        if row is None:
+            return None
+        return AgentRow(row[0], row[1], int(row[2]), row[3], row[4])
     q = sa.select(agents.c.doc, agents.c.session, agents.c.seq, agents.c.control,
                   agents.c.heartbeat_at).where(agents.c.name == name)
-    if tx.dialect == "postgresql":
-        q = q.with_for_update()
     row = tx.conn.execute(q).first()
     if row is None:
         return None
@@ -83,7 +92,20 @@ def update(tx: Tx, name: str, incarnation: str, doc: object, phase: str, seq: in
         values["control"] = control
     if beat:
         values["heartbeat_at"] = now
+    if tx.dialect == "postgresql":
+        _pg_update(tx, name, incarnation, values)
+        return
     tx.conn.execute(agents.update().where(_row(name, incarnation)).values(**values))
+
+
+_JSON_COLUMNS = frozenset({"doc", "session"})
+
+
+def _pg_update(tx: Tx, name: str, incarnation: str, values: dict[str, Any]) -> None:
+    sets = ", ".join(f"{c} = %s::json" if c in _JSON_COLUMNS else f"{c} = %s" for c in values)
+    params = [dumps(v) if c in _JSON_COLUMNS else v for c, v in values.items()]
+    tx.conn.exec_driver_sql(f"UPDATE {agents.name} SET {sets} WHERE name = %s "
+                            "AND incarnation = %s", (*params, name, incarnation))
 
 
 def delete(tx: Tx, name: str, incarnation: str) -> None:
@@ -97,7 +119,11 @@ def append(tx: Tx, rows: Sequence[AgentEvent]) -> None:
     """Insert agent events, each kind checked by the one check every append passes."""
     for ev in rows:
         check_append(ev.kind)
-    if rows:
+    if rows and tx.dialect == "postgresql":
+        marks = ", ".join(["(%s, %s, %s, %s, %s::json, NULL)"] * len(rows))
+        tx.conn.exec_driver_sql(_PG_APPEND + marks, tuple(
+            v for e in rows for v in (e.incarnation, e.seq, e.kind, e.ts, dumps(e.data))))
+    elif rows:
         tx.conn.execute(events.insert(), [
             {"run_id": e.incarnation, "seq": e.seq, "kind": e.kind, "ts": e.ts,
              "data": e.data, "idem": None} for e in rows])
@@ -144,16 +170,28 @@ def heartbeat(store: EventStore, name: str, incarnation: str) -> None:
                      .values(heartbeat_at=time.time()))
 
 
-#: Rows per statement of the batched reads and heartbeats below.
+#: Rows per statement of the batched reads and heartbeats below (not on PostgreSQL).
 BATCH = 500
+_PG_CONTROLS = (f"SELECT name, incarnation, control FROM {agents.name} "
+                "WHERE name IN (SELECT json_array_elements_text(%s::json))")
+_PG_HEARTBEATS = (f"UPDATE {agents.name} SET heartbeat_at = %s "
+                  "WHERE incarnation IN (SELECT json_array_elements_text(%s::json))")
 
 
 def controls(store: EventStore, rows: Sequence[tuple[str, str]]
              ) -> dict[tuple[str, str], str | None]:
     """The control column of each live ``(name, incarnation)`` of ``rows`` (absent: the
-    agent is gone or was replaced), in one read per :data:`BATCH` rows."""
+    agent is gone or was replaced): on PostgreSQL one statement whose names are one JSON
+    array parameter (a statement with hundreds of parameters is parsed again on every
+    call, and a process with 500 turns polls every 50 ms), elsewhere one read per
+    :data:`BATCH` rows."""
     found: dict[tuple[str, str], str | None] = {}
     with store.reader.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            names = json.dumps([n for n, _ in rows])
+            for name, incarnation, control in conn.exec_driver_sql(_PG_CONTROLS, (names,)):
+                found[(name, incarnation)] = control
+            return found
         for chunk in _chunks(rows):
             q = sa.select(agents.c.name, agents.c.incarnation, agents.c.control).where(
                 agents.c.name.in_([n for n, _ in chunk]))
@@ -163,10 +201,14 @@ def controls(store: EventStore, rows: Sequence[tuple[str, str]]
 
 
 def heartbeats(store: EventStore, rows: Sequence[tuple[str, str]]) -> None:
-    """Beat every ``(name, incarnation)`` of ``rows``: one statement per :data:`BATCH`
-    rows (incarnation ids are unique, so the pair filter is exact)."""
+    """Beat every ``(name, incarnation)`` of ``rows``: on PostgreSQL one statement (the
+    incarnation ids as one JSON array: they are unique, so they alone pick the rows),
+    elsewhere one per :data:`BATCH` rows."""
     now = time.time()
     with store.engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(_PG_HEARTBEATS, (now, json.dumps([i for _, i in rows])))
+            return
         for chunk in _chunks(rows):
             conn.execute(agents.update().where(
                 agents.c.name.in_([n for n, _ in chunk]),
@@ -216,6 +258,9 @@ def put_result(tx: Tx, incarnation: str, ref: str, outcome: dict[str, Any], nbyt
     """Cache a tell result (evicting the oldest over the bounds) or keep an ask's outcome
     (``internal``: outside the bounds, deleted when the asker reads it)."""
     conn = tx.conn
+    if tx.dialect == "postgresql":  # every finished turn: plain driver SQL
+        _pg_put_result(tx, incarnation, ref, outcome, nbytes, max_count, max_bytes, internal)
+        return
     conn.execute(agent_results.delete().where(agent_results.c.ref == ref))
     if not internal and (max_count == 0 or nbytes > max_bytes):
         return
@@ -235,6 +280,30 @@ def put_result(tx: Tx, incarnation: str, ref: str, outcome: dict[str, Any], nbyt
             evict.append(r.id)
     if evict:
         conn.execute(agent_results.delete().where(agent_results.c.id.in_(evict)))
+
+
+def _pg_put_result(tx: Tx, incarnation: str, ref: str, outcome: dict[str, Any],
+                   nbytes: int, max_count: int, max_bytes: int, internal: bool) -> None:
+    """:func:`put_result` in three statements: the eviction is one ``DELETE`` whose
+    window sums the bytes from the newest result back."""
+    conn = tx.conn
+    conn.exec_driver_sql(_PG_DROP_RESULT, (ref,))
+    if not internal and (max_count == 0 or nbytes > max_bytes):
+        return
+    conn.exec_driver_sql(_PG_PUT_RESULT, (incarnation, ref, 0 if internal else nbytes,
+                                          dumps({**outcome, "internal": internal})))
+    if not internal:
+        conn.exec_driver_sql(_PG_EVICT_RESULTS, (incarnation, max_count, max_bytes))
+
+
+_PG_DROP_RESULT = f"DELETE FROM {agent_results.name} WHERE ref = %s"
+_PG_PUT_RESULT = (f"INSERT INTO {agent_results.name} (incarnation, ref, bytes, outcome) "
+                  "VALUES (%s, %s, %s, %s::json)")
+_PG_EVICT_RESULTS = (
+    f"DELETE FROM {agent_results.name} WHERE id IN (SELECT id FROM ("
+    "SELECT id, row_number() OVER w AS n, sum(bytes) OVER w AS total "
+    f"FROM {agent_results.name} WHERE incarnation = %s AND bytes > 0 "
+    "WINDOW w AS (ORDER BY id DESC)) newest WHERE n > %s OR total > %s)")
 
 
 def take_result(store: EventStore, ref: str) -> Any:

@@ -1,10 +1,11 @@
 """The Anthropic provider: the Messages API streamed through the official ``anthropic`` SDK.
 
-Requests use the SDK's low-level stream (``messages.create(stream=True)``) on a client
-built with ``max_retries=0``; :class:`~hypha_celery.backends.llm.stream.LLMStream` owns the
-response and closes it. The SDK ends a cut stream silently and does not check that
-``message_stop`` came, so the decoder does: without it the call fails
-``incomplete_stream``.
+Requests go through the SDK (``messages.with_streaming_response.create(stream=True)``) on
+a client built with ``max_retries=0``; the event stream is read by
+:mod:`~hypha_celery.backends.llm.sse` and
+:class:`~hypha_celery.backends.llm.stream.LLMStream` owns the response and closes it. A cut
+stream can end without an error, so the decoder checks that ``message_stop`` came:
+without it the call fails ``incomplete_stream``.
 
 Thinking blocks are reported as a ``reasoning`` event with their character count, never
 their text, and are not kept in the conversation. So a tool-use turn with extended
@@ -30,6 +31,7 @@ from hypha_celery.backends.error import BackendError
 from hypha_celery.backends.event import Event
 from hypha_celery.backends.llm import errors, ref
 from hypha_celery.backends.llm.sdk import ClientCache
+from hypha_celery.backends.llm.sse import open_raw
 from hypha_celery.backends.llm.stream import LLMStream
 from hypha_celery.backends.llm.types import LLMRequest, LLMResult, ToolCall, Usage
 from hypha_celery.backends.llm.wire import ToolNames, check_options, parse_arguments, text
@@ -65,8 +67,8 @@ def open_stream(request: LLMRequest, *, key: str, base_url: str | None,
                            message=f"{type(exc).__name__}: {exc}") from None
     error: BackendError | None = None
     try:
-        create: Any = _clients.get(key, base_url, timeout).messages.create
-        sdk = create(**body, stream=True)
+        create: Any = _clients.get(key, base_url, timeout).messages.with_streaming_response
+        sdk = open_raw(VENDOR, create.create(**body, stream=True))
     except errors.PASSTHROUGH:
         raise
     except Exception as exc:

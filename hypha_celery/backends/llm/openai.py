@@ -5,10 +5,12 @@ Any OpenAI-compatible server works through ``base_url`` (``http://host:8000/v1``
 vLLM, ``http://localhost:11434/v1`` for Ollama, a LiteLLM proxy): most speak Chat
 Completions only, so use ``openai-chat`` with them.
 
-Requests use the SDK's low-level streams (``responses.create(stream=True)``,
-``chat.completions.create(stream=True, stream_options={"include_usage": True})``) on a
-client built with ``max_retries=0``; :class:`~hypha_celery.backends.llm.stream.LLMStream`
-owns the response and closes it. Responses are sent with ``store: false`` and the whole
+Requests go through the SDK (``responses.create(stream=True)``,
+``chat.completions.create(stream=True, stream_options={"include_usage": True})``, both
+``with_streaming_response``) on a client built with ``max_retries=0``; the event stream is
+read by :mod:`~hypha_celery.backends.llm.sse` (the SDK's per-event models cost more than
+the rest of the call) and :class:`~hypha_celery.backends.llm.stream.LLMStream` owns the
+response and closes it. Responses are sent with ``store: false`` and the whole
 history in ``input`` (no server-side state). ``system`` messages become ``instructions``.
 
 Options: ``api`` (``responses`` | ``chat``), ``max_output_tokens`` (``max_tokens`` in
@@ -27,6 +29,7 @@ from hypha_celery.backends.error import BackendError
 from hypha_celery.backends.event import Event
 from hypha_celery.backends.llm import errors, ref
 from hypha_celery.backends.llm.sdk import ClientCache
+from hypha_celery.backends.llm.sse import open_raw
 from hypha_celery.backends.llm.stream import LLMStream
 from hypha_celery.backends.llm.types import LLMRequest, LLMResult, ToolCall, Usage
 from hypha_celery.backends.llm.wire import (
@@ -61,11 +64,11 @@ def open_stream(request: LLMRequest, *, key: str, base_url: str | None,
     try:
         client = _clients.get(key, base_url, timeout)
         if api == "chat":
-            create: Any = client.chat.completions.create
-            sdk = create(**body, stream=True, stream_options={"include_usage": True})
+            create: Any = client.chat.completions.with_streaming_response.create
+            body["stream_options"] = {"include_usage": True}
         else:
-            create = client.responses.create
-            sdk = create(**body, stream=True)
+            create = client.responses.with_streaming_response.create
+        sdk = open_raw(VENDOR, create(**body, stream=True))
     except errors.PASSTHROUGH:
         raise
     except Exception as exc:
@@ -329,8 +332,7 @@ class _Chat:
     def _delta(self, delta: Any) -> list[Event]:
         if delta is None:
             return []
-        extra = getattr(delta, "model_extra", None) or {}
-        thought = extra.get("reasoning_content") or extra.get("reasoning")
+        thought = delta.get("reasoning_content") or delta.get("reasoning")
         if isinstance(thought, str):
             self._reasoning += len(thought)
         for fragment in getattr(delta, "tool_calls", None) or ():

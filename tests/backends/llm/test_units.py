@@ -231,3 +231,23 @@ def test_a_soft_time_limit_passes_through_a_stream_and_closes_it() -> None:
     with pytest.raises(SoftTimeLimitExceeded):
         next(stream)
     assert raw.closed and stream.closed
+
+
+# -- server-sent events ----------------------------------------------------------------------
+def test_sse_events_join_their_data_lines_and_skip_everything_else() -> None:
+    from hypha_celery.backends.llm.sse import parse
+
+    lines = [": a comment", "event: one", "id: 7", "retry: 100", 'data: {"a":', 'data: 1}', "",
+             "", 'data:{"type":"x","n":{"m":null}}', "", 'data: {"last": true}']
+    events = list(parse(iter(lines)))
+    assert events == [{"a": 1}, {"type": "x", "n": {"m": None}}, {"last": True}]
+    assert events[1].type == "x" and events[1].n.m is None and events[1].absent is None
+
+
+def test_sse_done_ends_the_stream_and_bad_json_raises() -> None:
+    from hypha_celery.backends.llm.sse import parse
+
+    assert list(parse(iter(['data: {"a": 1}', "", "data: [DONE]", "", 'data: {"b": 2}', ""]))
+                ) == [{"a": 1}]
+    with pytest.raises(ValueError):
+        list(parse(iter(["data: {not json", ""])))
