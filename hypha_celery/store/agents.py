@@ -284,26 +284,31 @@ def put_result(tx: Tx, incarnation: str, ref: str, outcome: dict[str, Any], nbyt
 
 def _pg_put_result(tx: Tx, incarnation: str, ref: str, outcome: dict[str, Any],
                    nbytes: int, max_count: int, max_bytes: int, internal: bool) -> None:
-    """:func:`put_result` in three statements: the eviction is one ``DELETE`` whose
-    window sums the bytes from the newest result back."""
+    """:func:`put_result` in two statements: the older results past the bounds (counted
+    from the newest back, the new one first) are deleted beside the insert."""
     conn = tx.conn
     conn.exec_driver_sql(_PG_DROP_RESULT, (ref,))
     if not internal and (max_count == 0 or nbytes > max_bytes):
         return
-    conn.exec_driver_sql(_PG_PUT_RESULT, (incarnation, ref, 0 if internal else nbytes,
-                                          dumps({**outcome, "internal": internal})))
-    if not internal:
-        conn.exec_driver_sql(_PG_EVICT_RESULTS, (incarnation, max_count, max_bytes))
+    data = dumps({**outcome, "internal": internal})
+    if internal:
+        conn.exec_driver_sql(_PG_PUT_ASK, (incarnation, ref, data))
+        return
+    conn.exec_driver_sql(_PG_PUT_RESULT, (incarnation, max_count - 1, max_bytes - nbytes,
+                                          incarnation, ref, nbytes, data))
 
 
 _PG_DROP_RESULT = f"DELETE FROM {agent_results.name} WHERE ref = %s"
-_PG_PUT_RESULT = (f"INSERT INTO {agent_results.name} (incarnation, ref, bytes, outcome) "
-                  "VALUES (%s, %s, %s, %s::json)")
-_PG_EVICT_RESULTS = (
-    f"DELETE FROM {agent_results.name} WHERE id IN (SELECT id FROM ("
+_PG_PUT_ASK = (f"INSERT INTO {agent_results.name} (incarnation, ref, bytes, outcome) "
+               "VALUES (%s, %s, 0, %s::json)")
+# the eviction sees the rows before the insert: it leaves room for the new one
+_PG_PUT_RESULT = (
+    f"WITH evicted AS (DELETE FROM {agent_results.name} WHERE id IN (SELECT id FROM ("
     "SELECT id, row_number() OVER w AS n, sum(bytes) OVER w AS total "
     f"FROM {agent_results.name} WHERE incarnation = %s AND bytes > 0 "
-    "WINDOW w AS (ORDER BY id DESC)) newest WHERE n > %s OR total > %s)")
+    "WINDOW w AS (ORDER BY id DESC)) older WHERE n > %s OR total > %s)) "
+    f"INSERT INTO {agent_results.name} (incarnation, ref, bytes, outcome) "
+    "VALUES (%s, %s, %s, %s::json)")
 
 
 def take_result(store: EventStore, ref: str) -> Any:

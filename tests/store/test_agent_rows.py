@@ -87,3 +87,13 @@ def test_a_lane_pops_oldest_first_and_keeps_its_counts(store: EventStore) -> Non
         state = lanes.lock(tx, lane)
     assert second is not None and second.ref == "two" and empty is None
     assert (state.pending_count, state.pending_bytes) == (0, 0)
+
+
+def test_a_result_put_again_replaces_the_old_one(store: EventStore) -> None:
+    _, inc = _agent(store)
+    for i, ref in enumerate(["r0", "r1", "r2", "r1"]):
+        with store.transaction() as tx:
+            table.put_result(tx, inc, ref, {"i": i}, 10, max_count=3, max_bytes=30)
+    taken = {ref: table.take_result(store, ref) for ref in ("r0", "r1", "r2")}
+    assert taken["r0"] is not None and taken["r2"] is not None
+    assert taken["r1"] is not None and taken["r1"]["i"] == 3

@@ -68,7 +68,7 @@ def open_stream(request: LLMRequest, *, key: str, base_url: str | None,
             body["stream_options"] = {"include_usage": True}
         else:
             create = client.responses.with_streaming_response.create
-        sdk = open_raw(VENDOR, create(**body, stream=True))
+        sdk = open_raw(VENDOR, create(**_sdk_args(api, body)))
     except errors.PASSTHROUGH:
         raise
     except Exception as exc:
@@ -77,6 +77,19 @@ def open_stream(request: LLMRequest, *, key: str, base_url: str | None,
         raise error  # outside the handler: the SDK exception may quote an echoed key
     decoder = _Chat(names, request.model) if api == "chat" else _Responses(names, request.model)
     return LLMStream(VENDOR, sdk, decoder, key=key)
+
+
+def _sdk_args(api: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The SDK's arguments for ``body``: the body itself goes as ``extra_body`` (merged
+    last, over the typed arguments). The SDK walks typed arguments against its
+    TypedDicts before sending (about 0.2 ms per history message, 4 ms for 20), which
+    changes nothing in the plain JSON built here. Chat Completions requires ``messages``
+    among the typed arguments: an empty list, replaced by the body's."""
+    args: dict[str, Any] = {"model": body["model"], "stream": True,
+                            "extra_body": {k: v for k, v in body.items() if k != "model"}}
+    if api == "chat":
+        args["messages"] = []
+    return args
 
 
 def _translate(request: LLMRequest) -> tuple[ToolNames, str, dict[str, Any]]:
