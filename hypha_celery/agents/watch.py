@@ -2,8 +2,8 @@
 heartbeats and ends a turn that was interrupted or whose agent was stopped.
 
 Each pump task registers its agent while it owns it (:meth:`Watch.owning`) and its
-running turn while the stream runs (:meth:`Watch.turn`). Every ``POLL_S`` the thread reads
-the control column of all watched turns in one query; a turn whose ``control`` names it
+running turn while the stream runs (:meth:`Watch.turn`). Every ``POLL_S`` the thread asks
+the store, in one query, which watched turns must end: a turn whose ``control`` names it
 (an interrupt) or whose agent is gone or replaced (a stop) has its ``on_stop`` called, on
 a short-lived thread of its own (it cancels the backend's request, which may take a
 moment). Every ``lease_interval`` it writes the heartbeat of all owned agents in one
@@ -88,9 +88,9 @@ class Watch(Watcher):
                 _safe(lambda: table.heartbeats(self.store, owners))
 
     def _poll(self, turns: list[_Turn]) -> None:
-        controls = table.controls(self.store, sorted({t.key for t in turns}))
+        ending = table.stopped(self.store, [(*t.key, t.ref) for t in turns])
         for t in turns:
-            if t.key not in controls or controls[t.key] == t.ref:
+            if (*t.key, t.ref) in ending:
                 t.fired = True
                 fire(t.on_stop, "hypha-agent-stop")
 

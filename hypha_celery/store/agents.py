@@ -172,32 +172,35 @@ def heartbeat(store: EventStore, name: str, incarnation: str) -> None:
 
 #: Rows per statement of the batched reads and heartbeats below (not on PostgreSQL).
 BATCH = 500
-_PG_CONTROLS = (f"SELECT name, incarnation, control FROM {agents.name} "
-                "WHERE name IN (SELECT json_array_elements_text(%s::json))")
+_PG_STOPPED = (
+    "SELECT w.n, w.i, w.r FROM json_to_recordset(%s::json) AS w(n text, i text, r text) "
+    f"LEFT JOIN {agents.name} a ON a.name = w.n AND a.incarnation = w.i "
+    "WHERE a.name IS NULL OR a.control = w.r")
 _PG_HEARTBEATS = (f"UPDATE {agents.name} SET heartbeat_at = %s "
                   "WHERE incarnation IN (SELECT json_array_elements_text(%s::json))")
 
 
-def controls(store: EventStore, rows: Sequence[tuple[str, str]]
-             ) -> dict[tuple[str, str], str | None]:
-    """The control column of each live ``(name, incarnation)`` of ``rows`` (absent: the
-    agent is gone or was replaced): on PostgreSQL one statement whose names are one JSON
-    array parameter (a statement with hundreds of parameters is parsed again on every
-    call, and a process with 500 turns polls every 50 ms), elsewhere one read per
-    :data:`BATCH` rows."""
-    found: dict[tuple[str, str], str | None] = {}
+def stopped(store: EventStore, turns: Sequence[tuple[str, str, str]]
+            ) -> set[tuple[str, str, str]]:
+    """Of the running turns ``(name, incarnation, ref)``, those to end: their agent is
+    gone or replaced, or its control column names the turn (an interrupt). On
+    PostgreSQL one statement whose turns are one JSON parameter and which returns only
+    those (a process with 500 turns polls every 50 ms: the rows of the 500 would cost more
+    than the query); elsewhere one read per :data:`BATCH` agents."""
+    if not turns:
+        return set()
     with store.reader.connect() as conn:
         if conn.dialect.name == "postgresql":
-            names = json.dumps([n for n, _ in rows])
-            for name, incarnation, control in conn.exec_driver_sql(_PG_CONTROLS, (names,)):
-                found[(name, incarnation)] = control
-            return found
-        for chunk in _chunks(rows):
+            doc = json.dumps([{"n": n, "i": i, "r": r} for n, i, r in turns])
+            rows = conn.exec_driver_sql(_PG_STOPPED, (doc,))
+            return {(name, incarnation, ref) for name, incarnation, ref in rows}
+        found: dict[tuple[str, str], str | None] = {}
+        for chunk in _chunks(sorted({(n, i) for n, i, _ in turns})):
             q = sa.select(agents.c.name, agents.c.incarnation, agents.c.control).where(
                 agents.c.name.in_([n for n, _ in chunk]))
             for r in conn.execute(q):
                 found[(r.name, r.incarnation)] = r.control
-    return found
+    return {t for t in turns if (t[0], t[1]) not in found or found[(t[0], t[1])] == t[2]}
 
 
 def heartbeats(store: EventStore, rows: Sequence[tuple[str, str]]) -> None:
@@ -353,6 +356,7 @@ def caller_beat(tx: Tx, lease: str) -> float | None:
 
 
 __all__ = ["BATCH", "KEEP", "AgentEvent", "AgentRow", "OutboxRow", "append", "caller_beat",
-           "control", "controls", "create", "delete", "heartbeat", "heartbeats", "lock",
-           "names", "outbox", "put_result", "read", "result", "sent", "stale", "take_result",
+           "control", "create", "delete", "heartbeat", "heartbeats", "lock",
+           "names", "outbox", "put_result", "read", "result", "sent", "stale", "stopped",
+           "take_result",
            "unsent", "update"]

@@ -55,13 +55,17 @@ def test_results_keep_the_newest_within_count_and_bytes(store: EventStore) -> No
     assert kept == {"r2", "r3", "ask"}  # newest first: 30 + 10 = 40; 10 more passes 45
 
 
-def test_controls_and_heartbeats_of_many_agents_in_one_go(store: EventStore) -> None:
+def test_stopped_turns_and_heartbeats_of_many_agents_in_one_go(store: EventStore) -> None:
     owned = [_agent(store) for _ in range(3)]
     with store.transaction() as tx:
         table.update(tx, *owned[0], {"n": 0}, "busy", 1, control="ref-1")
     gone = ("gone", uuid.uuid4().hex)
-    found = table.controls(store, [*owned, gone])
-    assert found == {owned[0]: "ref-1", owned[1]: None, owned[2]: None}
+    replaced = (owned[2][0], uuid.uuid4().hex)  # the name lives on, another incarnation
+    turns = [(*owned[0], "ref-1"), (*owned[1], "ref-2"), (*owned[2], "ref-3"),
+             (*gone, "ref-4"), (*replaced, "ref-5")]
+    assert table.stopped(store, turns) == {turns[0], turns[3], turns[4]}
+    assert table.stopped(store, [(*owned[0], "ref-other")]) == set()
+    assert table.stopped(store, []) == set()
     table.heartbeats(store, [*owned[:2], gone])
     with store.transaction() as tx:
         beats = [table.lock(tx, name) for name, _ in owned]
