@@ -122,8 +122,8 @@ class AgentTx:
         lanes.drop(self.tx, notifications_lane(self.incarnation))
 
     def flush(self) -> None:
-        table.append(self.tx, self._events)
         if self.deleted:
+            table.append(self.tx, self._events)
             table.delete(self.tx, self.name, self.incarnation)
             return
         doc = self.doc
@@ -131,7 +131,8 @@ class AgentTx:
         if session is self._session or session == self._session:
             session = table.KEEP
         table.update(self.tx, self.name, self.incarnation, doc.to_json(), doc.phase.value,
-                     self.seq, session=session, control=self._control, beat=self.beat)
+                     self.seq, session=session, control=self._control, beat=self.beat,
+                     events=self._events)
 
 
 def overloaded(info: dict[str, Any] | None) -> Overloaded | None:

@@ -81,9 +81,11 @@ def lock(tx: Tx, name: str) -> AgentRow | None:
 
 
 def update(tx: Tx, name: str, incarnation: str, doc: object, phase: str, seq: int, *,
-           session: Any = KEEP, control: Any = KEEP, beat: bool = False) -> None:
+           session: Any = KEEP, control: Any = KEEP, beat: bool = False,
+           events: Sequence[AgentEvent] = ()) -> None:
     """Write the doc, its phase and seq; the session and control columns only when given,
-    the heartbeat when ``beat``."""
+    the heartbeat when ``beat``; insert ``events`` first (on PostgreSQL in the same
+    statement: every agent step writes both)."""
     now = time.time()
     values = {"doc": doc, "phase": phase, "seq": seq, "updated_at": now}
     if session is not KEEP:
@@ -93,19 +95,33 @@ def update(tx: Tx, name: str, incarnation: str, doc: object, phase: str, seq: in
     if beat:
         values["heartbeat_at"] = now
     if tx.dialect == "postgresql":
-        _pg_update(tx, name, incarnation, values)
+        _pg_update(tx, name, incarnation, values, events)
         return
+    append(tx, events)
     tx.conn.execute(agents.update().where(_row(name, incarnation)).values(**values))
 
 
 _JSON_COLUMNS = frozenset({"doc", "session"})
 
 
-def _pg_update(tx: Tx, name: str, incarnation: str, values: dict[str, Any]) -> None:
+def _pg_update(tx: Tx, name: str, incarnation: str, values: dict[str, Any],
+               rows: Sequence[AgentEvent]) -> None:
     sets = ", ".join(f"{c} = %s::json" if c in _JSON_COLUMNS else f"{c} = %s" for c in values)
     params = [dumps(v) if c in _JSON_COLUMNS else v for c, v in values.items()]
-    tx.conn.exec_driver_sql(f"UPDATE {agents.name} SET {sets} WHERE name = %s "
-                            "AND incarnation = %s", (*params, name, incarnation))
+    sql = f"UPDATE {agents.name} SET {sets} WHERE name = %s AND incarnation = %s"
+    if rows:
+        head, inserted = _pg_events(rows)
+        sql, params = f"WITH appended AS ({head}) {sql}", [*inserted, *params]
+    tx.conn.exec_driver_sql(sql, (*params, name, incarnation))
+
+
+def _pg_events(rows: Sequence[AgentEvent]) -> tuple[str, list[Any]]:
+    """The ``INSERT`` of ``rows`` (each kind checked) and its parameters."""
+    for ev in rows:
+        check_append(ev.kind)
+    marks = ", ".join(["(%s, %s, %s, %s, %s::json, NULL)"] * len(rows))
+    return _PG_APPEND + marks, [v for e in rows
+                                for v in (e.incarnation, e.seq, e.kind, e.ts, dumps(e.data))]
 
 
 def delete(tx: Tx, name: str, incarnation: str) -> None:
@@ -117,13 +133,13 @@ def delete(tx: Tx, name: str, incarnation: str) -> None:
 
 def append(tx: Tx, rows: Sequence[AgentEvent]) -> None:
     """Insert agent events, each kind checked by the one check every append passes."""
+    if rows and tx.dialect == "postgresql":
+        sql, params = _pg_events(rows)
+        tx.conn.exec_driver_sql(sql, tuple(params))
+        return
     for ev in rows:
         check_append(ev.kind)
-    if rows and tx.dialect == "postgresql":
-        marks = ", ".join(["(%s, %s, %s, %s, %s::json, NULL)"] * len(rows))
-        tx.conn.exec_driver_sql(_PG_APPEND + marks, tuple(
-            v for e in rows for v in (e.incarnation, e.seq, e.kind, e.ts, dumps(e.data))))
-    elif rows:
+    if rows:
         tx.conn.execute(events.insert(), [
             {"run_id": e.incarnation, "seq": e.seq, "kind": e.kind, "ts": e.ts,
              "data": e.data, "idem": None} for e in rows])

@@ -21,10 +21,10 @@ def test_an_agent_row_is_locked_written_and_its_events_appended(store: EventStor
         row = table.lock(tx, name)
         assert row is not None and (row.doc, row.session, row.seq) == ({"n": 0}, {"s": [1]}, 1)
         assert (row.control, row.heartbeat_at) == (None, None)
-        table.append(tx, [table.AgentEvent(inc, 2, "agent.turn.started", 1.0, {"ref": "r"}),
-                          table.AgentEvent(inc, 3, "agent.turn.completed", 2.0, {"ref": "r"})])
+        table.append(tx, [table.AgentEvent(inc, 2, "agent.turn.started", 1.0, {"ref": "r"})])
         table.update(tx, name, inc, {"n": 1, "text": "é \"q\""}, "busy", 3, control="stop",
-                     beat=True)
+                     beat=True, events=[table.AgentEvent(inc, 3, "agent.turn.completed", 2.0,
+                                                         {"ref": "r"})])
     with store.transaction() as tx:
         row = table.lock(tx, name)
         assert row is not None and row.doc == {"n": 1, "text": "é \"q\""} and row.seq == 3
