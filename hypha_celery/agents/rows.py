@@ -12,6 +12,7 @@ large)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,6 +25,8 @@ from hypha_celery.errors import AgentNotFound, Overloaded
 from hypha_celery.events import EventType
 from hypha_celery.store import EventStore, Tx
 from hypha_celery.store import agents as table
+
+log = logging.getLogger(__name__)
 
 
 def prompts_lane(incarnation: str) -> str:
@@ -168,9 +171,17 @@ def read(store: EventStore, name: str) -> AgentDoc | None:
 
 def stale(store: EventStore, before: float, limit: int) -> list[tuple[str, AgentDoc, float]]:
     """Busy agents whose owner has not beaten (or that nobody took) since ``before``:
-    ``(name, doc without its session, last sign of life)``, oldest first."""
-    return [(name, AgentDoc.from_json(doc), beat)
-            for name, doc, beat in table.stale(store, before, limit)]
+    ``(name, doc without its session, last sign of life)``, oldest first. A row whose doc
+    does not read as an agent's is skipped (logged): it must not stop the sweep of the
+    others."""
+    found: list[tuple[str, AgentDoc, float]] = []
+    for name, doc, beat in table.stale(store, before, limit):
+        try:
+            found.append((name, AgentDoc.from_json(doc), beat))
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("hypha agents: row %r is not an agent doc (%s): skipped",
+                        name, type(exc).__name__)
+    return found
 
 
 __all__ = ["AgentTx", "create", "locked", "notifications_lane", "overloaded", "prompts_lane",

@@ -22,7 +22,7 @@ def test_an_agent_row_is_locked_written_and_its_events_appended(store: EventStor
         assert row is not None and (row.doc, row.session, row.seq) == ({"n": 0}, {"s": [1]}, 1)
         assert (row.control, row.heartbeat_at) == (None, None)
         table.append(tx, [table.AgentEvent(inc, 2, "agent.turn.started", 1.0, {"ref": "r"})])
-        table.update(tx, name, inc, {"n": 1, "text": "é \"q\""}, "busy", 3, control="stop",
+        table.update(tx, name, inc, {"n": 1, "text": "é \"q\""}, "idle", 3, control="stop",
                      beat=True, events=[table.AgentEvent(inc, 3, "agent.turn.completed", 2.0,
                                                          {"ref": "r"})])
     with store.transaction() as tx:
@@ -58,7 +58,7 @@ def test_results_keep_the_newest_within_count_and_bytes(store: EventStore) -> No
 def test_stopped_turns_and_heartbeats_of_many_agents_in_one_go(store: EventStore) -> None:
     owned = [_agent(store) for _ in range(3)]
     with store.transaction() as tx:
-        table.update(tx, *owned[0], {"n": 0}, "busy", 1, control="ref-1")
+        table.update(tx, *owned[0], {"n": 0}, "idle", 1, control="ref-1")
     gone = ("gone", uuid.uuid4().hex)
     replaced = (owned[2][0], uuid.uuid4().hex)  # the name lives on, another incarnation
     turns = [(*owned[0], "ref-1"), (*owned[1], "ref-2"), (*owned[2], "ref-3"),
@@ -101,3 +101,4 @@ def test_a_result_put_again_replaces_the_old_one(store: EventStore) -> None:
     taken = {ref: table.take_result(store, ref) for ref in ("r0", "r1", "r2")}
     assert taken["r0"] is not None and taken["r2"] is not None
     assert taken["r1"] is not None and taken["r1"]["i"] == 3
+
