@@ -177,10 +177,10 @@ def test_a_forked_child_builds_its_own_sdk_clients() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
 
 
-def test_clients_are_built_once_when_many_threads_ask_at_once() -> None:
+def test_clients_are_built_once_per_shard_when_many_threads_ask_at_once() -> None:
     import threading
 
-    from hypha_celery.backends.llm.sdk import ClientCache
+    from hypha_celery.backends.llm.sdk import SHARDS, ClientCache
 
     built: list[object] = []
 
@@ -190,14 +190,19 @@ def test_clients_are_built_once_when_many_threads_ask_at_once() -> None:
         return built[-1]
 
     cache = ClientCache(factory)
-    got: list[object] = []
-    threads = [threading.Thread(target=lambda: got.append(cache.get("k", None, 1.0)))
-               for _ in range(20)]
+    got: list[tuple[object, object]] = []
+
+    def twice() -> None:  # a thread keeps its client (and so its connections)
+        got.append((cache.get("k", None, 1.0), cache.get("k", None, 1.0)))
+
+    threads = [threading.Thread(target=twice) for _ in range(4 * SHARDS)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(built) == 1 and all(c is built[0] for c in got)
+    assert len(built) == SHARDS and all(a is b for a, b in got)
+    shares = [sum(1 for a, _ in got if a is c) for c in built]
+    assert shares == [4] * SHARDS  # threads spread evenly over the pools
 
 
 class _Raw:
