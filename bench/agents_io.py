@@ -14,8 +14,9 @@ in its own environment (a claimed Redis database, a fresh PostgreSQL database):
    started (``Relay``, ``OpenAIBackend`` pointed at the provider) and each is told one
    prompt: the pump messages wait in the broker; the worker consumes again
    (``add_consumer``): the burst arrives at once;
-3. every 0.1 s: the requests the provider is answering (``GET /_stats``), the worker's RSS
-   (main process + pool children, psutil) and its thread count, until every turn ended.
+3. every 0.1 s: the requests the provider is answering (``GET /_stats``); every 0.5 s the
+   worker's RSS (main process + pool children, psutil) and its thread count; until every
+   turn ended.
 
 Reported per profile: ``peak_in_flight`` (the provider's own count of requests it was
 answering at once: the number of turns waiting on the model together), the seconds from
@@ -234,18 +235,27 @@ class Burst:
     total_s: float = 0.0
 
 
+#: Seconds between two samples of the workers' memory and threads (psutil walks /proc: the
+#: observer must not load the machine it measures; the peak in flight is the provider's
+#: own count, whatever the sampling).
+MEMORY_EVERY_S = 0.5
+
+
 def watch_burst(env: ProfileEnv, provider: Provider, n: int, delay: float,
                 ended: Callable[[], tuple[int, int]]) -> Burst:
-    """Every 0.1 s the provider's in-flight count and the workers' memory, every 1 s
-    ``ended()``, until ``n`` ended (or a generous deadline)."""
+    """Every 0.1 s the provider's in-flight count, every ``MEMORY_EVERY_S`` the workers'
+    memory, every 1 s ``ended()``, until ``n`` ended (or a generous deadline)."""
     seen = Burst()
-    began, last_check = time.monotonic(), 0.0
+    began, last_check, last_memory = time.monotonic(), 0.0, -MEMORY_EVERY_S
+    rss, threads = 0.0, 0
     deadline = began + n * delay + 120
     while time.monotonic() < deadline:
         time.sleep(0.1)
         now = time.monotonic() - began
         flying = provider.stats()["in_flight"]
-        rss, threads = env.memory()
+        if now - last_memory >= MEMORY_EVERY_S:
+            last_memory = now
+            rss, threads = env.memory()
         seen.max_rss, seen.max_threads = max(seen.max_rss, rss), max(seen.max_threads, threads)
         if flying > seen.peak[0]:
             seen.peak = (flying, now, rss, threads)

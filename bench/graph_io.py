@@ -15,9 +15,9 @@ environment (a claimed Redis database, a fresh PostgreSQL database):
 
 Warm-up runs first; then the io workers stop consuming ``hypha.io``, ``--runs`` runs are
 started (their coordinator steps route the nodes to ``hypha.io``, where they wait), and
-the workers consume again: the burst arrives at once. Every 0.1 s: the requests the
-provider is answering (its own count), the workers' RSS and threads, until every run
-ended. Target: io ``peak_in_flight`` >= 500 with the default ``--runs``.
+the workers consume again: the burst arrives at once. Every 0.1 s the requests the
+provider is answering (its own count), every 0.5 s the workers' RSS and threads, until
+every run ended. Target: io ``peak_in_flight`` >= 500 with the default ``--runs``.
 """
 
 from __future__ import annotations
