@@ -28,7 +28,8 @@ The tree, split by phase::
     │   └── PackError                    a DomainPack that does not load: ``.problems`` is
     │                                    every (path, message) found
     ├── SetupError (RuntimeError)        configuration: URLs, missing extras, store schema
-    │   └── ExtraNotInstalled (ImportError)
+    │   ├── ExtraNotInstalled (ImportError)
+    │   └── SigningKeyMissing            ``export --sign`` / ``import --verify`` without a key
     ├── HyphaRuntimeError (RuntimeError) things that happen while runs execute
     │   ├── LaneBusy                     ``on_busy="reject"`` and the lane has an active run
     │   ├── Overloaded                   a lane's bound (count / bytes) refused an item; ``.info``
@@ -63,6 +64,8 @@ The tree, split by phase::
     │   ├── MalformedLine                a line that is not JSON or not an event envelope
     │   │   └── UnknownEventType         ... whose ``type`` is not in hypha's taxonomy
     │   ├── ChecksumMismatch             a line changed after export (checksum wrong / missing)
+    │   ├── SignatureMismatch            a signed export that does not verify (a changed,
+    │   │                                moved, foreign or missing line; another key)
     │   ├── DerivedFieldMismatch         ``id``, ``correlation_id``, ``causation_id``, ... differ
     │   │                                from what the events themselves give (``enrich``)
     │   ├── InvalidRun                   a run's events do not make a run (duplicate ``seq``,
@@ -149,6 +152,11 @@ class SetupError(HyphaError, RuntimeError):
 
 class ExtraNotInstalled(SetupError, ImportError):
     """An optional dependency is missing; the message names the extra to install."""
+
+
+class SigningKeyMissing(SetupError):
+    """Signing or verifying an export needs a key (``HYPHA_EXPORT_KEY``, at least 16
+    characters) and there is none, or it is too short."""
 
 
 class HyphaRuntimeError(HyphaError, RuntimeError):
@@ -282,6 +290,12 @@ class UnknownEventType(MalformedLine):
 class ChecksumMismatch(ImportFormatError):
     """A line whose ``checksum`` is missing or does not match its content: it was changed
     after export."""
+
+
+class SignatureMismatch(ImportFormatError):
+    """A signed export that does not verify: a line changed (even re-sealed), moved or
+    taken from another file, lines missing at the end, or another key. The message names
+    the line."""
 
 
 class DerivedFieldMismatch(ImportFormatError):

@@ -28,6 +28,7 @@ from hypha_celery.client.hypha import Hypha
 from hypha_celery.errors import HyphaError
 from hypha_celery.events import Event
 from hypha_celery.exchange import export_jsonl, import_parsed, read_file
+from hypha_celery.exchange.signing import KEY_ENV, export_key
 from hypha_celery.live import LiveItem, run_topic
 from hypha_celery.store import STORE_ERRORS, display_url, store_error
 
@@ -264,16 +265,20 @@ def cancel(run_id: str, app_spec: str | None) -> None:
               "ISO 8601 (UTC unless it has an offset) or epoch seconds")
 @click.option("--out", "-o", "--output", "output", type=click.Path(dir_okay=False),
               default="-", help="file to write (default: stdout)")
+@click.option("--sign", is_flag=True, help=f"sign every line with HMAC-SHA-256 (the key: "
+              f"${KEY_ENV}), with a signed header and a signed trailer of counts")
 @app_option()
 def export(run_ids: tuple[str, ...], run_opts: tuple[str, ...], session: str | None,
-           since: str | None, output: str, app_spec: str | None) -> None:
+           since: str | None, output: str, sign: bool, app_spec: str | None) -> None:
     """Export runs' events as JSONL, one sealed envelope (with its checksum) per line.
     Every run when no run is named; --session and --since narrow the selection."""
     ids = [*run_ids, *run_opts] or None
     user_session, when = parse_session(session), parse_since(since)
+    key = export_key() if sign else None
     with opened(app_spec) as hypha:
         def write(out: IO[str]) -> tuple[int, int]:
-            return export_jsonl(hypha.store, out, ids, session=user_session, since=when)
+            return export_jsonl(hypha.store, out, ids, session=user_session, since=when,
+                                key=key)
 
         runs, count = write(sys.stdout) if output == "-" else _write_file(output, write)
     click.echo(f"exported {count} events of {runs} runs", err=True)
@@ -289,14 +294,18 @@ def _write_file(path: str, write: Callable[[IO[str]], tuple[int, int]]) -> tuple
 
 @cli.command("import")
 @click.argument("file", metavar="FILE")
+@click.option("--verify", is_flag=True, help=f"accept only a signed export whose every "
+              f"line verifies with ${KEY_ENV}")
 @app_option()
-def import_(file: str, app_spec: str | None) -> None:
+def import_(file: str, verify: bool, app_spec: str | None) -> None:
     """Import a JSONL export (FILE, or - for stdin) in one transaction.
 
-    The whole file is checked first (JSON, event types, checksums, complete runs): a bad
-    line imports nothing. Events the store already has are skipped, so importing twice
-    adds nothing; a different event under the same id is refused."""
-    parsed = read_file(file)
+    The whole file is checked first (JSON, event types, checksums, complete runs, and
+    the signatures of a signed export when the key is set): a bad line imports nothing.
+    Events the store already has are skipped, so importing twice adds nothing; a
+    different event under the same id is refused."""
+    key = export_key() if verify or os.environ.get(KEY_ENV) else None
+    parsed = read_file(file, key=key, verify=verify)
     with opened(app_spec) as hypha:
         done = import_parsed(hypha.store, parsed)
     click.echo(f"imported {done.runs} runs ({done.events} events); {done.present} events "

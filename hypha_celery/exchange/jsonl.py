@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import itertools
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -36,6 +37,7 @@ from hypha_celery.errors import (
     ImportSourceMissing,
     InvalidRun,
     MalformedLine,
+    SignatureMismatch,
     UnknownEventType,
 )
 from hypha_celery.events import Event
@@ -48,6 +50,7 @@ from hypha_celery.events.envelope import (
     deriver,
 )
 from hypha_celery.events.fold import View, apply_event, new_view
+from hypha_celery.exchange.signing import Signer, Verifier, export_key, is_signed, unsigned
 from hypha_celery.store import (
     IDEM_MAX,
     RUN_ID_MAX,
@@ -96,14 +99,18 @@ def _line_checks_out(line: str | bytes, stated: str) -> bool:
     return stated == "sha256:" + _sha256(raw[:-_SUFFIX] + b"}").hexdigest()
 
 
-def write_jsonl(events: Iterable[Event], out: IO[str]) -> tuple[int, int]:
-    """Write ``events`` as JSONL, each sealed; returns (runs, events) written."""
+def write_jsonl(events: Iterable[Event], out: IO[str], *, key: bytes | None = None,
+                ) -> tuple[int, int]:
+    """Write ``events`` as JSONL, each sealed (and signed with ``key``, see
+    :mod:`~hypha_celery.exchange.signing`); returns (runs, events) written."""
     runs: set[str] = set()
     count = 0
     chunk: list[str] = []
+    signer = _begin(out, key)
     with gc_paused():
         for event in events:
-            chunk.append(dump_line(event))
+            line = dump_line(event)
+            chunk.append(line if signer is None else signer.line(line))
             runs.add(event.run_id)
             count += 1
             if len(chunk) >= _CHUNK:
@@ -111,25 +118,44 @@ def write_jsonl(events: Iterable[Event], out: IO[str]) -> tuple[int, int]:
                 chunk.clear()
         if chunk:
             out.write("\n".join(chunk) + "\n")
+    _end(out, signer, len(runs))
     return len(runs), count
 
 
 def export_jsonl(store: EventStore, out: IO[str], run_ids: Iterable[str] | None = None, *,
                  session: tuple[str, str] | None = None, since: float | None = None,
-                 ) -> tuple[int, int]:
+                 key: bytes | None = None) -> tuple[int, int]:
     """:meth:`EventStore.export` of the selected runs to ``out``, as :func:`write_jsonl`
-    writes it (from the stored rows: no envelopes are built); returns (runs, events)."""
+    writes it (from the stored rows: no envelopes are built; signed with ``key``);
+    returns (runs, events)."""
     runs = count = 0
+    signer = _begin(out, key)
     with gc_paused():
         for run, rows in export_rows(store, run_ids, session=session, since=since):
             if not rows:
                 continue
             lines = [_sealed(body) for body in bodies(rows, run)]
+            if signer is not None:
+                lines = [signer.line(line) for line in lines]
             runs += 1
             count += len(lines)
             for i in range(0, len(lines), _CHUNK):
                 out.write("\n".join(lines[i:i + _CHUNK]) + "\n")
+    _end(out, signer, runs)
     return runs, count
+
+
+def _begin(out: IO[str], key: bytes | None) -> Signer | None:
+    if key is None:
+        return None
+    signer = Signer(key)
+    out.write(signer.header() + "\n")
+    return signer
+
+
+def _end(out: IO[str], signer: Signer | None, runs: int) -> None:
+    if signer is not None:
+        out.write(signer.trailer(runs) + "\n")
 
 
 @dataclass
@@ -156,17 +182,19 @@ class Parsed:
         return f"{self.source}:{self.lines[f'{event.run_id}:{event.seq}']}"
 
 
-def parse_jsonl(lines: Iterable[str | bytes], source: str = "<input>") -> Parsed:
+def parse_jsonl(lines: Iterable[str | bytes], source: str = "<input>", *,
+                first_lineno: int = 1) -> Parsed:
     """Parse and check a whole JSONL export (see the module docstring). Blank lines are
     ignored; any problem raises an :class:`~hypha_celery.errors.ImportFormatError`
-    naming the line, so a bad input imports nothing."""
+    naming the line (``first_lineno`` is the first one's number), so a bad input imports
+    nothing."""
     parsed = Parsed(source)
     events = parsed.events
     linenos = parsed.linenos
     runs: dict[str, _Run] = {}
     run, last = _Run(""), None  # the run of the line before (none yet)
     with _kept():
-        for lineno, line in enumerate(lines, 1):
+        for lineno, line in enumerate(lines, first_lineno):
             try:
                 event = _validate_json(line)
             except ValidationError:
@@ -292,15 +320,34 @@ def read_jsonl(lines: Iterable[str | bytes], source: str = "<input>") -> list[Ev
     return parse_jsonl(lines, source).events
 
 
-def read_file(path: str) -> Parsed:
-    """:func:`parse_jsonl` of a file (``-``: standard input)."""
+def read_file(path: str, *, key: bytes | None = None, verify: bool = False) -> Parsed:
+    """:func:`parse_jsonl` of a file (``-``: standard input). A signed file is verified
+    with ``key`` as it is read; ``verify`` refuses an unsigned one (and a signed one when
+    there is no key). A signed file read without a key (and without ``verify``) is
+    checked as an unsigned one: its checksums, not its signatures."""
     if path == "-":
-        return parse_jsonl(sys.stdin.buffer, "<stdin>")
+        return _read(sys.stdin.buffer, "<stdin>", key, verify)
     try:
         with open(path, "rb") as file:
-            return parse_jsonl(file, path)
+            return _read(file, path, key, verify)
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         raise ImportSourceMissing(f"{path}: cannot read it: {exc.strerror}") from None
+
+
+def _read(file: IO[bytes], source: str, key: bytes | None, verify: bool) -> Parsed:
+    first = file.readline()
+    signed = is_signed(first)
+    if verify and not signed:
+        raise SignatureMismatch(f"{source}:1: not a signed export (--verify needs one made "
+                                "with `hypha export --sign`)")
+    if verify and key is None:
+        key = export_key()
+    if not signed:
+        return parse_jsonl(itertools.chain([first], file), source)
+    if key is None:
+        return parse_jsonl(unsigned(file), source, first_lineno=2)
+    return parse_jsonl(Verifier(key, source).lines(itertools.chain([first], file)), source,
+                       first_lineno=2)
 
 
 def import_parsed(store: EventStore, parsed: Parsed) -> ImportResult:
