@@ -29,6 +29,10 @@ worker: the store alone, through its public API.
   line, then :func:`import_parsed`: one transaction) of that file into an empty store;
   then the same file again (everything present: nothing written). The imported store is
   exported again and must give the identical file (checked, not timed).
+* **signed**: ``export --sign`` of the same store and ``import --verify``'s parse and
+  check of that file, interleaved with the unsigned export and parse, best of
+  ``SIGNED_ROUNDS`` (3) each (plus the unsigned import's write time: the same events);
+  targets: each at least 80 % of the unsigned rate.
 
     python -m bench.events          # BENCH_EVENTS_HISTORY=20000 for a quick look
 """
@@ -64,6 +68,7 @@ from hypha_celery.store import EventStore
 from hypha_celery.store.events import _PG_APPEND  # the statement EventStore.append runs
 
 HISTORY = int(os.environ.get("BENCH_EVENTS_HISTORY", "100000"))
+SIGNED_ROUNDS = 3
 BATCH = 1000
 ONE_TX = int(os.environ.get("BENCH_EVENTS_ONE_TX", "5000"))
 THREADS = 4
@@ -311,13 +316,45 @@ def _exchange(store: EventStore, fresh: EventStore, path: Path) -> dict[str, Any
         export_jsonl(fresh, out)
     identical = copy.read_bytes() == path.read_bytes()
     assert identical, "export -> import -> export changed the file"
+    signed = _signed(store, path, count, import_s - parse_s)
     return {"runs": runs, "events": count, "file_mb": round(path.stat().st_size / 2**20, 1),
+            "signed": signed,
             "export_s": round(export_s, 3), "export_events_per_s": round(count / export_s),
             "import_s": round(import_s, 3), "import_parse_and_check_s": round(parse_s, 3),
             "import_write_s": round(import_s - parse_s, 3),
             "import_events_per_s": round(count / import_s),
             "reimport_all_present_s": round(reimport_s, 3),
             "reexport_identical": identical}
+
+
+def _signed(store: EventStore, path: Path, count: int, write_s: float) -> dict[str, Any]:
+    """``hypha export --sign`` and ``hypha import --verify`` against their unsigned
+    counterparts, interleaved ``SIGNED_ROUNDS`` times (the best time of each: a shared
+    host's noise is larger than signing's cost): the exports of the same store, and the
+    parse and check of each file; an import's write is the unsigned import's (the same
+    events: the parsed inputs are identical, checked here)."""
+    key = b"bench-signing-key-0123456789"
+    plain, signed = path.with_suffix(".plain.jsonl"), path.with_suffix(".signed.jsonl")
+    times: dict[str, list[float]] = {"export": [], "export_signed": [], "parse": [],
+                                     "parse_verified": []}
+    for _ in range(SIGNED_ROUNDS):
+        for name, file, with_key in (("export", plain, None), ("export_signed", signed, key)):
+            t0 = time.perf_counter()
+            with file.open("w", encoding="utf-8") as out:
+                export_jsonl(store, out, key=with_key)
+            times[name].append(time.perf_counter() - t0)
+        for name, file, with_key in (("parse", plain, None), ("parse_verified", signed, key)):
+            t0 = time.perf_counter()
+            parsed = read_file(str(file), key=with_key, verify=with_key is not None)
+            times[name].append(time.perf_counter() - t0)
+            assert len(parsed.events) == count
+    best = {name: min(values) for name, values in times.items()}
+    return {"rounds": SIGNED_ROUNDS, "best_s": {k: round(v, 3) for k, v in best.items()},
+            "export_events_per_s": round(count / best["export_signed"]),
+            "export_ratio_to_unsigned": round(best["export"] / best["export_signed"], 3),
+            "import_events_per_s": round(count / (best["parse_verified"] + write_s)),
+            "import_ratio_to_unsigned": round((best["parse"] + write_s)
+                                              / (best["parse_verified"] + write_s), 3)}
 
 
 def _backend(name: str, url: str, fresh_url: str, tmp: Path) -> dict[str, Any]:
@@ -360,7 +397,12 @@ def _targets(name: str, data: dict[str, Any]) -> list[dict[str, Any]]:
               "project_100k_history_s": data["project"]["history"]["median_s"],
               "export_events_per_s": data["exchange"]["export_events_per_s"],
               "import_events_per_s": data["exchange"]["import_events_per_s"]}
-    return [target(f"{name}_{key}", values[key], *TARGETS[key]) for key in TARGETS]
+    signed = data["exchange"]["signed"]
+    return [*(target(f"{name}_{key}", values[key], *TARGETS[key]) for key in TARGETS),
+            target(f"{name}_signed_export_ratio_to_unsigned",
+                   signed["export_ratio_to_unsigned"], ">=", 0.8),
+            target(f"{name}_verified_import_ratio_to_unsigned",
+                   signed["import_ratio_to_unsigned"], ">=", 0.8)]
 
 
 @contextmanager

@@ -108,3 +108,13 @@ def test_the_cli_signs_and_verifies(demo_run: DemoRun, tmp_path: Path) -> None:
     missing = one_line_error(invoke("export", "--sign", store_url=demo_run.store_url,
                                     **{KEY_ENV: ""}), 1)
     assert KEY_ENV in missing
+
+
+@pytest.mark.parametrize("key", [KEY, b"x" * 64, b"long key " * 20])
+def test_the_line_mac_is_rfc_2104_hmac_sha256(key: bytes) -> None:
+    import hmac
+
+    from hypha_celery.exchange.signing import _Mac
+
+    mac = _Mac(key, "nonce")
+    assert mac.hex(b"7:", b'{"a":1}') == hmac.digest(key, b'nonce:7:{"a":1}', "sha256").hex()
