@@ -33,6 +33,8 @@ The tree, split by phase::
     ├── HyphaRuntimeError (RuntimeError) things that happen while runs execute
     │   ├── LaneBusy                     ``on_busy="reject"`` and the lane has an active run
     │   ├── Overloaded                   a lane's bound (count / bytes) refused an item; ``.info``
+    │   ├── InputTooLarge (ValueError)   a run input past ``Settings.max_input_bytes``; nothing
+    │   │                                was recorded; ``.size``, ``.limit``
     │   ├── AgentError                   an agent call was refused; ``.reason`` (GenAgent's term)
     │   │   ├── AgentNotFound (LookupError)  no live agent by that name
     │   │   ├── AgentAlreadyStarted      ``start`` with a name that is taken
@@ -170,6 +172,17 @@ class LaneBusy(HyphaRuntimeError):
         super().__init__(f"lane {lane!r} is busy with run {active_run_id}")
         self.lane = lane
         self.active_run_id = active_run_id
+
+
+class InputTooLarge(HyphaRuntimeError, ValueError):
+    """A run's input is larger (as compact JSON) than ``Settings.max_input_bytes``
+    (``HYPHA_MAX_INPUT_BYTES``); nothing was recorded."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"run input is {size} bytes of JSON, more than the bound of {limit} "
+                         "(Settings.max_input_bytes, HYPHA_MAX_INPUT_BYTES); nothing was "
+                         "recorded")
+        self.size, self.limit = size, limit
 
 
 class Overloaded(HyphaRuntimeError):

@@ -15,7 +15,7 @@ PUBLIC = {
     "NodeContext", "RetryPolicy", "classify", "RecoveryPolicy",
     "Event",
     "BrokerUnavailable", "FailureReason", "GraphSpecError", "HyphaError", "InvalidNotify",
-    "LaneBusy", "NotRedrivable", "Overloaded",
+    "LaneBusy", "NotRedrivable", "Overloaded", "InputTooLarge",
     "RunCancelled", "RunFailed", "RunNotFound", "RunTimeout", "SpecError", "UnknownGraph",
     "WaitTimeout",
 }

@@ -27,6 +27,7 @@ from hypha_celery.errors import (
     BrokerUnavailable,
     FailureReason,
     GraphSpecError,
+    InputTooLarge,
     InvalidNotify,
     LaneBusy,
     Overloaded,
@@ -174,10 +175,14 @@ class Hypha:
         Runs with the same ``(user_id, session_id)`` go one at a time, FIFO;
         ``on_busy="reject"`` raises :class:`LaneBusy` instead of queueing; a lane whose
         pending runs would pass ``Settings.lane_bound`` (count / input bytes) raises
-        :class:`Overloaded` and records nothing.
+        :class:`Overloaded` and records nothing; an input larger than
+        ``Settings.max_input_bytes`` raises :class:`InputTooLarge` and records nothing.
         """
         g = self._graph(graph)
         _check_start_args(input, notify, on_busy)
+        size = lanes.json_size(input)
+        if size > self.settings.max_input_bytes:
+            raise InputTooLarge(size, self.settings.max_input_bytes)
         if idempotency_key is not None:
             existing = self.store.find_idempotent(idempotency_key)
             if existing is not None:
@@ -189,7 +194,7 @@ class Hypha:
                 "notify": dict(notify) if notify is not None else None,
                 "idempotency_key": idempotency_key}
         try:
-            started = self._create(run_id, data, on_busy)
+            started = self._create(run_id, data, on_busy, size)
         except StoreConflict:
             if idempotency_key is None:
                 raise
@@ -218,7 +223,7 @@ class Hypha:
                 "it was recorded as run.failed (enqueue_failed)"
             ) from None
 
-    def _create(self, run_id: str, data: dict[str, Any], on_busy: OnBusy) -> bool:
+    def _create(self, run_id: str, data: dict[str, Any], on_busy: OnBusy, size: int) -> bool:
         lane = data["lane"]
         with self.store.transaction() as tx:
             tx.create(new_view(run_id))
@@ -227,8 +232,8 @@ class Hypha:
             if active is not None:
                 if on_busy == "reject":
                     raise LaneBusy(lane, active)
-                refused = lanes.push(tx, lane, run_id, lanes.json_size(data["input"]),
-                                     bound=self.settings.lane_bound, queue="runs")
+                refused = lanes.push(tx, lane, run_id, size, bound=self.settings.lane_bound,
+                                     queue="runs")
                 if refused is not None:
                     raise Overloaded(refused)
                 lifecycle.record(tx, run_id, "run.queued", {"behind": active})

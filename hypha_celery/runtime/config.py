@@ -60,6 +60,9 @@ class Settings:
     #: Pending runs per (user_id, session_id) lane: count and JSON bytes of their inputs.
     lane_max_pending: int = 1_000
     lane_max_pending_bytes: int = 8_388_608
+    #: JSON bytes of one run's input, checked at ``start`` before anything is written
+    #: (``HYPHA_MAX_INPUT_BYTES``): an input no lane could queue cannot start either.
+    max_input_bytes: int = 8_388_608
     #: Model calls (``ctx.llm``, hosted agent backends): rate limits per vendor
     #: (``"openai"``) or limit key (``"openai:<key id>"``) -- ``HYPHA_MODEL_LIMITS``,
     #: JSON ``{"openai": {"rpm": 500, "tpm": 200000}}``; seconds a call may wait for
@@ -95,6 +98,7 @@ class Settings:
             "lane_max_pending": int(_seconds(env, "HYPHA_LANE_MAX_PENDING", 1_000)),
             "lane_max_pending_bytes": int(_seconds(env, "HYPHA_LANE_MAX_PENDING_BYTES",
                                                    8_388_608)),
+            "max_input_bytes": int(_seconds(env, "HYPHA_MAX_INPUT_BYTES", 8_388_608)),
             **model_settings(env)}
         if not broker:
             return cls("memory://", "cache+memory://", store, True, inline, budget, **extra)

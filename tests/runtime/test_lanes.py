@@ -117,3 +117,28 @@ def test_a_full_lane_raises_overloaded_and_writes_nothing(sqlite_url: str) -> No
         assert queued[0].status().status == "cancelled"
     finally:
         h.close()
+
+
+def test_an_input_past_its_bound_is_refused_at_start_and_writes_nothing(
+        sqlite_url: str) -> None:
+    """A free session does not make a large input acceptable: the bound is checked
+    before anything is recorded, queued or not."""
+    from hypha_celery import InputTooLarge
+
+    h = Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
+                       store_url=sqlite_url, embedded=True, max_input_bytes=100))
+    try:
+        h.register(_graph([]))
+        with pytest.raises(InputTooLarge) as big:
+            h.start("lane", "x" * 99, user_id="u", session_id="free")
+        assert (big.value.size, big.value.limit) == (101, 100)  # JSON: the quotes count
+        assert "nothing was recorded" in str(big.value)
+        assert h.store.run_ids() == []
+        assert h.start("lane", "x" * 98).wait(WAIT) == "x" * 98  # 100 bytes: at the bound
+    finally:
+        h.close()
+
+
+def test_the_input_bound_comes_from_the_environment() -> None:
+    assert Settings.from_env({"HYPHA_MAX_INPUT_BYTES": "4096"}).max_input_bytes == 4096
+    assert Settings.from_env({}).max_input_bytes == 8 * 1024 * 1024
