@@ -304,7 +304,7 @@ def import_(file: str, verify: bool, app_spec: str | None) -> None:
     the signatures of a signed export when the key is set): a bad line imports nothing.
     Events the store already has are skipped, so importing twice adds nothing; a
     different event under the same id is refused."""
-    key = export_key() if verify or os.environ.get(KEY_ENV) else None
+    key = export_key() if os.environ.get(KEY_ENV) else None  # --verify without it: refused
     parsed = read_file(file, key=key, verify=verify)
     with opened(app_spec) as hypha:
         done = import_parsed(hypha.store, parsed)

@@ -28,7 +28,7 @@ import json
 import os
 import secrets
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 from hypha_celery.errors import MalformedLine, SignatureMismatch, SigningKeyMissing
 
@@ -157,10 +157,9 @@ class Verifier:
                 self._trailer(data, lineno, position - 1)
                 self._nothing_after(numbered)
                 return
-            if len(data) <= _MAC_LEN or data[-_MAC_LEN:-66] != _MAC_HEAD_B or (
-                    data[-2:] != b'"}'):
+            plain = _without_mac(data)
+            if plain is None:
                 self._fail(lineno, "a line without its signature")
-            plain = data[:-_MAC_LEN] + b"}"
             mac = inner.copy()
             mac.update(b"%d:" % position)
             mac.update(plain)
@@ -212,7 +211,7 @@ class Verifier:
             raise MalformedLine(f"{self._source}:{lineno}: not a JSON object")
         return body
 
-    def _fail(self, lineno: int, why: str) -> None:
+    def _fail(self, lineno: int, why: str) -> NoReturn:
         raise SignatureMismatch(f"{self._source}:{lineno}: {why}")
 
 
@@ -220,16 +219,21 @@ def _data(line: str | bytes) -> bytes:
     return (line.encode() if isinstance(line, str) else line).rstrip(b"\r\n")
 
 
-def unsigned(rest: Iterable[str | bytes]) -> Iterator[str]:
+def _without_mac(data: bytes) -> bytes | None:
+    """The line ``data`` without its ``mac`` member; None when it has none."""
+    if len(data) <= _MAC_LEN or data[-_MAC_LEN:-66] != _MAC_HEAD_B or data[-2:] != b'"}':
+        return None
+    return data[:-_MAC_LEN] + b"}"
+
+
+def unsigned(rest: Iterable[str | bytes]) -> Iterator[bytes]:
     """The event lines of a signed export after its header, their ``mac`` members removed,
     its trailer dropped, nothing verified (for reading one without the key)."""
     for line in rest:
-        text = (line.decode() if isinstance(line, bytes) else line).rstrip("\r\n")
-        if text.startswith('{"' + _TRAILER + '"'):
-            continue
-        if len(text) > _MAC_LEN and text[-_MAC_LEN:-66] == _MAC_HEAD and text[-2:] == '"}':
-            text = text[:-_MAC_LEN] + "}"
-        yield text
+        data = _data(line)
+        if not data.startswith(_TRAILER_HEAD):
+            plain = _without_mac(data)
+            yield data if plain is None else plain
 
 
 def _canonical(body: dict[str, Any]) -> str:

@@ -9,7 +9,6 @@ The doc is plain JSON at this level: the agents package gives it its type."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import sqlalchemy as sa
 from hypha_celery.events import EventType
 from hypha_celery.store.engine import dumps
 from hypha_celery.store.facade import EventStore
+from hypha_celery.store.rows import json_text
 from hypha_celery.store.schema import agent_outbox, agent_results, agents, events, leases
 from hypha_celery.store.tx import Tx, check_append
 
@@ -207,7 +207,7 @@ def stopped(store: EventStore, turns: Sequence[tuple[str, str, str]]
         return set()
     with store.reader.connect() as conn:
         if conn.dialect.name == "postgresql":
-            doc = json.dumps([{"n": n, "i": i, "r": r} for n, i, r in turns])
+            doc = json_text([{"n": n, "i": i, "r": r} for n, i, r in turns])
             rows = conn.exec_driver_sql(_PG_STOPPED, (doc,))
             return {(name, incarnation, ref) for name, incarnation, ref in rows}
         found: dict[tuple[str, str], str | None] = {}
@@ -226,7 +226,7 @@ def heartbeats(store: EventStore, rows: Sequence[tuple[str, str]]) -> None:
     now = time.time()
     with store.engine.begin() as conn:
         if conn.dialect.name == "postgresql":
-            conn.exec_driver_sql(_PG_HEARTBEATS, (now, json.dumps([i for _, i in rows])))
+            conn.exec_driver_sql(_PG_HEARTBEATS, (now, json_text([i for _, i in rows])))
             return
         for chunk in _chunks(rows):
             conn.execute(agents.update().where(

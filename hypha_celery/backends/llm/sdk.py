@@ -55,8 +55,7 @@ class ClientCache:
                     self._clients.popitem(last=False)
             self._clients.move_to_end(index)
             slot = self._slot()
-            if slot >= len(shards):  # the next shard is built on first use
-                slot = len(shards)
+            while len(shards) <= slot:  # built on first use of its group
                 shards.append(self._factory(key, base_url, float(timeout)))
             return shards[slot]
 

@@ -17,6 +17,7 @@ maps them). Comment lines and ``retry:`` / ``id:`` fields are ignored.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, suppress
@@ -41,7 +42,7 @@ def parse(lines: Iterator[str]) -> Iterator[Any]:
     """The decoded ``data`` of each event of ``lines`` (one event's ``data:`` lines are
     joined with newlines, as the SSE format says), until ``[DONE]`` or the end."""
     data: list[str] = []
-    for line in lines:
+    for line in itertools.chain(lines, [""]):  # a blank line ends the last event too
         if line.startswith("data:"):
             data.append(line[6:] if line.startswith("data: ") else line[5:])
         elif not line and data:
@@ -49,10 +50,6 @@ def parse(lines: Iterator[str]) -> Iterator[Any]:
             data = []
             if text.startswith("[DONE]"):
                 return
-            yield json.loads(text, object_hook=Wire)
-    if data:  # the last event without its blank line
-        text = "\n".join(data)
-        if not text.startswith("[DONE]"):
             yield json.loads(text, object_hook=Wire)
 
 
