@@ -96,8 +96,12 @@ def key_id(key: bytes) -> str:
 
 
 def is_signed(first_line: str | bytes) -> bool:
-    """Whether ``first_line`` is a signed export's header."""
-    text = first_line.decode() if isinstance(first_line, bytes) else first_line
+    """Whether ``first_line`` is a signed export's header (a line that is not UTF-8 is
+    not: the parser then refuses it)."""
+    try:
+        text = first_line.decode() if isinstance(first_line, bytes) else first_line
+    except UnicodeDecodeError:
+        return False
     if f'"{_HEADER}":1' not in text:
         return False
     try:
