@@ -61,6 +61,7 @@ from hypha_celery.runtime.lanes import kickoff_id, lane_key
 from hypha_celery.runtime.leases import LeaseMiddleware
 from hypha_celery.runtime.live import LiveEnds
 from hypha_celery.runtime.notifier import LocalNotifier, Notifier, RedisNotifier
+from hypha_celery.runtime.tls import redis_client_url
 from hypha_celery.store import EventStore
 
 OnBusy = Literal["queue", "reject"]
@@ -363,11 +364,12 @@ def _check_visibility(graph: Graph, settings: Settings) -> None:
 
 
 def _redis_url(settings: Settings) -> str | None:
+    """hypha's own Redis clients' URL (``rediss://``: with the TLS files in its query)."""
     if settings.embedded:
         return None
     for url in (settings.result_backend, settings.broker_url):
         if url.startswith(("redis://", "rediss://")):
-            return url
+            return redis_client_url(url, settings.tls)
     return None
 
 

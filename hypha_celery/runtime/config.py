@@ -14,6 +14,7 @@ from hypha_celery.backends.llm.pricing import Price
 from hypha_celery.backends.llm.ratelimit import Limit, parse_limits
 from hypha_celery.errors import SetupError
 from hypha_celery.lanes import Bound
+from hypha_celery.runtime.tls import TlsFiles, celery_tls, check_encrypted, tls_settings
 
 COORDINATOR_QUEUE = "hypha.coordinator"
 NODES_QUEUE = "hypha.nodes"
@@ -74,6 +75,9 @@ class Settings:
     model_max_wait: float = 60.0
     model_prices: dict[str, Price] = field(default_factory=dict)
     model_base_urls: dict[str, str] = field(default_factory=dict)
+    #: TLS files for every ``rediss://`` / ``amqps://`` URL (``HYPHA_TLS_CA_FILE``,
+    #: ``HYPHA_TLS_CERT_FILE``, ``HYPHA_TLS_KEY_FILE``; see :mod:`hypha_celery.runtime.tls`).
+    tls: TlsFiles = TlsFiles()
     celery_overrides: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -99,10 +103,11 @@ class Settings:
             "lane_max_pending_bytes": int(_seconds(env, "HYPHA_LANE_MAX_PENDING_BYTES",
                                                    8_388_608)),
             "max_input_bytes": int(_seconds(env, "HYPHA_MAX_INPUT_BYTES", 8_388_608)),
-            **model_settings(env)}
+            **model_settings(env), "tls": tls_settings(env, store)}
         if not broker:
             return cls("memory://", "cache+memory://", store, True, inline, budget, **extra)
         backend = env.get("HYPHA_RESULT_BACKEND", "").strip() or _default_backend(broker)
+        check_encrypted(extra["tls"], broker, backend)
         return cls(broker, backend, store, False, inline, budget, **extra)
 
 
@@ -225,5 +230,6 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # Celery detects them, prefetch is static); direct exchanges, so countdowns are
         # ETA messages held by the worker (native delayed delivery rejects < 1 s)
         conf["task_queues"] = rabbit.hypha_queues(settings.broker_delivery_limit)
+    conf.update(celery_tls(settings.broker_url, settings.result_backend, settings.tls))
     conf.update(settings.celery_overrides)
     return conf
