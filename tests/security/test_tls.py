@@ -21,6 +21,7 @@ import pytest
 import redis
 import sqlalchemy as sa
 from celery import Celery
+from cryptography.hazmat.primitives import serialization
 from kombu import Connection
 
 from hypha_celery import Hypha, Settings
@@ -104,10 +105,19 @@ def test_a_missing_key_file_is_named_but_its_path_is_not_shown(certs: Certs,
     assert ENV_KEY in message and "secret-place" not in message
 
 
-def test_a_key_of_another_certificate_is_a_setup_error(certs: Certs) -> None:
+def test_a_key_of_another_certificate_or_an_encrypted_key_is_a_setup_error(
+        certs: Certs, tmp_path: Path) -> None:
     message = _setup_error({ENV_CERT: str(certs.client_cert), ENV_KEY: str(certs.server_key)})
     assert message.startswith(f"{ENV_CERT} / {ENV_KEY}")
     assert str(certs.server_key) not in message
+    key = serialization.load_pem_private_key(certs.client_key.read_bytes(), None)
+    locked = tmp_path / "locked.key"
+    locked.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                         serialization.PrivateFormat.PKCS8,
+                                         serialization.BestAvailableEncryption(b"pw")))
+    # refused, never a password prompt on the terminal
+    assert "unencrypted" in _setup_error({ENV_CERT: str(certs.client_cert),
+                                          ENV_KEY: str(locked)})
 
 
 def test_tls_files_with_a_plain_broker_or_backend_url_are_a_setup_error(certs: Certs) -> None:
