@@ -3,6 +3,7 @@
 from hypha_celery.beat import RecoveryPolicy
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.client.run import RunHandle, RunStatus
+from hypha_celery.client.scoped import ScopedHypha
 from hypha_celery.errors import (
     BrokerUnavailable,
     FailureReason,
@@ -11,6 +12,7 @@ from hypha_celery.errors import (
     InputTooLarge,
     InvalidNotify,
     LaneBusy,
+    NotPermitted,
     NotRedrivable,
     Overloaded,
     RunCancelled,
@@ -18,6 +20,7 @@ from hypha_celery.errors import (
     RunNotFound,
     RunTimeout,
     SpecError,
+    TooLarge,
     UnknownGraph,
     WaitTimeout,
 )
@@ -37,6 +40,7 @@ from hypha_celery.graph import (
     Review,
     classify,
 )
+from hypha_celery.principals import Principal
 from hypha_celery.runtime.config import Settings
 
 __version__ = "0.1.0"
@@ -47,6 +51,9 @@ __all__ = [
     "RunHandle",
     "RunStatus",
     "Settings",
+    # principals: scoped clients
+    "Principal",
+    "ScopedHypha",
     # graph model
     "Context",
     "ErrorInfo",
@@ -73,7 +80,7 @@ __all__ = [
     "InvalidNotify",
     "LaneBusy",
     "NotRedrivable",
-    "InputTooLarge", "Overloaded",
+    "InputTooLarge", "Overloaded", "TooLarge", "NotPermitted",
     "RunCancelled",
     "RunFailed",
     "RunNotFound",

@@ -22,6 +22,7 @@ The tree, split by phase::
     │   │                                states, unknown targets, duplicate (from, to, guard),
     │   │                                retry on a terminal state); ``.problems``
     │   ├── ToolSpecError                a ``ToolSpec`` / tool policy that does not validate
+    │   ├── InvalidPrincipal (ValueError)  a principal whose role or id does not validate
     │   ├── InvalidModelRef (ValueError) a model reference that is not ``provider:model`` with
     │   │                                a known provider (``openai``, ``openai-chat``,
     │   │                                ``anthropic``) and a non-empty model
@@ -33,8 +34,11 @@ The tree, split by phase::
     ├── HyphaRuntimeError (RuntimeError) things that happen while runs execute
     │   ├── LaneBusy                     ``on_busy="reject"`` and the lane has an active run
     │   ├── Overloaded                   a lane's bound (count / bytes) refused an item; ``.info``
-    │   ├── InputTooLarge (ValueError)   a run input past ``Settings.max_input_bytes``; nothing
-    │   │                                was recorded; ``.size``, ``.limit``
+    │   ├── TooLarge (ValueError)        a value past its bound at an entry point (a state, a
+    │   │   │                            prompt, a message, ...); nothing was recorded;
+    │   │   │                            ``.what``, ``.size``, ``.limit``, ``.setting``
+    │   │   └── InputTooLarge            ... a run input past ``Settings.max_input_bytes``
+    │   ├── NotPermitted (PermissionError)  a scoped client asked for an operator's action
     │   ├── AgentError                   an agent call was refused; ``.reason`` (GenAgent's term)
     │   │   ├── AgentNotFound (LookupError)  no live agent by that name
     │   │   ├── AgentAlreadyStarted      ``start`` with a name that is taken
@@ -174,15 +178,29 @@ class LaneBusy(HyphaRuntimeError):
         self.active_run_id = active_run_id
 
 
-class InputTooLarge(HyphaRuntimeError, ValueError):
+class TooLarge(HyphaRuntimeError, ValueError):
+    """A value is larger (as compact JSON, or as text) than its bound at an entry point:
+    ``what`` names it, ``setting`` the :class:`~hypha_celery.runtime.config.Settings`
+    field (and ``HYPHA_*`` variable) that sets the bound. Nothing was recorded."""
+
+    def __init__(self, what: str, size: int, limit: int, setting: str) -> None:
+        env = "HYPHA_" + setting.upper()
+        super().__init__(f"{what} is {size} bytes, more than the bound of {limit} "
+                         f"(Settings.{setting}, {env}); nothing was recorded")
+        self.what, self.size, self.limit, self.setting = what, size, limit, setting
+
+
+class InputTooLarge(TooLarge):
     """A run's input is larger (as compact JSON) than ``Settings.max_input_bytes``
     (``HYPHA_MAX_INPUT_BYTES``); nothing was recorded."""
 
     def __init__(self, size: int, limit: int) -> None:
-        super().__init__(f"run input is {size} bytes of JSON, more than the bound of {limit} "
-                         "(Settings.max_input_bytes, HYPHA_MAX_INPUT_BYTES); nothing was "
-                         "recorded")
-        self.size, self.limit = size, limit
+        super().__init__("run input", size, limit, "max_input_bytes")
+
+
+class NotPermitted(HyphaRuntimeError, PermissionError):
+    """A client bound to a user principal (``Hypha.as_user``) asked for what only an
+    operator may do (a sweep, an import, a purge, a dead letter of no run)."""
 
 
 class Overloaded(HyphaRuntimeError):
@@ -436,6 +454,10 @@ class WorkflowSpecError(SpecError, _Problems):
 
 class ToolSpecError(SpecError):
     """A ``ToolSpec`` or tool policy that does not validate (bad schema, level, rule)."""
+
+
+class InvalidPrincipal(SpecError, ValueError):
+    """A principal whose role is not ``user`` / ``admin`` or whose id does not validate."""
 
 
 class InvalidModelRef(SpecError, ValueError):

@@ -9,13 +9,13 @@ import hypha_celery
 from hypha_celery import errors
 
 PUBLIC = {
-    "Hypha", "RunHandle", "RunStatus", "Settings",
+    "Hypha", "RunHandle", "RunStatus", "Settings", "Principal", "ScopedHypha",
     "Context", "ErrorInfo", "Fail", "FanOut", "Finish", "Graph", "Next", "Node", "Outcome",
     "Review",
     "NodeContext", "RetryPolicy", "classify", "RecoveryPolicy",
     "Event",
     "BrokerUnavailable", "FailureReason", "GraphSpecError", "HyphaError", "InvalidNotify",
-    "LaneBusy", "NotRedrivable", "Overloaded", "InputTooLarge",
+    "LaneBusy", "NotRedrivable", "Overloaded", "InputTooLarge", "TooLarge", "NotPermitted",
     "RunCancelled", "RunFailed", "RunNotFound", "RunTimeout", "SpecError", "UnknownGraph",
     "WaitTimeout",
 }

@@ -206,7 +206,7 @@ class Agents:
         with rows.locked(self._rt.store, name) as atx:
             if _pending(atx, ref):
                 return Poll("pending")
-            found = table.result(atx.tx, ref)
+            found = table.result(atx.tx, ref, atx.doc.incarnation)
         if found is None or found.get("internal"):
             return Poll("error", reason="not_found")
         outcome = outcome_from(found)
@@ -288,7 +288,7 @@ class Agents:
                 return "current"
             request = machine.take_chained_tell(atx.doc, ref) or _take_queued(atx, ref)
             if request is None:
-                found = table.result(atx.tx, ref)
+                found = table.result(atx.tx, ref, atx.doc.incarnation)
                 if found is None or found.get("internal"):
                     return "not_found"
                 return "cancelled" if found.get("error") == "cancelled" else "already_finished"
@@ -341,9 +341,10 @@ class Agents:
                 "self_chain_pending": doc.self_chain is not None,
                 "current_request": current}
 
-    def list(self) -> list[str]:
-        """Names of the live agents (point in time, unordered)."""
-        return table.names(self._rt.store)
+    def list(self, prefix: str = "") -> list[str]:
+        """Names of the live agents (point in time, unordered), those starting with
+        ``prefix`` only when given."""
+        return table.names(self._rt.store, prefix)
 
     def whereis(self, name: str) -> AgentInfo | None:
         doc = rows.read(self._rt.store, name)

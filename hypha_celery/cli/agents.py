@@ -14,7 +14,7 @@ import click
 
 from hypha_celery.cli.common import app_option, echo_json, echo_line, opened
 from hypha_celery.cli.follow import LiveLines
-from hypha_celery.client.hypha import Hypha
+from hypha_celery.client.scoped import ScopedHypha
 from hypha_celery.errors import AgentNotFound
 
 _TIMEOUT = click.FloatRange(min=0, min_open=True)
@@ -27,7 +27,7 @@ def agents() -> None:
     serves the agent's turns (embedded) and waits for them."""
 
 
-def _known(hypha: Hypha, name: str) -> None:
+def _known(hypha: ScopedHypha, name: str) -> None:
     """Casts (``halt``, ``resume``) are silent no-ops for an unknown name; a typo on the
     command line is an error."""
     if hypha.agents.whereis(name) is None:
@@ -35,7 +35,7 @@ def _known(hypha: Hypha, name: str) -> None:
 
 
 @contextmanager
-def _serving(hypha: Hypha, name: str, *, note: bool = True) -> Iterator[None]:
+def _serving(hypha: ScopedHypha, name: str, *, note: bool = True) -> Iterator[None]:
     """Embedded, a call that finds the agent not busy hands it to this process's worker:
     stay until the agent is no longer busy, or its turns would be left to the recovery
     sweep. A turn another process already serves is not waited for."""

@@ -12,11 +12,13 @@ from typing import Any, TypeVar
 import click
 
 from hypha_celery.cli.loading import app_from, load_app
-from hypha_celery.client.hypha import Hypha
 from hypha_celery.client.run import RunHandle
-from hypha_celery.errors import WaitTimeout
+from hypha_celery.client.scoped import ScopedHypha
+from hypha_celery.errors import NotPermitted, WaitTimeout
+from hypha_celery.principals import Principal
 
-__all__ = ["APP_HELP", "app_option", "echo_json", "echo_line", "load_app", "opened", "settle"]
+__all__ = ["APP_HELP", "AS_USER", "app_option", "echo_json", "echo_line", "load_app", "opened",
+           "operator_only", "principal", "settle"]
 
 APP_HELP = "the Hypha object, e.g. examples.support:hypha (env HYPHA_APP)"
 
@@ -29,11 +31,31 @@ def app_option(required: bool = False) -> Callable[[_F], _F]:
                         "; default Hypha.from_env()"))
 
 
+#: Where ``hypha --as-user USER`` keeps the user in the root context's ``meta``.
+AS_USER = "hypha.as_user"
+
+
+def principal() -> Principal:
+    """Who this command acts for: the user of ``--as-user`` (``HYPHA_AS_USER``), else the
+    operator at the terminal, trusted (an admin principal named ``cli``)."""
+    ctx = click.get_current_context(silent=True)
+    user = ctx.find_root().meta.get(AS_USER) if ctx is not None else None
+    return Principal.user(user) if user else Principal.admin("cli")
+
+
+def operator_only(what: str) -> None:
+    """:class:`NotPermitted` unless the command acts for the operator (no ``--as-user``)."""
+    if not principal().is_admin:
+        raise NotPermitted(f"{what} acts on the whole deployment: the operator's, not a "
+                           "user's (drop --as-user)")
+
+
 @contextmanager
-def opened(app_spec: str | None) -> Iterator[Hypha]:
+def opened(app_spec: str | None) -> Iterator[ScopedHypha]:
+    """The app, as the command's :func:`principal` sees it."""
     hypha = app_from(app_spec)
     try:
-        yield hypha
+        yield hypha.as_principal(principal())
     finally:
         hypha.close()
 

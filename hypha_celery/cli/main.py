@@ -16,7 +16,7 @@ import redis.exceptions
 from hypha_celery import __version__
 from hypha_celery.atomic import write_atomically
 from hypha_celery.cli import agents, evaluate, pack, recovery, rerun, review, views
-from hypha_celery.cli.common import app_option, echo_json, opened
+from hypha_celery.cli.common import AS_USER, app_option, echo_json, opened, operator_only
 from hypha_celery.cli.follow import LiveLines
 from hypha_celery.cli.follow import follow as follow_events
 from hypha_celery.cli.loading import embedded_settings, load_app
@@ -104,8 +104,16 @@ def parse_input(value: str | None) -> Any:
         raise click.BadParameter(f"not valid JSON ({exc})", param_hint="'--input'") from None
 
 
+def _as_user(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    ctx.meta[AS_USER] = value or None
+
+
 @click.group(cls=HyphaGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="hypha")
+@click.option("--as-user", envvar="HYPHA_AS_USER", metavar="USER", expose_value=False,
+              callback=_as_user, is_eager=True,
+              help="act for this user: see, start and act on only that user's runs, "
+              "sessions, agents, reviews and dead letters (default: the operator, trusted)")
 def cli() -> None:
     """Durable graph agents on Celery.
 
@@ -304,6 +312,7 @@ def import_(file: str, verify: bool, app_spec: str | None) -> None:
     the signatures of a signed export when the key is set): a bad line imports nothing.
     Events the store already has are skipped, so importing twice adds nothing; a
     different event under the same id is refused."""
+    operator_only("import")  # it writes runs of any user
     key = export_key() if os.environ.get(KEY_ENV) else None  # --verify without it: refused
     parsed = read_file(file, key=key, verify=verify)
     with opened(app_spec) as hypha:
@@ -333,6 +342,7 @@ def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | Non
            concurrency: int | None, loglevel: str, celery_args: tuple[str, ...]) -> None:
     """Run a Celery worker for the app (task events on). Other options are passed
     to `celery worker`, e.g. --hostname."""
+    operator_only("a worker")
     hypha = load_app(app_spec)
     argv = worker_argv(hypha, queues=parse_queues(queues), pool=pool, concurrency=concurrency,
                        loglevel=loglevel.upper(), extra=celery_args, profile_name=profile_name)

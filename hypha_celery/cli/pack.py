@@ -18,10 +18,11 @@ from typing import Any, NoReturn
 
 import click
 
-from hypha_celery.cli.common import echo_json, echo_line, settle
+from hypha_celery.cli.common import echo_json, echo_line, principal, settle
 from hypha_celery.cli.loading import embedded_settings, load_app
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.client.run import RunHandle
+from hypha_celery.client.scoped import ScopedHypha
 from hypha_celery.errors import PackError
 from hypha_celery.events import TERMINAL_STATUSES
 from hypha_celery.graph import Graph
@@ -63,7 +64,7 @@ def _loaded(file: str) -> tuple[DomainPack, dict[str, Graph]]:
 
 
 @contextmanager
-def opened_pack(file: str, app_spec: str | None) -> Iterator[tuple[Hypha, DomainPack]]:
+def opened_pack(file: str, app_spec: str | None) -> Iterator[tuple[ScopedHypha, DomainPack]]:
     """The app (``--app``, else the embedded default) with every workflow of the pack in
     ``file`` registered (a graph the app already has is kept)."""
     pack, graphs = _loaded(file)
@@ -75,7 +76,7 @@ def opened_pack(file: str, app_spec: str | None) -> Iterator[tuple[Hypha, Domain
         for graph_id, graph in graphs.items():
             if graph_id not in hypha.graphs:
                 hypha.register(graph)
-        yield hypha, pack
+        yield hypha.as_principal(principal()), pack
     finally:
         hypha.close()
 
@@ -104,7 +105,7 @@ def run_pack(file: str, workflow: str | None, app_spec: str | None, payload: Any
             show_outcome(hypha, pack, handle, status, _review_options(file, app_spec))
 
 
-def show_outcome(hypha: Hypha, pack: DomainPack | None, handle: RunHandle, status: str,
+def show_outcome(hypha: ScopedHypha, pack: DomainPack | None, handle: RunHandle, status: str,
                  review_options: str) -> None:
     """Print the result (checked against the workflow's output contract when the run is
     one of ``pack``'s), or the pending review and how to decide it; a failed run raises
@@ -128,7 +129,7 @@ def show_outcome(hypha: Hypha, pack: DomainPack | None, handle: RunHandle, statu
                           f"{contract!r}", issues))
 
 
-def waiting_lines(hypha: Hypha, run_id: str, review_options: str) -> list[str]:
+def waiting_lines(hypha: ScopedHypha, run_id: str, review_options: str) -> list[str]:
     pending = pending_for(hypha.store, run_id)
     if pending is None:
         return [f"run {run_id} waiting_human"]

@@ -8,7 +8,15 @@ from typing import Any
 
 import click
 
-from hypha_celery.cli.common import app_option, echo_json, echo_line, load_app, opened, settle
+from hypha_celery.cli.common import (
+    app_option,
+    echo_json,
+    echo_line,
+    load_app,
+    opened,
+    operator_only,
+    settle,
+)
 
 
 def _when(ts: float | None) -> str:
@@ -157,6 +165,7 @@ def sweep(app_spec: str, as_json: bool) -> None:
 def beat(app_spec: str, loglevel: str, celery_args: tuple[str, ...]) -> None:
     """Run celery beat for the app: the recovery supervisor every HYPHA_SWEEP_INTERVAL
     seconds. Run exactly one per deployment."""
+    operator_only("beat")
     hypha = load_app(app_spec)
     hypha.celery.start(["beat", f"--loglevel={loglevel.upper()}", *celery_args])
 

@@ -18,7 +18,7 @@ import click
 from hypha_celery.cli.common import app_option, echo_line, opened
 from hypha_celery.cli.pack import opened_pack, show_outcome
 from hypha_celery.cli.recovery import wait_if_embedded
-from hypha_celery.client.hypha import Hypha
+from hypha_celery.client.scoped import ScopedHypha
 from hypha_celery.packs import DomainPack
 
 __all__ = ["COMMANDS", "review"]
@@ -35,7 +35,7 @@ def _default_reviewer() -> str:
 
 @contextmanager
 def _app(pack_file: str | None, app_spec: str | None
-         ) -> Iterator[tuple[Hypha, DomainPack | None]]:
+         ) -> Iterator[tuple[ScopedHypha, DomainPack | None]]:
     if pack_file is None:
         with opened(app_spec) as hypha:
             yield hypha, None
@@ -44,7 +44,7 @@ def _app(pack_file: str | None, app_spec: str | None
             yield hypha, pack
 
 
-def _resumable_here(hypha: Hypha, run_id: str) -> None:
+def _resumable_here(hypha: ScopedHypha, run_id: str) -> None:
     """Embedded, this process runs the decided run: it must know the run's graph."""
     status = hypha.get_run(run_id).status()
     if (hypha.settings.embedded and status.status == "waiting_human"

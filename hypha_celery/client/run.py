@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from hypha_celery.errors import (
     FailureReason,
@@ -18,6 +18,7 @@ from hypha_celery.errors import (
 from hypha_celery.events import TERMINAL_STATUSES, Event, Status, View
 from hypha_celery.events.view import Parked, Quarantine, TerminalError
 from hypha_celery.live import (
+    LiveBus,
     LiveItem,
     LiveStream,
     Subscription,
@@ -25,11 +26,21 @@ from hypha_celery.live import (
     run_topic,
 )
 from hypha_celery.projections import AuditView, RunView, audit_view, run_view
-from hypha_celery.runtime.notifier import POLL_INTERVAL
+from hypha_celery.runtime.notifier import POLL_INTERVAL, Notifier
 from hypha_celery.store import EventStore
 
-if TYPE_CHECKING:
-    from hypha_celery.client.hypha import Hypha
+
+class RunHost(Protocol):
+    """What a :class:`RunHandle` reads through: a ``Hypha``, or a client bound to a
+    principal (whose store finds only that principal's runs)."""
+
+    @property
+    def store(self) -> EventStore: ...
+    @property
+    def live(self) -> LiveBus: ...
+    @property
+    def notifier(self) -> Notifier: ...
+    def cancel(self, run_id: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -60,7 +71,7 @@ class RunStatus:
 class RunHandle:
     """Returned by :meth:`Hypha.start`; also :meth:`Hypha.get_run` for any id."""
 
-    def __init__(self, hypha: Hypha, run_id: str) -> None:
+    def __init__(self, hypha: RunHost, run_id: str) -> None:
         self._hypha = hypha
         self.id = run_id
 

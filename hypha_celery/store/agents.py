@@ -238,10 +238,14 @@ def _chunks(rows: Sequence[tuple[str, str]]) -> list[Sequence[tuple[str, str]]]:
     return [rows[i:i + BATCH] for i in range(0, len(rows), BATCH)]
 
 
-def names(store: EventStore) -> list[str]:
+def names(store: EventStore, prefix: str = "") -> list[str]:
+    """Names of the live agents (those starting with ``prefix``)."""
     store.ensure_schema()
+    q = sa.select(agents.c.name)
+    if prefix:
+        q = q.where(sa.func.substr(agents.c.name, 1, len(prefix)) == prefix)
     with store.reader.connect() as conn:
-        return list(conn.execute(sa.select(agents.c.name)).scalars())
+        return list(conn.execute(q).scalars())
 
 
 def stale(store: EventStore, before: float, limit: int) -> list[tuple[str, Any, float]]:
@@ -261,14 +265,17 @@ def _row(name: str, incarnation: str) -> Any:
 
 
 # -- results cache ---------------------------------------------------------------------
-def result(tx: Tx, ref: str) -> Any:
-    """The stored outcome JSON of ``ref`` (with its ``internal`` flag), or None."""
-    return _result(tx.conn, ref)
+def result(tx: Tx, ref: str, incarnation: str) -> Any:
+    """The stored outcome JSON of ``ref`` (with its ``internal`` flag) when it is one of
+    the agent ``incarnation``'s, else None."""
+    return _result(tx.conn, ref, incarnation)
 
 
-def _result(conn: Any, ref: str) -> Any:
-    row = conn.execute(sa.select(agent_results.c.outcome)
-                       .where(agent_results.c.ref == ref)).first()
+def _result(conn: Any, ref: str, incarnation: str | None = None) -> Any:
+    q = sa.select(agent_results.c.outcome).where(agent_results.c.ref == ref)
+    if incarnation is not None:
+        q = q.where(agent_results.c.incarnation == incarnation)
+    row = conn.execute(q).first()
     return None if row is None else row.outcome
 
 

@@ -8,6 +8,7 @@ covers).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import threading
@@ -15,7 +16,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -50,6 +51,10 @@ class Engines:
     """The engines of ``url``, built once per process (after a fork: again); the schema
     brought to the newest migration before the first use."""
 
+    #: The user id every read and lock of a run is narrowed to (:meth:`scoped`); None:
+    #: unscoped, the trusted view of the whole store.
+    owner: str | None = None
+
     def __init__(self, url: str) -> None:
         self.url = url
         self._engine: Engine | None = None
@@ -60,6 +65,15 @@ class Engines:
         self._lock = threading.Lock()
         self._migrate_lock = threading.Lock()
         self._migrated = False
+
+    def scoped(self, owner: str) -> Self:
+        """This store narrowed to the runs of user ``owner``: reads, locks, exports and
+        dead letters of other users' runs (and of runs of no user) find nothing, as for
+        an id that does not exist. Shares this store's engines (never ``dispose`` it)."""
+        _ = self.engine  # built once, here, so both share the pools
+        view = copy.copy(self)
+        view.owner = owner
+        return view
 
     @property
     def engine(self) -> Engine:

@@ -12,7 +12,7 @@ from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from hypha_celery.errors import RunNotFound, StoreConflict
@@ -20,7 +20,7 @@ from hypha_celery.events.envelope import Event, EventType, enrich
 from hypha_celery.events.fold import PASSIVE_KINDS, fold
 from hypha_celery.events.view import View
 from hypha_celery.store.engine import as_raised, dumps
-from hypha_celery.store.projection import Runs
+from hypha_celery.store.projection import Runs, owned
 from hypha_celery.store.rows import (
     HISTORY,
     IN_CHUNK,
@@ -98,6 +98,8 @@ class EventLog(Transactions, Runs):
         owner = sa.select(runs.c.user_id, runs.c.session_id, runs.c.graph_id).where(
             runs.c.run_id == run_id)
         with gc_paused(), self.reader.connect() as conn:
+            if self.owner is not None and not _owns(conn, run_id, self.owner):
+                return []
             rows, datas = run_rows(conn, (run_id, after_seq, upto))
             run = conn.execute(owner).first() if rows else None
         pairs = zip(rows, datas, strict=True)
@@ -125,6 +127,10 @@ class EventLog(Transactions, Runs):
         plans that as a scan of the run's every event and a sort spilling to disk per
         batch; a range is an index scan of the batch alone (sorted here, in case)."""
         self.ensure_schema()
+        if self.owner is not None:
+            with self.reader.connect() as conn:
+                if not _owns(conn, run_id, self.owner):
+                    return
         while True:
             with gc_paused(), self.reader.connect() as conn:
                 rows, datas = run_rows(conn, (run_id, after_seq, after_seq + batch), HISTORY)
@@ -140,6 +146,8 @@ class EventLog(Transactions, Runs):
              .where(events.c.run_id == run_id, events.c.kind == kind)
              .order_by(events.c.seq.desc()).limit(1))
         with self.reader.connect() as conn:
+            if self.owner is not None and not _owns(conn, run_id, self.owner):
+                return None
             r = conn.execute(q).first()
         return enrich([(r.run_id, r.seq, r.kind, r.ts, dict(r.data), r.idem)])[0] if r else None
 
@@ -160,7 +168,8 @@ class EventLog(Transactions, Runs):
         ``since`` (epoch seconds)."""
         self.ensure_schema()
         c = runs.c
-        q = sa.select(c.run_id, c.user_id, c.session_id, c.graph_id, c.seq, c.updated_at)
+        q = owned(sa.select(c.run_id, c.user_id, c.session_id, c.graph_id, c.seq,
+                            c.updated_at), self.owner)
         with self.reader.connect() as conn:
             if run_ids is None:
                 found = [dict(r._mapping) for r in conn.execute(q.order_by(c.id))]
@@ -216,6 +225,12 @@ def _batches(selected: list[dict[str, Any]], limit: int) -> Iterator[list[dict[s
         count += run["seq"]
     if batch:
         yield batch
+
+
+def _owns(conn: Connection, run_id: str, owner: str) -> bool:
+    """Whether ``run_id`` is a run of user ``owner``."""
+    q = sa.select(runs.c.id).where(runs.c.run_id == run_id, runs.c.user_id == owner)
+    return conn.execute(q).first() is not None
 
 
 def _pg_append(engine: Engine, row: tuple[str, str, float, str, str | None]) -> int | None:

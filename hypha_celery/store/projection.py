@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.sql import Select
 
 from hypha_celery.errors import RunNotFound
 from hypha_celery.events.view import View, view_of_row
@@ -40,13 +41,20 @@ def columns_of(view: View) -> dict[str, Any]:
     return cols
 
 
+def owned(q: Select[Any], owner: str | None) -> Select[Any]:
+    """``q`` narrowed to the runs of ``owner`` (unchanged for None: unscoped)."""
+    return q if owner is None else q.where(runs.c.user_id == owner)
+
+
 class Runs(Engines):
-    """Reads of the projection (without a lock; autocommit on PostgreSQL)."""
+    """Reads of the projection (without a lock; autocommit on PostgreSQL), each narrowed
+    to :attr:`owner`'s runs on a scoped store."""
 
     def load(self, run_id: str) -> View | None:
         self.ensure_schema()
+        q = owned(sa.select(*VIEW_ROW).where(runs.c.run_id == run_id), self.owner)
         with self.reader.connect() as conn:
-            row = conn.execute(sa.select(*VIEW_ROW).where(runs.c.run_id == run_id)).first()
+            row = conn.execute(q).first()
         return None if row is None else view_of(row)
 
     def get(self, run_id: str) -> View:
@@ -60,20 +68,22 @@ class Runs(Engines):
         if not run_ids:
             return {}
         self.ensure_schema()
-        q = sa.select(*VIEW_ROW, runs.c.run_id).where(runs.c.run_id.in_(run_ids))
+        q = owned(sa.select(*VIEW_ROW, runs.c.run_id).where(runs.c.run_id.in_(run_ids)),
+                  self.owner)
         with self.reader.connect() as conn:
             return {r.run_id: view_of(r) for r in conn.execute(q)}
 
     def find_idempotent(self, key: str) -> str | None:
         self.ensure_schema()
         with self.reader.connect() as conn:
-            return conn.execute(
-                sa.select(runs.c.run_id).where(runs.c.idempotency_key == key)
+            return conn.execute(owned(
+                sa.select(runs.c.run_id).where(runs.c.idempotency_key == key), self.owner)
             ).scalar()
 
     def run_ids(self, *, status: str | None = None, limit: int = 100) -> list[str]:
+        """Ids of the newest runs (in ``status``), newest first."""
         self.ensure_schema()
-        q = sa.select(runs.c.run_id).order_by(runs.c.id.desc()).limit(limit)
+        q = owned(sa.select(runs.c.run_id), self.owner).order_by(runs.c.id.desc()).limit(limit)
         if status:
             q = q.where(runs.c.status == status)
         with self.reader.connect() as conn:
@@ -83,7 +93,7 @@ class Runs(Engines):
         """Ids of the runs of ``(user_id, session_id)``, in the order they were created.
         (No index serves this: it reads the whole runs table. It is an operator's query.)"""
         self.ensure_schema()
-        q = (sa.select(runs.c.run_id)
+        q = (owned(sa.select(runs.c.run_id), self.owner)
              .where(runs.c.user_id == user_id, runs.c.session_id == session_id)
              .order_by(runs.c.id))
         with self.reader.connect() as conn:
@@ -92,7 +102,7 @@ class Runs(Engines):
     def by_status(self, status: str, limit: int = 100) -> list[View]:
         """Projections of runs in ``status``, oldest first (the status index serves it)."""
         self.ensure_schema()
-        q = (sa.select(*VIEW_ROW)
+        q = (owned(sa.select(*VIEW_ROW), self.owner)
              .where(runs.c.status == status).order_by(runs.c.id).limit(limit))
         with self.reader.connect() as conn:
             return [view_of(r) for r in conn.execute(q)]

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.sql import Select
 
 from hypha_celery.store.engine import Engines, insert_for, inserted_id
 from hypha_celery.store.schema import circuits, dead_letters, leases, runs
@@ -42,15 +43,24 @@ class Recovery(Engines):
             q = q.where(dead_letters.c.status == status)
         if run_id is not None:
             q = q.where(dead_letters.c.run_id == run_id)
+        q = self._owned_letters(q)
         with self.reader.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
     def dead_letter(self, dead_letter_id: int) -> dict[str, Any] | None:
         self.ensure_schema()
-        q = sa.select(dead_letters).where(dead_letters.c.id == dead_letter_id)
+        q = self._owned_letters(
+            sa.select(dead_letters).where(dead_letters.c.id == dead_letter_id))
         with self.reader.connect() as conn:
             row = conn.execute(q).first()
         return dict(row._mapping) if row else None
+
+    def _owned_letters(self, q: Select[Any]) -> Select[Any]:
+        """``q`` narrowed to dead letters of the scoped owner's runs (a dead letter of no
+        run, such as a malformed message, is an operator's)."""
+        if self.owner is None:
+            return q
+        return q.where(dead_letters.c.run_id.in_(_runs_of(self.owner)))
 
     def mark_redriven(self, dead_letter_id: int, tx: Tx | None = None) -> bool:
         """Mark an open record redriven (in ``tx``, or on its own); False if it was not
@@ -69,6 +79,8 @@ class Recovery(Engines):
         q = dead_letters.delete().where(dead_letters.c.status == "open")
         if ids is not None:
             q = q.where(dead_letters.c.id.in_(list(ids)))
+        if self.owner is not None:
+            q = q.where(dead_letters.c.run_id.in_(_runs_of(self.owner)))
         with self.engine.begin() as conn:
             return int(conn.execute(q).rowcount)
 
@@ -157,3 +169,7 @@ class Recovery(Engines):
              .order_by(c.updated_at).limit(limit))
         with self.reader.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
+
+
+def _runs_of(owner: str) -> Select[Any]:
+    return sa.select(runs.c.run_id).where(runs.c.user_id == owner)

@@ -25,7 +25,7 @@ from hypha_celery.events.fold import PASSIVE_KINDS, apply_event
 from hypha_celery.events.view import View
 from hypha_celery.store.engine import Engines
 from hypha_celery.store.lanes import LaneRows
-from hypha_celery.store.projection import VIEW_ROW, columns_of, doc_of, view_of
+from hypha_celery.store.projection import VIEW_ROW, columns_of, doc_of, owned, view_of
 from hypha_celery.store.rows import COPY_FROM, insert_rows, json_text
 from hypha_celery.store.schema import events, runs
 
@@ -54,9 +54,10 @@ def check_append(kind: str, writer: object = None) -> None:
 class Tx(LaneRows):
     """One store transaction. Use through :meth:`EventStore.transaction`."""
 
-    def __init__(self, conn: Connection, dialect: str) -> None:
+    def __init__(self, conn: Connection, dialect: str, owner: str | None = None) -> None:
         self.conn = conn
         self._dialect = dialect
+        self._owner = owner  # a scoped store's: lock finds only this user's runs
         self._views: dict[str, View] = {}
         self._new: set[str] = set()
         self._active: set[str] = set()  # runs whose doc changed
@@ -73,7 +74,7 @@ class Tx(LaneRows):
         """Lock the run row for this transaction and return its projection."""
         if run_id in self._views:
             return self._views[run_id]
-        q = sa.select(*VIEW_ROW).where(runs.c.run_id == run_id)
+        q = owned(sa.select(*VIEW_ROW).where(runs.c.run_id == run_id), self._owner)
         if self._dialect == "postgresql":
             q = q.with_for_update()
         row = self.conn.execute(q).first()
@@ -156,7 +157,7 @@ class Transactions(Engines):
         self.ensure_schema()
         try:
             with self.engine.begin() as conn:
-                tx = Tx(conn, self.dialect)
+                tx = Tx(conn, self.dialect, self.owner)
                 yield tx
                 tx._flush()
         except IntegrityError as exc:
