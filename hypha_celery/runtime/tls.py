@@ -111,8 +111,8 @@ def check_encrypted(files: TlsFiles, *urls: str) -> None:
         return
     for url in urls:
         if url.startswith(PLAIN_SCHEMES):
-            raise SetupError(f"{ENV_CA} / {ENV_CERT} are set but {where(url)} is not "
-                             "encrypted: use rediss:// or amqps://")
+            raise SetupError(f"HYPHA_TLS_* files are set but {where(url)} is not encrypted: "
+                             "use rediss:// or amqps://")
 
 
 def where(url: str) -> str:
