@@ -22,7 +22,6 @@ from hypha_celery.backends.llm.client import LLMClient
 from hypha_celery.backends.llm.ratelimit import Limiter, MemoryLimiter, RedisLimiter
 from hypha_celery.beat import operator, supervisor
 from hypha_celery.client.run import RunHandle
-from hypha_celery.client.scoped import ScopedHypha
 from hypha_celery.embedded import EmbeddedWorker
 from hypha_celery.errors import (
     BrokerUnavailable,
@@ -30,7 +29,6 @@ from hypha_celery.errors import (
     GraphSpecError,
     InputTooLarge,
     InvalidNotify,
-    InvalidPrincipal,
     LaneBusy,
     Overloaded,
     RunNotFound,
@@ -43,7 +41,6 @@ from hypha_celery.graph import Graph
 from hypha_celery.graph.jsonsafe import is_json
 from hypha_celery.live import LiveBus, MemoryLiveBus, NullBus, RedisLiveBus
 from hypha_celery.middleware import Middleware, MiddlewareStack
-from hypha_celery.principals import Principal
 from hypha_celery.reviews import PendingReview
 from hypha_celery.reviews import approve as approve_review
 from hypha_celery.reviews import pending as pending_reviews
@@ -258,11 +255,7 @@ class Hypha:
     def cancel(self, run_id: str) -> bool:
         """End the run ``run.cancelled`` now (one commit), revoke its queued node tasks
         and raise ``ctx.cancelled()`` for node code; a result arriving later is stale."""
-        return self.cancel_in(self.store, run_id)
-
-    def cancel_in(self, store: EventStore, run_id: str) -> bool:
-        """:meth:`cancel` through ``store`` (a scoped store finds only its owner's runs)."""
-        with store.transaction() as tx:
+        with self.store.transaction() as tx:
             view = tx.lock(run_id)
             if view is None:
                 raise RunNotFound(f"no run {run_id!r} in the event store")
@@ -274,22 +267,6 @@ class Hypha:
                                                            "message": "cancelled by request"})
             tx.after_commit(lambda: canvas.revoke(self.celery, awaited))
         return True
-
-    # -- principals ----------------------------------------------------------
-    def as_user(self, user_id: str) -> ScopedHypha:
-        """A client acting for user ``user_id``: it starts runs as that user and reads,
-        waits on, streams, cancels, exports, reviews and redrives only that user's runs,
-        sessions, agents, reviews and dead letters (see :class:`ScopedHypha`). This
-        ``Hypha`` itself stays unscoped: the trusted, single-tenant view."""
-        return ScopedHypha(self, Principal.user(user_id))
-
-    def as_principal(self, principal: Principal) -> ScopedHypha:
-        """A client acting for ``principal`` (a user, or an admin who sees everything and
-        is named in the events of what it does)."""
-        if not isinstance(principal, Principal):
-            raise InvalidPrincipal(f"as_principal() takes a Principal, got "
-                                   f"{type(principal).__name__}")
-        return ScopedHypha(self, principal)
 
     # -- operators: dead letters, quarantine, the supervisor ---------------
     def sweep(self) -> list[dict[str, Any]]:

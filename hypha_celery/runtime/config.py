@@ -14,6 +14,8 @@ from hypha_celery.backends.llm.pricing import Price
 from hypha_celery.backends.llm.ratelimit import Limit, parse_limits
 from hypha_celery.errors import SetupError
 from hypha_celery.lanes import Bound
+from hypha_celery.runtime.signing import Signing
+from hypha_celery.runtime.signing import from_env as signing_from_env
 from hypha_celery.runtime.tls import TlsFiles, celery_tls, check_encrypted, tls_settings
 
 COORDINATOR_QUEUE = "hypha.coordinator"
@@ -64,9 +66,6 @@ class Settings:
     #: JSON bytes of one run's input, checked at ``start`` before anything is written
     #: (``HYPHA_MAX_INPUT_BYTES``): an input no lane could queue cannot start either.
     max_input_bytes: int = 8_388_608
-    #: Live agents one user may own through a scoped client (``Hypha.as_user``;
-    #: ``HYPHA_MAX_AGENTS_PER_OWNER``).
-    max_agents_per_owner: int = 100
     #: Model calls (``ctx.llm``, hosted agent backends): rate limits per vendor
     #: (``"openai"``) or limit key (``"openai:<key id>"``) -- ``HYPHA_MODEL_LIMITS``,
     #: JSON ``{"openai": {"rpm": 500, "tpm": 200000}}``; seconds a call may wait for
@@ -81,6 +80,9 @@ class Settings:
     #: TLS files for every ``rediss://`` / ``amqps://`` URL (``HYPHA_TLS_CA_FILE``,
     #: ``HYPHA_TLS_CERT_FILE``, ``HYPHA_TLS_KEY_FILE``; see :mod:`hypha_celery.runtime.tls`).
     tls: TlsFiles = TlsFiles()
+    #: Celery message signing (``HYPHA_SIGNING_KEY_FILE``, ``HYPHA_SIGNING_CERT_FILE``,
+    #: ``HYPHA_SIGNING_CERT_STORE``; see :mod:`hypha_celery.runtime.signing`); None: off.
+    signing: Signing | None = None
     celery_overrides: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -106,8 +108,8 @@ class Settings:
             "lane_max_pending_bytes": int(_seconds(env, "HYPHA_LANE_MAX_PENDING_BYTES",
                                                    8_388_608)),
             "max_input_bytes": int(_seconds(env, "HYPHA_MAX_INPUT_BYTES", 8_388_608)),
-            "max_agents_per_owner": int(_seconds(env, "HYPHA_MAX_AGENTS_PER_OWNER", 100)),
-            **model_settings(env), "tls": tls_settings(env, store)}
+            **model_settings(env), "tls": tls_settings(env, store),
+            "signing": signing_from_env(env)}
         if not broker:
             return cls("memory://", "cache+memory://", store, True, inline, budget, **extra)
         backend = env.get("HYPHA_RESULT_BACKEND", "").strip() or _default_backend(broker)

@@ -7,7 +7,9 @@ task name, broken protocol headers — becomes a dead-letter record in the event
 (the class's ``store``: :func:`bind` makes the class :class:`~hypha_celery.Hypha` installs)
 and is acked (a reject would
 route it to the dead-letter exchange a second time on RabbitMQ). Without a store, or if
-the record cannot be written, Celery's own handling applies.
+the record cannot be written, Celery's own handling applies. With message signing
+(:mod:`~hypha_celery.runtime.signing`) a message that does not verify is refused the
+same way, before anything runs: reason ``bad_signature`` (``unsigned``: not signed).
 
 Stock Celery 5.7 lets some broken messages escape its handler and stop the worker
 ("Unrecoverable error"): a body that is not ``[args, kwargs, embed]``, a missing ``id``
@@ -27,13 +29,13 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from celery.exceptions import InvalidTaskError
+from celery.exceptions import InvalidTaskError, SecurityError
 from celery.worker.consumer import Consumer
 from kombu.exceptions import ContentDisallowed, DecodeError
 from kombu.serialization import loads, prepare_accept_content
 from vine import promise
 
-from hypha_celery.runtime import rabbit
+from hypha_celery.runtime import rabbit, signing
 from hypha_celery.runtime.config import CONSUMER, DEAD_LETTER_QUEUE
 from hypha_celery.store import EventStore
 
@@ -96,7 +98,8 @@ class HyphaConsumer(Consumer):
 
     # -- Celery's hooks --------------------------------------------------------------
     def on_decode_error(self, message: Any, exc: Exception) -> None:
-        if not self._dead_letter(message, "malformed", exc):
+        reason, error = refusal(exc, "malformed", self._signing())
+        if not self._dead_letter(message, reason, error):
             self._celery(partial(super().on_decode_error, message, exc), message)
 
     def on_unknown_message(self, body: Any, message: Any) -> None:
@@ -109,10 +112,13 @@ class HyphaConsumer(Consumer):
             self._celery(partial(super().on_unknown_task, body, message, exc), message)
 
     def on_invalid_task(self, body: Any, message: Any, exc: Exception) -> None:
-        reason = "malformed" if isinstance(exc, ContentDisallowed | DecodeError) \
-            else "invalid_task"
-        if not self._dead_letter(message, reason, exc):
+        reason, error = refusal(exc, "malformed" if isinstance(exc, ContentDisallowed | DecodeError)
+                                else "invalid_task", self._signing())
+        if not self._dead_letter(message, reason, error):
             self._celery(partial(super().on_invalid_task, body, message, exc), message)
+
+    def _signing(self) -> bool:
+        return signing.SERIALIZER in (self.app.conf.accept_content or ())
 
     # -- recording ---------------------------------------------------------------------
     def _dead_letter(self, message: Any, reason: str, exc: Exception) -> bool:
@@ -177,6 +183,27 @@ def protocol_error(message: Any, known: Any) -> str | None:
             and (body[2] is None or isinstance(body[2], dict))):
         return "the body is not [args, kwargs, embed]"
     return None
+
+
+def refusal(exc: Exception, reason: str, signed: bool) -> tuple[str, Exception]:
+    """The dead-letter reason and error of a message refused with ``exc`` (``reason``
+    by default). With message signing (:mod:`~hypha_celery.runtime.signing`): a
+    signature that does not verify (unknown certificate, another key, a changed body)
+    is ``bad_signature`` with Celery's innermost ``SecurityError``; a message in another
+    format (not signed) is ``unsigned``."""
+    found: Exception | None = None
+    seen: BaseException | None = exc
+    for _ in range(8):  # kombu's DecodeError <- SecurityError <- SecurityError <- ...
+        if seen is None:
+            break
+        if isinstance(seen, SecurityError):
+            found = seen
+        seen = seen.__cause__ or seen.__context__
+    if found is not None:
+        return "bad_signature", found
+    if signed and isinstance(exc, ContentDisallowed):
+        return "unsigned", exc
+    return reason, exc
 
 
 def dead_letter_record(message: Any, reason: str, exc: BaseException) -> dict[str, Any]:
