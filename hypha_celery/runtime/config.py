@@ -66,6 +66,9 @@ class Settings:
     #: JSON bytes of one run's input, checked at ``start`` before anything is written
     #: (``HYPHA_MAX_INPUT_BYTES``): an input no lane could queue cannot start either.
     max_input_bytes: int = 8_388_608
+    #: Live agents one user may own through a scoped client (``Hypha.as_user``;
+    #: ``HYPHA_MAX_AGENTS_PER_OWNER``).
+    max_agents_per_owner: int = 100
     #: Model calls (``ctx.llm``, hosted agent backends): rate limits per vendor
     #: (``"openai"``) or limit key (``"openai:<key id>"``) -- ``HYPHA_MODEL_LIMITS``,
     #: JSON ``{"openai": {"rpm": 500, "tpm": 200000}}``; seconds a call may wait for
@@ -108,6 +111,7 @@ class Settings:
             "lane_max_pending_bytes": int(_seconds(env, "HYPHA_LANE_MAX_PENDING_BYTES",
                                                    8_388_608)),
             "max_input_bytes": int(_seconds(env, "HYPHA_MAX_INPUT_BYTES", 8_388_608)),
+            "max_agents_per_owner": int(_seconds(env, "HYPHA_MAX_AGENTS_PER_OWNER", 100)),
             **model_settings(env), "tls": tls_settings(env, store),
             "signing": signing_from_env(env)}
         if not broker:
