@@ -36,7 +36,7 @@ The tree, split by phase::
     │   ├── Overloaded                   a lane's bound (count / bytes) refused an item; ``.info``
     │   ├── TooLarge (ValueError)        a value past its bound at an entry point (a state, a
     │   │   │                            prompt, a message, ...); nothing was recorded;
-    │   │   │                            ``.what``, ``.size``, ``.limit``, ``.setting``
+    │   │   │                            ``.what``, ``.size``, ``.limit``, ``.bound``
     │   │   └── InputTooLarge            ... a run input past ``Settings.max_input_bytes``
     │   ├── NotPermitted (PermissionError)  a scoped client asked for an operator's action
     │   ├── AgentError                   an agent call was refused; ``.reason`` (GenAgent's term)
@@ -179,15 +179,14 @@ class LaneBusy(HyphaRuntimeError):
 
 
 class TooLarge(HyphaRuntimeError, ValueError):
-    """A value is larger (as compact JSON, or as text) than its bound at an entry point:
-    ``what`` names it, ``setting`` the :class:`~hypha_celery.runtime.config.Settings`
-    field (and ``HYPHA_*`` variable) that sets the bound. Nothing was recorded."""
+    """A value is larger (as compact JSON, or as UTF-8 text) than its bound at an entry
+    point: ``what`` names the value, ``bound`` the setting or option that sets the limit.
+    Nothing was recorded."""
 
-    def __init__(self, what: str, size: int, limit: int, setting: str) -> None:
-        env = "HYPHA_" + setting.upper()
+    def __init__(self, what: str, size: int, limit: int, bound: str) -> None:
         super().__init__(f"{what} is {size} bytes, more than the bound of {limit} "
-                         f"(Settings.{setting}, {env}); nothing was recorded")
-        self.what, self.size, self.limit, self.setting = what, size, limit, setting
+                         f"({bound}); nothing was recorded")
+        self.what, self.size, self.limit, self.bound = what, size, limit, bound
 
 
 class InputTooLarge(TooLarge):
@@ -195,7 +194,8 @@ class InputTooLarge(TooLarge):
     (``HYPHA_MAX_INPUT_BYTES``); nothing was recorded."""
 
     def __init__(self, size: int, limit: int) -> None:
-        super().__init__("run input", size, limit, "max_input_bytes")
+        super().__init__("run input", size, limit,
+                         "Settings.max_input_bytes, HYPHA_MAX_INPUT_BYTES")
 
 
 class NotPermitted(HyphaRuntimeError, PermissionError):

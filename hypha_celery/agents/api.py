@@ -46,10 +46,12 @@ from hypha_celery.errors import (
     AgentSpecError,
     AgentStartFailed,
     Overloaded,
+    TooLarge,
     TurnFailed,
     WaitTimeout,
 )
-from hypha_celery.graph.jsonsafe import is_json
+from hypha_celery.graph.jsonsafe import is_json, json_size_or_none
+from hypha_celery.lanes import Bound
 from hypha_celery.live import LiveStream, agent_topic
 from hypha_celery.store import agents as table
 
@@ -226,9 +228,11 @@ class Agents:
     def notify_ack(self, name: str, event: Any) -> None:
         """``notify`` that confirms admission (not delivery); raises
         :class:`Overloaded`, ``AgentError("draining")`` or :class:`AgentNotFound`."""
-        if not is_json(event):
+        size = json_size_or_none(event)
+        if size is None:
             raise AgentSpecError("a notification must be JSON-serializable")
         with rows.locked(self._rt.store, name) as atx:
+            _fits("agent notification", size, atx.doc.limits.notifications, "notification")
             machine.accepting(atx.doc)
             refused = atx.queue_event(event)
             if refused is not None:
@@ -377,8 +381,10 @@ class Agents:
         request = machine.new_request(prompt, origin, completion=completion,
                                       stream_to=stream_to, on_halt=on_halt)
         caller = self._caller.ensure() if origin is Origin.ASK else None
+        size = len(prompt.encode())
         try:
             with rows.locked(self._rt.store, name) as atx:
+                _fits("agent prompt", size, atx.doc.limits.prompts, "prompt")
                 if machine.admit(atx.doc, request):
                     self._wake(atx)
                     atx.after_commit(lambda: telemetry.rich(("state", "changed"), name,
@@ -495,6 +501,13 @@ def _init(agent: type[Agent], name: str, opts: dict[str, Any]) -> tuple[dict[str
     if not is_json(state):
         raise AgentStartFailed("init_agent_failed", "the agent state must be JSON")
     return backend_opts, state
+
+
+def _fits(what: str, size: int, bound: Bound, option: str) -> None:
+    """:class:`TooLarge` for one item larger than its whole queue's byte bound: it could
+    never be queued, so it is refused even when the agent is idle."""
+    if size > bound.max_bytes:
+        raise TooLarge(what, size, bound.max_bytes, f"agent option max_pending_{option}_bytes")
 
 
 def _check_name(name: Any) -> None:

@@ -6,6 +6,7 @@ What a line is and what is checked: :mod:`hypha_celery.exchange.jsonl`.
 """
 
 from hypha_celery.exchange.jsonl import (
+    MAX_LINE_BYTES,
     Parsed,
     dump_line,
     export_jsonl,
@@ -16,5 +17,5 @@ from hypha_celery.exchange.jsonl import (
     write_jsonl,
 )
 
-__all__ = ["Parsed", "dump_line", "export_jsonl", "import_parsed", "parse_jsonl", "read_file",
-           "read_jsonl", "write_jsonl"]
+__all__ = ["MAX_LINE_BYTES", "Parsed", "dump_line", "export_jsonl", "import_parsed",
+           "parse_jsonl", "read_file", "read_jsonl", "write_jsonl"]

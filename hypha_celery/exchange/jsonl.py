@@ -69,6 +69,10 @@ _SUFFIX_HEAD = b',"checksum":"sha256:'
 _HEX = 64
 _SUFFIX = len(_SUFFIX_HEAD) + _HEX + 2  # ,"checksum":"sha256:<hex>"}
 _CHUNK = 1000  # lines per write
+#: Longest line an import reads (bytes, newline included): four times the default bound of
+#: a run's input (``HYPHA_MAX_INPUT_BYTES``), which ``run.created`` carries. A longer line
+#: is refused as it is read (``MalformedLine``), never held whole.
+MAX_LINE_BYTES = 32 * 1024 * 1024
 _sha256 = hashlib.sha256
 
 
@@ -334,8 +338,22 @@ def read_file(path: str, *, key: bytes | None = None, verify: bool = False) -> P
         raise ImportSourceMissing(f"{path}: cannot read it: {exc.strerror}") from None
 
 
+def bounded_lines(file: IO[bytes], source: str, limit: int = MAX_LINE_BYTES
+                  ) -> Iterator[bytes]:
+    """``file``'s lines, each read with at most ``limit`` bytes: a longer line is a
+    :class:`MalformedLine` naming it, before more of it is read."""
+    lineno = 0
+    while line := file.readline(limit + 1):
+        lineno += 1
+        if len(line) > limit:
+            raise MalformedLine(f"{source}:{lineno}: line longer than {limit} bytes "
+                                "(exchange.MAX_LINE_BYTES); nothing was imported")
+        yield line
+
+
 def _read(file: IO[bytes], source: str, key: bytes | None, verify: bool) -> Parsed:
-    first = file.readline()
+    lines = bounded_lines(file, source)
+    first = next(lines, b"")
     signed = is_signed(first)
     if verify and not signed:
         raise SignatureMismatch(f"{source}:1: not a signed export (--verify needs one made "
@@ -343,10 +361,10 @@ def _read(file: IO[bytes], source: str, key: bytes | None, verify: bool) -> Pars
     if verify and key is None:
         key = export_key()
     if not signed:
-        return parse_jsonl(itertools.chain([first], file), source)
+        return parse_jsonl(itertools.chain([first], lines), source)
     if key is None:
-        return parse_jsonl(unsigned(file), source, first_lineno=2)
-    return parse_jsonl(Verifier(key, source).lines(itertools.chain([first], file)), source,
+        return parse_jsonl(unsigned(lines), source, first_lineno=2)
+    return parse_jsonl(Verifier(key, source).lines(itertools.chain([first], lines)), source,
                        first_lineno=2)
 
 

@@ -16,6 +16,14 @@ def json_size(value: Any) -> int:
     return len(_dumps(value).encode())
 
 
+def json_size_or_none(value: Any) -> int | None:
+    """:func:`json_size`, or None for a value that is not JSON."""
+    try:
+        return len(_dumps(value).encode())
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
 def is_json(value: Any) -> bool:
     try:
         _dumps(value)

@@ -24,7 +24,12 @@ from hypha_celery.replay.fixture import (
 )
 from hypha_celery.replay.run import capture_run
 from hypha_celery.replay.spec import ReplaySpec, SnapshotPolicy
-from hypha_celery.replay.store import FileFixtureStore, read_fixture, write_fixture
+from hypha_celery.replay.store import (
+    MAX_FIXTURE_BYTES,
+    FileFixtureStore,
+    read_fixture,
+    write_fixture,
+)
 
 __all__ = [
     "FAMILIES",
@@ -44,6 +49,6 @@ __all__ = [
     "diff_sequences",
     "final_output",
     "project",
-    "read_fixture",
+    "read_fixture", "MAX_FIXTURE_BYTES",
     "write_fixture",
 ]

@@ -12,6 +12,9 @@ from hypha_celery.atomic import write_atomically
 from hypha_celery.errors import InvalidFixture
 from hypha_celery.replay.fixture import FIXTURE_VERSION, ReplayFixture
 
+#: Largest fixture file :func:`read_fixture` reads (bytes), checked before reading it.
+MAX_FIXTURE_BYTES = 64 * 1024 * 1024
+
 SUFFIX = ".replay.json"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -39,6 +42,9 @@ def read_fixture(path: str | os.PathLike[str]) -> ReplayFixture:
     (a missing file raises ``FileNotFoundError``)."""
     source = Path(path)
     try:
+        if source.stat().st_size > MAX_FIXTURE_BYTES:
+            raise InvalidFixture(f"{source}: the fixture is larger than {MAX_FIXTURE_BYTES} "
+                                 "bytes (replay.MAX_FIXTURE_BYTES)")
         text = source.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise

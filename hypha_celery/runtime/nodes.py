@@ -20,7 +20,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from hypha_celery.events import View
 from hypha_celery.graph import Graph, Node, NodeContext
 from hypha_celery.graph.calls import Calls
-from hypha_celery.graph.jsonsafe import error_data, is_json
+from hypha_celery.graph.jsonsafe import error_data, json_size_or_none
 from hypha_celery.runtime import failures, seams
 from hypha_celery.runtime.cancels import CancelFlag
 from hypha_celery.runtime.core import Runtime, awaits
@@ -113,12 +113,13 @@ def effect_key(execution_id: str, attempt: int) -> str:
     return f"{execution_id}:effect:{attempt}"
 
 
-def call_node(node: Node, state: dict[str, object], input: Any, ctx: NodeContext
-              ) -> NodeResult:
-    """Call ``node``'s function and check what it returned (its exceptions propagate)."""
+def call_node(node: Node, state: dict[str, object], input: Any, ctx: NodeContext,
+              max_bytes: int | None = None) -> NodeResult:
+    """Call ``node``'s function and check what it returned (its exceptions propagate);
+    an output of more than ``max_bytes`` of JSON is an error."""
     if node.takes_ctx:
-        return checked_update(node.fn(state, input, ctx))
-    return checked_update(node.fn(state, input))
+        return checked_update(node.fn(state, input, ctx), max_bytes)
+    return checked_update(node.fn(state, input), max_bytes)
 
 
 def _execute(graph: Graph, node: Node, state: dict[str, object], msg: NodeMessage,
@@ -128,7 +129,7 @@ def _execute(graph: Graph, node: Node, state: dict[str, object], msg: NodeMessag
     timeout = graph.timeout_for(msg.node_id)
     began = time.monotonic()
     try:
-        result = call_node(node, state, msg.input, ctx)
+        result = call_node(node, state, msg.input, ctx, graph.max_state_bytes)
     except SoftTimeLimitExceeded:
         result = NodeResult(error={"type": "NodeTimeout", "class": "timeout",
                                    "message": f"node ran past its {timeout}s timeout"})
@@ -147,8 +148,10 @@ def _execute(graph: Graph, node: Node, state: dict[str, object], msg: NodeMessag
         [list(f) for f in calls.facts] or None if calls else None, started)
 
 
-def checked_update(value: Any) -> NodeResult:
-    """A node's / reducer's return value as the update it is, or the error it is."""
+def checked_update(value: Any, max_bytes: int | None = None) -> NodeResult:
+    """A node's / reducer's return value as the update it is, or the error it is. An
+    update of more than ``max_bytes`` of JSON (the graph's ``max_state_bytes``: it could
+    never fit the state) is refused here, before it travels to the coordinator."""
     if value is None:
         return NodeResult(update={})
     if not isinstance(value, Mapping):
@@ -156,9 +159,14 @@ def checked_update(value: Any) -> NodeResult:
                                  "message": "a node must return a dict, got "
                                             f"{type(value).__name__}"})
     update = dict(value)
-    if not all(isinstance(k, str) for k in update) or not is_json(update):
+    size = json_size_or_none(update) if all(isinstance(k, str) for k in update) else None
+    if size is None:
         return NodeResult(error={"type": "InvalidState", "class": "validation",
                                  "message": "node output is not JSON-serializable"})
+    if max_bytes is not None and size > max_bytes:
+        return NodeResult(error={"type": "NodeOutputTooLarge", "class": "validation",
+                                 "message": f"node output is {size} bytes of JSON, more than "
+                                            f"max_state_bytes ({max_bytes})"})
     return NodeResult(update=update)
 
 
@@ -220,7 +228,8 @@ def reduce(graph: Graph, reducer: str, state: dict[str, object], edges: Sequence
         if edge.fatal:
             assert edge.error is not None
             return NodeResult(error=_fatal_edge(edge, edge.error))
-    return checked_update(graph.reducers[reducer](state, [e.outcome() for e in edges]))
+    return checked_update(graph.reducers[reducer](state, [e.outcome() for e in edges]),
+                          graph.max_state_bytes)
 
 
 def _fatal_edge(edge: NodeOutcome, error: ErrorJson) -> ErrorJson:
