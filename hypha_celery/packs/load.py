@@ -76,6 +76,8 @@ def _parse(file: Path) -> dict[str, Any]:
                               f"{exc.colno})")]) from None
     except yaml.YAMLError as exc:
         raise PackError([("", _yaml_error(exc))]) from None
+    except RecursionError:  # the parsers recurse per level of nesting
+        raise PackError([("", "not valid YAML or JSON: nested too deeply")]) from None
     if not isinstance(doc, dict):
         raise PackError([("", "a pack is a mapping (id, version, name, workflows, ...), not "
                               + ("an empty file" if doc is None else type(doc).__name__))])

@@ -21,7 +21,14 @@ from hypha_celery.packs._paths import Problem, path
 from hypha_celery.packs.check import Layout, problems
 from hypha_celery.packs.model import DomainPack, PackWorkflow
 
-__all__ = ["parse_pack"]
+__all__ = ["MAX_DOC_DEPTH", "MAX_DOC_VALUES", "parse_pack"]
+
+#: The most values a pack document may hold, counted as they are read: a YAML alias
+#: counts its values each time it is used (a few hundred bytes of nested aliases would
+#: otherwise expand to millions).
+MAX_DOC_VALUES = 100_000
+#: The deepest nesting of mappings and lists a pack document may have.
+MAX_DOC_DEPTH = 100
 
 
 class _Partial(DomainPack):
@@ -39,6 +46,9 @@ def parse_pack(doc: Any, found: Sequence[Problem] = ()) -> DomainPack:
     if not isinstance(doc, Mapping):
         raise PackError([*found, ("", "a pack is a mapping (id, version, name, workflows, "
                                       f"...), not {type(doc).__name__}")])
+    too_big = _too_big(doc)
+    if too_big:
+        raise PackError([*found, ("", too_big)])
     out = [*found, *_not_json(doc, ())]
     try:
         pack: DomainPack = DomainPack.model_validate(doc)
@@ -54,6 +64,26 @@ def parse_pack(doc: Any, found: Sequence[Problem] = ()) -> DomainPack:
     if out:
         raise PackError(out)
     return pack
+
+
+def _too_big(doc: Any) -> str | None:
+    """Why ``doc`` is past :data:`MAX_DOC_VALUES` or :data:`MAX_DOC_DEPTH`, or None
+    (walked without recursion, at most ``MAX_DOC_VALUES`` steps)."""
+    todo: list[tuple[Any, int]] = [(doc, 1)]
+    for count in range(MAX_DOC_VALUES):
+        if not todo:
+            return None
+        value, depth = todo.pop()
+        if depth > MAX_DOC_DEPTH:
+            return f"the document is nested deeper than {MAX_DOC_DEPTH} levels"
+        if isinstance(value, Mapping):
+            todo += [(item, depth + 1) for item in value.values()]
+        elif isinstance(value, list | tuple):
+            todo += [(item, depth + 1) for item in value]
+    if not todo:
+        return None
+    return (f"the document holds more than {MAX_DOC_VALUES} values (a YAML alias counts "
+            "each time it is used)")
 
 
 def _problem(error: ErrorDetails) -> Problem:
