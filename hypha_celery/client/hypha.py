@@ -102,7 +102,7 @@ class Hypha:
         self.celery.config_from_object(celery_config(settings))
         signing.apply(self.celery, settings.signing)  # HYPHA_SIGNING_*: sign and verify
         self.store = EventStore(settings.store_url)
-        consumer.bind(self.celery, self.store)
+        consumer.bind(self.celery, self.store, settings.max_message_bytes)
         self.notifier: Notifier = _notifier(settings)
         #: Live token streams (``RunHandle.stream``, ``agents.stream``): never stored.
         self.live: LiveBus = _live(settings) if live is None else live

@@ -69,6 +69,9 @@ class Settings:
     #: Live agents one user may own through a scoped client (``Hypha.as_user``;
     #: ``HYPHA_MAX_AGENTS_PER_OWNER``).
     max_agents_per_owner: int = 100
+    #: Bytes of a task message body a worker decodes (``HYPHA_MAX_MESSAGE_BYTES``): a
+    #: longer one is dead-lettered ``message_too_large`` unread.
+    max_message_bytes: int = 33_554_432
     #: Model calls (``ctx.llm``, hosted agent backends): rate limits per vendor
     #: (``"openai"``) or limit key (``"openai:<key id>"``) -- ``HYPHA_MODEL_LIMITS``,
     #: JSON ``{"openai": {"rpm": 500, "tpm": 200000}}``; seconds a call may wait for
@@ -112,6 +115,7 @@ class Settings:
                                                    8_388_608)),
             "max_input_bytes": int(_seconds(env, "HYPHA_MAX_INPUT_BYTES", 8_388_608)),
             "max_agents_per_owner": int(_seconds(env, "HYPHA_MAX_AGENTS_PER_OWNER", 100)),
+            "max_message_bytes": int(_seconds(env, "HYPHA_MAX_MESSAGE_BYTES", 33_554_432)),
             **model_settings(env), "tls": tls_settings(env, store),
             "signing": signing_from_env(env)}
         if not broker:

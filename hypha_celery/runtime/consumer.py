@@ -42,16 +42,19 @@ from hypha_celery.store import EventStore
 logger = logging.getLogger(__name__)
 
 RAW_CHARS = 2000
+#: Default bound of a task message body (bytes): 4 x the default bound of a run's input.
+MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 _JSON_ONLY = prepare_accept_content(["json"])
 _NUMBER = (int, float)
 
 
-def bind(app: Any, store: EventStore) -> None:
+def bind(app: Any, store: EventStore, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
     """Make ``app``'s workers record malformed messages in ``store``: its
-    ``worker_consumer`` becomes a :class:`HyphaConsumer` subclass holding the store
-    (unless the profile's consumer was overridden)."""
+    ``worker_consumer`` becomes a :class:`HyphaConsumer` subclass holding the store and
+    the bound of a message body (unless the profile's consumer was overridden)."""
     if app.conf.worker_consumer == CONSUMER:
-        app.conf.worker_consumer = type("HyphaConsumer", (HyphaConsumer,), {"store": store})
+        app.conf.worker_consumer = type("HyphaConsumer", (HyphaConsumer,), {
+            "store": store, "max_message_bytes": max_message_bytes})
 
 
 class HyphaConsumer(Consumer):
@@ -59,6 +62,9 @@ class HyphaConsumer(Consumer):
 
     #: Where dead letters are recorded (see :func:`bind`); None: Celery's handling.
     store: EventStore | None = None
+    #: A task message whose body is longer is dead-lettered (``message_too_large``)
+    #: without being decoded (``Settings.max_message_bytes``).
+    max_message_bytes: int = MAX_MESSAGE_BYTES
 
     class Blueprint(Consumer.Blueprint):
         default_steps = [step for step in Consumer.Blueprint.default_steps
@@ -80,6 +86,9 @@ class HyphaConsumer(Consumer):
         fatal = (*self.connection_errors, *self.channel_errors)
 
         def on_task_received(message: Any) -> Any:
+            size = body_size(message.body)
+            if size > self.max_message_bytes:
+                return self.on_too_large(message, size)
             problem = protocol_error(message, self.strategies)
             if problem is not None:
                 return self.on_invalid_task(None, message, InvalidTaskError(problem))
@@ -117,17 +126,25 @@ class HyphaConsumer(Consumer):
         if not self._dead_letter(message, reason, error):
             self._celery(partial(super().on_invalid_task, body, message, exc), message)
 
+    def on_too_large(self, message: Any, size: int) -> None:
+        exc = InvalidTaskError(f"the message body is {size} bytes, more than the bound of "
+                               f"{self.max_message_bytes} (HYPHA_MAX_MESSAGE_BYTES)")
+        if not self._dead_letter(message, "message_too_large", exc, decode=False):
+            self._celery(partial(super().on_invalid_task, None, message, exc), message)
+
     def _signing(self) -> bool:
         return signing.SERIALIZER in (self.app.conf.accept_content or ())
 
     # -- recording ---------------------------------------------------------------------
-    def _dead_letter(self, message: Any, reason: str, exc: Exception) -> bool:
-        """Record ``message`` and ack it; False when there is no store or it failed."""
+    def _dead_letter(self, message: Any, reason: str, exc: Exception, *,
+                     decode: bool = True) -> bool:
+        """Record ``message`` and ack it; False when there is no store or it failed.
+        ``decode=False`` keeps the body's first characters, not its decoded args."""
         store = self.store
         if store is None:
             return False
         try:
-            record = dead_letter_record(message, reason, exc)
+            record = dead_letter_record(message, reason, exc, decode=decode)
             store.add_dead_letter(record)
         except Exception as err:
             # no exc_info: a database error's text carries the statement parameters
@@ -206,13 +223,20 @@ def refusal(exc: Exception, reason: str, signed: bool) -> tuple[str, Exception]:
     return reason, exc
 
 
-def dead_letter_record(message: Any, reason: str, exc: BaseException) -> dict[str, Any]:
+def body_size(body: Any) -> int:
+    """Length of a message body as received (bytes, or characters of a text body)."""
+    return len(body) if isinstance(body, str | bytes | bytearray | memoryview) else 0
+
+
+def dead_letter_record(message: Any, reason: str, exc: BaseException, *,
+                       decode: bool = True) -> dict[str, Any]:
     """The ``EventStore.add_dead_letter`` record of a message nobody can run."""
     headers = message.headers if isinstance(message.headers, dict) else {}
     task, task_id = headers.get("task"), headers.get("id")
     info = message.delivery_info if isinstance(message.delivery_info, dict) else {}
     queue = info.get("routing_key") or info.get("queue")
-    args, run_id = _args(message)
+    args, run_id = _args(message) if decode else ({"raw": _text(message.body)[:RAW_CHARS]},
+                                                   None)
     return {
         "run_id": run_id,
         "execution_id": task_id[:120] if isinstance(task_id, str) and task_id else None,

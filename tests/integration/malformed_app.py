@@ -38,10 +38,13 @@ FRAGILE_TASK = "malformed_app.fragile"
 FLAKY_TASK = "malformed_app.flaky"
 FLAKY_KEY = "malformed_app:flaky:"
 
+#: The worker's bound of a message body, small so a test message passes it cheaply.
+MAX_MESSAGE_BYTES = 65_536
+
 celery = Celery("malformed_app")
 celery.config_from_object(celery_config(Settings.from_env()))
 if "HYPHA_STORE_URL" in os.environ:  # a worker (the tests import this module for its names)
-    consumer.bind(celery, EventStore(os.environ["HYPHA_STORE_URL"]))
+    consumer.bind(celery, EventStore(os.environ["HYPHA_STORE_URL"]), MAX_MESSAGE_BYTES)
 
 
 def _side() -> redis.Redis:

@@ -79,6 +79,8 @@ def bad_messages() -> list[Bad]:
         Bad("timelimit not [hard, soft]", _body(MARK), _hdr(timelimit="abc"), JSON,
             "invalid_task"),
         Bad("eta not a date", _body(MARK), _hdr(eta="garbage"), JSON, "invalid_task"),
+        Bad("body past the bound", _body(MARK * (malformed_app.MAX_MESSAGE_BYTES // 8)),
+            _hdr(), JSON, "message_too_large"),
         # anything Celery's handler raises (stock Celery: "Unrecoverable error", exit)
         Bad("the strategy raises", _body(MARK), _hdr(malformed_app.FRAGILE_TASK), JSON,
             "invalid_task"),
