@@ -76,8 +76,8 @@ def apply(app: Any, signing: Signing | None) -> None:
     if signing is None:
         return
     if _active is not None and _active != signing:
-        raise SetupError(f"this process already signs with {_active.key_file}: kombu's "
-                         "serializer registry is process-wide, one signing key per process")
+        raise SetupError("this process already signs with another key: kombu's serializer "
+                         "registry is process-wide, one signing key per process")
     try:
         import cryptography  # noqa: F401  (before celery.security, which needs it)
         from celery.security import setup_security
@@ -129,8 +129,8 @@ def _check(signing: Signing) -> None:
     store = signing.cert_store
     pattern = os.path.join(store, "*") if os.path.isdir(store) else store
     if not any(os.path.isfile(p) for p in glob.glob(pattern)):
-        raise SetupError(f"{CERT_STORE}: no certificate in {store!r} (a directory of "
-                         "trusted PEM certificates)")
+        raise SetupError(f"{CERT_STORE}: no certificate there (a directory of trusted PEM "
+                         "certificates)")
 
 
 def _read(name: str, path: str) -> bytes:
@@ -138,7 +138,8 @@ def _read(name: str, path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
     except OSError as exc:
-        raise SetupError(f"{name}: cannot read {path!r} ({exc.strerror or exc})") from None
+        raise SetupError(f"{name}: cannot read the file ({exc.strerror or type(exc).__name__})"
+                         ) from None
 
 
 def _line(exc: BaseException) -> str:
