@@ -141,6 +141,19 @@ def test_hypha_applies_signing_from_its_settings(ids: dict[str, Any], isolated: 
         close_client(hypha)
 
 
+def test_an_embedded_app_signs_and_verifies_its_own_messages(
+        ids: dict[str, Any], isolated: None, tmp_path: Path) -> None:
+    settings = dataclasses.replace(Settings.from_env({}),
+                                   store_url=f"sqlite:///{tmp_path / 'h.db'}",
+                                   signing=signing_of(ids["a"], ids["store_a"]))
+    hypha = build(settings)
+    try:
+        hypha.store.migrate()
+        assert hypha.start(FAN_GRAPH).wait(timeout=30) == {"sum": 60}  # a chord, signed
+    finally:
+        close_client(hypha)
+
+
 def _setup_error(app: Celery, sig: signing.Signing) -> str:
     with pytest.raises(SetupError) as err:
         signing.apply(app, sig)
