@@ -353,11 +353,15 @@ def test_two_workers_one_with_the_wrong_key(ids: dict[str, Any], signing_redis: 
         assert replies and "ok" in replies[0][good.name], replies
 
         # (b) a client signing with B is refused by the good worker; so are a body signed
-        # with A but changed on the way, and an unsigned (plain JSON) message
+        # with A but changed on the way, an unsigned (plain JSON) message and one that
+        # claims to be text
         run_b2 = _start_as(backends, b, store_b)
         _publish(client.celery, _tampered("tampered"), signing.CONTENT_TYPE, "tampered-1")
         _publish(client.celery, json.dumps([["unsigned"], {}, EMBED]).encode(),
                  "application/json", "unsigned-1")
+        # kombu trusts application/text whatever accept_content says: it stays text
+        _publish(client.celery, json.dumps([["text"], {}, EMBED]).encode(),
+                 "application/text", "text-1")
         client.celery.send_task(TOUCH_TASK, args=["signed"], queue=NODES_QUEUE,
                                 ignore_result=True)
         wait_until(lambda: side.lrange(TOUCHED, 0, -1), what="the signed task", log=logs)
@@ -366,7 +370,7 @@ def test_two_workers_one_with_the_wrong_key(ids: dict[str, Any], signing_redis: 
         done = client.start(FAN_GRAPH).wait(timeout=60)
         assert done == {"sum": 60}, done
 
-        letters = _letters(client, 8, logs)
+        letters = _letters(client, 9, logs)
         assert good.proc is not None and good.proc.poll() is None, logs()
     finally:
         wrong.stop()
@@ -393,7 +397,10 @@ def test_two_workers_one_with_the_wrong_key(ids: dict[str, Any], signing_redis: 
     unsigned = by_id["unsigned-1"]
     assert _summary(unsigned) == ("unsigned", TOUCH_TASK, NODES_QUEUE, "ContentDisallowed",
                                   None)
-    assert len(letters) == 8, [_summary(r) for r in letters]
+    text = by_id["text-1"]
+    assert _summary(text) == ("invalid_task", TOUCH_TASK, NODES_QUEUE, "InvalidTaskError",
+                              None)
+    assert len(letters) == 9, [_summary(r) for r in letters]
 
     # nothing of the refused runs ran: no node started, no step after the refusal
     assert _kinds_of(pg_url, run_a) == ["run.created", "run.started"]
