@@ -229,12 +229,17 @@ def _exports(block: str) -> dict[str, str]:
     return out
 
 
-def _run_demo_checked(client: Hypha) -> None:
+def _run_graph_and_agent(client: Hypha) -> None:
+    """The demo graph (a chord in the middle) and an agent's turn, both on the worker."""
     run, result = run_demo(client)
     assert sorted(result["sources"]) == sorted(SOURCES)
     events = run.events()
     assert any(e.kind == "node.fanout.scheduled" for e in events)  # a chord went through
     assert_exactly_once(events)
+    reply = [Event.new("text", {"text": "hi"}).to_json(), Event.new("result", {}).to_json()]
+    client.agents.start(Counter, name="counter", backend=MockBackend, scripts=[reply])
+    assert client.agents.ask("counter", "one", timeout=20).text == "hi"
+    client.agents.stop("counter")
 
 
 def test_redis_acl_recipe_runs_worker_beat_and_client_and_refuses_the_rest(
@@ -252,7 +257,7 @@ def test_redis_acl_recipe_runs_worker_beat_and_client_and_refuses_the_rest(
         admin.execute_command(*argv[1:])
         backends = Backends("redis-acl", url, url, f"sqlite:///{tmp_path / 'hypha.db'}")
         with deployment(backends, tmp_path) as client:
-            _run_demo_checked(client)
+            _run_graph_and_agent(client)
         denied = [e for e in admin.execute_command("ACL", "LOG", "128")
                   if e[b"username"].decode() == user]
         assert not denied, denied
@@ -297,7 +302,7 @@ def test_rabbitmq_vhost_recipe_runs_worker_beat_and_client_in_its_vhost_only(
         backends = Backends("rabbit-vhost", url, claimed_redis,
                             f"sqlite:///{tmp_path / 'hypha.db'}")
         with deployment(backends, tmp_path) as client:
-            _run_demo_checked(client)
+            _run_graph_and_agent(client)
 
         password = urlsplit(url).password
         with Connection(f"amqp://{user}:{password}@127.0.0.1:5672//",
