@@ -11,7 +11,16 @@ from typing import Any
 
 import pytest
 
-from hypha_celery import Context, Finish, Graph, Hypha, InputTooLarge, Next, TooLarge
+from hypha_celery import (
+    Context,
+    Finish,
+    Graph,
+    Hypha,
+    InputTooLarge,
+    Next,
+    NotRedrivable,
+    TooLarge,
+)
 from hypha_celery.agents import Agent, NoReply
 from hypha_celery.backends import MockBackend
 from hypha_celery.errors import InvalidFixture, MalformedLine, RunFailed
@@ -101,3 +110,14 @@ def test_a_fixture_past_the_bound_is_refused_before_it_is_read(
     path.write_text("{" + " " * 20 + "}")
     with pytest.raises(InvalidFixture, match="larger than 10 bytes"):
         fixtures.read_fixture(path)
+
+
+@pytest.mark.parametrize("reason", ["message_too_large", "bad_signature", "unsigned"])
+def test_a_message_refused_unread_cannot_be_redriven(hypha: Hypha, reason: str) -> None:
+    letter = hypha.store.add_dead_letter({
+        "run_id": None, "execution_id": "x", "task": "hypha.coordinator", "queue": None,
+        "args": {"raw": "[[{"}, "reason": reason, "error_class": "validation",
+        "error": {"message": "x"}, "attempts": 1, "status": "open", "created_at": 0.0})
+    with pytest.raises(NotRedrivable, match="refused unread"):
+        hypha.redrive(letter)
+    assert hypha.store.dead_letter(letter)["status"] == "open"

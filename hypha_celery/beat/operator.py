@@ -18,6 +18,10 @@ from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.protocol import NodeMessage
 from hypha_celery.store import Tx
 
+#: Dead letters whose body was never accepted (a bad or missing signature, a body past
+#: the bound): what is kept is a preview, not a message to publish again.
+UNSENDABLE = frozenset({"bad_signature", "unsigned", "message_too_large"})
+
 
 def redrive(rt: Runtime, dead_letter_id: int) -> str:
     """Re-enqueue a dead-lettered message. A run parked on it continues with a new
@@ -29,6 +33,10 @@ def redrive(rt: Runtime, dead_letter_id: int) -> str:
         raise NotRedrivable(f"no dead letter {dead_letter_id}")
     if record["status"] != "open":
         raise NotRedrivable(f"dead letter {dead_letter_id} was already {record['status']}")
+    if record["reason"] in UNSENDABLE:
+        raise NotRedrivable(f"dead letter {dead_letter_id} was refused unread "
+                            f"({record['reason']}): only its first characters were kept, "
+                            "there is no message to send again")
     if record["run_id"] is None:
         return _republish(rt, record)
     with rt.store.transaction() as tx:
