@@ -47,6 +47,10 @@ def display_url(url: str) -> str:
     return sa.engine.make_url(url).render_as_string(hide_password=True)
 
 
+#: PostgreSQL's SQLSTATE for "permission denied".
+_INSUFFICIENT_PRIVILEGE = "42501"
+
+
 class Engines:
     """The engines of ``url``, built once per process (after a fork: again); the schema
     brought to the newest migration before the first use."""
@@ -126,7 +130,15 @@ class Engines:
             if self.dialect == "postgresql":
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(7405219)"))
             cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
+            try:
+                command.upgrade(cfg, "head")
+            except sa.exc.ProgrammingError as exc:
+                if getattr(exc.orig, "sqlstate", None) != _INSUFFICIENT_PRIVILEGE:
+                    raise
+                raise SetupError(
+                    "the store's schema is not at the newest migration and this database "
+                    "role may not change it (permission denied): migrate as the schema's "
+                    "owner first (docs/security.md, Least privilege)") from None
         self._migrated = True
 
     def ensure_schema(self) -> None:
