@@ -13,18 +13,17 @@ Only :mod:`hypha_celery.exchange` is instrumented.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import atheris
 
-import hypha_celery.events
+import hypha_celery.events  # not instrumented
 import hypha_celery.store  # noqa: F401
 
 with atheris.instrument_imports(include=["hypha_celery.exchange"]):
     from hypha_celery.exchange import parse_jsonl
     from hypha_celery.exchange.signing import Verifier, is_signed, unsigned
-
-import contextlib
 
 from hypha_celery.errors import ImportFormatError
 

@@ -16,13 +16,14 @@ from typing import Any, get_args
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from hypha_celery import Event
 from hypha_celery.errors import ImportConflict, ImportFormatError
 from hypha_celery.events.envelope import EventType, bodies
 from hypha_celery.exchange import Parsed, import_parsed, parse_jsonl, read_file, write_jsonl
 from hypha_celery.exchange.signing import Verifier, is_signed, unsigned
-from hypha_celery.store import EventStore
+from hypha_celery.store import EventStore, check_run
 from tests.fuzz._mutate import DEEP, JSON, byte_flips, line_edits, resealed, seal, tally
 from tests.fuzz.conftest import Export, budget
 
@@ -208,6 +209,15 @@ def forged_rows(draw: st.DrawFn, events: list[Event]) -> list[list[Any]]:
     return rows
 
 
+def _fresh(rows: list[list[Any]], export: Export) -> list[list[Any]]:
+    """``rows`` moved to a run id (and idempotency keys) the store does not have yet."""
+    fresh, old = f"fuzz-{next(_files)}", export.events[0].run_id
+    for row in rows:
+        row[0] = fresh if row[0] == old else row[0]
+        row[5] = row[5].replace(old, fresh) if isinstance(row[5], str) else row[5]
+    return rows
+
+
 def _forged_lines(rows: list[list[Any]]) -> list[str]:
     run = rows[0][4] if isinstance(rows[0][4], dict) else {}
     try:
@@ -226,9 +236,36 @@ def _forged_lines(rows: list[list[Any]]) -> list[str]:
 @budget(200)
 @given(st.data())
 def test_consistent_forgeries(export: Export, store: EventStore, data: st.DataObject) -> None:
-    lines = _forged_lines(data.draw(forged_rows(export.events)))
+    lines = _forged_lines(_fresh(data.draw(forged_rows(export.events)), export))
     parsed = parse(lines)
     tally("parsed" if parsed is not None else "refused")
     if parsed is not None:
         round_trips(parsed)
         imports(store, parsed)
+
+
+@budget(200)
+@given(st.data())
+def test_store_import_checks(export: Export, store: EventStore, data: st.DataObject) -> None:
+    """``check_run`` and ``EventStore.import_events`` (no JSONL: events as a caller
+    builds them) refuse a forged run with an ImportFormatError and nothing else."""
+    rows = _fresh(data.draw(forged_rows(export.events)), export)
+    events = []
+    for line in _forged_lines(rows):
+        try:
+            events.append(Event.model_validate_json(line))
+        except ValidationError:
+            tally("not an envelope")
+    by_run: dict[str, list[Event]] = {}
+    for e in events:
+        by_run.setdefault(e.run_id, []).append(e)
+    for run_id, evs in by_run.items():
+        try:
+            check_run(run_id, list(evs))
+        except ImportFormatError:
+            tally("check_run refused")
+    try:
+        store.import_events(events)
+        tally("imported")
+    except ImportFormatError:
+        tally("import refused")
