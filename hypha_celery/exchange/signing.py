@@ -203,7 +203,8 @@ class Verifier:
         return body
 
     def _check(self, mac: Any, message: bytes, lineno: int, why: str) -> None:
-        if not isinstance(mac, str) or not hmac.compare_digest(mac, self._mac.hex(message)):
+        if not isinstance(mac, str) or not mac.isascii() or not hmac.compare_digest(
+                mac, self._mac.hex(message)):  # compare_digest refuses non-ASCII text
             self._fail(lineno, why)
 
     def _json(self, data: bytes, lineno: int) -> dict[str, Any]:

@@ -3,12 +3,14 @@ typed one."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
 
-from hypha_celery.errors import MalformedLine
-from hypha_celery.exchange import read_file
+from hypha_celery import Event
+from hypha_celery.errors import MalformedLine, SignatureMismatch
+from hypha_celery.exchange import read_file, write_jsonl
 from hypha_celery.exchange.signing import is_signed
 
 
@@ -21,3 +23,22 @@ def test_a_first_line_that_is_not_utf8_is_a_malformed_line(tmp_path: Path) -> No
     for key, verify in ((None, False), (b"k" * 16, False)):
         with pytest.raises(MalformedLine, match=rf"{path}:1: not a hypha event"):
             read_file(str(path), key=key, verify=verify)
+
+
+@pytest.mark.parametrize("where", ["header", "trailer"])
+def test_a_signed_line_whose_mac_is_not_ascii_is_a_signature_mismatch(
+        tmp_path: Path, where: str) -> None:
+    """``hmac.compare_digest`` raised TypeError on the non-ASCII ``mac`` of a changed
+    header or trailer."""
+    key = b"a-key-of-at-least-16"
+    event = Event(run_id="r1", seq=1, type="run.created", timestamp=1.0,
+                  payload={"graph_id": "g"})
+    out = io.StringIO()
+    write_jsonl([event], out, key=key)
+    lines = out.getvalue().splitlines(keepends=True)
+    at = 0 if where == "header" else -1
+    lines[at] = lines[at].replace('"mac":"', '"mac":"\u00e9')
+    path = tmp_path / "signed.jsonl"
+    path.write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(SignatureMismatch, match="signature does not match"):
+        read_file(str(path), key=key, verify=True)
