@@ -184,8 +184,9 @@ class Verifier:
     def _header(self, data: bytes) -> None:
         body = self._json(data, 1)
         mac = body.pop("mac", None)
+        nonce = body.get("nonce")
         if body.get(_HEADER) != 1 or body.get("alg") != _ALG or not isinstance(
-                body.get("nonce"), str):
+                nonce, str) or not nonce.isascii():  # the signer's is hex
             self._fail(1, "not a signed export's header")
         if body.get("key_id") != key_id(self._key):
             self._fail(1, f"signed with another key (key id {body.get('key_id')!r})")

@@ -4,6 +4,7 @@ typed one."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -41,4 +42,23 @@ def test_a_signed_line_whose_mac_is_not_ascii_is_a_signature_mismatch(
     path = tmp_path / "signed.jsonl"
     path.write_text("".join(lines), encoding="utf-8")
     with pytest.raises(SignatureMismatch, match="signature does not match"):
+        read_file(str(path), key=key, verify=True)
+
+
+def test_a_signed_header_whose_nonce_is_not_ascii_is_a_signature_mismatch(
+        tmp_path: Path) -> None:
+    """A nonce holding a lone surrogate (``"\\ud800"`` in JSON) raised UnicodeEncodeError
+    when the verifier keyed its MAC with it."""
+    key = b"a-key-of-at-least-16"
+    event = Event(run_id="r1", seq=1, type="run.created", timestamp=1.0,
+                  payload={"graph_id": "g"})
+    out = io.StringIO()
+    write_jsonl([event], out, key=key)
+    lines = out.getvalue().splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["nonce"] = "\ud800"
+    lines[0] = json.dumps(header, separators=(",", ":")) + "\n"
+    path = tmp_path / "signed.jsonl"
+    path.write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(SignatureMismatch, match="1: not a signed export's header"):
         read_file(str(path), key=key, verify=True)
