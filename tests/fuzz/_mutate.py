@@ -121,13 +121,16 @@ def byte_flips(draw: st.DrawFn, lines: list[str]) -> list[bytes]:
     data = bytearray("".join(lines).encode())
     for _ in range(draw(st.integers(1, 4))):
         i = draw(st.integers(0, max(len(data) - 1, 0)))
-        op = draw(st.sampled_from(["flip", "set", "delete", "insert"]))
+        op = draw(st.sampled_from(["flip", "set", "delete", "insert", "text"]))
         if op == "flip" and data:
             data[i] ^= 1 << draw(st.integers(0, 7))
         elif op == "set" and data:
             data[i] = draw(st.integers(0, 255))
         elif op == "delete" and data:
             del data[i]
+        elif op == "text":  # valid UTF-8: non-ASCII text where hex or a number was
+            data[i:i + draw(st.integers(0, 2))] = draw(
+                st.text(min_size=1, max_size=3)).encode("utf-8", "surrogatepass")
         else:
             data[i:i] = draw(st.binary(min_size=1, max_size=8))
     return bytes(data).splitlines(keepends=True)
