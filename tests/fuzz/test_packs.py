@@ -115,9 +115,24 @@ def test_overlays(data: st.DataObject) -> None:
         overlay(base, doc)
 
 
-@budget(200)
+def _aliases(levels: int, width: int) -> str:
+    """YAML whose aliases expand to ``width ** levels`` values (a billion laughs)."""
+    lines = [f"a0: &a0 [{', '.join(['x'] * width)}]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+#: Inputs that stress the parsers: deep nesting (either syntax), nested aliases.
+HOSTILE = st.one_of(
+    st.integers(1, 3_000).flatmap(lambda n: st.sampled_from(
+        ["[" * n + "]" * n, "{a: " * n + "1" + "}" * n, '{"a":' * n + "1" + "}" * n,
+         "- " * n + "x", "[" * n])),
+    st.builds(_aliases, st.integers(1, 12), st.integers(1, 12)))
+
+
+@budget(150)
 @given(st.one_of(st.text(max_size=600), st.binary(max_size=300).map(
-    lambda b: b.decode("latin-1")), JSON.map(yaml.safe_dump)),
+    lambda b: b.decode("latin-1")), JSON.map(yaml.safe_dump), HOSTILE),
        st.sampled_from([".yaml", ".json"]), st.booleans())
 def test_arbitrary_files(fuzz_dir: Path, text: str, suffix: str, raw: bool) -> None:
     file = fuzz_dir / f"pack-{next(_files)}{suffix}"
