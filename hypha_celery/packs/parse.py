@@ -70,7 +70,7 @@ def _too_big(doc: Any) -> str | None:
     """Why ``doc`` is past :data:`MAX_DOC_VALUES` or :data:`MAX_DOC_DEPTH`, or None
     (walked without recursion, at most ``MAX_DOC_VALUES`` steps)."""
     todo: list[tuple[Any, int]] = [(doc, 1)]
-    for count in range(MAX_DOC_VALUES):
+    for _ in range(MAX_DOC_VALUES):
         if not todo:
             return None
         value, depth = todo.pop()
