@@ -12,7 +12,8 @@ letter) are called here, around the task bodies (:func:`step`,
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from celery import Task
 from celery.exceptions import Ignore
@@ -56,10 +57,27 @@ def register_coordinator(rt: Runtime) -> None:
                  acks_late=True, reject_on_worker_lost=True)
     def coordinator(self: Task, payload: Json) -> None:
         if isinstance(payload, dict) and "run_id" in payload and "execution_id" in payload:
-            _coordinator_step(rt, self, parse_payload(payload))
+            parsed = _parsed(rt, self.name, payload, parse_payload)
+            if parsed is not None:
+                _coordinator_step(rt, self, parsed)
         elif payload is not None:
             failures.malformed(rt, self.name, payload, "invalid_schema",
                                "coordinator payload needs run_id and execution_id")
+
+
+_P = TypeVar("_P")
+
+
+def _parsed(rt: Runtime, task: str, data: Any, parse: Callable[[Any], _P]) -> _P | None:
+    """``parse(data)``, or None with the message recorded as a dead letter
+    (``invalid_schema``) when it does not parse: a malformed payload never raises in a
+    task body."""
+    try:
+        return parse(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        failures.malformed(rt, task, data, "invalid_schema",
+                           f"payload does not parse ({type(exc).__name__})")
+        return None
 
 
 def register_graph(rt: Runtime, graph: Graph) -> None:
@@ -128,7 +146,10 @@ def _register_reducer(rt: Runtime, graph: Graph, name: str) -> None:
     @rt.app.task(name=f"{graph.id}.{name}", bind=True, ignore_result=True, shared=False,
                  resultrepr_maxsize=RESULT_REPR, acks_late=True, reject_on_worker_lost=True)
     def reducer(self: Task, results: list[Any], meta: Json) -> Json | None:
-        return _continue(rt, self, run_reducer(rt, graph, FanoutMeta.from_json(meta), results))
+        parsed = _parsed(rt, self.name, meta, FanoutMeta.from_json)
+        if parsed is None:
+            return None
+        return _continue(rt, self, run_reducer(rt, graph, parsed, results))
 
 
 def node_task(rt: Runtime, graph: Graph, task: Task, env: Json) -> Json | None:
