@@ -81,7 +81,7 @@ TARGETS = {"append_batched_events_per_s": (">=", 20_000.0),
            "export_events_per_s": (">=", 50_000.0),
            "import_events_per_s": (">=", 50_000.0)}
 
-_ANSWER = ("The retrieved passage discusses the operational limits of the system and the "
+ANSWER = ("The retrieved passage discusses the operational limits of the system and the "
            "expected latency of each step.")
 
 
@@ -92,7 +92,7 @@ def _created(i: int) -> dict[str, Any]:
             "idempotency_key": None}
 
 
-def _cycle(run_id: str, step: int) -> list[tuple[str, dict[str, Any], str | None]]:
+def node_step(run_id: str, step: int) -> list[tuple[str, dict[str, Any], str | None]]:
     """One node step: (kind, data, idempotency key) x 6."""
     eid = f"{run_id}.{step}"
     call = f"{eid}.call"
@@ -105,7 +105,7 @@ def _cycle(run_id: str, step: int) -> list[tuple[str, dict[str, Any], str | None
         ("model.call.started", {"execution_id": eid, "call_id": call, "model": "mock",
                                 "step": step}, None),
         ("model.call.completed", {"execution_id": eid, "call_id": call, "model": "mock",
-                                  "step": step, "output": {"text": _ANSWER, "tokens": 42}},
+                                  "step": step, "output": {"text": ANSWER, "tokens": 42}},
          None),
         ("node.execution.completed", {"execution_id": eid, "node_id": "llm", "duration": 0.2,
                                       "update": {f"a{step % 10}": step}}, f"{eid}:done"),
@@ -117,7 +117,7 @@ def _events(run_id: str, count: int) -> Iterator[tuple[str, dict[str, Any], str 
     yield "run.started", {"execution_id": f"{run_id}.0"}, None
     n, step = 2, 1
     while True:
-        for item in _cycle(run_id, step):
+        for item in node_step(run_id, step):
             if n >= count:
                 return
             yield item

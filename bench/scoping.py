@@ -45,6 +45,7 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 import sqlalchemy as sa
 
 from bench._harness import PG_ADMIN_URL, _git, run_bench, target
+from bench.events import ANSWER, node_step
 from hypha_celery import Hypha, Settings
 from hypha_celery.client.run import RunHandle
 from hypha_celery.errors import RunNotFound
@@ -62,32 +63,8 @@ RUNS_PER_TX = 250
 HANDLES = 200  # handles made beforehand for handle_status
 TARGET_MS = 1.0
 
-_ANSWER = ("The retrieved passage discusses the operational limits of the system and the "
-           "expected latency of each step.")
-
-
 def _user(i: int) -> str:
     return f"user-{i % USERS:03d}"
-
-
-def _step(run_id: str, step: int) -> list[tuple[str, dict[str, Any], str | None]]:
-    """One node step as the coordinator and the node task record it (6 events)."""
-    eid = f"{run_id}.{step}"
-    call = f"{eid}.call"
-    return [
-        ("decision.policy.recorded", {"step": step - 1, "type": "next", "node_id": "llm"}, None),
-        ("node.execution.scheduled", {"execution_id": eid, "node_id": "llm", "step": step,
-                                      "input": {"k": 5}}, None),
-        ("node.execution.started", {"execution_id": eid, "node_id": "llm", "attempt": 1,
-                                    "worker": "celery@bench"}, f"{eid}:started:1"),
-        ("model.call.started", {"execution_id": eid, "call_id": call, "model": "mock",
-                                "step": step}, None),
-        ("model.call.completed", {"execution_id": eid, "call_id": call, "model": "mock",
-                                  "step": step, "output": {"text": _ANSWER, "tokens": 42}},
-         None),
-        ("node.execution.completed", {"execution_id": eid, "node_id": "llm", "duration": 0.2,
-                                      "update": {f"a{step % 10}": step}}, f"{eid}:done"),
-    ]
 
 
 def _write_run(tx: Any, run_id: str, i: int, events: int) -> None:
@@ -104,12 +81,12 @@ def _write_run(tx: Any, run_id: str, i: int, events: int) -> None:
     lifecycle.record(tx, run_id, "run.started", {"execution_id": kickoff_id(run_id)})
     n, step, body = 0, 1, events - 4  # created, started, <body>, finish decision, completed
     while n < body:
-        for kind, data, idem in _step(run_id, step)[:body - n]:
+        for kind, data, idem in node_step(run_id, step)[:body - n]:
             tx.append(run_id, kind, data, idem=idem)
             n += 1
         step += 1
     tx.append(run_id, "decision.policy.recorded", {"step": step - 1, "type": "finish"})
-    lifecycle.record(tx, run_id, "run.completed", {"result": {"answer": _ANSWER}})
+    lifecycle.record(tx, run_id, "run.completed", {"result": {"answer": ANSWER}})
 
 
 def _load(hypha: Hypha) -> tuple[list[tuple[str, str]], list[tuple[str, str]], float, int]:

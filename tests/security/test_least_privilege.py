@@ -34,10 +34,7 @@ from tests.integration.helpers import (
     Backends,
     Worker,
     assert_exactly_once,
-    claim_db,
-    clear_db,
     close_client,
-    release_db,
     release_pools,
 )
 from tests.runtime.support import assert_well_formed, wait_until
@@ -177,18 +174,6 @@ def test_postgres_recipe_runs_hypha_with_a_runtime_role_that_cannot_change_the_s
 # -- the brokers: a real `hypha worker` and `hypha beat` on the restricted account ----
 APP = "tests.security.privilege_app:hypha"
 HYPHA = str(Path(sys.executable).parent / "hypha")
-
-
-@pytest.fixture
-def claimed_redis(redis_base: str) -> Iterator[str]:
-    """A Redis database of this test's own (claimed, emptied before and after)."""
-    token = uuid.uuid4().hex
-    url = claim_db(redis_base, token)
-    try:
-        yield url
-    finally:
-        clear_db(url)
-        release_db(url, token)
 
 
 @contextmanager

@@ -17,7 +17,6 @@ import dataclasses
 import json
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,11 +37,8 @@ from tests.integration.helpers import (
     REPO,
     Backends,
     Worker,
-    claim_db,
-    clear_db,
     close_client,
     purge,
-    release_db,
     release_pools,
     wait_until,
 )
@@ -225,17 +221,6 @@ def test_the_consumer_names_signature_refusals() -> None:
 
 
 # -- two workers, one with the wrong key ---------------------------------------------
-@pytest.fixture
-def signing_redis(redis_base: str) -> Iterator[str]:
-    token = uuid.uuid4().hex
-    url = claim_db(redis_base, token)
-    try:
-        yield url
-    finally:
-        clear_db(url)
-        release_db(url, token)
-
-
 def _start(worker: Worker, ready: Path) -> Worker:
     """Start ``worker`` and wait for its ready file (no ping: see signing_support)."""
     with worker.log_path.open("ab") as out:
@@ -293,11 +278,11 @@ def _summary(record: dict[str, Any]) -> tuple[Any, ...]:
 
 
 @pytest.mark.services
-def test_two_workers_one_with_the_wrong_key(ids: dict[str, Any], signing_redis: str,
+def test_two_workers_one_with_the_wrong_key(ids: dict[str, Any], claimed_redis: str,
                                             pg_url: str, tmp_path: Path,
                                             isolated: None) -> None:
     a, b, store_a, store_b = ids["a"], ids["b"], ids["store_a"], ids["store_b"]
-    url = signing_redis
+    url = claimed_redis
     backends = Backends("redis", url, url, pg_url)
     client = build(dataclasses.replace(backends.settings(), signing=signing_of(a, store_a)))
     client.store.migrate()
