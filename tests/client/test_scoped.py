@@ -196,7 +196,7 @@ def test_dead_letters_are_scoped(hypha: Hypha) -> None:
     same_refusal(bob.redrive, mine, 10**9)
     assert str(_refusal(lambda: bob.redrive(mine))) == f"no dead letter {mine}"
     assert bob.store.purge_dead_letters() == 0
-    assert {d["id"] for d in hypha.store.dead_letters()} == {mine, orphan}
+    assert {mine, orphan} <= {d["id"] for d in hypha.store.dead_letters(limit=10_000)}
 
 
 def _refusal(call: Callable[[], Any]) -> BaseException:

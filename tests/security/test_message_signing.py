@@ -279,8 +279,9 @@ def _summary(record: dict[str, Any]) -> tuple[Any, ...]:
 
 @pytest.mark.services
 def test_two_workers_one_with_the_wrong_key(ids: dict[str, Any], claimed_redis: str,
-                                            pg_url: str, tmp_path: Path,
+                                            fresh_pg: str, tmp_path: Path,
                                             isolated: None) -> None:
+    pg_url = fresh_pg
     a, b, store_a, store_b = ids["a"], ids["b"], ids["store_a"], ids["store_b"]
     url = claimed_redis
     backends = Backends("redis", url, url, pg_url)
