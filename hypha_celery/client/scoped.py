@@ -29,7 +29,7 @@ from hypha_celery.reviews import PendingReview
 from hypha_celery.reviews import pending as pending_reviews
 from hypha_celery.runtime.config import Settings
 from hypha_celery.runtime.notifier import Notifier
-from hypha_celery.store import EventStore
+from hypha_celery.store import EventStore, RunFilter, RunRow
 
 if TYPE_CHECKING:
     from hypha_celery.client.hypha import Hypha
@@ -102,6 +102,13 @@ class ScopedHypha:
     def runs(self, *, status: str | None = None, limit: int = 100) -> list[str]:
         """Ids of this principal's newest runs (in ``status``), newest first."""
         return self.store.run_ids(status=status, limit=limit)
+
+    def list_runs(self, filters: RunFilter | None = None, *, limit: int = 50,
+                  before: int | None = None) -> list[RunRow]:
+        """This principal's runs matching ``filters`` (graph, status, user, session,
+        created / updated times), newest first, content-free: a page of at most ``limit``;
+        the next page is ``before=page[-1].id`` (:meth:`EventStore.list_runs`)."""
+        return self.store.list_runs(filters, limit=limit, before=before)
 
     def session_runs(self, session_id: str, user_id: str | None = None) -> list[str]:
         """Ids of the runs of one session of this user (an admin names the user)."""

@@ -7,6 +7,7 @@ columns of their own) and a few of its keys as indexed columns. :func:`view_of`,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -39,6 +40,66 @@ def columns_of(view: View) -> dict[str, Any]:
     cols = {k: doc[k] for k in VIEW_COLUMNS}
     cols["status"] = str(cols["status"])  # a Status: the column holds its value
     return cols
+
+
+#: Most rows :meth:`Runs.list_runs` returns at once.
+MAX_LIST = 1000
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs :meth:`Runs.list_runs` lists: every field that is not None narrows it
+    (equal to it; times in epoch seconds, ``*_since`` inclusive, ``*_until`` exclusive)."""
+
+    graph_id: str | None = None
+    status: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    created_since: float | None = None
+    created_until: float | None = None
+    updated_since: float | None = None
+    updated_until: float | None = None
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run of a listing: its columns, never its input, state or result. ``id`` is the
+    row's place (newest highest): the keyset cursor of the next page."""
+
+    id: int
+    run_id: str
+    graph_id: str
+    status: str
+    user_id: str | None
+    session_id: str | None
+    seq: int
+    created_at: float
+    updated_at: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as JSON values (without ``id``, the store's own)."""
+        return {"run_id": self.run_id, "graph_id": self.graph_id, "status": self.status,
+                "user_id": self.user_id, "session_id": self.session_id, "seq": self.seq,
+                "created_at": self.created_at, "updated_at": self.updated_at}
+
+
+_LISTED = (runs.c.id, runs.c.run_id, runs.c.graph_id, runs.c.status, runs.c.user_id,
+           runs.c.session_id, runs.c.seq, runs.c.created_at, runs.c.updated_at)
+
+
+def _filtered(q: Select[Any], f: RunFilter) -> Select[Any]:
+    c = runs.c
+    for column, value in ((c.graph_id, f.graph_id), (c.status, f.status),
+                          (c.user_id, f.user_id), (c.session_id, f.session_id)):
+        if value is not None:
+            q = q.where(column == value)
+    for column, since, until in ((c.created_at, f.created_since, f.created_until),
+                                 (c.updated_at, f.updated_since, f.updated_until)):
+        if since is not None:
+            q = q.where(column >= since)
+        if until is not None:
+            q = q.where(column < until)
+    return q
 
 
 def owned(q: Select[Any], owner: str | None) -> Select[Any]:
@@ -89,9 +150,25 @@ class Runs(Engines):
         with self.reader.connect() as conn:
             return list(conn.execute(q).scalars())
 
+    def list_runs(self, filters: RunFilter | None = None, *, limit: int = 50,
+                  before: int | None = None) -> list[RunRow]:
+        """Runs matching ``filters``, newest first, at most ``limit`` (1 to
+        :data:`MAX_LIST`); ``before``: only rows older than that :attr:`RunRow.id` (the
+        last row of the page before: keyset paging, as fast on the thousandth page as on
+        the first). Graph, user and session each have an index ordered by ``id``."""
+        if not 1 <= limit <= MAX_LIST:
+            raise ValueError(f"limit must be 1 to {MAX_LIST}, not {limit}")
+        self.ensure_schema()
+        q = _filtered(owned(sa.select(*_LISTED), self.owner), filters or RunFilter())
+        if before is not None:
+            q = q.where(runs.c.id < before)
+        q = q.order_by(runs.c.id.desc()).limit(limit)
+        with self.reader.connect() as conn:
+            return [RunRow(*r) for r in conn.execute(q)]
+
     def session_runs(self, user_id: str, session_id: str) -> list[str]:
-        """Ids of the runs of ``(user_id, session_id)``, in the order they were created.
-        (No index serves this: it reads the whole runs table. It is an operator's query.)"""
+        """Ids of the runs of ``(user_id, session_id)``, in the order they were created
+        (the session index serves it)."""
         self.ensure_schema()
         q = (owned(sa.select(runs.c.run_id), self.owner)
              .where(runs.c.user_id == user_id, runs.c.session_id == session_id)

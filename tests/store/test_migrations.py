@@ -34,7 +34,7 @@ def test_migrate_on_fresh_database_matches_metadata(fresh_url: str) -> None:
         store.migrate()
         assert set(sa.inspect(store.engine).get_table_names()) == TABLES
         assert diff(store) == []
-        assert versions(store) == ["0003"]
+        assert versions(store) == ["0004"]
     finally:
         store.dispose()
 
@@ -63,7 +63,7 @@ def test_migrate_twice_is_a_noop(fresh_url: str) -> None:
         again = EventStore(fresh_url)  # a new process would do this
         again.migrate()
         again.dispose()
-        assert versions(store) == ["0003"]
+        assert versions(store) == ["0004"]
         assert diff(store) == []
         with store.engine.connect() as conn:
             assert conn.exec_driver_sql("SELECT lane, active_run_id FROM hypha_lanes").all() == [
@@ -92,7 +92,7 @@ def test_concurrent_migrations_all_succeed(fresh_url: str) -> None:
         t.join(60)
     try:
         assert errors == []
-        assert versions(stores[0]) == ["0003"]
+        assert versions(stores[0]) == ["0004"]
         assert diff(stores[0]) == []
     finally:
         for s in stores:
