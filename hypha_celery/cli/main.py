@@ -326,9 +326,10 @@ def import_(file: str, verify: bool, app_spec: str | None) -> None:
 @app_option(required=True)
 @click.option("--queues", "-Q", metavar="Q1,Q2", help="queues to consume (default: all of the "
               "app's: coordinator, nodes, effects and nodes' own; never hypha.dead_letter)")
-@click.option("--profile", "profile_name", type=click.Choice(PROFILES), default="default",
-              show_default=True, help="io: hypha.agents + hypha.io on 500 threads; cpu: "
-              "the other queues on prefork; default: every queue on prefork")
+@click.option("--profile", "profile_name", default="default", show_default=True,
+              metavar="|".join(PROFILES) + "|FILE.py", help="io: hypha.agents + hypha.io on "
+              "500 threads; cpu: the other queues on prefork; default: every queue on "
+              "prefork; or a profile file (workers/llm.py)")
 @click.option("--pool", "-P", type=click.Choice(POOLS),
               help="overrides the profile's (default profile: prefork)")
 @click.option("--concurrency", "-c", type=click.IntRange(min=1),

@@ -4,19 +4,27 @@
 * ``io``: the agents' turns and the network-bound nodes (``hypha.agents``,
   ``hypha.io``) on a thread pool of ``IO_CONCURRENCY`` threads: a turn or a model call
   waits on the network, so a thread each, not a process each;
-* ``cpu``: every other queue (coordinator, nodes, effects, nodes' own) on prefork.
+* ``cpu``: every other queue (coordinator, nodes, effects, nodes' own) on prefork;
+* a profile file (``workers/llm.py``): a Python module of plain Celery worker settings
+  (``worker_pool``, ``worker_concurrency``, ``worker_prefetch_multiplier``,
+  ``worker_max_tasks_per_child``, ``worker_max_memory_per_child``) and ``queues``, the
+  queues to consume (Celery's ``-Q``), see :func:`load_profile`.
 
 An explicit ``--queues``, ``--pool`` or ``--concurrency`` overrides the profile's.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.errors import SetupError
-from hypha_celery.runtime.config import AGENTS_QUEUE, IO_QUEUE
+from hypha_celery.runtime.config import AGENTS_QUEUE, DEAD_LETTER_QUEUE, IO_QUEUE
 
 POOLS = ("prefork", "threads", "solo")
 PROFILES = ("default", "io", "cpu")
@@ -26,14 +34,108 @@ IO_CONCURRENCY = 500
 IO_QUEUES = (AGENTS_QUEUE, IO_QUEUE)
 
 
+#: The settings a profile file may set: name -> the ``celery worker`` option it becomes.
+FILE_SETTINGS = {"queues": "--queues", "worker_pool": "--pool",
+                 "worker_concurrency": "--concurrency",
+                 "worker_prefetch_multiplier": "--prefetch-multiplier",
+                 "worker_max_tasks_per_child": "--max-tasks-per-child",
+                 "worker_max_memory_per_child": "--max-memory-per-child"}
+
+
 @dataclass(frozen=True)
 class Profile:
-    """A profile's pool, concurrency (None: Celery's default, the CPU count) and queues
-    (None: every queue of the app)."""
+    """A profile's pool, concurrency (None: Celery's default, the CPU count), queues
+    (None: every queue of the app) and, from a profile file, the other worker options
+    (None: Celery's default)."""
 
     pool: str
     concurrency: int | None
     queues: list[str] | None
+    prefetch_multiplier: int | None = None
+    max_tasks_per_child: int | None = None
+    max_memory_per_child: int | None = None
+
+    def celery_options(self) -> list[str]:
+        """The profile as ``celery worker`` options (what ``python -m workers NAME``
+        prints for a plain ``celery -A APP worker``)."""
+        argv = [f"--pool={self.pool}"]
+        if self.queues:
+            argv.append(f"--queues={','.join(self.queues)}")
+        if self.concurrency is not None:
+            argv.append(f"--concurrency={self.concurrency}")
+        return argv + self.more_options()
+
+    def more_options(self) -> list[str]:
+        """The options besides pool, queues and concurrency."""
+        return [f"{flag}={value}" for flag, value in (
+            ("--prefetch-multiplier", self.prefetch_multiplier),
+            ("--max-tasks-per-child", self.max_tasks_per_child),
+            ("--max-memory-per-child", self.max_memory_per_child)) if value is not None]
+
+
+def is_profile_file(name: str) -> bool:
+    """``--profile`` names a file (``workers/llm.py``), not one of :data:`PROFILES`."""
+    return name.endswith(".py") or "/" in name
+
+
+def load_profile(path: str | Path) -> Profile:
+    """The profile in a Python file of plain Celery worker settings (module-level names;
+    private names, imports, functions and classes are ignored). ``queues`` (a non-empty
+    list of queue names) is required; ``worker_pool`` defaults to prefork; the rest to
+    Celery's defaults. Anything else, a wrong type or an unknown pool: :class:`SetupError`
+    naming the file and the setting."""
+    where = str(path)
+    module = _import_file(Path(path))
+    values: dict[str, object] = {}
+    for key, value in vars(module).items():
+        if key.startswith("_") or key == "annotations" or isinstance(value, ModuleType | type):
+            continue
+        if callable(value):
+            continue
+        if key not in FILE_SETTINGS:
+            raise SetupError(f"{where}: unknown setting {key!r} (a profile sets "
+                             f"{', '.join(FILE_SETTINGS)})")
+        values[key] = value
+    queues = values.get("queues")
+    if (not isinstance(queues, list | tuple) or not queues
+            or not all(isinstance(q, str) and q.strip() for q in queues)):
+        raise SetupError(f"{where}: queues must be a non-empty list of queue names, "
+                         f"got {queues!r}")
+    if DEAD_LETTER_QUEUE in queues:
+        raise SetupError(f"{where}: queues: {DEAD_LETTER_QUEUE} holds dead letters for "
+                         "hypha dlq, never a worker's")
+    pool = values.get("worker_pool", "prefork")
+    if pool not in POOLS:
+        raise SetupError(f"{where}: worker_pool must be one of {', '.join(POOLS)}, "
+                         f"got {pool!r}")
+    numbers: dict[str, int | None] = {}
+    for key in ("worker_concurrency", "worker_prefetch_multiplier",
+                "worker_max_tasks_per_child", "worker_max_memory_per_child"):
+        value = values.get(key)
+        if value is not None and (type(value) is not int or value < 1):
+            raise SetupError(f"{where}: {key} must be an integer >= 1 or None, "
+                             f"got {value!r}")
+        numbers[key] = value
+    return Profile(str(pool), numbers["worker_concurrency"], [q.strip() for q in queues],
+                   numbers["worker_prefetch_multiplier"],
+                   numbers["worker_max_tasks_per_child"],
+                   numbers["worker_max_memory_per_child"])
+
+
+def _import_file(path: Path) -> ModuleType:
+    if not path.is_file():
+        raise SetupError(f"--profile: no profile file {str(path)!r}")
+    spec = importlib.util.spec_from_file_location(
+        f"_hypha_profile_{uuid.uuid4().hex[:8]}", path)
+    if spec is None or spec.loader is None:
+        raise SetupError(f"--profile: {str(path)!r} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise SetupError(f"{path}: the profile does not load: {type(exc).__name__}: "
+                         f"{exc}") from None
+    return module
 
 
 def parse_queues(value: str | None) -> list[str] | None:
@@ -51,7 +153,15 @@ def profile(hypha: Hypha, name: str) -> Profile:
         return Profile("prefork", None, sorted(hypha.queues() - set(IO_QUEUES)))
     if name == "default":
         return Profile("prefork", None, None)
-    raise SetupError(f"--profile must be one of {', '.join(PROFILES)}, got {name!r}")
+    if is_profile_file(name):
+        chosen = load_profile(name)
+        unknown = sorted(set(chosen.queues or ()) - hypha.queues())
+        if unknown:
+            raise SetupError(f"{name}: queues: {', '.join(unknown)} not a queue of the app "
+                             f"(its queues: {', '.join(sorted(hypha.queues()))})")
+        return chosen
+    raise SetupError(f"--profile must be one of {', '.join(PROFILES)} or a profile file "
+                     f"(workers/llm.py), got {name!r}")
 
 
 def worker_argv(
@@ -78,5 +188,6 @@ def worker_argv(
             f"--loglevel={loglevel}"]
     if concurrency is not None:
         argv.append(f"--concurrency={concurrency}")
+    argv.extend(chosen.more_options())
     argv.extend(extra)
     return argv

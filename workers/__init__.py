@@ -1,0 +1,1 @@
+"""Worker profiles: one file per role, copied and edited by the user. See README.md."""
