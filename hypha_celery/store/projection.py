@@ -155,7 +155,8 @@ class Runs(Engines):
         """Runs matching ``filters``, newest first, at most ``limit`` (1 to
         :data:`MAX_LIST`); ``before``: only rows older than that :attr:`RunRow.id` (the
         last row of the page before: keyset paging, as fast on the thousandth page as on
-        the first). Graph, user and session each have an index ordered by ``id``."""
+        the first). Graph, user and session each have an index ordered by ``id``, creation
+        time one of its own; the time of the last event has none (it changes every step)."""
         if not 1 <= limit <= MAX_LIST:
             raise ValueError(f"limit must be 1 to {MAX_LIST}, not {limit}")
         self.ensure_schema()

@@ -40,11 +40,12 @@ runs = Table(
     # PostgreSQL can update the row in place (HOT) on the hot path.
     Index("ix_hypha_runs_status", "status"),
     Index("ix_hypha_runs_lane_status", "lane", "status", "id"),
-    # listings newest first (``Runs.list_runs``) by graph, user or session; written once
-    # per run (these columns never change)
+    # listings newest first (``Runs.list_runs``) by graph, user, session or creation
+    # time; written once per run (these columns never change)
     Index("ix_hypha_runs_graph", "graph_id", "id"),
     Index("ix_hypha_runs_user", "user_id", "id"),
     Index("ix_hypha_runs_session", "session_id", "id"),
+    Index("ix_hypha_runs_created", "created_at"),
 )
 
 events = Table(

@@ -1,4 +1,4 @@
-"""indexes for listing runs by graph, user and session, newest first
+"""indexes for listing runs by graph, user, session and creation time, newest first
 
 Revision ID: 0004
 Revises: 0003
@@ -15,7 +15,8 @@ depends_on = None
 # updated_at) stays HOT on PostgreSQL.
 _INDEXES = (("ix_hypha_runs_graph", ["graph_id", "id"]),
             ("ix_hypha_runs_user", ["user_id", "id"]),
-            ("ix_hypha_runs_session", ["session_id", "id"]))
+            ("ix_hypha_runs_session", ["session_id", "id"]),
+            ("ix_hypha_runs_created", ["created_at"]))
 
 
 def upgrade() -> None:
