@@ -14,6 +14,7 @@ import click
 from pydantic import ValidationError
 
 from hypha_celery.cli.common import app_option, opened
+from hypha_celery.cli.progress import Ticker
 from hypha_celery.errors import RunNotFound
 from hypha_celery.evaluation import (
     EvaluationSummary,
@@ -211,7 +212,7 @@ def regress_cmd(spec_file: str, fixtures_dir: str | None, as_json: bool,
     table (case, check, pass / FAIL). Records regression.started / regression.completed
     on every compared run; exits 1 when any check fails (usable in CI)."""
     spec = RegressionSpec.load(spec_file)
-    with opened(app_spec) as hypha:
+    with opened(app_spec) as hypha, Ticker(f"regress: {len(spec.fixtures)} fixtures"):
         report = run_regression(spec, hypha.store, fixtures_dir=fixtures_dir)
     if as_json:
         click.echo(report.model_dump_json(indent=2))

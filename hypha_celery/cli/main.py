@@ -20,6 +20,7 @@ from hypha_celery.cli.common import AS_USER, app_option, echo_json, opened, oper
 from hypha_celery.cli.follow import LiveLines
 from hypha_celery.cli.follow import follow as follow_events
 from hypha_celery.cli.loading import embedded_settings, load_app
+from hypha_celery.cli.progress import Progress, Ticker, read_counts
 from hypha_celery.cli.selection import parse_session, parse_since
 from hypha_celery.cli.status import status_json, status_lines
 from hypha_celery.cli.timeline import timeline, use_colour
@@ -283,10 +284,13 @@ def export(run_ids: tuple[str, ...], run_opts: tuple[str, ...], session: str | N
     ids = [*run_ids, *run_opts] or None
     user_session, when = parse_session(session), parse_since(since)
     key = export_key() if sign else None
-    with opened(app_spec) as hypha:
+    with opened(app_spec) as hypha, Progress("export") as progress:
+        if output == "-" and sys.stdout.isatty():
+            progress.enabled = False  # the lines themselves go to the terminal
+
         def write(out: IO[str]) -> tuple[int, int]:
             return export_jsonl(hypha.store, out, ids, session=user_session, since=when,
-                                key=key)
+                                key=key, progress=progress)
 
         runs, count = write(sys.stdout) if output == "-" else _write_file(output, write)
     click.echo(f"exported {count} events of {runs} runs", err=True)
@@ -304,8 +308,10 @@ def _write_file(path: str, write: Callable[[IO[str]], tuple[int, int]]) -> tuple
 @click.argument("file", metavar="FILE")
 @click.option("--verify", is_flag=True, help=f"accept only a signed export whose every "
               f"line verifies with ${KEY_ENV}")
+@click.option("--json", "as_json", is_flag=True,
+              help='the counts as one JSON object: {"runs", "events", "present"}')
 @app_option()
-def import_(file: str, verify: bool, app_spec: str | None) -> None:
+def import_(file: str, verify: bool, as_json: bool, app_spec: str | None) -> None:
     """Import a JSONL export (FILE, or - for stdin) in one transaction.
 
     The whole file is checked first (JSON, event types, checksums, complete runs, and
@@ -314,9 +320,15 @@ def import_(file: str, verify: bool, app_spec: str | None) -> None:
     different event under the same id is refused."""
     operator_only("import")  # it writes runs of any user
     key = export_key() if os.environ.get(KEY_ENV) else None  # --verify without it: refused
-    parsed = read_file(file, key=key, verify=verify)
-    with opened(app_spec) as hypha:
+    with Progress("import: reading", read_counts(file)) as progress:
+        parsed = read_file(file, key=key, verify=verify, progress=progress)
+    with opened(app_spec) as hypha, \
+            Ticker(f"import: writing {len(parsed.events):,} events in one transaction"):
         done = import_parsed(hypha.store, parsed)
+    if as_json:
+        click.echo(json.dumps({"runs": done.runs, "events": done.events,
+                               "present": done.present}))
+        return
     click.echo(f"imported {done.runs} runs ({done.events} events); {done.present} events "
                "already present, skipped" + ("" if done.events else " (nothing new)"))
 

@@ -17,6 +17,7 @@ from hypha_celery.cli.common import (
     operator_only,
     settle,
 )
+from hypha_celery.cli.progress import Ticker
 
 
 def _when(ts: float | None) -> str:
@@ -148,7 +149,7 @@ def quarantine_fail(run_id: str, message: str, app_spec: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="one JSON object a line")
 def sweep(app_spec: str, as_json: bool) -> None:
     """Run one recovery-supervisor sweep now and print its decisions."""
-    with opened(app_spec) as hypha:
+    with opened(app_spec) as hypha, Ticker("sweep"):
         decisions = hypha.sweep()
     for d in decisions:
         click.echo(echo_line(d) if as_json else

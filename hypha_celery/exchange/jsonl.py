@@ -74,6 +74,9 @@ _CHUNK = 1000  # lines per write
 #: is refused as it is read (``MalformedLine``), never held whole.
 MAX_LINE_BYTES = 32 * 1024 * 1024
 _sha256 = hashlib.sha256
+#: A progress callback: ``progress(done, more)``, two counts of work done so far (each
+#: function says which); it is called often, so it should be cheap.
+Progress = Callable[[int, int], None]
 
 
 def _digest(body: dict[str, Any]) -> str:
@@ -128,10 +131,11 @@ def write_jsonl(events: Iterable[Event], out: IO[str], *, key: bytes | None = No
 
 def export_jsonl(store: EventStore, out: IO[str], run_ids: Iterable[str] | None = None, *,
                  session: tuple[str, str] | None = None, since: float | None = None,
-                 key: bytes | None = None) -> tuple[int, int]:
+                 key: bytes | None = None, progress: Progress | None = None,
+                 ) -> tuple[int, int]:
     """:meth:`EventStore.export` of the selected runs to ``out``, as :func:`write_jsonl`
     writes it (from the stored rows: no envelopes are built; signed with ``key``);
-    returns (runs, events)."""
+    returns (runs, events). ``progress(runs, events)`` is called after each run written."""
     runs = count = 0
     signer = _begin(out, key)
     with gc_paused():
@@ -145,6 +149,8 @@ def export_jsonl(store: EventStore, out: IO[str], run_ids: Iterable[str] | None 
             count += len(lines)
             for i in range(0, len(lines), _CHUNK):
                 out.write("\n".join(lines[i:i + _CHUNK]) + "\n")
+            if progress is not None:
+                progress(runs, count)
     _end(out, signer, runs)
     return runs, count
 
@@ -324,16 +330,18 @@ def read_jsonl(lines: Iterable[str | bytes], source: str = "<input>") -> list[Ev
     return parse_jsonl(lines, source).events
 
 
-def read_file(path: str, *, key: bytes | None = None, verify: bool = False) -> Parsed:
+def read_file(path: str, *, key: bytes | None = None, verify: bool = False,
+              progress: Progress | None = None) -> Parsed:
     """:func:`parse_jsonl` of a file (``-``: standard input). A signed file is verified
     with ``key`` as it is read; ``verify`` refuses an unsigned one (and a signed one when
     there is no key). A signed file read without a key (and without ``verify``) is
-    checked as an unsigned one: its checksums, not its signatures."""
+    checked as an unsigned one: its checksums, not its signatures.
+    ``progress(lines, bytes)`` is called as lines are read (every 1,024, and at the end)."""
     if path == "-":
-        return _read(sys.stdin.buffer, "<stdin>", key, verify)
+        return _read(sys.stdin.buffer, "<stdin>", key, verify, progress)
     try:
         with open(path, "rb") as file:
-            return _read(file, path, key, verify)
+            return _read(file, path, key, verify, progress)
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         raise ImportSourceMissing(f"{path}: cannot read it: {exc.strerror}") from None
 
@@ -351,8 +359,23 @@ def bounded_lines(file: IO[bytes], source: str, limit: int = MAX_LINE_BYTES
         yield line
 
 
-def _read(file: IO[bytes], source: str, key: bytes | None, verify: bool) -> Parsed:
+def _reported(lines: Iterator[bytes], progress: Progress) -> Iterator[bytes]:
+    """``lines``, reporting ``progress(lines, bytes)`` every 1,024 lines and at the end."""
+    count = size = 0
+    for line in lines:
+        count += 1
+        size += len(line)
+        if not count & 1023:
+            progress(count, size)
+        yield line
+    progress(count, size)
+
+
+def _read(file: IO[bytes], source: str, key: bytes | None, verify: bool,
+          progress: Progress | None = None) -> Parsed:
     lines = bounded_lines(file, source)
+    if progress is not None:
+        lines = _reported(lines, progress)
     first = next(lines, b"")
     signed = is_signed(first)
     if verify and not signed:
