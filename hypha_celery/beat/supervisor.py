@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hypha_celery.beat import singleton
 from hypha_celery.errors import FailureReason
 from hypha_celery.events import View
 from hypha_celery.graph import Graph, NodeContext
@@ -81,7 +82,17 @@ def register(rt: Runtime) -> None:
 
 def sweep(rt: Runtime, now: float | None = None,
           policy: RecoveryPolicy = DEFAULT_POLICY) -> list[Decision]:
-    """One sweep. Returns the decisions taken (ids and actions only)."""
+    """One sweep, never two at once (:mod:`~hypha_celery.beat.singleton`). Returns the
+    decisions taken (ids and actions only): none when a sweep celery beat sent finds
+    another one running or just done; a sweep called by hand waits for it."""
+    with singleton.sweeping(rt) as mine:
+        if not mine:
+            log.debug("hypha recovery: another sweep holds the lock; skipped")
+            return []
+        return _sweep(rt, now, policy)
+
+
+def _sweep(rt: Runtime, now: float | None, policy: RecoveryPolicy) -> list[Decision]:
     now = time.time() if now is None else now
     idle_before = now - min(policy.grace, policy.kickoff_lease)
     rows = rt.store.stale_runs(idle_before=idle_before, now=now, limit=policy.limit)
