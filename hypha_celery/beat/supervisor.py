@@ -21,6 +21,7 @@ from hypha_celery.beat import singleton
 from hypha_celery.errors import FailureReason
 from hypha_celery.events import View
 from hypha_celery.graph import Graph, NodeContext
+from hypha_celery.middleware import Sweep
 from hypha_celery.reviews import expire_due
 from hypha_celery.runtime import canvas, failures, lifecycle, rabbit, seams
 from hypha_celery.runtime.config import SUPERVISOR_TASK
@@ -89,7 +90,17 @@ def sweep(rt: Runtime, now: float | None = None,
         if not mine:
             log.debug("hypha recovery: another sweep holds the lock; skipped")
             return []
-        return _sweep(rt, now, policy)
+        return _timed(rt, lambda: _sweep(rt, now, policy))
+
+
+def _timed(rt: Runtime, run: Callable[[], list[Decision]]) -> list[Decision]:
+    """``run()``, then the middleware's ``after_sweep`` (its duration, for metrics)."""
+    if not rt.middleware.wants("after_sweep"):
+        return run()
+    started = time.monotonic()
+    decisions = run()
+    rt.middleware.call("after_sweep", Sweep(time.monotonic() - started, len(decisions)))
+    return decisions
 
 
 def _sweep(rt: Runtime, now: float | None, policy: RecoveryPolicy) -> list[Decision]:

@@ -3,7 +3,8 @@
 A ``Middleware`` overrides the hooks it needs; a ``MiddlewareStack`` calls them:
 ``before_*`` in list order, ``after_*`` in reverse; a hook that raises is logged and never
 breaks a run or a turn. Hooks and what they are told (``hooks``): run start and end, the
-coordinator step, a node attempt (and its retry, dead letter, late result), an agent turn."""
+coordinator step, a node attempt (and its retry, dead letter, late result), an agent turn, a
+supervisor sweep."""
 
 from hypha_celery.middleware.hooks import (
     Attempt,
@@ -11,10 +12,11 @@ from hypha_celery.middleware.hooks import (
     RunEnd,
     RunStart,
     Step,
+    Sweep,
     Turn,
     TurnEnd,
 )
 from hypha_celery.middleware.stack import EMPTY, HOOKS, Middleware, MiddlewareStack
 
 __all__ = ["EMPTY", "HOOKS", "Attempt", "AttemptEnd", "Middleware", "MiddlewareStack",
-           "RunEnd", "RunStart", "Step", "Turn", "TurnEnd"]
+           "RunEnd", "RunStart", "Step", "Sweep", "Turn", "TurnEnd"]

@@ -5,7 +5,7 @@ operator may see (the same rule as events and Flower)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +24,8 @@ class RunEnd:
     run_id: str
     status: str
     reason: str | None = None
+    #: The run's graph (for metrics by graph); records compare without it.
+    graph_id: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,3 +72,11 @@ class TurnEnd:
 
     duration_ms: float
     reason_kind: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """One recovery supervisor sweep (the ``hypha.supervisor`` task) and what it decided."""
+
+    duration_s: float
+    decisions: int

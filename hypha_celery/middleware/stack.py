@@ -17,6 +17,7 @@ from hypha_celery.middleware.hooks import (
     RunEnd,
     RunStart,
     Step,
+    Sweep,
     Turn,
     TurnEnd,
 )
@@ -48,6 +49,9 @@ class Middleware:
     # a request refused (overloaded, draining, pre_turn...) or cancelled before it ran
     def after_turn_rejected(self, turn: Turn, reason: str) -> None: ...
     def after_turn_cancelled(self, turn: Turn, reason: str) -> None: ...
+
+    # the recovery supervisor
+    def after_sweep(self, sweep: Sweep) -> None: ...
 
 
 HOOKS: tuple[str, ...] = tuple(

@@ -38,7 +38,8 @@ def run_ended(tx: Tx, rt: Runtime, view: View, kind: str, data: Mapping[str, Any
     ``after_run_start`` of the run the lane was handed to (``next_run``)."""
     stack = rt.middleware
     if stack.wants("after_run_end"):
-        end = RunEnd(view["run_id"], kind.removeprefix("run."), data.get("reason"))
+        end = RunEnd(view["run_id"], kind.removeprefix("run."), data.get("reason"),
+                     view.get("graph_id") or "")
         tx.after_commit(lambda: stack.call("after_run_end", end))
     if next_run is not None:
         nxt = tx.lock(next_run)

@@ -248,6 +248,15 @@ def names(store: EventStore, prefix: str = "") -> list[str]:
         return list(conn.execute(q).scalars())
 
 
+def phases(store: EventStore) -> dict[str, int]:
+    """How many live agents are in each phase (``idle``, ``busy``...): for metrics."""
+    store.ensure_schema()
+    with store.reader.connect() as conn:
+        rows = conn.execute(sa.select(agents.c.phase, sa.func.count())
+                            .group_by(agents.c.phase))
+        return {str(phase): int(n) for phase, n in rows}
+
+
 def stale(store: EventStore, before: float, limit: int) -> list[tuple[str, Any, float]]:
     """Busy agents whose owner has not beaten (or that nobody took) since ``before``:
     ``(name, doc without the session, last sign of life)``, oldest first."""

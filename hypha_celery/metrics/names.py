@@ -1,0 +1,31 @@
+"""Every metric name hypha exports (docs/operations.md "Metrics" lists the same).
+
+Counters are exposed with Prometheus' ``_total`` suffix, histograms with ``_bucket``,
+``_sum`` and ``_count``. Labels are bounded: graph and node ids, queues, statuses,
+reasons and error type names, never a run, user or session id."""
+
+from __future__ import annotations
+
+from typing import Final
+
+RUNS_STARTED: Final = "hypha_runs_started"
+RUNS_QUEUED: Final = "hypha_runs_queued"
+RUNS_COMPLETED: Final = "hypha_runs_completed"
+RUNS_FAILED: Final = "hypha_runs_failed"
+RUNS_CANCELLED: Final = "hypha_runs_cancelled"
+NODE_DURATION: Final = "hypha_node_duration_seconds"
+NODE_RETRIES: Final = "hypha_node_retries"
+DEAD_LETTERS: Final = "hypha_dead_letters"
+LATE_RESULTS: Final = "hypha_late_results"
+SWEEP_DURATION: Final = "hypha_supervisor_sweep_duration_seconds"
+SWEEP_DECISIONS: Final = "hypha_supervisor_decisions"
+QUEUE_DEPTH: Final = "hypha_queue_depth"
+AGENTS: Final = "hypha_agents"
+
+#: Counters and histograms (recorded by :class:`~hypha_celery.metrics.PrometheusMiddleware`).
+RECORDED: Final = (RUNS_STARTED, RUNS_QUEUED, RUNS_COMPLETED, RUNS_FAILED, RUNS_CANCELLED,
+                   NODE_DURATION, NODE_RETRIES, DEAD_LETTERS, LATE_RESULTS, SWEEP_DURATION,
+                   SWEEP_DECISIONS)
+#: Gauges read on scrape (:class:`~hypha_celery.metrics.collector.HyphaCollector`).
+GAUGES: Final = (QUEUE_DEPTH, AGENTS)
+ALL: Final = RECORDED + GAUGES
