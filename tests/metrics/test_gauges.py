@@ -4,6 +4,7 @@ from the store), the exporter's settings and ``hypha metrics``."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,11 +15,11 @@ from kombu import Connection, Exchange, Producer, Queue
 from prometheus_client import CollectorRegistry
 
 from hypha_celery.cli.main import cli
-from hypha_celery.errors import SetupError
-from hypha_celery.metrics import HyphaCollector, exporter, names, queue_depths
+from hypha_celery.errors import ExtraNotInstalled, SetupError
+from hypha_celery.metrics import HyphaCollector, client, exporter, names, queue_depths
 from hypha_celery.store import EventStore
 from hypha_celery.store import agents as agent_rows
-from tests.integration.helpers import purge
+from tests.integration.helpers import purge, rabbit_vhost
 
 QUEUE = "hypha.metrics_test"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
@@ -50,6 +51,21 @@ def test_queue_depths_count_every_priority_list(app: Celery, redis_url: str) -> 
     publish(redis_url, 2)
     publish(redis_url, 3, priority=9)  # kombu keeps it in another list
     assert queue_depths(app, [QUEUE]) == {QUEUE: 5}
+
+
+def test_queue_depths_on_rabbitmq(amqp_url: str) -> None:
+    with rabbit_vhost(amqp_url) as broker:
+        app = Celery("metrics-rabbit", broker=broker)
+        try:
+            purge(broker, [QUEUE])
+            publish(broker, 3)
+            assert queue_depths(app, [QUEUE, "hypha.never_declared"]) == {
+                QUEUE: 3, "hypha.never_declared": 0}
+        finally:
+            purge(broker, [QUEUE])
+            with Connection(broker) as conn:
+                conn.channel().queue_delete(QUEUE)
+            app.close()
 
 
 def test_the_collector_yields_queue_depths_and_agents(app: Celery, redis_url: str,
@@ -111,6 +127,12 @@ def test_hypha_metrics_needs_a_broker(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.chdir(tmp_path)
     done = CliRunner().invoke(cli, ["metrics"], env={"HYPHA_BROKER_URL": ""})
     assert done.exit_code == 2 and "HYPHA_BROKER_URL" in done.output
+
+
+def test_without_the_extra_the_error_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # as if not installed
+    with pytest.raises(ExtraNotInstalled, match=r"hypha-celery\[metrics\]"):
+        client.prometheus()
 
 
 def test_the_docs_list_every_metric() -> None:
