@@ -1,0 +1,22 @@
+"""Waiting on a condition in a test, never with a bare sleep."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_until(predicate: Callable[[], T], timeout: float = 15.0, what: str = "") -> T:
+    """Poll ``predicate`` until it returns something truthy, and return that; an
+    ``AssertionError`` after ``timeout`` seconds."""
+    end = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        time.sleep(0.01)
