@@ -24,6 +24,7 @@ from hypha_celery.cli.progress import Progress, Ticker, read_counts
 from hypha_celery.cli.selection import parse_session, parse_since
 from hypha_celery.cli.status import status_json, status_lines
 from hypha_celery.cli.timeline import timeline, use_colour
+from hypha_celery.cli.up import COMMANDS as UP_COMMANDS
 from hypha_celery.cli.worker import POOLS, PROFILES, parse_queues, worker_argv
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.errors import HyphaError
@@ -364,7 +365,7 @@ def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | Non
 
 for _command in (*recovery.COMMANDS, *agents.COMMANDS, *rerun.COMMANDS, *views.COMMANDS,
                  *evaluate.COMMANDS, *pack.COMMANDS, *review.COMMANDS, *runs.COMMANDS,
-                 *metrics.COMMANDS):
+                 *metrics.COMMANDS, *UP_COMMANDS):
     cli.add_command(_command)
 
 

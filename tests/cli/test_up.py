@@ -1,0 +1,172 @@
+"""``hypha up``: the topology as local processes (dry runs, and one real run with Ctrl-C)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from click.testing import CliRunner
+
+from hypha_celery.cli.main import cli
+from tests.cli.helpers import HYPHA, ROOT, assert_one_line_error, clean_env, hypha
+from tests.services import free_port
+
+APP = "examples.support:hypha"
+Up = tuple[subprocess.Popen[str], dict[str, str]]
+
+
+def dry(*args: str, env: dict[str, str] | None = None) -> list[str]:
+    result = CliRunner().invoke(cli, ["up", "--app", APP, "--dry-run", *args],
+                                env=env or {"HYPHA_BROKER_URL": "redis://127.0.0.1:1/0",
+                                            "HYPHA_STORE_URL": "sqlite:///x.db"})
+    assert result.exit_code == 0, result.output
+    return result.stdout.splitlines()
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_dry_run_without_workers_dir_runs_cpu_io_beat(in_tmp: Path) -> None:
+    assert dry("--no-flower") == [
+        f"hypha worker --app {APP} --profile cpu --hostname=cpu-1@%h",
+        f"hypha worker --app {APP} --profile io --hostname=io-1@%h",
+        f"hypha beat --app {APP} --schedule=.hypha/celerybeat-schedule"]
+
+
+def test_dry_run_defaults_to_one_worker_per_profile_file(in_tmp: Path) -> None:
+    (in_tmp / "workers").mkdir()
+    for name in ("llm", "coordinator", "__init__"):
+        (in_tmp / "workers" / f"{name}.py").write_text("queues = ['hypha.io']\n")
+    lines = dry("--no-beat", "--flower", "--flower-port", "5566")
+    assert lines == [
+        f"hypha worker --app {APP} --profile workers/coordinator.py "
+        "--hostname=coordinator-1@%h",
+        f"hypha worker --app {APP} --profile workers/llm.py --hostname=llm-1@%h",
+        "celery -A examples.support flower --port=5566 --address=127.0.0.1"]
+
+
+def test_dry_run_counts_names_and_concurrency(in_tmp: Path) -> None:
+    (in_tmp / "workers").mkdir()
+    (in_tmp / "workers" / "llm.py").write_text("queues = ['hypha.io']\n")
+    lines = dry("--workers", "llm=2", "--workers", "cpu=1", "-c", "3", "--no-beat",
+                "--no-flower")
+    assert lines == [
+        f"hypha worker --app {APP} --profile workers/llm.py --hostname=llm-1@%h "
+        "--concurrency=3",
+        f"hypha worker --app {APP} --profile workers/llm.py --hostname=llm-2@%h "
+        "--concurrency=3",
+        f"hypha worker --app {APP} --profile cpu --hostname=cpu-1@%h --concurrency=3"]
+
+
+def test_dry_run_without_a_store_or_broker_sets_them_for_the_children(in_tmp: Path) -> None:
+    port = free_port()  # nothing listens there
+    lines = CliRunner().invoke(cli, ["up", "--app", APP, "--dry-run", "--no-beat",
+                                     "--no-flower", "--redis-port", str(port)],
+                               env={"HYPHA_BROKER_URL": "", "HYPHA_STORE_URL": "",
+                                    "PATH": os.environ["PATH"]})
+    assert lines.exit_code in (0, 1), lines.output
+    db = in_tmp / ".hypha" / "hypha.db"
+    if lines.exit_code == 1:  # no redis-server installed: one error naming the way out
+        assert "HYPHA_BROKER_URL" in lines.output
+        return
+    out = lines.stdout.splitlines()
+    assert out[:4] == [f"export HYPHA_BROKER_URL=redis://127.0.0.1:{port}/0",
+                       f"export HYPHA_RESULT_BACKEND=redis://127.0.0.1:{port}/1",
+                       f"export HYPHA_STORE_URL=sqlite:///{db}",
+                       f"redis-server --port {port} --bind 127.0.0.1 --save '' "
+                       "--appendonly no"]
+    assert "store: SQLite .hypha/hypha.db (HYPHA_STORE_URL unset)" in lines.stderr
+
+
+@pytest.mark.parametrize("value", ["cpu", "cpu=0", "cpu=x", "=1", "nope=1",
+                                   "missing/file.py=1"])
+def test_a_bad_workers_value_is_one_line_exit_2(value: str, tmp_path: Path) -> None:
+    proc = hypha("up", "--app", APP, "--workers", value, "--dry-run", cwd=tmp_path,
+                 env=clean_env(HYPHA_BROKER_URL="redis://127.0.0.1:1/0"))
+    assert "--workers" in assert_one_line_error(proc, code=2)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.fixture
+def up_process(redis_url: str, tmp_path: Path) -> Iterator[Up]:
+    env = clean_env(HYPHA_BROKER_URL=redis_url, HYPHA_STORE_URL=f"sqlite:///{tmp_path / 'h.db'}",
+                    PYTHONPATH=str(ROOT), HYPHA_SWEEP_INTERVAL="1")
+    proc = subprocess.Popen([HYPHA, "up", "--app", APP, "--workers", "cpu=1", "--workers",
+                             "io=1", "-c", "2", "--no-flower", "--grace", "20",
+                             "--logs", str(tmp_path / "logs")],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        yield proc, env
+    finally:
+        if proc.poll() is None:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                child.kill()
+            proc.kill()
+        proc.wait(30)
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def _ping(env: dict[str, str], cwd: Path) -> str:
+    done = subprocess.run([str(Path(HYPHA).with_name("python")), "-m", "celery", "-A",
+                           "examples.support", "inspect", "ping", "--timeout", "2"],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    return done.stdout
+
+
+def test_up_runs_workers_and_beat_then_ctrl_c_stops_them_all(
+        up_process: Up, tmp_path: Path) -> None:
+    proc, env = up_process
+    deadline = time.monotonic() + 120
+    while True:
+        assert proc.poll() is None, proc.communicate()[0]
+        answers = _ping(env, tmp_path)
+        if "cpu-1@" in answers and "io-1@" in answers:
+            break
+        assert time.monotonic() < deadline, answers
+        time.sleep(1)
+    ran = hypha("run", "support", "--app", APP, "--input", '{"question": "a refund?"}',
+                "--wait", "--timeout", "60", env=env, cwd=tmp_path, timeout=90)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "billing: " in ran.stdout
+    pids = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+    assert len(pids) >= 3  # two workers (and their pools) and beat
+
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=90)
+    assert proc.returncode == 0, out
+    for name in ("worker-cpu-1", "worker-io-1", "beat"):
+        assert name in out
+        assert (tmp_path / "logs" / f"{name}.log").stat().st_size > 0
+    assert "stopped 3 processes" in out
+    end = time.monotonic() + 15
+    while not all(_gone(pid) for pid in pids) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert [pid for pid in pids if not _gone(pid)] == []
+
+
+def test_a_child_dying_early_stops_the_rest_and_exits_1(redis_url: str, tmp_path: Path) -> None:
+    env = clean_env(HYPHA_BROKER_URL=redis_url, HYPHA_STORE_URL=f"sqlite:///{tmp_path / 'h.db'}",
+                    PYTHONPATH=str(ROOT))
+    proc = hypha("up", "--app", "no_such_module:hypha", "--workers", "io=1", "--no-flower",
+                 "--grace", "5", "--logs", str(tmp_path / "logs"), cwd=tmp_path, env=env,
+                 timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "exited with code" in proc.stderr
+    assert "no_such_module" in proc.stderr  # the dead child's log tail
