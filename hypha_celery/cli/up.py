@@ -26,6 +26,7 @@ from types import FrameType
 
 import click
 
+from hypha_celery.cli.common import operator_only
 from hypha_celery.cli.worker import PROFILES, is_profile_file
 from hypha_celery.errors import SetupError
 from hypha_celery.store import EventStore
@@ -340,6 +341,7 @@ def up(app_spec: str, workers_opt: tuple[str, ...], concurrency: int | None, bea
     Without HYPHA_STORE_URL the store is SQLite in ./.hypha/hypha.db. Ctrl-C stops them
     all. The console (hypha console) does not exist yet, so it is not started.
     """
+    operator_only("hypha up")  # its workers and beat act on the whole deployment
     workers = parse_workers(workers_opt)
     the_plan = plan(app_spec, workers, beat=beat, flower=flower, flower_port=flower_port,
                     redis_port=redis_port, concurrency=concurrency, logs=logs,
