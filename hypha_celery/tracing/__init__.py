@@ -1,0 +1,19 @@
+"""OpenTelemetry tracing (the ``tracing`` extra: ``pip install 'hypha-celery[tracing]'``).
+
+``TracingMiddleware`` makes one trace per run, across the client and every worker
+process::
+
+    tracing = TracingMiddleware()          # the global TracerProvider, or pass one
+    hypha = Hypha(settings, middleware=[tracing])
+
+Spans: ``hypha.run <graph>`` (the root), ``hypha.admit`` (the run admitted, or queued),
+``hypha.step`` (a coordinator step), ``hypha.node <node>`` (a node attempt). Their
+attributes are ids, names, attempts and status or reason, never input, state, prompts or
+outputs. See :mod:`~hypha_celery.tracing.middleware` for how the processes share a
+trace. opentelemetry is imported only when used."""
+
+from __future__ import annotations
+
+from hypha_celery.tracing.middleware import TracingMiddleware, run_span_context
+
+__all__ = ["TracingMiddleware", "run_span_context"]

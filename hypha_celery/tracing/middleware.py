@@ -1,0 +1,300 @@
+"""``TracingMiddleware``: OpenTelemetry spans from the middleware hooks.
+
+One trace per run across processes: the run's trace id and the span id of its root span
+``hypha.run <graph>`` are derived from the run id (:func:`run_span_context`: sha256 of
+the run id), so any process (the client that admits the run, the workers that step it
+and run its nodes, at any time) makes its spans children of the run without being told
+anything. The root span is exported by the process that commits the run's terminal event
+(status and reason on it), from the run's admission: each message of the run carries the
+earliest start its publisher knows in a ``hypha_run_start`` header. The context of the
+step a task just ran travels in the Celery message headers of what it publishes (the
+nodes it decided) as a W3C ``traceparent`` (a ``before_task_publish`` handler), so a
+node's span is the child of the step that decided it (a node run locally, zero-hop, by
+the task of its step: that step), else of the run.
+
+Spans: ``hypha.admit`` (``after_run_start``: admitted or queued), ``hypha.step``
+(``before_step`` / ``after_step``), ``hypha.node <node>`` (``before_attempt`` /
+``after_attempt``), ``hypha.run <graph>`` (``after_run_end``). Attributes are ids,
+names, attempts, status, reasons and error type names only. A model or tool call has no
+middleware hook (``ctx.model`` / ``ctx.tool`` record steps, not hooks), so there is no
+``hypha.call`` span yet."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+from hypha_celery.middleware import Attempt, AttemptEnd, Middleware, RunEnd, RunStart, Step
+from hypha_celery.tracing.client import otel_context, otel_trace, tracecontext
+
+SCOPE = "hypha_celery"
+#: Runs whose first sighting this process remembers (for the root span's start).
+MAX_REMEMBERED = 10_000
+HEADER = "traceparent"
+#: ``<run id> <ns>``: when the run began, as far as the publishing process knows (the
+#: root span starts there, in whichever process ends the run).
+START_HEADER = "hypha_run_start"
+
+
+def run_ids(run_id: str) -> tuple[int, int]:
+    """The run's trace id (128 bits) and its root span's id (64 bits), never zero."""
+    digest = hashlib.sha256(run_id.encode()).digest()
+    trace_id = int.from_bytes(digest[:16], "big") or 1
+    span_id = int.from_bytes(digest[16:24], "big") or 1
+    return trace_id, span_id
+
+
+def run_span_context(run_id: str) -> Any:
+    """The :class:`~opentelemetry.trace.SpanContext` of the run's root span (sampled)."""
+    trace = otel_trace()
+    trace_id, span_id = run_ids(run_id)
+    return trace.SpanContext(trace_id, span_id, is_remote=True,
+                             trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
+
+
+class _RunIds:
+    """An SDK ``IdGenerator`` that gives the run's ids to the one span started while they
+    are set (this thread only), and defers to the provider's otherwise."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.local = threading.local()
+
+    def generate_trace_id(self) -> int:
+        forced: tuple[int, int] | None = getattr(self.local, "ids", None)
+        return forced[0] if forced else int(self.inner.generate_trace_id())
+
+    def is_trace_id_random(self) -> bool:
+        if getattr(self.local, "ids", None):
+            return False  # derived from the run id
+        check = getattr(self.inner, "is_trace_id_random", None)
+        return bool(check()) if check is not None else True
+
+    def generate_span_id(self) -> int:
+        forced: tuple[int, int] | None = getattr(self.local, "ids", None)
+        if forced:
+            self.local.ids = None
+            return forced[1]
+        return int(self.inner.generate_span_id())
+
+
+_CONNECTED = False
+_CONNECT_LOCK = threading.Lock()
+
+
+#: The coordinator step last run by this thread: (the Celery task it ran in, its span
+#: context). The nodes it decided are published (or run locally) after the step returns.
+_STEP = threading.local()
+
+
+def _task_request() -> Any:
+    from celery import current_task
+
+    return getattr(current_task, "request", None) if current_task else None
+
+
+def _task_id() -> str | None:
+    request = _task_request()
+    return getattr(request, "id", None) if request is not None else None
+
+
+def _last_step() -> Any:
+    """The span context of the step this thread ran in the current task, else ``None``."""
+    last = getattr(_STEP, "last", None)
+    if last is None or last[0] != _task_id():
+        return None
+    return last[1]
+
+
+#: The run this thread last worked on: (run id, its start in ns as far as known).
+_RUN = threading.local()
+
+
+def _inject(headers: dict[str, Any] | None = None, **_: Any) -> None:
+    """``before_task_publish``: the ``traceparent`` of the step this task just ran, and
+    the start of the run this thread works on."""
+    if headers is None:
+        return
+    run = getattr(_RUN, "current", None)
+    if run is not None:
+        headers[START_HEADER] = f"{run[0]} {run[1]}"
+    step = _last_step()
+    if step is None:
+        return
+    trace = otel_trace()
+    ctx = trace.set_span_in_context(trace.NonRecordingSpan(step))
+    tracecontext().TraceContextTextMapPropagator().inject(headers, context=ctx)
+
+
+def connect_publish() -> None:
+    """Connect :func:`_inject` to Celery's ``before_task_publish`` (once per process)."""
+    global _CONNECTED
+    with _CONNECT_LOCK:
+        if not _CONNECTED:
+            from celery.signals import before_task_publish
+
+            before_task_publish.connect(_inject, weak=False)
+            _CONNECTED = True
+
+
+def _task_header(name: str) -> str | None:
+    """A header of the Celery task being executed, if any."""
+    request = _task_request()
+    if request is None:
+        return None
+    value = getattr(request, name, None)
+    if value is None:
+        value = (getattr(request, "headers", None) or {}).get(name)
+    return value if isinstance(value, str) else None
+
+
+def _header_start(run_id: str) -> int | None:
+    """The run's start from the task's headers (``None``: not told, or another run's)."""
+    value = _task_header(START_HEADER)
+    if not value:
+        return None
+    sent_run, _, ns = value.partition(" ")
+    return int(ns) if sent_run == run_id and ns.isdigit() else None
+
+
+class TracingMiddleware(Middleware):
+    """Spans for runs, coordinator steps and node attempts in ``tracer_provider``
+    (default: OpenTelemetry's global one, which must be set before: the tracer is taken
+    once, and only the SDK's tracer can be given the run's ids)."""
+
+    def __init__(self, tracer_provider: Any = None) -> None:
+        trace = otel_trace()
+        self.trace = trace
+        self.context = otel_context()
+        provider = trace.get_tracer_provider() if tracer_provider is None else tracer_provider
+        self.tracer = provider.get_tracer(SCOPE)
+        inner = getattr(self.tracer, "id_generator", None)
+        # the SDK's tracer: the root span gets the run's ids (another API: random ones)
+        self.ids = inner if isinstance(inner, _RunIds) or inner is None else _RunIds(inner)
+        if self.ids is not None:
+            self.tracer.id_generator = self.ids  # the provider caches its tracers
+        self.local = threading.local()
+        self.lock = threading.Lock()
+        self.first_seen: OrderedDict[str, int] = OrderedDict()
+        connect_publish()
+
+    # bookkeeping
+    def _seen(self, run_id: str) -> None:
+        """Remember when the run began (now, or earlier as a header tells), and that this
+        thread works on it (its later publishes carry the start)."""
+        told = _header_start(run_id)
+        with self.lock:
+            start = min(self.first_seen.get(run_id, time.time_ns()), told or time.time_ns())
+            self.first_seen[run_id] = start
+            while len(self.first_seen) > MAX_REMEMBERED:
+                self.first_seen.popitem(last=False)
+        _RUN.current = (run_id, start)
+
+    def _run_context(self, run_id: str) -> Any:
+        return self.trace.set_span_in_context(
+            self.trace.NonRecordingSpan(run_span_context(run_id)), self.context.Context())
+
+    def _open(self) -> dict[tuple[str, ...], list[tuple[Any, object]]]:
+        spans = getattr(self.local, "spans", None)
+        if spans is None:
+            spans = self.local.spans = {}
+        return spans
+
+    def _start(self, key: tuple[str, ...], name: str, parent: Any,
+               attributes: dict[str, Any]) -> Any:
+        span = self.tracer.start_span(name, context=parent, attributes=attributes)
+        token = self.context.attach(self.trace.set_span_in_context(span))
+        self._open().setdefault(key, []).append((span, token))
+        return span
+
+    def _end(self, key: tuple[str, ...], error: str | None,
+             attributes: dict[str, Any] | None = None) -> None:
+        stack = self._open().get(key)
+        if not stack:
+            return
+        span, token = stack.pop()
+        if not stack:
+            del self._open()[key]
+        if attributes:
+            span.set_attributes(attributes)
+        if error is not None:
+            span.set_attribute("hypha.error_type", error)
+            span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, error))
+        try:
+            self.context.detach(token)
+        finally:
+            span.end()
+
+    # hooks
+    def after_run_start(self, run: RunStart) -> None:
+        self._seen(run.run_id)
+        span = self.tracer.start_span(
+            "hypha.admit", context=self._run_context(run.run_id),
+            attributes={"hypha.run_id": run.run_id, "hypha.graph": run.graph_id,
+                        "hypha.queued": run.queued})
+        span.end()
+
+    def after_run_end(self, run: RunEnd) -> None:
+        with self.lock:
+            start = self.first_seen.pop(run.run_id, None)
+        attributes: dict[str, Any] = {"hypha.run_id": run.run_id, "hypha.graph": run.graph_id,
+                                      "hypha.status": run.status}
+        if run.reason:
+            attributes["hypha.reason"] = run.reason
+        if self.ids is not None:
+            self.ids.local.ids = run_ids(run.run_id)
+        try:
+            span = self.tracer.start_span(
+                f"hypha.run {run.graph_id}".rstrip(), context=self.context.Context(),
+                attributes=attributes, start_time=start)
+        finally:
+            if self.ids is not None:
+                self.ids.local.ids = None
+        if run.status == "failed":
+            span.set_status(self.trace.Status(self.trace.StatusCode.ERROR,
+                                              run.reason or "failed"))
+        span.end()
+
+    def before_step(self, step: Step) -> None:
+        self._seen(step.run_id)
+        span = self._start(("step", step.run_id, step.execution_id), "hypha.step",
+                           self._run_context(step.run_id),
+                           {"hypha.run_id": step.run_id,
+                            "hypha.execution_id": step.execution_id})
+        _STEP.last = (_task_id(), span.get_span_context())
+
+    def after_step(self, step: Step, error: BaseException | None) -> None:
+        self._end(("step", step.run_id, step.execution_id),
+                  None if error is None else type(error).__name__)
+
+    def _node_parent(self, run_id: str) -> Any:
+        """The step that decided this node: the one this task just ran (a local step),
+        else the one that published it (its ``traceparent``), else the run."""
+        trace_id = run_ids(run_id)[0]
+        step = _last_step()
+        if step is not None and step.trace_id == trace_id:
+            return self.trace.set_span_in_context(self.trace.NonRecordingSpan(step))
+        header = _task_header(HEADER)
+        if header:
+            ctx = tracecontext().TraceContextTextMapPropagator().extract({HEADER: header})
+            sent = self.trace.get_current_span(ctx).get_span_context()
+            if sent.is_valid and sent.trace_id == trace_id:
+                return ctx
+        return self._run_context(run_id)
+
+    def before_attempt(self, attempt: Attempt) -> None:
+        self._seen(attempt.run_id)
+        self._start(("node", attempt.run_id, attempt.execution_id, str(attempt.attempt)),
+                    f"hypha.node {attempt.node}", self._node_parent(attempt.run_id),
+                    {"hypha.run_id": attempt.run_id,
+                     "hypha.execution_id": attempt.execution_id,
+                     "hypha.node": attempt.node, "hypha.attempt": attempt.attempt})
+
+    def after_attempt(self, attempt: Attempt, end: AttemptEnd) -> None:
+        outcome = "ok" if end.ok else ("stale" if end.error_type == "Stale" else "error")
+        self._end(("node", attempt.run_id, attempt.execution_id, str(attempt.attempt)),
+                  None if end.ok or outcome == "stale" else (end.error_type or "error"),
+                  {"hypha.outcome": outcome})
