@@ -42,6 +42,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   "the hypha_worker fixture runs in a celery worker process", default="")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "hypha_docker: with hypha_celery.testing.celery_setup, "
+                            "pytest-celery's Docker containers for this test instead of "
+                            "local processes")
+
+
 @pytest.fixture
 def hypha_store_url(tmp_path: Path) -> Iterator[str]:
     """A store URL no other test uses (SQLite, or PostgreSQL with HYPHA_TEST_STORE_URL)."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,8 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 
 def test_the_doc_has_its_files() -> None:
-    assert {"myapp.py", "test_myapp.py", "test_myapp_worker.py"} <= set(blocks())
+    assert {"myapp.py", "test_myapp.py", "test_myapp_worker.py", "conftest.py",
+            "test_myapp_celery.py"} <= set(blocks())
     assert "hypha_worker_app = myapp:build" in DOC.read_text()
 
 
@@ -46,4 +48,15 @@ def test_worker_test_of_the_doc_passes(project: pytest.Pytester, redis_url: str,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HYPHA_TEST_BROKER_URL", redis_url)
     project.makepyfile(test_myapp_worker=blocks()["test_myapp_worker.py"])
+    project.runpytest_subprocess("-q").assert_outcomes(passed=1)
+
+
+@pytest.mark.services
+def test_celery_setup_test_of_the_doc_passes(project: pytest.Pytester, redis_url: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    if importlib.util.find_spec("pytest_celery") is None:  # never imported here
+        pytest.skip("pytest-celery is not installed")
+    monkeypatch.setenv("HYPHA_TEST_BROKER_URL", redis_url)
+    project.makeconftest(blocks()["conftest.py"])
+    project.makepyfile(test_myapp_celery=blocks()["test_myapp_celery.py"])
     project.runpytest_subprocess("-q").assert_outcomes(passed=1)
