@@ -20,7 +20,10 @@ import pytest
 from pytest_examples import CodeExample, EvalExample, find_examples
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = list(find_examples(ROOT / "README.md", ROOT / "docs"))
+#: Blocks that are a user's pytest files (docs/testing.md) say ``{test="pytester"}``: they
+#: run as a suite of their own in ``tests/testing/test_docs.py``, not here.
+EXAMPLES = [e for e in find_examples(ROOT / "README.md", ROOT / "docs")
+            if e.prefix_settings().get("test") != "pytester"]
 
 
 def example_id(example: CodeExample) -> str:
