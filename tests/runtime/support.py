@@ -3,13 +3,12 @@ in-process threads worker, a real SQL store)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from hypha_celery import Event, Hypha, RunHandle, Settings
 from hypha_celery.events import TERMINAL_KINDS
+from hypha_celery.testing.waiting import wait_until as wait_until  # re-exported
 
 #: Upper bound for anything the tests wait on; runs here take well under a second.
 WAIT = 15.0
@@ -27,18 +26,6 @@ def running(store_url: str) -> Iterator[Hypha]:
         yield hypha
     finally:
         hypha.close()
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "") -> Any:
-    """Poll ``predicate`` until it returns something truthy (and return that)."""
-    end = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-        time.sleep(0.01)
 
 
 def kinds(run: RunHandle) -> list[str]:
