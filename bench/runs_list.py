@@ -28,11 +28,10 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import sqlalchemy as sa
 
 from bench._harness import PG_ADMIN_URL, run_bench, target
 from hypha_celery.events.fold import new_view
-from hypha_celery.store import EventStore, RunFilter
+from hypha_celery.store import EventStore, RunFilter, scratch_database
 from hypha_celery.store.projection import columns_of, doc_of
 from hypha_celery.store.schema import runs
 
@@ -114,16 +113,8 @@ def _measure(url: str) -> dict[str, Any]:
 
 def bench() -> dict[str, Any]:
     out: dict[str, Any] = {"runs": RUNS, "samples": SAMPLES}
-    db = f"hypha_bench_runs_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{db}"')
-        out["postgresql"] = _measure(f"{PG_ADMIN_URL.rpartition('/')[0]}/{db}")
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-        admin.dispose()
+    with scratch_database(PG_ADMIN_URL, prefix="hypha_bench_runs_") as url:
+        out["postgresql"] = _measure(url)
     with tempfile.TemporaryDirectory(prefix="hypha-bench-runs-") as tmp:
         out["sqlite"] = _measure(f"sqlite:///{tmp}/runs.db")
     out["targets"] = [target(f"{backend}_{case}_p50_ms", out[backend][case]["p50_ms"], "<=",

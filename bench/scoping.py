@@ -52,6 +52,7 @@ from hypha_celery.errors import RunNotFound
 from hypha_celery.events.fold import new_view
 from hypha_celery.runtime import lifecycle
 from hypha_celery.runtime.lanes import kickoff_id, lane_key
+from hypha_celery.store import scratch_database
 
 RUNS = int(os.environ.get("BENCH_SCOPING_RUNS", "10000"))
 USERS = 100
@@ -204,16 +205,8 @@ def _measure(store_url: str) -> dict[str, Any]:
 def bench() -> dict[str, Any]:
     out: dict[str, Any] = {"hypha_commit": _git("rev-parse", "--short", "HEAD"),
                            "samples": SAMPLES, "warmup": WARMUP}
-    db = f"hypha_bench_scoping_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{db}"')
-        out["postgresql"] = _measure(f"{PG_ADMIN_URL.rpartition('/')[0]}/{db}")
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-        admin.dispose()
+    with scratch_database(PG_ADMIN_URL, prefix="hypha_bench_scoping_") as url:
+        out["postgresql"] = _measure(url)
     with tempfile.TemporaryDirectory(prefix="hypha-bench-scoping-") as tmp:
         out["sqlite"] = _measure(f"sqlite:///{tmp}/scoping.db")
     out["targets"] = [

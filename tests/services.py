@@ -9,9 +9,8 @@ import socket
 import subprocess
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import pytest
 
@@ -70,21 +69,14 @@ def postgres_server() -> Iterator[str | None]:
         return
     import sqlalchemy as sa
 
-    name = f"hypha_test_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    except sa.exc.OperationalError:
-        admin.dispose()
-        yield None
-        return
-    try:
-        yield base.rsplit("/", 1)[0] + "/" + name
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
+    from hypha_celery.store import scratch_database
+
+    with ExitStack() as stack:
+        try:
+            url = stack.enter_context(scratch_database(base))
+        except sa.exc.OperationalError:
+            url = None
+        yield url
 
 
 def rabbitmq_url() -> str | None:

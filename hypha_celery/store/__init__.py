@@ -4,7 +4,12 @@ The one place with SQL. Other packages use :class:`EventStore` and, inside one o
 transactions, :class:`Tx` (lane rows included); the rest here is what the exchange
 format and the CLI need."""
 
-from hypha_celery.store.engine import STORE_ERRORS, display_url, store_error
+from hypha_celery.store.engine import (
+    STORE_ERRORS,
+    display_url,
+    scratch_database,
+    store_error,
+)
 from hypha_celery.store.events import export_rows
 from hypha_celery.store.facade import EventStore
 from hypha_celery.store.imports import IDEM_MAX, RUN_ID_MAX, ImportResult, check_run, close_run
@@ -25,4 +30,6 @@ __all__ = [
     "gc_paused",
     # errors and URLs, for messages
     "STORE_ERRORS", "display_url", "store_error",
+    # a scratch database (tests, benches)
+    "scratch_database",
 ]

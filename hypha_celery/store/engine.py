@@ -13,7 +13,9 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any, Self
@@ -261,3 +263,23 @@ def _sqlite_engine(url: str, *, writer: bool = True) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
 
     return engine
+
+
+@contextmanager
+def scratch_database(admin_url: str, prefix: str = "hypha_test_") -> Iterator[str]:
+    """A new, empty PostgreSQL database on the server of ``admin_url`` (a role that may
+    create databases): its URL, and the database dropped afterwards (connections to it
+    closed by force). For tests and benches that must not share tables."""
+    name = f"{prefix}{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+        try:
+            yield sa.make_url(admin_url).set(database=name).render_as_string(
+                hide_password=False)
+        finally:
+            with admin.connect() as conn:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        admin.dispose()

@@ -18,6 +18,7 @@ from typing import Any
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.loading import load_object
 from hypha_celery.runtime.config import Settings
+from hypha_celery.store import scratch_database
 
 #: Seconds a worker may take to answer its first ping.
 START_TIMEOUT = 60.0
@@ -38,21 +39,8 @@ def fresh_store_url(directory: Path, admin_url: str | None = None) -> Iterator[s
     if not admin_url:
         yield f"sqlite:///{directory / 'hypha.db'}"
         return
-    import sqlalchemy as sa
-
-    name = f"hypha_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        try:
-            yield str(sa.make_url(admin_url).set(database=name).render_as_string(
-                hide_password=False))
-        finally:
-            with admin.connect() as conn:
-                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        admin.dispose()
+    with scratch_database(admin_url) as url:
+        yield url
 
 
 class WorkerProcess:

@@ -7,6 +7,7 @@ import importlib.util
 
 import pytest
 
+from tests import services
 from tests.testing.test_plugin import APP, INI
 
 CONFTEST = 'pytest_plugins = ["hypha_celery.testing.celery_setup"]\n'
@@ -36,7 +37,7 @@ def test_docker_is_opt_in(request):
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
     # Never imported here: its shared tasks would join every Celery app made after.
     if importlib.util.find_spec("pytest_celery") is None:
-        pytest.skip("pytest-celery is not installed")
+        services.unavailable("pytest-celery (the dev extra)")
     pytester.makeini(INI)
     pytester.makepyfile(myapp=APP)
     pytester.makeconftest(CONFTEST)

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from pytest_examples import CodeExample, find_examples
 
+from tests import services
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
 INI = "[pytest]\nfilterwarnings = error\nhypha_worker_app = myapp:build\n"
 
@@ -55,7 +57,7 @@ def test_worker_test_of_the_doc_passes(project: pytest.Pytester, redis_url: str,
 def test_celery_setup_test_of_the_doc_passes(project: pytest.Pytester, redis_url: str,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     if importlib.util.find_spec("pytest_celery") is None:  # never imported here
-        pytest.skip("pytest-celery is not installed")
+        services.unavailable("pytest-celery (the dev extra)")
     monkeypatch.setenv("HYPHA_TEST_BROKER_URL", redis_url)
     project.makeconftest(blocks()["conftest.py"])
     project.makepyfile(test_myapp_celery=blocks()["test_myapp_celery.py"])
