@@ -40,7 +40,7 @@ from hypha_celery.errors import (
 )
 from hypha_celery.events import TERMINAL_STATUSES, new_view
 from hypha_celery.graph import Graph
-from hypha_celery.graph.jsonsafe import is_json
+from hypha_celery.graph.jsonsafe import is_json, json_size_or_none
 from hypha_celery.live import LiveBus, MemoryLiveBus, NullBus, RedisLiveBus
 from hypha_celery.middleware import Middleware, MiddlewareStack
 from hypha_celery.principals import Principal
@@ -184,8 +184,10 @@ class Hypha:
         ``Settings.max_input_bytes`` raises :class:`InputTooLarge` and records nothing.
         """
         g = self._graph(graph)
-        _check_start_args(input, notify, on_busy)
-        size = lanes.json_size(input)
+        _check_start_args(notify, on_busy)
+        size = json_size_or_none(input)  # the one encoding that checks and measures it
+        if size is None:
+            raise SpecError("run input must be JSON-serializable")
         if size > self.settings.max_input_bytes:
             raise InputTooLarge(size, self.settings.max_input_bytes)
         if idempotency_key is not None:
@@ -360,7 +362,7 @@ class Hypha:
         self.store.dispose()
 
 
-def _check_start_args(input: Any, notify: Any, on_busy: str) -> None:
+def _check_start_args(notify: Any, on_busy: str) -> None:
     if notify is not None and not isinstance(notify, Signature):
         raise InvalidNotify(
             f"notify must be a Celery signature (task.s(...)), got {type(notify).__name__}"
@@ -369,8 +371,6 @@ def _check_start_args(input: Any, notify: Any, on_busy: str) -> None:
         raise InvalidNotify("notify signature arguments must be JSON-serializable")
     if on_busy not in ("queue", "reject"):
         raise SpecError(f"on_busy must be 'queue' or 'reject', got {on_busy!r}")
-    if not is_json(input):
-        raise SpecError("run input must be JSON-serializable")
 
 
 def _check_visibility(graph: Graph, settings: Settings) -> None:
