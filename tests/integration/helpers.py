@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -22,10 +21,10 @@ from urllib.parse import urlsplit, urlunsplit
 import kombu.pools
 import redis
 from celery import Celery
-from kombu import Connection
 
 from hypha_celery import Event, Hypha, RunHandle, Settings
 from hypha_celery.events import TERMINAL_KINDS
+from hypha_celery.testing.worker import purge as purge  # re-exported
 from tests.integration import app as itest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,20 +128,6 @@ def _rabbitmqctl(ctl: str, *args: str) -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.returncode == 0
-
-
-def purge(broker_url: str, queues: Sequence[str]) -> None:
-    """Drop messages a previous session may have left in the broker's queues."""
-    with Connection(broker_url) as conn:
-        for name in queues:
-            channel = conn.channel()
-            try:
-                channel.queue_purge(name)
-            except conn.channel_errors:
-                pass  # no such queue yet
-            finally:
-                with contextlib.suppress(*conn.channel_errors, *conn.connection_errors):
-                    channel.close()
 
 
 @dataclass(frozen=True)
