@@ -30,7 +30,9 @@ The tree, split by phase::
     │                                    every (path, message) found
     ├── SetupError (RuntimeError)        configuration: URLs, missing extras, store schema
     │   ├── ExtraNotInstalled (ImportError)
-    │   └── SigningKeyMissing            ``export --sign`` / ``import --verify`` without a key
+    │   ├── SigningKeyMissing            ``export --sign`` / ``import --verify`` without a key
+    │   └── ConsoleConfigError (ValueError)  console settings that do not parse (tokens,
+    │                                    address, fixtures directory)
     ├── HyphaRuntimeError (RuntimeError) things that happen while runs execute
     │   ├── LaneBusy                     ``on_busy="reject"`` and the lane has an active run
     │   ├── Overloaded                   a lane's bound (count / bytes) refused an item; ``.info``
@@ -163,6 +165,10 @@ class ExtraNotInstalled(SetupError, ImportError):
 class SigningKeyMissing(SetupError):
     """Signing or verifying an export needs a key (``HYPHA_EXPORT_KEY``, at least 16
     characters) and there is none, or it is too short."""
+
+
+class ConsoleConfigError(SetupError, ValueError):
+    """The web console's settings do not parse (``HYPHA_CONSOLE_*``)."""
 
 
 class HyphaRuntimeError(HyphaError, RuntimeError):

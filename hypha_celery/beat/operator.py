@@ -1,5 +1,6 @@
 """What an operator does by hand: redrive a dead letter, release or fail a
-quarantined run. Each is one transaction on the locked run and an event.
+quarantined run. Each is one transaction on the locked run and an event, which names
+who acted (``by``) when the caller says.
 
 A held run (parked, quarantined) is not subject to its deadline while a human
 decides; redrive and release give it a fresh ``execution_timeout``."""
@@ -23,7 +24,7 @@ from hypha_celery.store import Tx
 UNSENDABLE = frozenset({"bad_signature", "unsigned", "message_too_large"})
 
 
-def redrive(rt: Runtime, dead_letter_id: int) -> str:
+def redrive(rt: Runtime, dead_letter_id: int, by: str | None = None) -> str:
     """Re-enqueue a dead-lettered message. A run parked on it continues with a new
     execution of the node; a message whose run still awaits it (a malformed or
     unknown-task message fixed by a deploy) is published again as it was.
@@ -46,9 +47,12 @@ def redrive(rt: Runtime, dead_letter_id: int) -> str:
         parked = view["parked"]
         if view["status"] == Status.PARKED and parked is not None \
                 and parked["dead_letter_id"] == dead_letter_id:
-            return _unpark(tx, rt, view, parked["execution_id"], record)
+            return _unpark(tx, rt, view, parked["execution_id"], record, by)
         if record["execution_id"] and awaits(view, record["execution_id"]):
             rt.store.mark_redriven(dead_letter_id, tx)
+            tx.append(view["run_id"], "recovery.dead_letter.redriven",
+                      _by({"dead_letter_id": dead_letter_id,
+                           "execution_id": record["execution_id"]}, by))
             tx.after_commit(lambda: None if _send(rt, record) else None)
             return str(record["execution_id"])
         raise NotRedrivable(
@@ -56,7 +60,12 @@ def redrive(rt: Runtime, dead_letter_id: int) -> str:
             "a redrive would be stale (use on_dead_letter='park' to hold runs for a redrive)")
 
 
-def _unpark(tx: Tx, rt: Runtime, view: View, parked_id: str, record: dict[str, Any]) -> str:
+def _by(data: dict[str, Any], by: str | None) -> dict[str, Any]:
+    return data if by is None else {**data, "by": by}
+
+
+def _unpark(tx: Tx, rt: Runtime, view: View, parked_id: str, record: dict[str, Any],
+            by: str | None) -> str:
     graph = rt.graphs.get(view["graph_id"] or "")
     if graph is None:
         raise NotRedrivable(f"graph {view['graph_id']!r} is not registered here")
@@ -65,9 +74,9 @@ def _unpark(tx: Tx, rt: Runtime, view: View, parked_id: str, record: dict[str, A
     eid = f"{parked_id}.r{record['id']}"
     rt.store.mark_redriven(record["id"], tx)
     lifecycle.record(tx, view["run_id"], "run.redriven",
-                     {"dead_letter_id": record["id"], "execution_id": eid, "node_id": node_id,
-                      "input": env.get("input"),
-                      "deadline": time.time() + graph.execution_timeout})
+                     _by({"dead_letter_id": record["id"], "execution_id": eid,
+                          "node_id": node_id, "input": env.get("input"),
+                          "deadline": time.time() + graph.execution_timeout}, by))
     call = node_call(rt, graph, NodeMessage(view["run_id"], eid, node_id, env.get("input")))
     tx.after_commit(lambda: canvas.step(rt.app, call))
     return eid
@@ -97,7 +106,7 @@ def _quarantined(tx: Tx, run_id: str) -> View:
     return view
 
 
-def release(rt: Runtime, run_id: str) -> None:
+def release(rt: Runtime, run_id: str, by: str | None = None) -> None:
     """A human checked that the quarantined node's effect did not happen: run the
     node again, as its next attempt."""
     with rt.store.transaction() as tx:
@@ -109,8 +118,9 @@ def release(rt: Runtime, run_id: str) -> None:
         assert q is not None
         attempt = int(q["attempt"] or 1) + 1
         lifecycle.record(tx, run_id, "run.released",
-                         {"execution_id": q["execution_id"], "attempt": attempt,
-                          "action": "rerun", "deadline": time.time() + graph.execution_timeout})
+                         _by({"execution_id": q["execution_id"], "attempt": attempt,
+                              "action": "rerun",
+                              "deadline": time.time() + graph.execution_timeout}, by))
         tx.after_commit(_rerun(rt, view, graph, q["execution_id"], attempt))
 
 
@@ -127,9 +137,9 @@ def _rerun(rt: Runtime, view: View, graph: Any, eid: str, attempt: int) -> Any:
     return lambda: canvas.step(rt.app, call)
 
 
-def fail_quarantined(rt: Runtime, run_id: str, message: str) -> None:
+def fail_quarantined(rt: Runtime, run_id: str, message: str, by: str | None = None) -> None:
     """End a quarantined run ``run.failed`` (reason ``quarantined``)."""
     with rt.store.transaction() as tx:
         view = _quarantined(tx, run_id)
-        terminal(tx, rt, view, "run.failed", {"reason": FailureReason.QUARANTINED.value,
-                                              "message": message[:500]})
+        terminal(tx, rt, view, "run.failed", _by({"reason": FailureReason.QUARANTINED.value,
+                                                  "message": message[:500]}, by))

@@ -15,7 +15,18 @@ import redis.exceptions
 
 from hypha_celery import __version__
 from hypha_celery.atomic import write_atomically
-from hypha_celery.cli import agents, evaluate, metrics, pack, recovery, rerun, review, runs, views
+from hypha_celery.cli import (
+    agents,
+    console,
+    evaluate,
+    metrics,
+    pack,
+    recovery,
+    rerun,
+    review,
+    runs,
+    views,
+)
 from hypha_celery.cli.common import AS_USER, app_option, echo_json, opened, operator_only
 from hypha_celery.cli.follow import LiveLines
 from hypha_celery.cli.follow import follow as follow_events
@@ -365,7 +376,7 @@ def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | Non
 
 for _command in (*recovery.COMMANDS, *agents.COMMANDS, *rerun.COMMANDS, *views.COMMANDS,
                  *evaluate.COMMANDS, *pack.COMMANDS, *review.COMMANDS, *runs.COMMANDS,
-                 *metrics.COMMANDS, *UP_COMMANDS):
+                 *metrics.COMMANDS, *console.COMMANDS, *UP_COMMANDS):
     cli.add_command(_command)
 
 

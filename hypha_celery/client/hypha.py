@@ -298,15 +298,16 @@ class Hypha:
         """Run one recovery-supervisor sweep now; returns its decisions."""
         return supervisor.sweep(self._rt)
 
-    def redrive(self, dead_letter_id: int) -> str:
-        """Re-enqueue a dead-lettered message; a parked run continues."""
+    def redrive(self, dead_letter_id: int, *, by: str | None = None) -> str:
+        """Re-enqueue a dead-lettered message; a parked run continues. ``by`` (who
+        acted) goes into the run's event."""
         self._ensure_worker()
-        return operator.redrive(self._rt, dead_letter_id)
+        return operator.redrive(self._rt, dead_letter_id, by)
 
-    def release(self, run_id: str) -> None:
+    def release(self, run_id: str, *, by: str | None = None) -> None:
         """A human checked a quarantined run's effect did not happen: run the node again."""
         self._ensure_worker()
-        operator.release(self._rt, run_id)
+        operator.release(self._rt, run_id, by)
 
     # -- human review ------------------------------------------------------
     def reviews(self, limit: int = 100) -> list[PendingReview]:
@@ -326,9 +327,10 @@ class Hypha:
         self._ensure_worker()
         return reject_review(self._rt, run_id, by=by, reason=reason, review_id=review_id)
 
-    def fail_quarantined(self, run_id: str, message: str = "failed by an operator") -> None:
+    def fail_quarantined(self, run_id: str, message: str = "failed by an operator", *,
+                         by: str | None = None) -> None:
         """End a quarantined run ``run.failed`` (reason ``quarantined``)."""
-        operator.fail_quarantined(self._rt, run_id, message)
+        operator.fail_quarantined(self._rt, run_id, message, by)
 
     # -- workers -----------------------------------------------------------
     def _ensure_worker(self) -> None:

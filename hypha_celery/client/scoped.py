@@ -147,17 +147,19 @@ class ScopedHypha:
         return self.store.dead_letters(status=status, limit=limit)
 
     def redrive(self, dead_letter_id: int) -> str:
+        """:meth:`Hypha.redrive` of a dead letter of this principal's runs; the run's
+        event names the principal."""
         if self.store.dead_letter(dead_letter_id) is None:
             raise NotRedrivable(f"no dead letter {dead_letter_id}")
-        return self._hypha.redrive(dead_letter_id)
+        return self._hypha.redrive(dead_letter_id, by=self.principal.id)
 
     def release(self, run_id: str) -> None:
         self.get_run(run_id)
-        self._hypha.release(run_id)
+        self._hypha.release(run_id, by=self.principal.id)
 
     def fail_quarantined(self, run_id: str, message: str = "failed by an operator") -> None:
         self.get_run(run_id)
-        self._hypha.fail_quarantined(run_id, message)
+        self._hypha.fail_quarantined(run_id, message, by=self.principal.id)
 
     def sweep(self) -> list[dict[str, Any]]:
         """A supervisor sweep covers every run: an admin's only."""

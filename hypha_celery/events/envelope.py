@@ -49,6 +49,7 @@ EventType = Literal[
     "recovery.outcome.reconciled",
     "recovery.redrive.exhausted",
     "recovery.circuit.opened",
+    "recovery.dead_letter.redriven",
     "run.quarantined",
     "run.released",
     "run.parked",

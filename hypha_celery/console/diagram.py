@@ -1,0 +1,136 @@
+"""The graph a run took, drawn from its events: a column per step, a box per node
+execution (a fan-out's edges side by side, then its reducer), lines for the edges
+taken, each box with its outcome and duration; as SVG, drawn here (no script, no
+network: the page renders offline).
+
+Only :data:`MAX_COLUMNS` columns are drawn (a long run says how many it left out):
+the drawing stays small and quick whatever the run's length."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from html import escape
+
+from hypha_celery.events import Event
+
+__all__ = ["MAX_COLUMNS", "Box", "Diagram", "diagram", "svg"]
+
+#: Columns (steps, reducers) drawn at most.
+MAX_COLUMNS = 60
+_W, _H, _GAP_X, _GAP_Y, _PAD = 150, 44, 48, 14, 12
+_FILL = {"completed": "#d8f3dc", "failed": "#ffd6d6", "running": "#fff3bf",
+         "scheduled": "#e9ecef", "start": "#dbe4ff", "end": "#dbe4ff"}
+
+
+@dataclass
+class Box:
+    """One node execution (or reducer, start, end) in the drawing."""
+
+    label: str
+    status: str = "scheduled"
+    duration: float | None = None
+    key: str = ""
+
+
+@dataclass
+class Diagram:
+    columns: list[list[Box]] = field(default_factory=list)
+    left_out: int = 0
+
+
+def _box_of(index: dict[str, Box], column: list[Box], key: str, label: str) -> None:
+    box = Box(label, key=key)
+    index[key] = box
+    column.append(box)
+
+
+def _schedule(d: Diagram, index: dict[str, Box], e: Event) -> None:
+    data = e.data
+    if e.type == "node.execution.scheduled":
+        col: list[Box] = []
+        _box_of(index, col, str(data.get("execution_id")), str(data.get("node_id")))
+        d.columns.append(col)
+    else:  # a fan-out: its edges, then its reducer
+        col = []
+        for i, edge in enumerate(data.get("edges") or []):
+            _box_of(index, col, str(edge.get("execution_id")), f"{edge.get('node_id')}#{i}")
+        d.columns.append(col)
+        red: list[Box] = []
+        _box_of(index, red, f"{data.get('execution_id')}/reduce", f"⇉ {data.get('reducer')}")
+        d.columns.append(red)
+
+
+def _outcome(index: dict[str, Box], e: Event) -> None:
+    data = e.data
+    key = str(data.get("execution_id"))
+    if e.type.startswith("node.reducer."):
+        key += "/reduce"
+    box = index.get(key)
+    if box is None:
+        return
+    if e.type.endswith("started"):
+        box.status = "running"
+        return
+    box.status = "completed" if e.type.endswith("completed") else "failed"
+    duration = data.get("duration")
+    box.duration = float(duration) if isinstance(duration, int | float) else None
+
+
+def diagram(events: Iterable[Event]) -> Diagram:
+    """The drawing's boxes from a run's events, in ``seq`` order."""
+    d, index = Diagram([[Box("start", "start")]]), dict[str, Box]()
+    end: Box | None = None
+    for e in events:
+        if e.type in ("node.execution.scheduled", "node.fanout.scheduled"):
+            _schedule(d, index, e)
+        elif e.type.startswith(("node.execution.", "node.reducer.")):
+            _outcome(index, e)
+        elif e.type in ("run.completed", "run.failed", "run.cancelled"):
+            end = Box(e.type.removeprefix("run."), "end" if e.type == "run.completed"
+                      else "failed")
+    if end is not None:
+        d.columns.append([end])
+    if len(d.columns) > MAX_COLUMNS:
+        d.left_out = len(d.columns) - MAX_COLUMNS
+        d.columns = d.columns[:MAX_COLUMNS - 1] + d.columns[-1:]
+    return d
+
+
+def _centre_y(col: list[Box], i: int, height: int) -> int:
+    used = len(col) * _H + (len(col) - 1) * _GAP_Y
+    return (height - used) // 2 + i * (_H + _GAP_Y) + _H // 2
+
+
+def _rect(x: int, y: int, box: Box) -> str:
+    took = "" if box.duration is None else f"{box.duration * 1000:.1f} ms"
+    label = escape(box.label if len(box.label) <= 20 else box.label[:19] + "…")
+    return (f'<g class="box {escape(box.status)}"><title>{escape(box.label)} '
+            f'{escape(box.status)} {took}</title>'
+            f'<rect x="{x}" y="{y - _H // 2}" width="{_W}" height="{_H}" rx="6" '
+            f'fill="{_FILL.get(box.status, "#fff")}" stroke="#495057"/>'
+            f'<text x="{x + _W // 2}" y="{y - 3}" text-anchor="middle">{label}</text>'
+            f'<text x="{x + _W // 2}" y="{y + 13}" text-anchor="middle" class="small">'
+            f'{escape(box.status)} {took}</text></g>')
+
+
+def svg(d: Diagram) -> str:
+    """The drawing as one ``<svg>`` element (names escaped)."""
+    tallest = max(len(c) for c in d.columns)
+    height = tallest * _H + (tallest - 1) * _GAP_Y + 2 * _PAD
+    width = len(d.columns) * (_W + _GAP_X) - _GAP_X + 2 * _PAD
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="run-graph" width="{width}" '
+             f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
+             'aria-label="the graph this run took">']
+    for c, col in enumerate(d.columns):
+        x = _PAD + c * (_W + _GAP_X)
+        if c:
+            prev = d.columns[c - 1]
+            for i in range(len(prev)):
+                for j in range(len(col)):
+                    parts.append(f'<line x1="{x - _GAP_X}" y1="{_centre_y(prev, i, height)}" '
+                                 f'x2="{x}" y2="{_centre_y(col, j, height)}" '
+                                 'stroke="#868e96"/>')
+        parts.extend(_rect(x, _centre_y(col, i, height), b) for i, b in enumerate(col))
+    parts.append("</svg>")
+    return "".join(parts)

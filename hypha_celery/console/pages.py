@@ -1,0 +1,211 @@
+"""The console's pages and actions, one function each (made by a factory that closes
+over the :class:`~hypha_celery.console.app.Console`). Plain ``def`` endpoints: Starlette
+runs them in its thread pool, where the store's blocking calls belong."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+
+from hypha_celery.console import auth
+from hypha_celery.console.content import shown
+from hypha_celery.console.filters import BadQuery, parse_query
+from hypha_celery.console.runpage import diff_rows, run_page
+from hypha_celery.errors import AgentNotFound, NotPermitted, RunNotFound
+from hypha_celery.replay.store import FileFixtureStore
+from hypha_celery.store import RunFilter
+
+if TYPE_CHECKING:
+    from hypha_celery.console.app import Console
+
+__all__ = ["agent", "agents", "dead_letters", "fail", "login", "logout", "readyz",
+           "redrive", "release", "run", "runs"]
+
+Endpoint = Callable[[Request], Any]
+#: Fixed notices an action's redirect may ask a page to show (never free text).
+NOTICES = {"redriven": "Dead letter redriven.", "released": "Run released: its node runs "
+           "again.", "failed": "Run failed by you.", "signed-out": "Signed out."}
+
+
+def _int(request: Request, name: str) -> int:
+    value = request.query_params.get(name, "0") or "0"
+    if not value.isdigit() or len(value) > 18:
+        raise BadQuery(name, "not a whole number")
+    return int(value)
+
+
+def _notice(request: Request) -> str:
+    return NOTICES.get(request.query_params.get("done", ""), "")
+
+
+def readyz(console: Console) -> Endpoint:
+    def page(request: Request) -> Response:
+        console.hypha.store.ensure_schema()
+        return PlainTextResponse("ready")
+    return page
+
+
+def _next(request: Request, form: Any) -> str:
+    target = str(form.get("next") or request.query_params.get("next") or "/runs")
+    return target if target.startswith("/") and not target.startswith("//") else "/runs"
+
+
+def login(console: Console) -> Endpoint:
+    def page(request: Request) -> Response:
+        return console.render(request, "login.html", {"next": _next(request, {}),
+                                                      "failed": False})
+
+    async def endpoint(request: Request) -> Response:
+        form: Any = await request.form() if request.method == "POST" else {}
+        token = form.get("token") or request.query_params.get("token")
+        if request.method == "GET" and not token:
+            return page(request)
+        principal = console.config.principal_for(str(token or ""))
+        if principal is None:
+            return console.render(request, "login.html",
+                                  {"next": _next(request, form), "failed": True}, 401)
+        response = RedirectResponse(_next(request, form), 303)
+        response.set_cookie(auth.COOKIE, auth.seal_session(
+            console.config.secret, principal, console.config.session_seconds),
+            max_age=console.config.session_seconds, httponly=True, samesite="strict",
+            secure=request.url.scheme == "https", path="/")
+        return response
+    return endpoint
+
+
+def logout(console: Console) -> Endpoint:
+    async def endpoint(request: Request) -> Response:
+        console.check_form(request, await request.form())
+        response = RedirectResponse("/login?done=signed-out", 303)
+        response.delete_cookie(auth.COOKIE, path="/")
+        return response
+    return endpoint
+
+
+def runs(console: Console) -> Endpoint:
+    def page(request: Request) -> Response:
+        hypha = console.scoped(request)
+        query = parse_query(request.query_params)
+        rows = hypha.list_runs(query.filter(), limit=query.limit, before=query.before)
+        more = len(rows) == query.limit
+        return console.render(request, "runs.html", {
+            "query": query, "rows": rows,
+            "next_link": query.link(rows[-1].id) if rows and more else None,
+            "notice": _notice(request)})
+    return page
+
+
+def _fixtures(console: Console) -> FileFixtureStore | None:
+    return None if console.config.fixtures is None else FileFixtureStore(
+        console.config.fixtures)
+
+
+def run(console: Console) -> Endpoint:
+    def page(request: Request) -> Response:
+        hypha = console.scoped(request)
+        run_id = request.path_params["run_id"]
+        events = hypha.get_run(run_id).events()
+        if not events:
+            raise RunNotFound(f"no run {run_id!r} in the event store")
+        content = console.config.show_content
+        data = run_page(events, after=_int(request, "after"),
+                        steps_from=_int(request, "steps"), content=content)
+        fixtures, chosen = _fixtures(console), request.query_params.get("fixture", "")
+        if chosen and fixtures is not None:
+            fixture = fixtures.load(chosen)
+            if fixture is None:
+                raise BadQuery("fixture", f"no fixture {chosen[:80]!r}")
+            data.diff = diff_rows(fixture, events, content)
+        return console.render(request, "run.html", {
+            "page": data, "run_id": run_id, "fixture": chosen,
+            "fixture_ids": [] if fixtures is None else [f.id for f in fixtures.list()],
+            "notice": _notice(request), "query": urlencode})
+    return page
+
+
+def agents(console: Console) -> Endpoint:
+    def page(request: Request) -> Response:
+        hypha = console.scoped(request)
+        found = []
+        for name in sorted(hypha.agents.list())[:500]:
+            try:
+                found.append((name, hypha.agents.runtime_snapshot(name)))
+            except AgentNotFound:
+                continue  # stopped between the list and the read
+        return console.render(request, "agents.html", {"agents": found})
+    return page
+
+
+def agent(console: Console) -> Endpoint:
+    def page(request: Request) -> Response:
+        hypha = console.scoped(request)
+        name = request.path_params["name"]
+        info = hypha.agents.whereis(name)
+        if info is None:
+            raise AgentNotFound(f"no live agent {name!r}")
+        snapshot = hypha.agents.runtime_snapshot(name)
+        status = hypha.agents.status(name)
+        # the incarnation's events (access was checked by the scoped whereis above)
+        turns = [e for e in console.hypha.store.events(info.incarnation)
+                 if e.type.startswith("agent.")][-200:]
+        return console.render(request, "agent.html", {
+            "name": name, "info": info, "snapshot": snapshot, "turns": turns,
+            "state": shown(status.agent_state, console.config.show_content)})
+    return page
+
+
+def dead_letters(console: Console) -> Endpoint:
+    def page(request: Request) -> Response:
+        hypha = console.scoped(request)
+        show_all = request.query_params.get("all") == "1"
+        letters = hypha.dead_letters(status=None if show_all else "open", limit=200)
+        quarantined = hypha.list_runs(_quarantined(), limit=200)
+        return console.render(request, "dead.html", {
+            "letters": letters, "quarantined": quarantined, "show_all": show_all,
+            "notice": _notice(request)})
+    return page
+
+
+def _quarantined() -> RunFilter:
+    return RunFilter(status="quarantined")
+
+
+def _operator(console: Console, request: Request) -> Any:
+    hypha = console.scoped(request)
+    if not hypha.principal.is_admin:
+        raise NotPermitted("redrive, release and fail are an operator's actions: sign in "
+                           "with an admin token")
+    return hypha
+
+
+def redrive(console: Console) -> Endpoint:
+    async def endpoint(request: Request) -> Response:
+        console.check_form(request, await request.form())
+        hypha = await run_in_threadpool(_operator, console, request)
+        await run_in_threadpool(hypha.redrive, request.path_params["dead_letter_id"])
+        return RedirectResponse("/dead-letters?done=redriven", 303)
+    return endpoint
+
+
+def release(console: Console) -> Endpoint:
+    async def endpoint(request: Request) -> Response:
+        console.check_form(request, await request.form())
+        hypha = await run_in_threadpool(_operator, console, request)
+        await run_in_threadpool(hypha.release, request.path_params["run_id"])
+        return RedirectResponse("/dead-letters?done=released", 303)
+    return endpoint
+
+
+def fail(console: Console) -> Endpoint:
+    async def endpoint(request: Request) -> Response:
+        console.check_form(request, await request.form())
+        hypha = await run_in_threadpool(_operator, console, request)
+        await run_in_threadpool(hypha.fail_quarantined, request.path_params["run_id"],
+                                "failed by an operator in the console")
+        return RedirectResponse("/dead-letters?done=failed", 303)
+    return endpoint
