@@ -18,6 +18,11 @@ with ``hypha_``. See docs/testing.md.
 * ``hypha_worker``: a real ``celery worker`` process of that app on that broker and store
   (result backend: ``HYPHA_TEST_RESULT_BACKEND``, else the broker URL), started and
   stopped per test; ``hypha_worker.client`` is the app's ``Hypha`` in the test process.
+* ``hypha_openai_server`` / ``hypha_anthropic_server``: a local model server per test
+  (:mod:`hypha_celery.testing.llm_server`) speaking OpenAI Responses, Chat Completions and
+  Anthropic Messages over real HTTP: ``.base_url`` for the official SDK, ``.script(Reply...)``
+  for its answers, ``.requests`` for what it got, ``.env()`` / ``.base_urls`` to point
+  hypha's model backends and ``ctx.llm`` at it.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import pytest
 from hypha_celery.backends.mock import MockBackend
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.middleware import Middleware
+from hypha_celery.testing.llm_server import AnthropicServer, OpenAIServer
 from hypha_celery.testing.worker import WorkerProcess, embedded_settings, fresh_store_url
 
 HyphaFactory = Callable[..., Hypha]
@@ -128,3 +134,21 @@ def hypha_worker(hypha_worker_app: str, hypha_broker_url: str, hypha_store_url: 
         yield worker.start()
     finally:
         worker.stop()
+
+
+@pytest.fixture
+def hypha_openai_server() -> Iterator[OpenAIServer]:
+    """A local OpenAI (Responses and Chat Completions) on loopback for this test:
+    ``openai.OpenAI(base_url=server.base_url, api_key=server.api_key)``; ``script()``
+    its replies, ``requests`` what it got, ``env()`` / ``base_urls`` for hypha."""
+    with OpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def hypha_anthropic_server() -> Iterator[AnthropicServer]:
+    """A local Anthropic (Messages) on loopback for this test:
+    ``anthropic.Anthropic(base_url=server.base_url, api_key=server.api_key)``; ``script()``
+    its replies, ``requests`` what it got, ``env()`` / ``base_urls`` for hypha."""
+    with AnthropicServer() as server:
+        yield server

@@ -36,13 +36,18 @@ def project(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def test_the_doc_has_its_files() -> None:
     assert {"myapp.py", "test_myapp.py", "test_myapp_worker.py", "conftest.py",
-            "test_myapp_celery.py"} <= set(blocks())
+            "test_myapp_celery.py", "test_myapp_models.py"} <= set(blocks())
     assert "hypha_worker_app = myapp:build" in DOC.read_text()
 
 
 def test_embedded_tests_of_the_doc_pass(project: pytest.Pytester) -> None:
     project.makepyfile(test_myapp=blocks()["test_myapp.py"])
     project.runpytest_subprocess("-q").assert_outcomes(passed=2)
+
+
+def test_model_server_tests_of_the_doc_pass(project: pytest.Pytester) -> None:
+    project.makepyfile(test_myapp_models=blocks()["test_myapp_models.py"])
+    project.runpytest_subprocess("-q").assert_outcomes(passed=3)
 
 
 @pytest.mark.services
