@@ -114,7 +114,8 @@ def _error(console: Console, request: Request, status: int, title: str, message:
 
 def _handlers(console: Console) -> dict[Any, Any]:
     async def sign_in(request: Request, exc: Exception) -> Response:
-        if request.method == "GET" and "text/html" in request.headers.get("accept", ""):
+        browser = "text/html" in request.headers.get("accept", "")
+        if request.method == "GET" and browser and "authorization" not in request.headers:
             return RedirectResponse(f"/login?next={_quote(request.url.path)}", 303)
         return _error(console, request, 401, "Sign-in needed",
                       "Sign in with a console token (or send Authorization: Bearer).")
@@ -138,6 +139,8 @@ def _handlers(console: Console) -> dict[Any, Any]:
 
     async def http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
+        if exc.status_code == 404:
+            return _error(console, request, 404, "Not found", "No such page.")
         return _error(console, request, exc.status_code, str(exc.detail), "")
 
     async def crash(request: Request, exc: Exception) -> Response:

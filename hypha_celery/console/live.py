@@ -2,7 +2,8 @@
 
 The stream polls the store (every :data:`POLL_SECONDS`) for the run's events after
 ``SEQ`` and sends each as an ``event: row`` whose data is the row's HTML; when the run
-ends it sends ``event: end`` and closes. Polling the store, not a bus, keeps it right
+ends, or is held (parked, quarantined, waiting for a review), it sends ``event: end``
+and closes, and the page reloads to show where the run is. Polling the store, not a bus, keeps it right
 across processes and restarts. Bounds: :data:`MAX_STREAMS` streams at once per console
 (past it, 503), each at most :data:`MAX_STREAM_SECONDS`; a comment line every
 :data:`HEARTBEAT_SECONDS` keeps proxies from closing an idle stream."""
@@ -19,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
 from hypha_celery.console.filters import BadQuery
+from hypha_celery.console.pages import run_id_of
 from hypha_celery.errors import RunNotFound
 from hypha_celery.events import TERMINAL_KINDS, Event
 from hypha_celery.projections.timeline import TimelineRow, rows
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
 __all__ = ["HEARTBEAT_SECONDS", "MAX_STREAMS", "MAX_STREAM_SECONDS", "POLL_SECONDS",
            "live_rows"]
 
+#: Events after which the page reloads: the run ended, or is held for a person.
+_ENDS = TERMINAL_KINDS | {"run.parked", "run.quarantined", "run.waiting_human"}
 POLL_SECONDS = 0.25
 HEARTBEAT_SECONDS = 15.0
 MAX_STREAMS = 32
@@ -63,7 +67,7 @@ def live_rows(console: Console) -> Callable[[Request], Any]:
                 for row in rows(batch):
                     yield _message("row", render(row, t0))
                     after = row.event.seq
-                if any(e.type in TERMINAL_KINDS for e in batch):
+                if any(e.type in _ENDS for e in batch):
                     yield _message("end", str(after))
                     return
                 if time.monotonic() - beat > HEARTBEAT_SECONDS:
@@ -75,7 +79,7 @@ def live_rows(console: Console) -> Callable[[Request], Any]:
 
     async def endpoint(request: Request) -> Response:
         hypha = await run_in_threadpool(console.scoped, request)
-        run_id = request.path_params["run_id"]
+        run_id = run_id_of(request)
         after = request.query_params.get("after", "0")
         if not after.isdigit() or len(after) > 18:
             raise BadQuery("after", "not a whole number")

@@ -39,6 +39,15 @@ def _int(request: Request, name: str) -> int:
     return int(value)
 
 
+def run_id_of(request: Request) -> str:
+    """The path's run id; one no run can have (too long, not printable) is not found
+    (it never reaches the store)."""
+    run_id = str(request.path_params["run_id"])
+    if not run_id or len(run_id) > 64 or not run_id.isprintable():
+        raise RunNotFound(f"no run {run_id[:64]!r} in the event store")
+    return run_id
+
+
 def _notice(request: Request) -> str:
     return NOTICES.get(request.query_params.get("done", ""), "")
 
@@ -108,7 +117,7 @@ def _fixtures(console: Console) -> FileFixtureStore | None:
 def run(console: Console) -> Endpoint:
     def page(request: Request) -> Response:
         hypha = console.scoped(request)
-        run_id = request.path_params["run_id"]
+        run_id = run_id_of(request)
         events = hypha.get_run(run_id).events()
         if not events:
             raise RunNotFound(f"no run {run_id!r} in the event store")
@@ -144,7 +153,9 @@ def agents(console: Console) -> Endpoint:
 def agent(console: Console) -> Endpoint:
     def page(request: Request) -> Response:
         hypha = console.scoped(request)
-        name = request.path_params["name"]
+        name = str(request.path_params["name"])
+        if len(name) > 300 or not name.isprintable():
+            raise AgentNotFound(f"no live agent {name[:64]!r}")
         info = hypha.agents.whereis(name)
         if info is None:
             raise AgentNotFound(f"no live agent {name!r}")
@@ -196,7 +207,7 @@ def release(console: Console) -> Endpoint:
     async def endpoint(request: Request) -> Response:
         console.check_form(request, await request.form())
         hypha = await run_in_threadpool(_operator, console, request)
-        await run_in_threadpool(hypha.release, request.path_params["run_id"])
+        await run_in_threadpool(hypha.release, run_id_of(request))
         return RedirectResponse("/dead-letters?done=released", 303)
     return endpoint
 
@@ -205,7 +216,7 @@ def fail(console: Console) -> Endpoint:
     async def endpoint(request: Request) -> Response:
         console.check_form(request, await request.form())
         hypha = await run_in_threadpool(_operator, console, request)
-        await run_in_threadpool(hypha.fail_quarantined, request.path_params["run_id"],
+        await run_in_threadpool(hypha.fail_quarantined, run_id_of(request),
                                 "failed by an operator in the console")
         return RedirectResponse("/dead-letters?done=failed", 303)
     return endpoint

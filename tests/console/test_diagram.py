@@ -1,0 +1,44 @@
+"""The run's graph drawing: columns from its decisions and fan-outs, outcomes and
+durations on the boxes, names escaped, the number of columns bounded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypha_celery.console.diagram import MAX_COLUMNS, diagram, svg
+from hypha_celery.events import Event
+
+
+def ev(seq: int, kind: str, **data: Any) -> Event:
+    return Event.model_validate({"run_id": "r", "seq": seq, "type": kind, "timestamp": seq,
+                                 "payload": data})
+
+
+def test_a_fan_out_run() -> None:
+    events = [ev(1, "run.created"), ev(2, "node.execution.scheduled", execution_id="r.1",
+                                       node_id="classify", step=1),
+              ev(3, "node.execution.completed", execution_id="r.1", duration=0.01),
+              ev(4, "node.fanout.scheduled", execution_id="r.2", reducer="merge",
+                 edges=[{"node_id": "lookup", "execution_id": "r.2.0"},
+                        {"node_id": "lookup", "execution_id": "r.2.1"}]),
+              ev(5, "node.execution.completed", execution_id="r.2.0", duration=0.02),
+              ev(6, "node.execution.failed", execution_id="r.2.1", duration=0.03),
+              ev(7, "node.reducer.completed", execution_id="r.2", duration=0.001),
+              ev(8, "run.completed")]
+    d = diagram(events)
+    assert [[b.label for b in c] for c in d.columns] == [
+        ["start"], ["classify"], ["lookup#0", "lookup#1"], ["⇉ merge"], ["completed"]]
+    assert [b.status for b in d.columns[2]] == ["completed", "failed"]
+    assert d.columns[3][0].duration == 0.001
+    drawn = svg(d)
+    assert drawn.startswith("<svg") and "20.0 ms" in drawn and drawn.count("<line") == 1 + 2 + 2 + 1
+
+
+def test_names_are_escaped_and_columns_bounded() -> None:
+    events = [ev(1, "run.created")] + [
+        ev(i + 2, "node.execution.scheduled", execution_id=f"r.{i}", node_id="<b>&x")
+        for i in range(MAX_COLUMNS + 10)]
+    d = diagram(events)
+    assert len(d.columns) == MAX_COLUMNS and d.left_out == 11
+    drawn = svg(d)
+    assert "<b>" not in drawn and "&lt;b&gt;&amp;x" in drawn

@@ -1,0 +1,116 @@
+"""The console's pages over a real store (SQLite and PostgreSQL): signing in, the runs
+list with its filters and paging, a run's page, agents, dead letters; what a user may
+see; content hidden unless the operator turns it on."""
+
+from __future__ import annotations
+
+import re
+
+from hypha_celery import Hypha
+from tests.console.support import SECRET, Tokens, app_for, client
+from tests.runtime.support import WAIT
+
+
+def _done(hypha: Hypha, *runs: str) -> None:
+    for run_id in runs:
+        hypha.get_run(run_id).wait(WAIT)
+
+
+def test_pages_need_a_sign_in(hypha: Hypha, t: Tokens) -> None:
+    c = client(app_for(hypha, t))
+    r = c.get("/runs", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/login?next=/runs"
+    r = c.get("/runs", headers={"accept": "application/json"})
+    assert r.status_code == 401 and "Sign-in needed" in r.text
+    assert c.get("/healthz").text == "ok" and c.get("/readyz").text == "ready"
+
+
+def test_sign_in_out_and_bearer(hypha: Hypha, t: Tokens) -> None:
+    app = app_for(hypha, t)
+    c = client(app)
+    r = c.post("/login", data={"token": "x" * 20, "next": "/runs"})
+    assert r.status_code == 401 and 'id="login-failed"' in r.text
+    r = c.post("/login", data={"token": t.admin, "next": "//evil.example/x"},
+               follow_redirects=False)
+    assert r.headers["location"] == "/runs"  # never off-site
+    cookie = r.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and t.admin not in cookie
+    assert 'id="principal">admin:ops<' in c.get("/runs").text
+    token = re.search(r'name="csrf" value="([0-9a-f]+)"', c.get("/runs").text)
+    assert token is not None
+    r = c.post("/logout", data={"csrf": token.group(1)}, follow_redirects=False)
+    assert r.status_code == 303
+    assert c.get("/runs", follow_redirects=False).status_code == 303
+    bearer = client(app)
+    r = bearer.get("/runs", headers={"authorization": f"Bearer {t.alice}"})
+    assert r.status_code == 200 and f"user:{t.alice_id}" in r.text
+    assert bearer.get("/runs", headers={"authorization": "Bearer nope"}).status_code == 401
+
+
+def test_runs_list_filters_and_pages(hypha: Hypha, t: Tokens) -> None:
+    alice = hypha.as_user(t.alice_id)
+    runs = [alice.start("echo", {"n": i}, session_id=f"s-{i % 2}").id for i in range(5)]
+    _done(hypha, *runs)
+    c = client(app_for(hypha, t), t.alice)
+    page = c.get("/runs").text
+    assert all(r in page for r in runs)
+    one = c.get("/runs?session=s-1").text
+    assert runs[1] in one and runs[3] in one and runs[0] not in one
+    assert runs[0] not in c.get("/runs?status=failed").text
+    first = c.get("/runs?limit=2").text
+    assert runs[4] in first and runs[3] in first and runs[2] not in first
+    more = re.search(r'href="/runs\?([^"]+)" id="next-page"', first)
+    assert more is not None
+    second = c.get("/runs?" + more.group(1).replace("&amp;", "&")).text
+    assert runs[2] in second and runs[1] in second and runs[4] not in second
+    assert runs[0] in c.get("/runs?since=2000-01-01&until=2999-01-01").text
+
+
+def test_a_run_page(hypha: Hypha, t: Tokens) -> None:
+    alice = hypha.as_user(t.alice_id)
+    run = alice.start("echo", {"q": SECRET})
+    _done(hypha, run.id)
+    page = client(app_for(hypha, t), t.alice).get(f"/runs/{run.id}").text
+    assert 'id="run-status">completed<' in page
+    assert "<svg" in page and ">work<" in page and ">completed" in page  # the graph
+    assert page.count('class="depth-') >= 10  # the timeline
+    assert "decision.policy.recorded" in page and "node.execution.completed" in page
+    assert "<b>echo</b>" in page and "object {q}" in page  # the state's shapes
+    assert "<b>count</b> <span class=\"value\">int, 1 bytes" in page
+    assert SECRET not in page  # content stays hidden
+    assert "data-live" not in page  # a finished run has no live stream
+
+
+def test_content_when_the_operator_turns_it_on(hypha: Hypha, t: Tokens) -> None:
+    run = hypha.as_user(t.alice_id).start("echo", {"q": SECRET})
+    _done(hypha, run.id)
+    page = client(app_for(hypha, t, show_content=True), t.alice).get(f"/runs/{run.id}").text
+    assert SECRET in page and "Content is hidden" not in page
+
+
+def test_a_user_sees_only_their_own(hypha: Hypha, t: Tokens) -> None:
+    mine = hypha.as_user(t.alice_id).start("echo", {"n": 1})
+    theirs = hypha.as_user(t.bob_id).start("echo", {"n": 2})
+    _done(hypha, mine.id, theirs.id)
+    app = app_for(hypha, t)
+    bob = client(app, t.bob)
+    listing = bob.get("/runs").text
+    assert theirs.id in listing and mine.id not in listing
+    other = bob.get(f"/runs/{mine.id}")
+    missing = bob.get("/runs/0123456789abcdef0123456789abcdef")
+    assert other.status_code == missing.status_code == 404
+    assert (other.text.replace(mine.id, "ID")
+            == missing.text.replace("0123456789abcdef0123456789abcdef", "ID"))
+    assert bob.get(f"/runs/{mine.id}/live").status_code == 404
+    assert mine.id in client(app, t.admin).get(f"/runs?user={t.alice_id}").text
+
+
+def test_dead_letters_and_agents_pages(hypha: Hypha, t: Tokens) -> None:
+    app = app_for(hypha, t)
+    admin = client(app, t.admin)
+    page = admin.get("/dead-letters").text
+    assert 'id="dead-letters"' in page and 'id="quarantined"' in page
+    agents = admin.get("/agents")
+    assert agents.status_code == 200 and 'id="agents"' in agents.text
+    missing = admin.get("/agents/nobody-here")
+    assert missing.status_code == 404 and "Not found" in missing.text
