@@ -4,9 +4,9 @@ The stream polls the store (every :data:`POLL_SECONDS`) for the run's events aft
 ``SEQ`` and sends each as an ``event: row`` whose data is the row's HTML; when the run
 ends, or is held (parked, quarantined, waiting for a review), it sends ``event: end``
 and closes, and the page reloads to show where the run is. Polling the store, not a
-bus, keeps it right across processes and restarts. Bounds: :data:`MAX_STREAMS` streams at once per console
-(past it, 503), each at most :data:`MAX_STREAM_SECONDS`; a comment line every
-:data:`HEARTBEAT_SECONDS` keeps proxies from closing an idle stream."""
+bus, keeps it right across processes and restarts. Bounds: :data:`MAX_STREAMS` streams
+at once per console (past it, 503), each at most :data:`MAX_STREAM_SECONDS`; a comment
+line every :data:`HEARTBEAT_SECONDS` keeps proxies from closing an idle stream."""
 
 from __future__ import annotations
 
