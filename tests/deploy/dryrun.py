@@ -8,6 +8,9 @@ or renamed one fails (exit status != 0):
   builds Celery's argv); where it would start Celery (``Celery.start`` /
   ``worker_main``), Celery parses that argv with ``--help`` last instead, which refuses an
   unknown option before it prints the help;
+* ``hypha console ...``: run with ``--dry-run`` added (the console checks its options and
+  settings, the tokens and the cookie key, says what it would serve and exits); were it
+  to serve anyway, uvicorn's ``run`` refuses;
 * ``celery flower ...``: Flower passes on only the options it knows and drops the others
   silently, so every option must be one of Flower's here; then Flower parses them and
   stops before it builds its server;
@@ -62,10 +65,22 @@ def _flower_parses_only() -> None:
     command.Flower = no_server
 
 
+def _never_serve() -> None:
+    import uvicorn
+
+    def refuse(*_: Any, **__: Any) -> None:
+        raise SystemExit("dryrun: the console would serve (no --dry-run?)")
+
+    uvicorn.run = refuse
+
+
 def main(argv: list[str]) -> None:
     prog, args = argv[0], argv[1:]
     _celery_parses_only()
     if prog == "hypha":
+        if args[:1] == ["console"]:
+            _never_serve()
+            args = [*args, "--dry-run"]
         from hypha_celery.cli.main import cli
 
         cli.main(args=args, prog_name="hypha")

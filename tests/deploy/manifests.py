@@ -24,6 +24,8 @@ SCHEMAS = Path(__file__).resolve().parent / "schemas"
 UNIT_VENV = "/opt/hypha/venv/bin/"
 #: The instances the worker template unit is meant for (hypha worker --profile %i).
 WORKER_INSTANCES = ("default", "cpu", "io")
+#: The console's sign-in tokens in the test environment (HYPHA_CONSOLE_TOKENS_FILE).
+CONSOLE_TOKENS = "admin:ops=" + "o" * 32 + "\nuser:alice=" + "a" * 32 + "\n"
 
 
 @dataclass(frozen=True)
@@ -127,10 +129,18 @@ def all_commands(env: Mapping[str, str]) -> list[Command]:
 
 def dry_env(tmp: Path) -> dict[str, str]:
     """The variables the manifests get from their Secret / env file, with test values: an
-    app of examples/, a broker no one listens on (nothing here connects), a SQLite store."""
+    app of examples/, a broker no one listens on (nothing here connects), a SQLite store,
+    the console's tokens file (``tmp/console-tokens``: :func:`write_console_tokens`) and
+    cookie key."""
     return {**os.environ,
+            "HYPHA_CONSOLE_TOKENS_FILE": str(tmp / "console-tokens"),
+            "HYPHA_CONSOLE_SECRET": "s" * 40,
             "HYPHA_APP": "examples.support:hypha", "CELERY_APP": "examples.support",
             "HYPHA_BROKER_URL": "redis://127.0.0.1:1/0",
             "HYPHA_RESULT_BACKEND": "redis://127.0.0.1:1/1",
             "HYPHA_STORE_URL": f"sqlite:///{tmp / 'store.db'}", "HOSTNAME": "testhost",
             "PYTHONPATH": str(ROOT)}
+
+
+def write_console_tokens(env: Mapping[str, str], text: str = CONSOLE_TOKENS) -> None:
+    Path(env["HYPHA_CONSOLE_TOKENS_FILE"]).write_text(text)

@@ -11,18 +11,21 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+import requests
 from kubernetes_validate import utils as kv
 
 from hypha_celery.cli.worker import IO_QUEUES
 from hypha_celery.runtime.config import COORDINATOR_QUEUE, EFFECTS_QUEUE, NODES_QUEUE
 from tests import services
+from tests.cli.helpers import HYPHA
 from tests.deploy import manifests as m
 
 #: The Kubernetes version the objects are validated for (a schema set kubernetes-validate ships).
@@ -33,7 +36,9 @@ KEDA_SCHEMAS = {"ScaledObject": "keda-scaledobject-v1alpha1.json",
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    return m.dry_env(tmp_path_factory.mktemp("deploy"))
+    env = m.dry_env(tmp_path_factory.mktemp("deploy"))
+    m.write_console_tokens(env)
+    return env
 
 
 def dry_run(argv: tuple[str, ...] | list[str],
@@ -111,7 +116,7 @@ def test_compose_file_is_valid() -> None:
 def test_compose_has_a_service_for_each_part() -> None:
     services = m.compose()["services"]
     assert {"redis", "postgres", "migrate", "worker-cpu", "worker-io", "beat",
-            "flower"} <= set(services)
+            "flower", "console"} <= set(services)
     for name, service in services.items():
         assert "environment" not in service, f"{name}: secrets come from hypha.env only"
 
@@ -146,15 +151,24 @@ def test_systemd_unit(path: Path, tmp_path: Path) -> None:
 # -- the commands ----------------------------------------------------------------------
 
 COMMANDS = m.all_commands(m.dry_env(Path("/nonexistent")))
-MIGRATIONS = [c for c in COMMANDS if c.argv[:2] == ("python", "-c")]
-DRY = [c for c in COMMANDS if c not in MIGRATIONS]
+PYTHON = [c for c in COMMANDS if c.argv[:2] == ("python", "-c")]
+#: ``python -c`` running the store's migration: run for real on SQLite
+MIGRATIONS = [c for c in PYTHON if "EventStore(" in c.argv[2] and "migrate()" in c.argv[2]]
+#: ``python -c`` fetching a URL (the console's compose health check): run against a
+#: console that serves
+HTTP_PROBES = [c for c in PYTHON if "urlopen(" in c.argv[2]]
+DRY = [c for c in COMMANDS if c not in PYTHON]
+CONSOLES = [c for c in DRY if c.argv[:2] == ("hypha", "console")]
 
 
 def test_the_manifests_run_commands() -> None:
     assert len(MIGRATIONS) == 3  # compose, the Job, the systemd unit
+    assert len(HTTP_PROBES) == 1  # the console's compose health check
+    assert set(PYTHON) == set(MIGRATIONS) | set(HTTP_PROBES), "a python -c no test runs"
+    assert len(CONSOLES) == 3  # compose, the Deployment, the systemd unit
     programs = {c.argv[:2] for c in DRY}
-    assert programs >= {("hypha", "worker"), ("hypha", "beat"), ("celery", "flower"),
-                        ("celery", "inspect")}
+    assert programs >= {("hypha", "worker"), ("hypha", "beat"), ("hypha", "console"),
+                        ("celery", "flower"), ("celery", "inspect")}
 
 
 @pytest.mark.parametrize("command", DRY, ids=[c.where for c in DRY])
@@ -184,9 +198,134 @@ def test_migration_migrates(command: m.Command, tmp_path: Path) -> None:
     ("celery", "inspect", "ping", "--timeot", "10"),
     ("celery", "flower", "--prt=5555"),               # Flower itself would ignore it
     ("celery", "flower", "--port=http"),
+    ("hypha", "console", "--hots", "0.0.0.0", "--port", "8765"),
+    ("hypha", "console", "--host", "0.0.0.0", "--port", "http"),
+    ("hypha", "console", "--host", "0.0.0.0", "--port", "0"),
+    ("hypha", "console", "--fixtures", "/nonexistent/fixtures"),
 ])
 def test_the_dry_run_fails_on_a_bad_command(argv: tuple[str, ...], env: dict[str, str]) -> None:
     assert dry_run(argv, env).returncode != 0
+
+
+def test_the_console_dry_run_checks_its_settings_and_never_serves(
+        env: dict[str, str], tmp_path: Path) -> None:
+    argv = CONSOLES[0].argv
+    done = dry_run(argv, env)
+    assert done.returncode == 0, done.stderr
+    assert "2 token(s) (admin:ops, user:alice)" in done.stdout  # the mounted file was read
+    tokens = tmp_path / "tokens"
+    for broken in ({"HYPHA_CONSOLE_TOKENS_FILE": str(tmp_path / "missing")},
+                   {"HYPHA_CONSOLE_TOKENS_FILE": str(tokens)},      # a short token
+                   {"HYPHA_CONSOLE_SECRET": "too short"}):
+        tokens.write_text("admin:ops=short\n")
+        done = dry_run(argv, {**env, **broken})
+        assert done.returncode != 0, broken
+        assert "short" not in done.stderr.replace("shorter", "")  # no token in the message
+    # what keeps a dry run dry: serving is refused
+    done = subprocess.run([sys.executable, "-c", "import sys; from tests.deploy import dryrun; "
+                           "dryrun._never_serve(); import uvicorn; uvicorn.run(None)"],
+                          cwd=m.ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "would serve" in done.stderr
+
+
+# -- the console ----------------------------------------------------------------------
+
+def _kube(kind: str, name: str) -> dict[str, Any]:
+    [doc] = [d for _, d in OBJECTS if d["kind"] == kind and d["metadata"]["name"] == name]
+    return doc
+
+
+def test_the_console_listens_where_its_probes_and_ports_say() -> None:
+    service = m.compose()["services"]["console"]
+    argv = service["command"]
+    port = argv[argv.index("--port") + 1]
+    assert argv[argv.index("--host") + 1] == "0.0.0.0"  # in a container: beyond loopback
+    assert service["ports"] == [f"127.0.0.1:{port}:{port}"]  # published to this machine
+    assert service["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}
+    assert "environment" not in service and "console-tokens" in service["secrets"]
+    assert f"127.0.0.1:{port}/healthz" in service["healthcheck"]["test"][-1]
+
+    deployment = _kube("Deployment", "hypha-console")
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    argv = container["command"]
+    [http] = container["ports"]
+    assert argv[argv.index("--port") + 1] == str(http["containerPort"])
+    assert argv[argv.index("--host") + 1] == "0.0.0.0"
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": http["name"]}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": http["name"]}
+    assert container["resources"]["requests"] and container["resources"]["limits"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["HYPHA_CONSOLE_SECRET"]["valueFrom"]["secretKeyRef"] == {
+        "name": "hypha-console", "key": "secret"}
+    tokens_file = Path(env["HYPHA_CONSOLE_TOKENS_FILE"]["value"])
+    [mount] = [v for v in container["volumeMounts"] if tokens_file.parent == Path(v["mountPath"])]
+    [volume] = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume["secret"]["secretName"] == "hypha-console"
+    assert {i["path"] for i in volume["secret"]["items"]} == {tokens_file.name}
+    labels = deployment["spec"]["selector"]["matchLabels"]
+    svc = _kube("Service", "hypha-console")
+    assert svc["spec"]["selector"] == labels and svc["spec"].get("type") == "ClusterIP"
+    assert [p["targetPort"] for p in svc["spec"]["ports"]] == [http["name"]]
+    assert _kube("PodDisruptionBudget", "hypha-console")["spec"]["selector"]["matchLabels"] \
+        == labels
+
+    [systemd] = [c for c in CONSOLES if c.where.startswith("hypha-console.service")]
+    assert systemd.argv[systemd.argv.index("--host") + 1] == "127.0.0.1"
+
+
+@pytest.fixture
+def serving_console(env: dict[str, str], tmp_path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    """``hypha console`` serving for real on a free port, with the test environment."""
+    port = services.free_port()
+    env = {**env, "HYPHA_STORE_URL": f"sqlite:///{tmp_path / 'store.db'}"}
+    proc = subprocess.Popen([HYPHA, "console", "--port", str(port)], cwd=m.ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.communicate()[1]
+            try:
+                requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline, "the console did not listen"
+                time.sleep(0.2)
+        yield port, env
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        assert proc.stderr is not None
+        proc.stderr.close()
+
+
+def _on_port(command: m.Command, port: int) -> list[str]:
+    assert command.argv[2].count(":8765/") == 1, command.argv[2]
+    return [sys.executable, "-c", command.argv[2].replace(":8765/", f":{port}/")]
+
+
+@pytest.mark.parametrize("command", HTTP_PROBES, ids=[c.where for c in HTTP_PROBES])
+def test_the_http_probe_passes_on_a_serving_console_and_fails_without(
+        command: m.Command, serving_console: tuple[int, dict[str, str]]) -> None:
+    port, env = serving_console
+    done = subprocess.run(_on_port(command, port), env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    unused = services.free_port()
+    done = subprocess.run(_on_port(command, unused), env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode != 0
+
+
+def test_the_kubernetes_probes_answer_on_a_serving_console(
+        serving_console: tuple[int, dict[str, str]]) -> None:
+    port, _ = serving_console
+    [container] = _kube("Deployment", "hypha-console")["spec"]["template"]["spec"]["containers"]
+    for probe in ("livenessProbe", "readinessProbe"):
+        path = container[probe]["httpGet"]["path"]
+        answer = requests.get(f"http://127.0.0.1:{port}{path}", timeout=30,
+                              allow_redirects=False)
+        assert answer.status_code == 200, (probe, answer.status_code, answer.text)
 
 
 # -- scaling ---------------------------------------------------------------------------
@@ -214,6 +353,6 @@ def test_each_worker_deployment_scales_on_its_own_queues(keda: str) -> None:
     every = set().union(*(consumed(w) for w in workers.values()))
     assert every == {COORDINATOR_QUEUE, NODES_QUEUE, EFFECTS_QUEUE, *IO_QUEUES}
     pdbs = {d["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"]
-            for _, d in OBJECTS if d["kind"] == "PodDisruptionBudget"}
+            for f, d in OBJECTS if f == "workers.yaml" and d["kind"] == "PodDisruptionBudget"}
     assert pdbs == {w["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"]
                     for w in workers.values()}
