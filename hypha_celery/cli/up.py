@@ -1,15 +1,19 @@
 """``hypha up``: the deployment's topology as local processes, no Docker.
 
 A private ``redis-server`` when none listens and one is installed, N workers per profile,
-beat and Flower, each a child process in a session of its own with its output in
-``<logs>/<name>.log``. Ctrl-C (or SIGTERM) stops them all: SIGTERM to every child's
-process group (Celery's warm shutdown), SIGKILL after the grace period, the private Redis
-last. A child that exits on its own stops the rest and exits 1, with its log's tail.
+beat, Flower and the web console, each a child process in a session of its own with its
+output in ``<logs>/<name>.log``. The console gets a fresh operator token in its
+environment (``HYPHA_CONSOLE_TOKENS``, unless one is set) and ``hypha up`` prints the
+sign-in link on its own output, never in a log. Ctrl-C (or SIGTERM) stops them all:
+SIGTERM to every child's process group (Celery's warm shutdown), SIGKILL after the grace
+period, the private Redis last. A child that exits on its own stops the rest and exits 1,
+with its log's tail.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
 import shutil
 import signal
@@ -31,7 +35,7 @@ from hypha_celery.cli.worker import PROFILES, is_profile_file
 from hypha_celery.errors import SetupError
 from hypha_celery.store import EventStore
 
-__all__ = ["COMMANDS", "Child", "Plan", "parse_workers", "plan", "up"]
+__all__ = ["COMMANDS", "Child", "Console", "Plan", "parse_workers", "plan", "up"]
 
 #: Where ``hypha up`` keeps its SQLite store and beat's schedule (the working directory's).
 STATE_DIR = Path(".hypha")
@@ -41,18 +45,44 @@ WORKERS_DIR = Path("workers")
 DEFAULT_WORKERS = (("cpu", 1), ("io", 1))
 #: Lines of a dead child's log printed.
 TAIL_LINES = 20
+#: Who the console's sign-in link made by ``hypha up`` signs in as.
+CONSOLE_PRINCIPAL = "admin:operator"
+#: The console's settings from the environment: any of them set, ``hypha up`` makes no
+#: token of its own.
+CONSOLE_TOKEN_VARS = ("HYPHA_CONSOLE_TOKENS", "HYPHA_CONSOLE_TOKENS_FILE")
 
 
 @dataclass(frozen=True)
 class Child:
-    """A process to run: its name (and log ``<name>.log``) and its command line, whose
-    first word is ``hypha``, ``celery`` or ``redis-server`` (resolved at start)."""
+    """A process to run: its name (and log ``<name>.log``), its command line, whose
+    first word is ``hypha``, ``celery`` or ``redis-server`` (resolved at start), and
+    variables for it alone (not printed: the console's token)."""
 
     name: str
     argv: list[str]
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def line(self) -> str:
         return shlex.join(self.argv)
+
+
+@dataclass(frozen=True)
+class Console:
+    """The console ``hypha up`` runs: where, and the sign-in link it prints (with the
+    token it made, or None when the tokens come from the environment)."""
+
+    port: int
+    token: str | None = field(repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def sign_in(self) -> str:
+        if self.token is None:
+            return (f"{self.url} (sign in with a token of "
+                    f"{' / '.join(CONSOLE_TOKEN_VARS)})")
+        return f"{self.url}/login?token={self.token}"
 
 
 @dataclass
@@ -64,6 +94,7 @@ class Plan:
     children: list[Child]
     env: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    console: Console | None = None
 
     def all(self) -> list[Child]:
         return ([self.redis] if self.redis else []) + self.children
@@ -115,7 +146,8 @@ def listening(port: int, host: str = "127.0.0.1") -> bool:
 
 def plan(app: str, workers: Sequence[tuple[str, int]], *, beat: bool, flower: bool | None,
          flower_port: int, redis_port: int, concurrency: int | None, logs: Path,
-         env: Mapping[str, str]) -> Plan:
+         env: Mapping[str, str], console: bool | None = False,
+         console_port: int = 8765) -> Plan:
     """The processes and their environment (nothing is started)."""
     extra: dict[str, str] = {}
     notes: list[str] = []
@@ -163,8 +195,34 @@ def plan(app: str, workers: Sequence[tuple[str, int]], *, beat: bool, flower: bo
         children.append(Child("flower", ["celery", "-A", module, "flower",
                                          f"--port={flower_port}", "--address=127.0.0.1"]))
         notes.append(f"Flower: http://127.0.0.1:{flower_port}")
+    the_console = _console(app, console, console_port, env, children, notes)
     notes.append(f"logs: {logs}/<name>.log")
-    return Plan(redis, children, extra, notes)
+    return Plan(redis, children, extra, notes, the_console)
+
+
+def _console(app: str, wanted: bool | None, port: int, env: Mapping[str, str],
+             children: list[Child], notes: list[str]) -> Console | None:
+    """The console's child (added to ``children``), with a token of its own unless the
+    environment has tokens; None when not wanted (or, by default, not installed)."""
+    if wanted is None:
+        wanted = all(_installed(m) for m in ("starlette", "jinja2", "uvicorn"))
+        if not wanted:
+            notes.append("console: not installed (pip install 'hypha-celery[console]'), "
+                         "skipped")
+    if not wanted:
+        return None
+    child_env = {}
+    token = None
+    if not any(env.get(name, "").strip() for name in CONSOLE_TOKEN_VARS):
+        token = secrets.token_urlsafe(24)
+        child_env["HYPHA_CONSOLE_TOKENS"] = f"{CONSOLE_PRINCIPAL}={token}"
+    children.append(Child("console", ["hypha", "console", "--app", app, "--host",
+                                      "127.0.0.1", f"--port={port}"], child_env))
+    console = Console(port, token)
+    notes.append(f"console: {console.url}" + (
+        " (a sign-in link with a fresh operator token is printed once it listens)"
+        if token else f" (tokens: {' / '.join(CONSOLE_TOKEN_VARS)})"))
+    return console
 
 
 def _installed(module: str) -> bool:
@@ -201,7 +259,7 @@ def start(child: Child, logs: Path, env: Mapping[str, str]) -> Running:
     log = logs / f"{child.name}.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen(_executable(child.argv), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, env=dict(env),
+                                stderr=subprocess.STDOUT, env={**env, **child.env},
                                 start_new_session=True)
     return Running(child, proc, log)
 
@@ -259,6 +317,10 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 10.0) -
 
 def run(the_plan: Plan, logs: Path, grace: float, redis_port: int) -> int:
     """Start everything, print the table, wait for Ctrl-C or a child's death."""
+    console = the_plan.console
+    if console is not None and listening(console.port):
+        raise SetupError(f"the console's port {console.port} is taken: choose another with "
+                         "--console-port, or --no-console")
     logs.mkdir(parents=True, exist_ok=True)
     STATE_DIR.mkdir(exist_ok=True)
     env = {**os.environ, **the_plan.env}
@@ -280,7 +342,11 @@ def run(the_plan: Plan, logs: Path, grace: float, redis_port: int) -> int:
                 running.append(start(child, logs, env))
             _table(services + running)
             click.echo("Ctrl-C stops them all")
+            announce = console
             while not stopping.wait(0.2):
+                if announce is not None and listening(announce.port):
+                    click.echo(f"console: {announce.sign_in()}")
+                    announce = None
                 dead = [r for r in services + running if r.proc.poll() is not None]
                 if dead:
                     for r in dead:
@@ -323,6 +389,10 @@ def _table(running: Sequence[Running]) -> None:
 @click.option("--flower/--no-flower", default=None, show_default=False,
               help="run Flower (default: when installed)")
 @click.option("--flower-port", type=click.IntRange(1, 65535), default=5555)
+@click.option("--console/--no-console", "console", default=None, show_default=False,
+              help="run the web console, hypha console, on 127.0.0.1 (default: when the "
+              "console extra is installed)")
+@click.option("--console-port", type=click.IntRange(1, 65535), default=8765)
 @click.option("--redis-port", type=click.IntRange(1, 65535), default=6379,
               help="without HYPHA_BROKER_URL: the Redis to use, or to start when nothing "
               "listens there and redis-server is installed")
@@ -332,20 +402,21 @@ def _table(running: Sequence[Running]) -> None:
               help="on stop: how long the workers may finish their tasks before SIGKILL")
 @click.option("--dry-run", is_flag=True, help="print the commands, one a line, and exit")
 def up(app_spec: str, workers_opt: tuple[str, ...], concurrency: int | None, beat: bool,
-       flower: bool | None, flower_port: int, redis_port: int, logs: Path, grace: float,
-       dry_run: bool) -> int:
+       flower: bool | None, flower_port: int, console: bool | None, console_port: int,
+       redis_port: int, logs: Path, grace: float, dry_run: bool) -> int:
     """Run the deployment's processes on this machine, no Docker: a private
-    redis-server when none listens (and it is installed), N workers per profile, beat
-    and Flower, a log each. Try horizontal scaling here: --workers llm=3.
+    redis-server when none listens (and it is installed), N workers per profile, beat,
+    Flower and the web console, a log each. Try horizontal scaling here: --workers llm=3.
 
-    Without HYPHA_STORE_URL the store is SQLite in ./.hypha/hypha.db. Ctrl-C stops them
-    all. The console (hypha console) does not exist yet, so it is not started.
+    Without HYPHA_STORE_URL the store is SQLite in ./.hypha/hypha.db. Without
+    HYPHA_CONSOLE_TOKENS(_FILE) the console gets a fresh operator token and the sign-in
+    link is printed here (not in its log). Ctrl-C stops them all.
     """
     operator_only("hypha up")  # its workers and beat act on the whole deployment
     workers = parse_workers(workers_opt)
     the_plan = plan(app_spec, workers, beat=beat, flower=flower, flower_port=flower_port,
                     redis_port=redis_port, concurrency=concurrency, logs=logs,
-                    env=os.environ)
+                    env=os.environ, console=console, console_port=console_port)
     if dry_run:
         for note in the_plan.notes:
             click.echo(f"hypha up: {note}", err=True)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
+import requests
 from click.testing import CliRunner
 
 from hypha_celery.cli.main import cli
@@ -18,7 +22,42 @@ from tests.cli.helpers import HYPHA, ROOT, assert_one_line_error, clean_env, hyp
 from tests.services import free_port
 
 APP = "examples.support:hypha"
-Up = tuple[subprocess.Popen[str], dict[str, str]]
+CONSOLE = f"hypha console --app {APP} --host 127.0.0.1"
+
+
+class Output:
+    """``hypha up``'s output, read as it comes (a thread drains the pipe)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._thread.start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, pattern: str, proc: subprocess.Popen[str],
+                 timeout: float = 120) -> re.Match[str]:
+        end = time.monotonic() + timeout
+        while True:
+            for line in list(self.lines):
+                if found := re.search(pattern, line):
+                    return found
+            assert proc.poll() is None or self._thread.is_alive(), self.text()
+            assert time.monotonic() < end, f"no {pattern!r} in:\n{self.text()}"
+            time.sleep(0.1)
+
+    def join(self, timeout: float) -> str:
+        self._thread.join(timeout)
+        return self.text()
+
+
+Up = tuple[subprocess.Popen[str], dict[str, str], Output, int]
 
 
 def dry(*args: str, env: dict[str, str] | None = None) -> list[str]:
@@ -35,18 +74,55 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_dry_run_without_workers_dir_runs_cpu_io_beat(in_tmp: Path) -> None:
+def test_dry_run_without_workers_dir_runs_cpu_io_beat_console(in_tmp: Path) -> None:
     assert dry("--no-flower") == [
         f"hypha worker --app {APP} --profile cpu --hostname=cpu-1@%h",
         f"hypha worker --app {APP} --profile io --hostname=io-1@%h",
-        f"hypha beat --app {APP} --schedule=.hypha/celerybeat-schedule"]
+        f"hypha beat --app {APP} --schedule=.hypha/celerybeat-schedule",
+        f"{CONSOLE} --port=8765"]
+
+
+def test_dry_run_console_port_and_no_console(in_tmp: Path) -> None:
+    result = CliRunner().invoke(cli, ["up", "--app", APP, "--dry-run", "--no-beat",
+                                      "--no-flower", "--workers", "io=1", "--console-port",
+                                      "9001"],
+                                env={"HYPHA_BROKER_URL": "redis://127.0.0.1:1/0",
+                                     "HYPHA_STORE_URL": "sqlite:///x.db",
+                                     "HYPHA_CONSOLE_TOKENS": "", "HYPHA_CONSOLE_TOKENS_FILE": ""})
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[-1] == f"{CONSOLE} --port=9001"
+    assert "console: http://127.0.0.1:9001 (a sign-in link" in result.stderr
+    assert "token=" not in result.output and "HYPHA_CONSOLE" not in result.output
+    assert not any("console" in line for line in dry("--no-console", "--no-flower"))
+
+
+def test_the_console_gets_its_own_token_unless_the_environment_has_tokens(
+        in_tmp: Path) -> None:
+    from hypha_celery.cli.up import plan
+
+    def console_of(env: dict[str, str]) -> tuple[dict[str, str], str | None, list[str]]:
+        p = plan(APP, [("io", 1)], beat=False, flower=False, flower_port=5555,
+                 redis_port=6379, concurrency=None, logs=in_tmp, console=True,
+                 console_port=8766, env={"HYPHA_BROKER_URL": "redis://127.0.0.1:1/0", **env})
+        [child] = [c for c in p.children if c.name == "console"]
+        assert p.console is not None and "HYPHA_CONSOLE" not in str(p.env)
+        assert p.console.token is None or p.console.token not in repr(child) + repr(p)
+        return dict(child.env), p.console.token, p.notes
+
+    child_env, token, _ = console_of({})
+    assert token is not None and len(token) >= 16
+    assert child_env == {"HYPHA_CONSOLE_TOKENS": f"admin:operator={token}"}
+    for name in ("HYPHA_CONSOLE_TOKENS", "HYPHA_CONSOLE_TOKENS_FILE"):
+        child_env, token, notes = console_of({name: "set"})
+        assert child_env == {} and token is None
+        assert any("tokens: HYPHA_CONSOLE_TOKENS" in n for n in notes)
 
 
 def test_dry_run_defaults_to_one_worker_per_profile_file(in_tmp: Path) -> None:
     (in_tmp / "workers").mkdir()
     for name in ("llm", "coordinator", "__init__"):
         (in_tmp / "workers" / f"{name}.py").write_text("queues = ['hypha.io']\n")
-    lines = dry("--no-beat", "--flower", "--flower-port", "5566")
+    lines = dry("--no-beat", "--flower", "--flower-port", "5566", "--no-console")
     assert lines == [
         f"hypha worker --app {APP} --profile workers/coordinator.py "
         "--hostname=coordinator-1@%h",
@@ -58,7 +134,7 @@ def test_dry_run_counts_names_and_concurrency(in_tmp: Path) -> None:
     (in_tmp / "workers").mkdir()
     (in_tmp / "workers" / "llm.py").write_text("queues = ['hypha.io']\n")
     lines = dry("--workers", "llm=2", "--workers", "cpu=1", "-c", "3", "--no-beat",
-                "--no-flower")
+                "--no-flower", "--no-console")
     assert lines == [
         f"hypha worker --app {APP} --profile workers/llm.py --hostname=llm-1@%h "
         "--concurrency=3",
@@ -70,7 +146,7 @@ def test_dry_run_counts_names_and_concurrency(in_tmp: Path) -> None:
 def test_dry_run_without_a_store_or_broker_sets_them_for_the_children(in_tmp: Path) -> None:
     port = free_port()  # nothing listens there
     lines = CliRunner().invoke(cli, ["up", "--app", APP, "--dry-run", "--no-beat",
-                                     "--no-flower", "--redis-port", str(port)],
+                                     "--no-flower", "--no-console", "--redis-port", str(port)],
                                env={"HYPHA_BROKER_URL": "", "HYPHA_STORE_URL": "",
                                     "PATH": os.environ["PATH"]})
     assert lines.exit_code in (0, 1), lines.output
@@ -102,17 +178,32 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def test_a_taken_console_port_is_one_line_exit_1(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = hypha("up", "--app", APP, "--workers", "io=1", "--no-beat", "--no-flower",
+                     "--console-port", str(port), cwd=tmp_path,
+                     env=clean_env(HYPHA_BROKER_URL="redis://127.0.0.1:1/0",
+                                   HYPHA_STORE_URL=f"sqlite:///{tmp_path / 'h.db'}"))
+    assert "--console-port" in assert_one_line_error(proc, code=1)
+    assert not (tmp_path / ".hypha" / "logs").exists()  # nothing was started
+
+
 @pytest.fixture
 def up_process(redis_url: str, tmp_path: Path) -> Iterator[Up]:
     env = clean_env(HYPHA_BROKER_URL=redis_url, HYPHA_STORE_URL=f"sqlite:///{tmp_path / 'h.db'}",
                     PYTHONPATH=str(ROOT), HYPHA_SWEEP_INTERVAL="1")
+    console_port = free_port()
     proc = subprocess.Popen([HYPHA, "up", "--app", APP, "--workers", "cpu=1", "--workers",
                              "io=1", "-c", "2", "--no-flower", "--grace", "20",
+                             "--console-port", str(console_port),
                              "--logs", str(tmp_path / "logs")],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
-        yield proc, env
+        yield proc, env, Output(proc), console_port
     finally:
         if proc.poll() is None:
             for child in psutil.Process(proc.pid).children(recursive=True):
@@ -130,12 +221,12 @@ def _ping(env: dict[str, str], cwd: Path) -> str:
     return done.stdout
 
 
-def test_up_runs_workers_and_beat_then_ctrl_c_stops_them_all(
+def test_up_runs_workers_beat_console_then_ctrl_c_stops_them_all(
         up_process: Up, tmp_path: Path) -> None:
-    proc, env = up_process
+    proc, env, output, console_port = up_process
     deadline = time.monotonic() + 120
     while True:
-        assert proc.poll() is None, proc.communicate()[0]
+        assert proc.poll() is None, output.text()
         answers = _ping(env, tmp_path)
         if "cpu-1@" in answers and "io-1@" in answers:
             break
@@ -145,16 +236,32 @@ def test_up_runs_workers_and_beat_then_ctrl_c_stops_them_all(
                 "--wait", "--timeout", "60", env=env, cwd=tmp_path, timeout=90)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "billing: " in ran.stdout
+    run_id = re.search(r"[0-9a-f]{32}|[0-9a-f-]{36}", ran.stdout + ran.stderr)
+    assert run_id, ran.stdout + ran.stderr
+
+    # the console: the sign-in link hypha up printed once it listened
+    base = f"http://127.0.0.1:{console_port}"
+    link = output.wait_for(re.escape(f"console: {base}/login?token=") + r"(\S+)$", proc)
+    token = link.group(1)
+    assert requests.get(f"{base}/healthz", timeout=10).text.strip() == "ok"
+    anonymous = requests.get(f"{base}/runs", timeout=10, allow_redirects=False)
+    assert anonymous.status_code in (303, 401), anonymous.status_code  # not signed in
+    with requests.Session() as signed_in:
+        page = signed_in.get(f"{base}/login?token={token}", timeout=30)
+        assert page.status_code == 200 and page.url.startswith(f"{base}/runs"), page.url
+        assert run_id.group(0) in page.text  # the run just made, on the runs page
     pids = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
-    assert len(pids) >= 3  # two workers (and their pools) and beat
+    assert len(pids) >= 4  # two workers (and their pools), beat, the console
 
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=90)
+    proc.wait(90)
+    out = output.join(30)
     assert proc.returncode == 0, out
-    for name in ("worker-cpu-1", "worker-io-1", "beat"):
+    for name in ("worker-cpu-1", "worker-io-1", "beat", "console"):
         assert name in out
-        assert (tmp_path / "logs" / f"{name}.log").stat().st_size > 0
-    assert "stopped 3 processes" in out
+        log = (tmp_path / "logs" / f"{name}.log").read_text()
+        assert log and token not in log
+    assert "stopped 4 processes" in out
     end = time.monotonic() + 15
     while not all(_gone(pid) for pid in pids) and time.monotonic() < end:
         time.sleep(0.1)
@@ -165,8 +272,8 @@ def test_a_child_dying_early_stops_the_rest_and_exits_1(redis_url: str, tmp_path
     env = clean_env(HYPHA_BROKER_URL=redis_url, HYPHA_STORE_URL=f"sqlite:///{tmp_path / 'h.db'}",
                     PYTHONPATH=str(ROOT))
     proc = hypha("up", "--app", "no_such_module:hypha", "--workers", "io=1", "--no-flower",
-                 "--grace", "5", "--logs", str(tmp_path / "logs"), cwd=tmp_path, env=env,
-                 timeout=120)
+                 "--no-console", "--grace", "5", "--logs", str(tmp_path / "logs"),
+                 cwd=tmp_path, env=env, timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "exited with code" in proc.stderr
     assert "no_such_module" in proc.stderr  # the dead child's log tail
