@@ -5,6 +5,10 @@ see; content hidden unless the operator turns it on."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 from hypha_celery import Hypha
 from tests.console.support import SECRET, Tokens, app_for, client
@@ -114,3 +118,50 @@ def test_dead_letters_and_agents_pages(hypha: Hypha, t: Tokens) -> None:
     assert agents.status_code == 200 and 'id="agents"' in agents.text
     missing = admin.get("/agents/nobody-here")
     assert missing.status_code == 404 and "Not found" in missing.text
+
+
+def test_the_replay_diff_against_a_fixture(hypha: Hypha, t: Tokens, tmp_path: Path) -> None:
+    from hypha_celery.replay.fixture import capture
+    from hypha_celery.replay.store import FileFixtureStore
+
+    same = hypha.start("echo", {"n": 1})
+    other = hypha.start("echo", {"n": 2})
+    _done(hypha, same.id, other.id)
+    FileFixtureStore(tmp_path).save(capture(hypha.store.events(same.id), fixture_id="golden"))
+    c = client(app_for(hypha, t, fixtures=tmp_path), t.admin)
+    page = c.get(f"/runs/{same.id}").text
+    assert '<option value="golden"' in page and 'id="diff"' not in page
+    diff = c.get(f"/runs/{same.id}?fixture=golden").text
+    assert diff.count('class="pass"') == 7 and 'class="fail"' not in diff
+    changed = c.get(f"/runs/{other.id}?fixture=golden").text
+    assert '<tr class="fail"><td>output</td><td>differs</td><td>differs (content hidden)' \
+        in changed
+    assert c.get(f"/runs/{same.id}?fixture=nope").status_code == 400
+
+
+def _ask(state: dict[str, Any], question: str, ctx: Any) -> dict[str, Any]:
+    return {"answer": ctx.llm("openai:gpt-4.1-mini",
+                              [{"role": "user", "content": question}]).text}
+
+
+def test_model_calls_with_their_usage(hypha: Hypha, t: Tokens, hypha_openai_server: Any,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from hypha_celery import Finish, Graph, Next, Node
+    from hypha_celery.testing import Reply
+
+    for name, value in hypha_openai_server.env().items():
+        monkeypatch.setenv(name, value)
+    hypha_openai_server.script(Reply.text("Paris is the answer", usage=(12, 5, 0, 0)))
+    hypha.register(Graph(
+        id="qa", nodes={"ask": Node(_ask, models=["openai:gpt-4.1-mini"])},
+        decision_policy=lambda ctx: Next("ask", ctx.input) if ctx.step == 0
+        else Finish(ctx.state), max_steps=5))
+    run = hypha.start("qa", SECRET)
+    assert run.wait(WAIT) == {"answer": "Paris is the answer"}
+    page = client(app_for(hypha, t), t.admin).get(f"/runs/{run.id}").text
+    calls = page[page.index('id="calls"'):page.index("Replay diff")]
+    assert "<td>model</td><td>openai:gpt-4.1-mini</td><td>completed</td>" in calls
+    assert "12 in / 5 out" in calls
+    assert SECRET not in page and "Paris is the answer" not in page
+    shown = client(app_for(hypha, t, show_content=True), t.admin).get(f"/runs/{run.id}").text
+    assert "Paris is the answer" in shown
