@@ -58,10 +58,14 @@ def _describe(config: ConsoleConfig, url: str) -> str:
               help="show run input, state and outputs (off: shapes and sizes only)")
 @click.option("--fixtures", type=click.Path(file_okay=False, exists=True),
               help="a directory of replay fixtures to compare runs with")
+@click.option("--forwarded-allow-ips", envvar="FORWARDED_ALLOW_IPS", metavar="ADDRS",
+              help="proxies (comma-separated addresses, or *) whose X-Forwarded-Proto is "
+              "believed: behind a TLS proxy the console then knows it is served over https "
+              "(Secure cookies, the CSRF Origin check); default: 127.0.0.1")
 @click.option("--dry-run", is_flag=True, help="check the settings, say what would be "
               "served, and exit")
 def console(app_spec: str | None, host: str, port: int, show_content: bool,
-            fixtures: str | None, dry_run: bool) -> None:
+            fixtures: str | None, forwarded_allow_ips: str | None, dry_run: bool) -> None:
     """Serve the web console: runs, a run's graph and timeline (live), agents, dead
     letters and quarantine. Every page runs as the principal its token names
     (HYPHA_CONSOLE_TOKENS='admin:ops=TOKEN,user:alice=TOKEN2')."""
@@ -84,7 +88,8 @@ def console(app_spec: str | None, host: str, port: int, show_content: bool,
     if token is not None:
         click.echo(f"sign in: {url}/login?token={token}", err=True)
     try:
-        uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")
+        uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning",
+                    proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips)
     finally:
         hypha.close()
 

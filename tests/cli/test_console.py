@@ -74,3 +74,27 @@ def test_it_serves_and_prints_a_sign_in_link(tmp_path: Path) -> None:
         proc.wait(10)
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def test_behind_a_tls_proxy_the_cookie_is_secure() -> None:
+    """What ``--forwarded-allow-ips`` turns on: uvicorn's proxy headers, believed from
+    the named proxies, make the request https, so the session cookie is ``Secure``."""
+    from starlette.testclient import TestClient
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+
+    from hypha_celery.console import ConsoleConfig, create_app
+    from hypha_celery.principals import Principal
+    from tests.runtime.support import embedded
+
+    token = "t" * 20
+    hypha = embedded("sqlite://")
+    try:
+        app = create_app(hypha, ConsoleConfig(tokens={token: Principal.admin("ops")}))
+        for trusted, secure in (("*", True), ("10.9.9.9", False)):
+            proxied = ProxyHeadersMiddleware(app, trusted_hosts=trusted)
+            c = TestClient(proxied, client=("10.0.0.1", 5000))
+            r = c.post("/login", data={"token": token}, follow_redirects=False,
+                       headers={"x-forwarded-proto": "https"})
+            assert ("Secure" in r.headers["set-cookie"]) is secure
+    finally:
+        hypha.close()
