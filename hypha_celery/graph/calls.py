@@ -18,6 +18,10 @@ A node may also record *facts* about what it did (``ctx.record``: a governed too
 ``tool.call.requested`` / ``tool.policy.checked`` / ``tool.call.approved`` /
 ``tool.output.validated`` ...): they are written with its outcome too. A replay ignores them.
 
+A live call is told to the middleware that wants it (``before_call`` / ``after_call``,
+:class:`~hypha_celery.middleware.Call`: ids, the kind, the model or tool name; never the
+request or the output), around the call, in the node's thread; a served call is not.
+
 Bounds: 1,000 calls and 1,000 facts per execution, 1 MiB of JSON per recorded output and
 64 KiB per fact.
 """
@@ -32,6 +36,7 @@ from typing import Any, Literal
 from hypha_celery.errors import InvalidCall, ReplayDivergence
 from hypha_celery.events.envelope import canonical
 from hypha_celery.graph.jsonsafe import error_json
+from hypha_celery.middleware import Call, CallEnd, MiddlewareStack
 
 Family = Literal["model", "tool"]
 #: Calls one node execution may record.
@@ -67,10 +72,15 @@ class Calls:
     """The calls of one node execution. ``recorded`` given: a replay that serves them."""
 
     def __init__(self, execution_id: str, node_id: str,
-                 recorded: list[dict[str, Any]] | None = None, attempt: int = 1) -> None:
+                 recorded: list[dict[str, Any]] | None = None, attempt: int = 1, *,
+                 run_id: str = "", middleware: MiddlewareStack | None = None) -> None:
         self.execution_id = execution_id
         self.node_id = node_id
         self.attempt = attempt
+        self.run_id = run_id
+        #: told of live calls; ``None`` when no middleware overrides the call hooks
+        self.middleware = middleware if middleware is not None and (
+            middleware.wants("before_call") or middleware.wants("after_call")) else None
         # a retried attempt's calls are kept too: its ids must not collide with the next's
         self._prefix = execution_id if attempt == 1 else f"{execution_id}:a{attempt}"
         self.records: list[dict[str, Any]] = []
@@ -95,6 +105,30 @@ class Calls:
                                   **(extra or {})}
         if self._recorded is not None:
             return self._serve(record)
+        if self.middleware is None:
+            return self._live(record, fn, request, measures)
+        return self._told(self.middleware, record, fn, request, measures)
+
+    def _told(self, stack: MiddlewareStack, record: dict[str, Any], fn: Callable[[Any], Any],
+              request: Any, measures: Callable[[], dict[str, Any]] | None) -> Any:
+        """:meth:`_live` between ``before_call`` and ``after_call``."""
+        call = Call(self.run_id, self.execution_id, self.node_id, record["family"],
+                    record["name"], record["call_id"])
+        stack.call("before_call", call)
+        began = time.perf_counter()
+        error: str | None = None
+        try:
+            return self._live(record, fn, request, measures)
+        except BaseException as exc:
+            error = type(exc).__name__
+            raise
+        finally:
+            stack.call("after_call", call,
+                       _ended(time.perf_counter() - began, error, record.get("usage")))
+
+    def _live(self, record: dict[str, Any], fn: Callable[[Any], Any], request: Any,
+              measures: Callable[[], dict[str, Any]] | None) -> Any:
+        family, name = record["family"], record["name"]
         record["started_at"] = time.time()
         try:
             output = fn(request)
@@ -151,6 +185,20 @@ class Calls:
     def unused(self) -> int:
         """Recorded calls a replay did not serve (the new code made fewer calls)."""
         return 0 if self._recorded is None else len(self._recorded) - len(self.records)
+
+
+def _ended(duration_s: float, error: str | None, usage: Any) -> CallEnd:
+    """A :class:`CallEnd`, with the token counts of the call's ``usage`` (``ctx.llm``)."""
+    if not isinstance(usage, dict):
+        return CallEnd(duration_s, error)
+    return CallEnd(duration_s, error, _count(usage, "input_tokens"),
+                   _count(usage, "output_tokens"), _count(usage, "cache_read_tokens"),
+                   _count(usage, "cache_write_tokens"))
+
+
+def _count(usage: dict[str, Any], key: str) -> int | None:
+    value = usage.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _checked(output: Any, family: str, name: str) -> Any:

@@ -2,9 +2,10 @@
 
 Each process records its own: run starts where runs are admitted (the client's
 ``Hypha.start``, or the worker that hands a lane to a queued run), run ends, node
-attempts, retries, dead letters and sweeps in the worker that commits them. With
-``HYPHA_METRICS_PORT`` set, the metrics are built in multiprocess mode
-(:mod:`~hypha_celery.metrics.exporter`), so a prefork worker's children are summed."""
+attempts, their model and tool calls, retries, dead letters and sweeps in the worker
+that commits or runs them. With ``HYPHA_METRICS_PORT`` set, the metrics are built in
+multiprocess mode (:mod:`~hypha_celery.metrics.exporter`), so a prefork worker's
+children are summed."""
 
 from __future__ import annotations
 
@@ -13,7 +14,16 @@ from typing import Any
 
 from hypha_celery.metrics import exporter, names
 from hypha_celery.metrics.client import prometheus
-from hypha_celery.middleware import Attempt, AttemptEnd, Middleware, RunEnd, RunStart, Sweep
+from hypha_celery.middleware import (
+    Attempt,
+    AttemptEnd,
+    Call,
+    CallEnd,
+    Middleware,
+    RunEnd,
+    RunStart,
+    Sweep,
+)
 
 #: Node durations: 5 ms to 5 min (model calls sit in the seconds).
 NODE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
@@ -42,6 +52,9 @@ class Metrics:
         self.node_duration = p.Histogram(
             names.NODE_DURATION, "Node attempt duration", ("node", "outcome"),
             buckets=NODE_BUCKETS, registry=registry)
+        self.call_duration = p.Histogram(
+            names.CALL_DURATION, "Model or tool call duration (ctx.model, ctx.llm, ctx.tool)",
+            ("kind", "name", "outcome"), buckets=NODE_BUCKETS, registry=registry)
         self.retries = counter(names.NODE_RETRIES, "Node retries scheduled", "node")
         self.dead_letters = counter(names.DEAD_LETTERS, "Node executions dead-lettered",
                                     "node", "reason")
@@ -67,8 +80,8 @@ def metrics_in(registry: Any) -> Metrics:
 
 
 class PrometheusMiddleware(Middleware):
-    """Records runs, node attempts, retries, dead letters, late results and supervisor
-    sweeps in ``registry`` (default: prometheus_client's global one)."""
+    """Records runs, node attempts, model and tool calls, retries, dead letters, late
+    results and supervisor sweeps in ``registry`` (default: prometheus_client's global one)."""
 
     def __init__(self, registry: Any = None) -> None:
         exporter.prepare_multiprocess()  # before the metrics are built
@@ -78,7 +91,7 @@ class PrometheusMiddleware(Middleware):
         self.runs_cancelled, self.node_duration = m.runs_cancelled, m.node_duration
         self.retries, self.dead_letters = m.retries, m.dead_letters
         self.late_results, self.sweep_duration = m.late_results, m.sweep_duration
-        self.sweep_decisions = m.sweep_decisions
+        self.sweep_decisions, self.call_duration = m.sweep_decisions, m.call_duration
 
     def after_run_start(self, run: RunStart) -> None:
         (self.runs_queued if run.queued else self.runs_started).labels(
@@ -98,6 +111,11 @@ class PrometheusMiddleware(Middleware):
             return  # the node did not run
         outcome = "ok" if end.ok else "error"
         self.node_duration.labels(attempt.node, outcome).observe(end.duration_s)
+
+    def after_call(self, call: Call, end: CallEnd) -> None:
+        self.call_duration.labels(call.kind, call.name,
+                                  "ok" if end.error_type is None else "error"
+                                  ).observe(end.duration_s)
 
     def after_retry_scheduled(self, attempt: Attempt, delay: float) -> None:
         self.retries.labels(attempt.node).inc()

@@ -2,7 +2,8 @@
 
 Counters are exposed with Prometheus' ``_total`` suffix, histograms with ``_bucket``,
 ``_sum`` and ``_count``. Labels are bounded: graph and node ids, queues, statuses,
-reasons and error type names, never a run, user or session id."""
+reasons, error type names and the model references and tool names nodes call, never a
+run, user or session id."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ RUNS_COMPLETED: Final = "hypha_runs_completed"
 RUNS_FAILED: Final = "hypha_runs_failed"
 RUNS_CANCELLED: Final = "hypha_runs_cancelled"
 NODE_DURATION: Final = "hypha_node_duration_seconds"
+CALL_DURATION: Final = "hypha_call_duration_seconds"
 NODE_RETRIES: Final = "hypha_node_retries"
 DEAD_LETTERS: Final = "hypha_dead_letters"
 LATE_RESULTS: Final = "hypha_late_results"
@@ -24,8 +26,8 @@ AGENTS: Final = "hypha_agents"
 
 #: Counters and histograms (recorded by :class:`~hypha_celery.metrics.PrometheusMiddleware`).
 RECORDED: Final = (RUNS_STARTED, RUNS_QUEUED, RUNS_COMPLETED, RUNS_FAILED, RUNS_CANCELLED,
-                   NODE_DURATION, NODE_RETRIES, DEAD_LETTERS, LATE_RESULTS, SWEEP_DURATION,
-                   SWEEP_DECISIONS)
+                   NODE_DURATION, CALL_DURATION, NODE_RETRIES, DEAD_LETTERS, LATE_RESULTS,
+                   SWEEP_DURATION, SWEEP_DECISIONS)
 #: Gauges read on scrape (:class:`~hypha_celery.metrics.collector.HyphaCollector`).
 GAUGES: Final = (QUEUE_DEPTH, AGENTS)
 ALL: Final = RECORDED + GAUGES

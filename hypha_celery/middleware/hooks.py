@@ -6,6 +6,7 @@ operator may see (the same rule as events and Flower)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,35 @@ class AttemptEnd:
     ok: bool
     error_type: str | None = None
     duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One model or tool call a node made through its context (``ctx.model``, ``ctx.llm``,
+    ``ctx.tool``), in the node's thread: ``name`` is the model reference
+    (``openai:gpt-4.1-mini``) or the tool's name, ``call_id`` the id its ``model.call.*`` /
+    ``tool.call.*`` events carry. A replay serves recorded calls: no hook is called."""
+
+    run_id: str
+    execution_id: str
+    node_id: str
+    kind: Literal["model", "tool"]
+    name: str
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallEnd:
+    """How a call ended: ``error_type`` ``None`` for a return, else the exception's type
+    name (never its message); token counts when the call reported them (``ctx.llm``),
+    else ``None``."""
+
+    duration_s: float
+    error_type: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

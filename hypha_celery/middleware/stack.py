@@ -14,6 +14,8 @@ from typing import Any
 from hypha_celery.middleware.hooks import (
     Attempt,
     AttemptEnd,
+    Call,
+    CallEnd,
     RunEnd,
     RunStart,
     Step,
@@ -42,6 +44,10 @@ class Middleware:
     def after_retry_scheduled(self, attempt: Attempt, delay: float) -> None: ...
     def after_dead_letter(self, attempt: Attempt, reason: str) -> None: ...
     def after_late_result(self, attempt: Attempt, reason: str) -> None: ...
+
+    # model and tool calls a node makes through its context (in the node's thread)
+    def before_call(self, call: Call) -> None: ...
+    def after_call(self, call: Call, end: CallEnd) -> None: ...
 
     # agent turns
     def before_turn(self, turn: Turn) -> None: ...

@@ -77,7 +77,8 @@ def run_node(
         assert view is not None
     started: StartedJson = {"execution_id": execution_id, "node_id": msg.node_id,
                             "attempt": attempt, "worker": worker, "at": time.time()}
-    calls = Calls(execution_id, msg.node_id, attempt=attempt)
+    calls = Calls(execution_id, msg.node_id, attempt=attempt, run_id=run_id,
+                  middleware=rt.middleware)
     ctx = NodeContext(run_id, execution_id, msg.node_id, attempt,
                       _cancel_flag(rt, run_id, msg.awaited), calls, approved_review(view),
                       rt.llm, rt.live, node.models or None)

@@ -7,10 +7,11 @@ process::
     hypha = Hypha(settings, middleware=[tracing])
 
 Spans: ``hypha.run <graph>`` (the root), ``hypha.admit`` (the run admitted, or queued),
-``hypha.step`` (a coordinator step), ``hypha.node <node>`` (a node attempt). Their
-attributes are ids, names, attempts and status or reason, never input, state, prompts or
-outputs. See :mod:`~hypha_celery.tracing.middleware` for how the processes share a
-trace. opentelemetry is imported only when used."""
+``hypha.step`` (a coordinator step), ``hypha.node <node>`` (a node attempt),
+``hypha.call <model or tool>`` (a model or tool call the node made through its context).
+Their attributes are ids, names, attempts, status or reason, token counts and error types,
+never input, state, prompts or outputs. See :mod:`~hypha_celery.tracing.middleware` for
+how the processes share a trace. opentelemetry is imported only when used."""
 
 from __future__ import annotations
 

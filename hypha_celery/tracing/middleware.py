@@ -14,10 +14,11 @@ the task of its step: that step), else of the run.
 
 Spans: ``hypha.admit`` (``after_run_start``: admitted or queued), ``hypha.step``
 (``before_step`` / ``after_step``), ``hypha.node <node>`` (``before_attempt`` /
-``after_attempt``), ``hypha.run <graph>`` (``after_run_end``). Attributes are ids,
-names, attempts, status, reasons and error type names only. A model or tool call has no
-middleware hook (``ctx.model`` / ``ctx.tool`` record steps, not hooks), so there is no
-``hypha.call`` span yet."""
+``after_attempt``), ``hypha.call <model or tool>`` (``before_call`` / ``after_call``: a
+model or tool call the node made through ``ctx.model``, ``ctx.llm`` or ``ctx.tool``, the
+child of the node's span: it runs in the node's thread), ``hypha.run <graph>``
+(``after_run_end``). Attributes are ids, names, attempts, status, reasons, token counts
+and error type names only: never a prompt, an input, an output or the state."""
 
 from __future__ import annotations
 
@@ -25,9 +26,21 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
+from functools import lru_cache
 from typing import Any
 
-from hypha_celery.middleware import Attempt, AttemptEnd, Middleware, RunEnd, RunStart, Step
+from celery._state import get_current_task
+
+from hypha_celery.middleware import (
+    Attempt,
+    AttemptEnd,
+    Call,
+    CallEnd,
+    Middleware,
+    RunEnd,
+    RunStart,
+    Step,
+)
 from hypha_celery.tracing.client import otel_context, otel_trace, tracecontext
 
 SCOPE = "hypha_celery"
@@ -39,6 +52,12 @@ HEADER = "traceparent"
 START_HEADER = "hypha_run_start"
 
 
+#: Runs whose ids and contexts a process keeps at hand (a step, a node and each call of a
+#: run ask for them: hashing once per run keeps the hooks cheap).
+CACHED_RUNS = 1024
+
+
+@lru_cache(maxsize=CACHED_RUNS)
 def run_ids(run_id: str) -> tuple[int, int]:
     """The run's trace id (128 bits) and its root span's id (64 bits), never zero."""
     digest = hashlib.sha256(run_id.encode()).digest()
@@ -47,12 +66,22 @@ def run_ids(run_id: str) -> tuple[int, int]:
     return trace_id, span_id
 
 
+@lru_cache(maxsize=CACHED_RUNS)
 def run_span_context(run_id: str) -> Any:
     """The :class:`~opentelemetry.trace.SpanContext` of the run's root span (sampled)."""
     trace = otel_trace()
     trace_id, span_id = run_ids(run_id)
     return trace.SpanContext(trace_id, span_id, is_remote=True,
                              trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED))
+
+
+@lru_cache(maxsize=CACHED_RUNS)
+def _run_context(run_id: str) -> Any:
+    """A context whose current span is the run's root (the parent of its steps); contexts
+    are immutable, so one per run serves every hook."""
+    trace = otel_trace()
+    return trace.set_span_in_context(trace.NonRecordingSpan(run_span_context(run_id)),
+                                     otel_context().Context())
 
 
 class _RunIds:
@@ -85,26 +114,28 @@ _CONNECTED = False
 _CONNECT_LOCK = threading.Lock()
 
 
-#: The coordinator step last run by this thread: (the Celery task it ran in, its span
-#: context). The nodes it decided are published (or run locally) after the step returns.
+#: The coordinator step last run by this thread: (the Celery task it ran in, the context
+#: whose span is the step's). The nodes it decided are published (or run locally) after
+#: the step returns.
 _STEP = threading.local()
 
 
 def _task_request() -> Any:
-    from celery import current_task
+    """The request of the Celery task being executed (``None``: none is). Asked once per
+    hook: ``celery.current_task``'s proxy costs more than the rest of a hook's lookups."""
+    task = get_current_task()
+    return None if task is None else task.request
 
-    return getattr(current_task, "request", None) if current_task else None
 
-
-def _task_id() -> str | None:
-    request = _task_request()
+def _task_id(request: Any) -> str | None:
     return getattr(request, "id", None) if request is not None else None
 
 
-def _last_step() -> Any:
-    """The span context of the step this thread ran in the current task, else ``None``."""
+def _last_step(request: Any) -> Any:
+    """The context of the step this thread ran in the current task (its span the current
+    one), else ``None``."""
     last = getattr(_STEP, "last", None)
-    if last is None or last[0] != _task_id():
+    if last is None or last[0] != _task_id(request):
         return None
     return last[1]
 
@@ -121,12 +152,10 @@ def _inject(headers: dict[str, Any] | None = None, **_: Any) -> None:
     run = getattr(_RUN, "current", None)
     if run is not None:
         headers[START_HEADER] = f"{run[0]} {run[1]}"
-    step = _last_step()
+    step = _last_step(_task_request())
     if step is None:
         return
-    trace = otel_trace()
-    ctx = trace.set_span_in_context(trace.NonRecordingSpan(step))
-    tracecontext().TraceContextTextMapPropagator().inject(headers, context=ctx)
+    tracecontext().TraceContextTextMapPropagator().inject(headers, context=step)
 
 
 def connect_publish() -> None:
@@ -140,9 +169,8 @@ def connect_publish() -> None:
             _CONNECTED = True
 
 
-def _task_header(name: str) -> str | None:
+def _task_header(request: Any, name: str) -> str | None:
     """A header of the Celery task being executed, if any."""
-    request = _task_request()
     if request is None:
         return None
     value = getattr(request, name, None)
@@ -151,9 +179,9 @@ def _task_header(name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _header_start(run_id: str) -> int | None:
+def _header_start(request: Any, run_id: str) -> int | None:
     """The run's start from the task's headers (``None``: not told, or another run's)."""
-    value = _task_header(START_HEADER)
+    value = _task_header(request, START_HEADER)
     if not value:
         return None
     sent_run, _, ns = value.partition(" ")
@@ -161,7 +189,8 @@ def _header_start(run_id: str) -> int | None:
 
 
 class TracingMiddleware(Middleware):
-    """Spans for runs, coordinator steps and node attempts in ``tracer_provider``
+    """Spans for runs, coordinator steps, node attempts and their model and tool calls in
+    ``tracer_provider``
     (default: OpenTelemetry's global one, which must be set before: the tracer is taken
     once, and only the SDK's tracer can be given the run's ids)."""
 
@@ -182,20 +211,26 @@ class TracingMiddleware(Middleware):
         connect_publish()
 
     # bookkeeping
-    def _seen(self, run_id: str) -> None:
+    def _seen(self, run_id: str, request: Any) -> None:
         """Remember when the run began (now, or earlier as a header tells), and that this
-        thread works on it (its later publishes carry the start)."""
-        told = _header_start(run_id)
+        thread works on it (its later publishes carry the start). Once per run and task
+        in a thread: the task's header does not change, and now is later than then."""
+        key = (run_id, _task_id(request))
+        run = getattr(_RUN, "current", None)
+        if run is not None and run[0] == run_id and getattr(self.local, "seen", None) == key:
+            return
+        told = _header_start(request, run_id)
+        now = time.time_ns()
         with self.lock:
-            start = min(self.first_seen.get(run_id, time.time_ns()), told or time.time_ns())
+            start = min(self.first_seen.get(run_id, now), told or now)
             self.first_seen[run_id] = start
             while len(self.first_seen) > MAX_REMEMBERED:
                 self.first_seen.popitem(last=False)
         _RUN.current = (run_id, start)
+        self.local.seen = key
 
     def _run_context(self, run_id: str) -> Any:
-        return self.trace.set_span_in_context(
-            self.trace.NonRecordingSpan(run_span_context(run_id)), self.context.Context())
+        return _run_context(run_id)
 
     def _open(self) -> dict[tuple[str, ...], list[tuple[Any, object]]]:
         spans = getattr(self.local, "spans", None)
@@ -205,21 +240,26 @@ class TracingMiddleware(Middleware):
 
     def _start(self, key: tuple[str, ...], name: str, parent: Any,
                attributes: dict[str, Any]) -> Any:
+        """Start a span under ``parent`` and make it current; returns the context that
+        holds it."""
         span = self.tracer.start_span(name, context=parent, attributes=attributes)
-        token = self.context.attach(self.trace.set_span_in_context(span))
+        ctx = self.trace.set_span_in_context(span)
+        token = self.context.attach(ctx)
         self._open().setdefault(key, []).append((span, token))
-        return span
+        return ctx
 
     def _end(self, key: tuple[str, ...], error: str | None,
              attributes: dict[str, Any] | None = None) -> None:
-        stack = self._open().get(key)
+        spans = self._open()
+        stack = spans.get(key)
         if not stack:
             return
         span, token = stack.pop()
         if not stack:
-            del self._open()[key]
+            del spans[key]
         if attributes:
-            span.set_attributes(attributes)
+            for name, value in attributes.items():
+                span.set_attribute(name, value)
         if error is not None:
             span.set_attribute("hypha.error_type", error)
             span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, error))
@@ -230,7 +270,7 @@ class TracingMiddleware(Middleware):
 
     # hooks
     def after_run_start(self, run: RunStart) -> None:
-        self._seen(run.run_id)
+        self._seen(run.run_id, _task_request())
         span = self.tracer.start_span(
             "hypha.admit", context=self._run_context(run.run_id),
             attributes={"hypha.run_id": run.run_id, "hypha.graph": run.graph_id,
@@ -259,25 +299,27 @@ class TracingMiddleware(Middleware):
         span.end()
 
     def before_step(self, step: Step) -> None:
-        self._seen(step.run_id)
-        span = self._start(("step", step.run_id, step.execution_id), "hypha.step",
-                           self._run_context(step.run_id),
-                           {"hypha.run_id": step.run_id,
-                            "hypha.execution_id": step.execution_id})
-        _STEP.last = (_task_id(), span.get_span_context())
+        request = _task_request()
+        self._seen(step.run_id, request)
+        ctx = self._start(("step", step.run_id, step.execution_id), "hypha.step",
+                          self._run_context(step.run_id),
+                          {"hypha.run_id": step.run_id,
+                           "hypha.execution_id": step.execution_id})
+        _STEP.last = (_task_id(request), ctx)
 
     def after_step(self, step: Step, error: BaseException | None) -> None:
         self._end(("step", step.run_id, step.execution_id),
                   None if error is None else type(error).__name__)
 
-    def _node_parent(self, run_id: str) -> Any:
+    def _node_parent(self, run_id: str, request: Any) -> Any:
         """The step that decided this node: the one this task just ran (a local step),
         else the one that published it (its ``traceparent``), else the run."""
         trace_id = run_ids(run_id)[0]
-        step = _last_step()
-        if step is not None and step.trace_id == trace_id:
-            return self.trace.set_span_in_context(self.trace.NonRecordingSpan(step))
-        header = _task_header(HEADER)
+        step = _last_step(request)
+        if step is not None and self.trace.get_current_span(step).get_span_context(
+                ).trace_id == trace_id:
+            return step
+        header = _task_header(request, HEADER)
         if header:
             ctx = tracecontext().TraceContextTextMapPropagator().extract({HEADER: header})
             sent = self.trace.get_current_span(ctx).get_span_context()
@@ -286,9 +328,10 @@ class TracingMiddleware(Middleware):
         return self._run_context(run_id)
 
     def before_attempt(self, attempt: Attempt) -> None:
-        self._seen(attempt.run_id)
+        request = _task_request()
+        self._seen(attempt.run_id, request)
         self._start(("node", attempt.run_id, attempt.execution_id, str(attempt.attempt)),
-                    f"hypha.node {attempt.node}", self._node_parent(attempt.run_id),
+                    f"hypha.node {attempt.node}", self._node_parent(attempt.run_id, request),
                     {"hypha.run_id": attempt.run_id,
                      "hypha.execution_id": attempt.execution_id,
                      "hypha.node": attempt.node, "hypha.attempt": attempt.attempt})
@@ -298,3 +341,25 @@ class TracingMiddleware(Middleware):
         self._end(("node", attempt.run_id, attempt.execution_id, str(attempt.attempt)),
                   None if end.ok or outcome == "stale" else (end.error_type or "error"),
                   {"hypha.outcome": outcome})
+
+    def _call_parent(self, run_id: str) -> Any:
+        """The current span (the node's: a call runs in the node's thread) when it is the
+        run's, else the run (a call made from a thread the node started)."""
+        current = self.trace.get_current_span().get_span_context()
+        if current.is_valid and current.trace_id == run_ids(run_id)[0]:
+            return None  # the current context
+        return self._run_context(run_id)
+
+    def before_call(self, call: Call) -> None:
+        self._start(("call", call.run_id, call.call_id), f"hypha.call {call.name}",
+                    self._call_parent(call.run_id),
+                    {"hypha.run_id": call.run_id, "hypha.execution_id": call.execution_id,
+                     "hypha.node": call.node_id, "hypha.call.kind": call.kind,
+                     "hypha.call.name": call.name, "hypha.call.id": call.call_id})
+
+    def after_call(self, call: Call, end: CallEnd) -> None:
+        tokens = {f"hypha.call.{key}": value for key, value in (
+            ("input_tokens", end.input_tokens), ("output_tokens", end.output_tokens),
+            ("cache_read_tokens", end.cache_read_tokens),
+            ("cache_write_tokens", end.cache_write_tokens)) if value is not None}
+        self._end(("call", call.run_id, call.call_id), end.error_type, tokens)

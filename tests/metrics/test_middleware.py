@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from hypha_celery import Finish, Graph, Hypha, Next, Node, RetryPolicy, RunFailed, Settings
 from hypha_celery.metrics import PrometheusMiddleware, names
-from hypha_celery.middleware import Attempt, AttemptEnd, RunEnd, RunStart, Sweep
+from hypha_celery.middleware import Attempt, AttemptEnd, Call, CallEnd, RunEnd, RunStart, Sweep
 
 AT = Attempt("r1", "r1.1", "lookup", 1)
 
@@ -44,6 +44,23 @@ def test_runs_by_graph_status_and_reason(mw: PrometheusMiddleware,
                  reason="dead_lettered") == 1
     assert value(registry, "hypha_runs_failed_total", graph="support", reason="none") == 1
     assert value(registry, "hypha_runs_cancelled_total", graph="none") == 1
+
+
+def test_model_and_tool_call_durations_by_kind_name_and_outcome(
+        mw: PrometheusMiddleware, registry: CollectorRegistry) -> None:
+    model = Call("r1", "r1.1", "ask", "model", "openai:gpt-test", "r1.1:m0")
+    tool = Call("r1", "r1.1", "ask", "tool", "search", "r1.1:t1")
+    mw.after_call(model, CallEnd(1.25, None, 10, 5))
+    mw.after_call(tool, CallEnd(0.05, "ConnectionError"))
+    duration = "hypha_call_duration_seconds"
+
+    def sample(suffix: str, **labels: str) -> float:  # ``name`` is a label here
+        return registry.get_sample_value(f"{duration}_{suffix}", labels) or 0.0
+
+    assert sample("count", kind="model", name="openai:gpt-test", outcome="ok") == 1
+    assert sample("sum", kind="model", name="openai:gpt-test",
+                  outcome="ok") == pytest.approx(1.25)
+    assert sample("count", kind="tool", name="search", outcome="error") == 1
 
 
 def test_node_durations_retries_dead_letters_late_results(

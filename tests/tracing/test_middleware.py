@@ -3,6 +3,7 @@ node, and no content in any attribute."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -12,7 +13,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from hypha_celery import Finish, Graph, Hypha, Next, Node, RunFailed, Settings
-from hypha_celery.middleware import Attempt, AttemptEnd, RunEnd, RunStart, Step
+from hypha_celery.middleware import Attempt, AttemptEnd, Call, CallEnd, RunEnd, RunStart, Step
 from hypha_celery.tracing import TracingMiddleware, run_span_context
 
 SECRET = "s3cret-input"
@@ -123,6 +124,74 @@ def test_an_embedded_run_is_one_trace_run_step_node(
         assert SECRET not in str(dict(span.attributes or {}))
         assert SECRET not in str(span.status.description)
         assert all(SECRET not in str(dict(e.attributes or {})) for e in span.events)
+
+
+def calling(state: dict[str, Any], inp: Any, ctx: Any) -> dict[str, Any]:
+    found = ctx.tool("search", lambda args: ["hit"], {"q": inp})
+    answer = ctx.model("local:echo", lambda req: {"text": "ok", "usage": {}}, {"prompt": inp})
+
+    def down(args: Any) -> Any:
+        raise ConnectionError(SECRET)
+
+    with contextlib.suppress(ConnectionError):
+        ctx.tool("fetch", down, {"url": inp})
+    return {"n": [found, answer["text"]]}
+
+
+def test_each_model_and_tool_call_is_a_span_under_its_node(
+        sqlite_url: str, provider: TracerProvider, exporter: InMemorySpanExporter) -> None:
+    hypha = Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
+                           store_url=sqlite_url, embedded=True),
+                  middleware=[TracingMiddleware(provider)])
+    try:
+        hypha.register(Graph("t_calls", {"a": Node(calling)}, policy))
+        run = hypha.start("t_calls", SECRET)
+        assert run.wait(30) == {"n": [["hit"], "ok"]}
+        wait_for(exporter, "hypha.run ", 1)
+    finally:
+        hypha.close()
+    root = run_span_context(run.id)
+    mine = [s for s in exporter.get_finished_spans() if s.context.trace_id == root.trace_id]
+    [node] = by_name(mine, "hypha.node a")
+    calls = by_name(mine, "hypha.call ")
+    assert [c.name for c in calls] == ["hypha.call search", "hypha.call local:echo",
+                                       "hypha.call fetch"]
+    for call in calls:
+        assert call.parent is not None and call.parent.span_id == node.context.span_id
+        assert node.start_time is not None and call.start_time is not None
+        assert node.start_time <= call.start_time
+    search, model, fetch = (dict(c.attributes or {}) for c in calls)
+    eid = dict(node.attributes or {})["hypha.execution_id"]
+    assert search == {"hypha.run_id": run.id, "hypha.execution_id": eid, "hypha.node": "a",
+                      "hypha.call.kind": "tool", "hypha.call.name": "search",
+                      "hypha.call.id": f"{eid}:t0"}
+    assert model["hypha.call.kind"] == "model" and model["hypha.call.name"] == "local:echo"
+    assert fetch["hypha.error_type"] == "ConnectionError"
+    assert calls[2].status.status_code.name == "ERROR"
+    for span in mine:  # no request, output or error message
+        assert SECRET not in str(dict(span.attributes or {}))
+        assert SECRET not in str(span.status.description)
+
+
+def test_a_call_span_carries_the_token_counts(
+        provider: TracerProvider, exporter: InMemorySpanExporter) -> None:
+    tracing = TracingMiddleware(provider)
+    attempt = Attempt("r3", "r3.1", "ask", 1)
+    call = Call("r3", "r3.1", "ask", "model", "openai:gpt-test", "r3.1:m0")
+    tracing.before_attempt(attempt)
+    tracing.before_call(call)
+    tracing.after_call(call, CallEnd(0.2, None, 10, 5, 0, None))
+    tracing.after_attempt(attempt, AttemptEnd(True, None, 0.3))
+    [span] = by_name(exporter.get_finished_spans(), "hypha.call")
+    [node] = by_name(exporter.get_finished_spans(), "hypha.node")
+    assert span.parent is not None and span.parent.span_id == node.context.span_id
+    assert span.context.trace_id == run_span_context("r3").trace_id
+    assert span.attributes is not None
+    assert {k: v for k, v in span.attributes.items() if k.startswith("hypha.call.")} == {
+        "hypha.call.kind": "model", "hypha.call.name": "openai:gpt-test",
+        "hypha.call.id": "r3.1:m0", "hypha.call.input_tokens": 10,
+        "hypha.call.output_tokens": 5, "hypha.call.cache_read_tokens": 0}
+    assert span.status.status_code.name == "UNSET"
 
 
 def test_without_the_extra_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
