@@ -8,7 +8,7 @@ the drawing stays small and quick whatever the run's length."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
@@ -77,24 +77,49 @@ def _outcome(index: dict[str, Box], e: Event) -> None:
     box.duration = float(duration) if isinstance(duration, int | float) else None
 
 
+_SCHEDULES = {"node.execution.scheduled": 1, "node.fanout.scheduled": 2}  # -> columns
+_ENDS = ("run.completed", "run.failed", "run.cancelled")
+
+
+def _last_schedule(events: Sequence[Event]) -> int:
+    """The index of the run's last schedule (-1: none)."""
+    for i in range(len(events) - 1, -1, -1):
+        if events[i].type in _SCHEDULES:
+            return i
+    return -1
+
+
 def diagram(events: Iterable[Event]) -> Diagram:
-    """The drawing's boxes from a run's events, in ``seq`` order."""
+    """The drawing's boxes from a run's events, in ``seq`` order. Boxes are made only
+    for the columns drawn: the first ones and the last; the schedules between them are
+    only counted."""
+    evs = events if isinstance(events, Sequence) else list(events)
+    last, skipped = _last_schedule(evs), 0
     d, index = Diagram([[Box("start", "start")]]), dict[str, Box]()
     end: Box | None = None
-    for e in events:
-        if e.type in ("node.execution.scheduled", "node.fanout.scheduled"):
-            _schedule(d, index, e)
-        elif e.type.startswith(("node.execution.", "node.reducer.")):
+    for i, e in enumerate(evs):
+        kind = e.type
+        if kind in _SCHEDULES:
+            if len(d.columns) < MAX_COLUMNS - 1 or i == last:
+                _schedule(d, index, e)
+            else:
+                skipped += _SCHEDULES[kind]
+        elif kind.startswith(("node.execution.", "node.reducer.")):
             _outcome(index, e)
-        elif e.type in ("run.completed", "run.failed", "run.cancelled"):
-            end = Box(e.type.removeprefix("run."), "end" if e.type == "run.completed"
+        elif kind in _ENDS:
+            end = Box(kind.removeprefix("run."), "end" if kind == "run.completed"
                       else "failed")
     if end is not None:
         d.columns.append([end])
-    if len(d.columns) > MAX_COLUMNS:
-        d.left_out = len(d.columns) - MAX_COLUMNS
-        d.columns = d.columns[:MAX_COLUMNS - 1] + d.columns[-1:]
+    _trim(d, skipped)
     return d
+
+
+def _trim(d: Diagram, skipped: int) -> None:
+    """At most :data:`MAX_COLUMNS` columns: the first ones and the last."""
+    if len(d.columns) + skipped > MAX_COLUMNS:
+        d.left_out = len(d.columns) + skipped - MAX_COLUMNS
+        d.columns = d.columns[:MAX_COLUMNS - 1] + d.columns[-1:]
 
 
 def _centre_y(col: list[Box], i: int, height: int) -> int:
