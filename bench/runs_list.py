@@ -41,11 +41,15 @@ T0 = 1_700_000_000.0
 TARGET_MS = 20.0
 
 
-def _load(store: EventStore) -> None:
+def load_runs(store: EventStore, count: int = RUNS) -> None:
+    """Migrate ``store`` and bulk-insert ``count`` run rows (no events): graph ``graph-{i %
+    20}``, user ``user-{i % 1000}``, session ``user-{u}-s{i // 1000 % 10}``, 1 % failed, 9 %
+    cancelled, the rest completed, created at ``T0 + i``; then ``VACUUM ANALYZE`` on
+    PostgreSQL. ``bench/console.py`` seeds its runs list with it too."""
     store.migrate()
     batch: list[dict[str, Any]] = []
     with store.engine.begin() as conn:
-        for i in range(RUNS):
+        for i in range(count):
             view = new_view(uuid.uuid4().hex)
             status = "failed" if i % 100 == 7 else "cancelled" if i % 11 == 3 else "completed"
             view.update(graph_id=f"graph-{i % 20}", status=status, user_id=f"user-{i % 1000}",
@@ -81,7 +85,7 @@ def _measure(url: str) -> dict[str, Any]:
     store = EventStore(url)
     try:
         t = time.monotonic()
-        _load(store)
+        load_runs(store)
         loaded = round(time.monotonic() - t, 1)
         deep = RUNS // 50  # an id near the oldest: the 1,000th page of 50 unfiltered
         scoped = store.scoped("user-42")
