@@ -20,7 +20,6 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,6 +91,8 @@ class BenchEnv:
     pool = "prefork"
     concurrency = CONCURRENCY
     queues = QUEUES
+    #: Set in the worker's environment besides the bench's own (e.g. ``BENCH_OBSERVE``).
+    worker_env: dict[str, str] = {}
 
     def __init__(self, *, profile_dir: str | None = None) -> None:
         self.redis_url = ""
@@ -101,7 +102,7 @@ class BenchEnv:
         self.store_url = f"{base}/{self.db_name}"
         self.profile_dir = profile_dir
         self.worker: subprocess.Popen[bytes] | None = None
-        self.app: ModuleType | None = None
+        self.app: Any = None
         self.log_path = RESULTS / f"worker-{self.db_name}.log"
 
     # -- lifecycle ---------------------------------------------------------
@@ -120,13 +121,18 @@ class BenchEnv:
             os.environ["BENCH_PROFILE"] = self.profile_dir
         sys.path.insert(0, str(ROOT))
         try:
-            self.app = importlib.import_module("bench.app")
-            self.app.hypha.store.migrate()
+            self.app = self._load_app()
             self._start_worker()
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
+
+    def _load_app(self) -> Any:
+        """The driver's side of the app (``.hypha``, ``.celery``, ``.add``), store migrated."""
+        app = importlib.import_module("bench.app")
+        app.hypha.store.migrate()
+        return app
 
     def __exit__(self, *exc: object) -> None:
         self._stop_worker()
@@ -147,7 +153,7 @@ class BenchEnv:
                "--without-gossip", "--without-mingle", "--loglevel=WARNING",
                "-n", f"{self.db_name}@%h"]
         path = os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH")) if x)
-        env = dict(os.environ, PYTHONPATH=path)
+        env = dict(os.environ, PYTHONPATH=path, **self.worker_env)
         log = self.log_path.open("wb")
         self.worker = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log,
                                        stderr=subprocess.STDOUT)

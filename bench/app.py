@@ -12,6 +12,10 @@ Environment (the bench scripts set these before importing this module):
   dumps ``worker-<pid>.prof`` there (see ``bench/profile_worker.py``)
 * ``BENCH_LLM_URL``    the local provider's root URL: ``bench_llm`` (one node, one
   ``ctx.llm`` call) calls it (``bench/models.py concurrency``)
+* ``BENCH_OBSERVE``    ``1``: the app's middleware are :func:`observers`, tracing and metrics
+  as in production (``TracingMiddleware`` on an SDK ``TracerProvider`` with a
+  ``BatchSpanProcessor`` whose exporter drops the spans, and ``PrometheusMiddleware``);
+  ``bench/observability.py`` runs a worker so (its B side)
 * ``BENCH_PRELOAD``    a module imported first, in the driver and in the worker (for trying
   out a patched copy of a library function; never set by the scripts)
 """
@@ -22,6 +26,7 @@ import cProfile
 import dataclasses
 import importlib
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -48,15 +53,15 @@ COUNTER_KEY = "bench:noop:count"
 _KNOBS = ("HYPHA_INLINE_COORDINATOR", "HYPHA_LOCAL_STEPS_BUDGET")
 
 
-def _settings() -> Settings:
+def bench_settings(redis_url: str = REDIS_URL, store_url: str = STORE_URL) -> Settings:
     """The bench settings; ``HYPHA_INLINE_COORDINATOR`` / ``HYPHA_LOCAL_STEPS_BUDGET`` from
     the environment still apply (e.g. ``HYPHA_LOCAL_STEPS_BUDGET=0``: one hop per step)."""
-    settings = Settings(broker_url=REDIS_URL, result_backend=REDIS_URL, store_url=STORE_URL,
+    settings = Settings(broker_url=redis_url, result_backend=redis_url, store_url=store_url,
                         embedded=False)
     knobs = {k: os.environ[k] for k in _KNOBS if k in os.environ}
     if not knobs:
         return settings
-    env = Settings.from_env({"HYPHA_BROKER_URL": REDIS_URL, "HYPHA_STORE_URL": STORE_URL,
+    env = Settings.from_env({"HYPHA_BROKER_URL": redis_url, "HYPHA_STORE_URL": store_url,
                              **knobs})
     return dataclasses.replace(settings, inline_coordinator=env.inline_coordinator,
                                local_budget=env.local_budget)
@@ -67,7 +72,43 @@ def _llm() -> LLMClient | None:
     return LLMClient(base_urls={"openai": f"{url}/v1"}) if url else None
 
 
-hypha = Hypha(_settings(), llm=_llm())
+def observers(which: str = "1") -> list[Any]:
+    """Tracing and metrics as a production app has them: ``TracingMiddleware`` on an SDK
+    ``TracerProvider`` whose ``BatchSpanProcessor`` (it survives the prefork fork) exports
+    to an exporter that counts the spans and keeps nothing, and ``PrometheusMiddleware`` on
+    prometheus_client's registry."""
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    from hypha_celery.metrics import PrometheusMiddleware
+    from hypha_celery.tracing import TracingMiddleware
+
+    class DroppedSpans(SpanExporter):
+        """The spans are built, batched and handed over, then dropped."""
+
+        count = 0
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            DroppedSpans.count += len(spans)
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(DroppedSpans()))
+    out: list[Any] = []
+    if which in ("1", "tracing"):
+        out.append(TracingMiddleware(provider))
+    if which in ("1", "metrics"):
+        out.append(PrometheusMiddleware())
+    return out
+
+
+OBSERVE = os.environ.get("BENCH_OBSERVE", "").strip()
+hypha = Hypha(bench_settings(), llm=_llm(),
+              middleware=observers(OBSERVE) if OBSERVE not in ("", "0") else ())
 celery = hypha.celery
 
 # -- hypha graphs ------------------------------------------------------------

@@ -21,12 +21,12 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import console as console_bench
-from bench import fanout, linear, memory, supervisor, throughput
+from bench import fanout, linear, memory, observability, supervisor, throughput
 from bench._harness import BenchEnv, emit, machine_info, setup_info
 
 BENCHES = {"linear": linear.bench, "fanout": fanout.bench,
            "throughput": throughput.bench, "memory": memory.bench,
-           "supervisor": supervisor.bench,
+           "supervisor": supervisor.bench, "observability": observability.bench,
            "console": lambda env: console_bench.bench()}  # its own database, no worker
 
 

@@ -1,0 +1,163 @@
+"""Observability: what tracing and metrics cost per step, A/B in one run.
+
+Two worker process trees side by side, each on a Redis database and a PostgreSQL database
+of its own and each with a client of its own, built the same way but for the middleware:
+A (off) has none but the built-in ones; B (on) has ``BENCH_OBSERVE=1``
+(:func:`bench.app.observers`: ``TracingMiddleware`` on an SDK ``TracerProvider`` with a
+``BatchSpanProcessor``, and ``PrometheusMiddleware``), in the worker and the client. Both
+run the same 20-node linear graph as ``linear``, in interleaved rounds (A B, then B A,
+so order and drift hit both sides alike); each side's worker idles while the other works
+(the bench environment's own worker idles throughout).
+
+Per side: wall ms per step (``start`` -> ``wait`` over 20, as ``linear``), in-worker ms per
+step (event timestamps, as ``linear``) and worker CPU ms per step (user + system time of
+the worker's main process and pool children over all the rounds, psutil; ticks of 10 ms,
+hence the total). ``ratio`` is B's median wall ms per step over A's (``ratio_paired``:
+the median of the rounds' B/A); the target (issue 16) is **<= 1.05**.
+
+    python -m bench.observability       # or: bench/run_all.py observability
+    BENCH_OBSERVE_REPEATS=80 python -m bench.observability     # more rounds (default 60)
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from types import SimpleNamespace
+from typing import Any
+
+from bench._harness import BenchEnv, standalone, summary, target
+from bench.linear import STEPS, _in_worker_per_step
+
+WARMUP = 5
+REPEATS = int(os.environ.get("BENCH_OBSERVE_REPEATS", "60"))
+TARGET = 1.05
+GRAPH = "bench_linear20"
+
+
+class SideEnv(BenchEnv):
+    """A bench environment beside the first (its own Redis database, PostgreSQL database
+    and worker), serving the linear graph; ``observe``: ``BENCH_OBSERVE`` for its worker
+    and its client (``"0"``: off)."""
+
+    def __init__(self, observe: str) -> None:
+        super().__init__()
+        self.worker_env = {"BENCH_OBSERVE": observe}
+
+    def __enter__(self) -> SideEnv:
+        kept = {k: os.environ.get(k) for k in ("BENCH_REDIS_URL", "BENCH_STORE_URL")}
+        os.environ.pop("BENCH_REDIS_URL", None)  # claim a database of its own
+        try:
+            super().__enter__()  # sets both for its worker
+        finally:
+            for key, value in kept.items():  # the first environment's, for the driver
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+        return self
+
+    def _load_app(self) -> Any:
+        from bench import app
+        from hypha_celery import Hypha
+
+        which = self.worker_env.get("BENCH_OBSERVE", "")
+        hypha = Hypha(app.bench_settings(self.redis_url, self.store_url),
+                      middleware=app.observers(which) if which not in ("", "0") else ())
+        hypha.register(app.linear_graph(GRAPH, STEPS))
+
+        def add(x: int, y: int = 1) -> Any:  # the worker's bench.add (for its ready check)
+            return hypha.celery.send_task("bench.add", (x, y), queue=app.RAW_QUEUE)
+
+        hypha.store.migrate()
+        return SimpleNamespace(hypha=hypha, celery=hypha.celery,
+                               add=SimpleNamespace(delay=add))
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system seconds of a worker's main process and its pool children."""
+    import psutil
+
+    main = psutil.Process(pid)
+    total = 0.0
+    for proc in (main, *main.children(recursive=True)):
+        try:
+            times = proc.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+class Side:
+    """One side of the A/B: its client, its worker, its samples."""
+
+    def __init__(self, env: BenchEnv) -> None:
+        assert env.app is not None and env.worker is not None
+        self.hypha, self.pid = env.app.hypha, env.worker.pid
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+        self.run_ids: list[str] = []
+
+    def sample(self) -> None:
+        cpu0 = _cpu_s(self.pid)
+        t0 = time.perf_counter()
+        run = self.hypha.start(GRAPH)
+        result = run.wait(timeout=60)
+        dt = time.perf_counter() - t0
+        assert result == {"steps": STEPS}, result
+        self.wall.append(dt)
+        self.cpu.append(_cpu_s(self.pid) - cpu0)
+        self.run_ids.append(run.id)
+
+    def clear(self) -> None:
+        self.wall.clear()
+        self.cpu.clear()
+        self.run_ids.clear()
+
+    def report(self) -> dict[str, Any]:
+        inner = [_in_worker_per_step(self.hypha, rid) for rid in self.run_ids]
+        return {"wall_ms_per_step": summary(self.wall, 1000 / STEPS),
+                "in_worker_ms_per_step": summary(inner, 1000),
+                "worker_cpu_ms_per_step": round(sum(self.cpu) * 1000 / (len(self.cpu) * STEPS),
+                                                3)}
+
+
+def bench(env: BenchEnv) -> dict[str, Any]:
+    with SideEnv("0") as env_off, SideEnv("1") as env_on:
+        off, on = Side(env_off), Side(env_on)
+
+        def rounds(n: int) -> None:
+            for i in range(n):
+                for side in ((off, on) if i % 2 == 0 else (on, off)):
+                    side.sample()
+
+        rounds(WARMUP)
+        off.clear()
+        on.clear()
+        rounds(REPEATS)
+        a, b = off.report(), on.report()
+        paired = statistics.median(y / x for x, y in zip(off.wall, on.wall, strict=True))
+
+    def ratio(key: str) -> float:
+        return round(b[key]["median"] / a[key]["median"], 3)
+
+    wall = ratio("wall_ms_per_step")
+    return {
+        "graph": GRAPH, "steps": STEPS, "repeats": REPEATS, "warmup": WARMUP,
+        "off": a, "on": b,
+        "ratio": wall, "ratio_paired": round(paired, 3),
+        "ratio_in_worker": ratio("in_worker_ms_per_step"),
+        "ratio_worker_cpu": round(b["worker_cpu_ms_per_step"] / a["worker_cpu_ms_per_step"], 3),
+        "notes": "off and on: two workers and clients built alike, on with BENCH_OBSERVE=1 "
+                 "(TracingMiddleware on an SDK TracerProvider + BatchSpanProcessor to an "
+                 "exporter that drops the spans, PrometheusMiddleware). Rounds interleaved "
+                 "(off on, on off, ...). ratio = median on wall ms/step over median off wall "
+                 "ms/step; ratio_paired = median of the rounds' on/off.",
+        "targets": [target("observability_ratio", wall, "<=", TARGET)],
+    }
+
+
+if __name__ == "__main__":
+    standalone("observability", bench)
