@@ -204,7 +204,7 @@ def _pages(big: str, small: str) -> dict[str, tuple[str, str]]:
         "runs_deep_page": (f"/runs?before={RUNS // 50}", "graph-"),
         "run_big": (f"/runs/{big}", "Later events"),
         "run_big_after_5000": (f"/runs/{big}?after=5000", "Later events"),
-        "run_big_late_steps": (f"/runs/{big}?steps=400", "First steps"),
+        "run_big_last_page": (f"/runs/{big}?after={BIG_EVENTS - 500}", "Earlier events"),
         "run_small": (f"/runs/{small}", "merge"),
     }
 

@@ -89,13 +89,15 @@ def _last_schedule(events: Sequence[Event]) -> int:
     return -1
 
 
-def diagram(events: Iterable[Event]) -> Diagram:
-    """The drawing's boxes from a run's events, in ``seq`` order. Boxes are made only
-    for the columns drawn: the first ones and the last; the schedules between them are
-    only counted."""
+def diagram(events: Iterable[Event], *, from_start: bool = True) -> Diagram:
+    """The drawing's boxes from a run's events, in ``seq`` order (``from_start``
+    False: a page of them that starts later, drawn from an "earlier steps" box). Boxes
+    are made only for the columns drawn: the first ones and the last; the schedules
+    between them are only counted."""
     evs = events if isinstance(events, Sequence) else list(events)
     last, skipped = _last_schedule(evs), 0
-    d, index = Diagram([[Box("start", "start")]]), dict[str, Box]()
+    first = Box("start", "start") if from_start else Box("… earlier steps", "start")
+    d, index = Diagram([[first]]), dict[str, Box]()
     end: Box | None = None
     for i, e in enumerate(evs):
         kind = e.type

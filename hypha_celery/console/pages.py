@@ -5,8 +5,8 @@ runs them in its thread pool, where the store's blocking calls belong."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -15,7 +15,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from hypha_celery.console import auth
 from hypha_celery.console.content import shown
 from hypha_celery.console.filters import BadQuery, parse_query
-from hypha_celery.console.runpage import diff_rows, run_page
+from hypha_celery.console.runpage import TIMELINE_PAGE, diff_rows, run_page
 from hypha_celery.errors import AgentNotFound, NotPermitted, RunNotFound
 from hypha_celery.replay.store import FileFixtureStore
 from hypha_celery.store import RunFilter
@@ -118,22 +118,21 @@ def run(console: Console) -> Endpoint:
     def page(request: Request) -> Response:
         hypha = console.scoped(request)
         run_id = run_id_of(request)
-        events = hypha.get_run(run_id).events()
-        if not events:
-            raise RunNotFound(f"no run {run_id!r} in the event store")
-        content = console.config.show_content
-        data = run_page(events, after=_int(request, "after"),
-                        steps_from=_int(request, "steps"), content=content)
+        view = hypha.store.get(run_id)
+        after, content = _int(request, "after"), console.config.show_content
+        window = hypha.store.events(run_id, after, TIMELINE_PAGE)
+        prior = islice(hypha.store.history(run_id, batch=max(after, 1)), after)
+        data = run_page(view, prior, window, content=content)
         fixtures, chosen = _fixtures(console), request.query_params.get("fixture", "")
         if chosen and fixtures is not None:
             fixture = fixtures.load(chosen)
             if fixture is None:
                 raise BadQuery("fixture", f"no fixture {chosen[:80]!r}")
-            data.diff = diff_rows(fixture, events, content)
+            data.diff = diff_rows(fixture, hypha.store.events(run_id), content)
         return console.render(request, "run.html", {
             "page": data, "run_id": run_id, "fixture": chosen,
             "fixture_ids": [] if fixtures is None else [f.id for f in fixtures.list()],
-            "notice": _notice(request), "query": urlencode})
+            "notice": _notice(request), "page_size": TIMELINE_PAGE})
     return page
 
 

@@ -1,32 +1,36 @@
-"""What a run's page shows, built from its events in one read: the nested timeline (a
-page of it), the steps with the state each decision saw, the model and tool calls
-with their usage, the graph drawing and, on request, the diff against a replay
-fixture. Bounds: :data:`TIMELINE_PAGE` rows, :data:`STEPS_PAGE` steps and
-:data:`CALLS_SHOWN` calls a page."""
+"""What a run's page shows: the run's facts (from its projection row), then a page of
+its events -- at most :data:`TIMELINE_PAGE` -- and what happened in them: the nested
+timeline, the steps with the state each decision saw, the model and tool calls with
+their usage, the graph drawing; on request, the diff against a replay fixture.
+
+A page reads only its own events as envelopes; the state before it comes from the
+store's cheaper ``history`` of the events before the page, folded. So a page of a
+10,000-event run costs what a page of a short one does, plus that fold. Bounds:
+:data:`TIMELINE_PAGE` rows, :data:`STEPS_PAGE` steps and :data:`CALLS_SHOWN` calls a
+page."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from hypha_celery.console.content import Shown, shown
 from hypha_celery.console.diagram import diagram, svg
-from hypha_celery.events import Event, View, apply_event, new_view
-from hypha_celery.projections.run import RunView, run_view
+from hypha_celery.events import TERMINAL_STATUSES, Event, View, apply_event, new_view
 from hypha_celery.projections.timeline import TimelineRow, row, timed
 from hypha_celery.replay.compare import FAMILIES, TraceDiff, compare, describe
 from hypha_celery.replay.fixture import ReplayFixture
 
-__all__ = ["CALLS_SHOWN", "STEPS_PAGE", "TIMELINE_PAGE", "CallRow", "DiffRow", "RunPage",
-           "StepRow", "diff_rows", "run_page"]
+__all__ = ["CALLS_SHOWN", "STEPS_PAGE", "TIMELINE_PAGE", "CallRow", "DiffRow", "Header",
+           "RunPage", "StepRow", "diff_rows", "run_page"]
 
 #: Timeline rows a page shows (then a link to the next page).
 TIMELINE_PAGE = 500
-#: Steps (with their state) a page shows.
+#: Decisions (with the state they saw) a page shows.
 STEPS_PAGE = 50
-#: Model and tool calls listed at most.
+#: Model and tool calls a page lists at most.
 CALLS_SHOWN = 200
 #: Families whose diff lines carry content (outputs): shown only with content on.
 _CONTENT_FAMILIES = frozenset({"tool_calls", "output"})
@@ -60,51 +64,48 @@ class DiffRow:
     detail: str
 
 
+@dataclass(frozen=True, slots=True)
+class Header:
+    """The run's facts, from its projection row (never from a read of its events)."""
+
+    status: str
+    graph_id: str | None
+    user_id: str | None
+    session_id: str | None
+    steps: int
+    events: int
+    created_at: float
+    duration: float | None
+    error: str | None
+    message: str | None
+    done: bool
+
+    @classmethod
+    def of(cls, view: View) -> Header:
+        done = view["status"] in TERMINAL_STATUSES
+        created = view["created_at"] or 0.0
+        error = view["error"]
+        return cls(str(view["status"]), view["graph_id"], view["user_id"],
+                   view["session_id"], int(view["step"]), int(view.get("seq", 0)), created,
+                   (view["updated_at"] or created) - created if done else None,
+                   None if error is None else error["reason"],
+                   None if error is None else error["message"], done)
+
+
 @dataclass
 class RunPage:
-    view: RunView
+    view: Header
     t0: float
     rows: list[TimelineRow]
+    first_seq: int
     next_after: int | None
     steps: list[StepRow]
-    steps_from: int
-    steps_total: int
     calls: list[CallRow]
-    calls_total: int
     graph: str
     input: Shown
     result: Shown | None
     last_seq: int
     diff: list[DiffRow] = field(default_factory=list)
-
-
-def _steps(events: Sequence[Event], first: int, content: bool) -> tuple[list[StepRow], int]:
-    """The page of steps from the ``first``-th decision, each with the state it saw,
-    and how many decisions the run recorded. The run is folded only as far as the
-    page's last decision; the rest are only counted."""
-    view, found, total = new_view(events[0].run_id), list[StepRow](), 0
-    end = first + STEPS_PAGE
-    for n, e in enumerate(events):
-        if e.type == "decision.policy.recorded":
-            if total >= end:
-                return found, total + _decisions(events, n)
-            if first <= total:
-                found.append(_step_row(e, view, total, content))
-            total += 1
-        apply_event(view, e.kind, e.data, e.ts)
-    return found, total
-
-
-def _decisions(events: Sequence[Event], start: int) -> int:
-    return sum(1 for i in range(start, len(events))
-               if events[i].type == "decision.policy.recorded")
-
-
-def _step_row(e: Event, view: View, n: int, content: bool) -> StepRow:
-    d = e.data
-    state = [(str(k), shown(v, content)) for k, v in dict(view["state"]).items()]
-    return StepRow(int(d.get("step", n)), str(d.get("type", "")),
-                   ", ".join(map(str, d.get("node_ids") or [])), e.ts, state)
 
 
 def _usage(d: dict[str, Any]) -> tuple[str, str]:
@@ -123,10 +124,6 @@ def _is_call_end(kind: str) -> bool:
         (".started", ".requested"))
 
 
-def _call_ends(events: Sequence[Event], start: int) -> int:
-    return sum(1 for i in range(start, len(events)) if _is_call_end(events[i].type))
-
-
 def _call(e: Event, took: float | None, content: bool) -> CallRow:
     kind = "model" if e.type.startswith("model.") else "tool"
     tokens, cost = _usage(dict(e.data))
@@ -135,48 +132,47 @@ def _call(e: Event, took: float | None, content: bool) -> CallRow:
                    tokens, cost, None if output is None else shown(output, content))
 
 
-@dataclass
-class _Read:
-    """One pass over the events: the timeline's page and the calls."""
-
-    rows: list[TimelineRow] = field(default_factory=list)
-    calls: list[CallRow] = field(default_factory=list)
-    calls_total: int = 0
+def _step_row(e: Event, folded: View, content: bool) -> StepRow:
+    d = e.data
+    state = [(str(k), shown(v, content)) for k, v in dict(folded["state"]).items()]
+    return StepRow(int(d.get("step", 0)), str(d.get("type", "")),
+                   ", ".join(map(str, d.get("node_ids") or [])), e.ts, state)
 
 
-def _read(events: Sequence[Event], after: int, content: bool) -> _Read:
-    """The timeline rows from ``seq > after`` (a page) and the calls (the first
-    :data:`CALLS_SHOWN` and how many): only the rows shown get their summary, and once
-    both lists are full the rest of the calls are only counted."""
-    read = _Read()
-    for n, (e, took) in enumerate(timed(events)):
-        if len(read.calls) >= CALLS_SHOWN and len(read.rows) >= TIMELINE_PAGE:
-            read.calls_total += _call_ends(events, n)
-            break
-        if e.seq > after and len(read.rows) < TIMELINE_PAGE:
-            read.rows.append(row(e, took))
-        if _is_call_end(e.type):
-            read.calls_total += 1
-            if len(read.calls) < CALLS_SHOWN:
-                read.calls.append(_call(e, took, content))
-    return read
+def _fold(run_id: str, prior: Iterable[tuple[str, Mapping[str, Any], float]]) -> View:
+    folded = new_view(run_id)
+    for kind, data, ts in prior:
+        apply_event(folded, kind, data, ts)
+    return folded
 
 
-def run_page(events: Sequence[Event], *, after: int = 0, steps_from: int = 0,
-             content: bool = False) -> RunPage:
-    """The page of a run (``events``: all of its events, in ``seq`` order); the
-    timeline from ``seq > after``, the steps from the ``steps_from``-th decision."""
-    view = run_view(events)
-    read = _read(events, after, content)
-    shown_rows = read.rows
-    more = shown_rows and shown_rows[-1].event.seq < events[-1].seq
-    steps, total = _steps(events, steps_from, content)
-    first = events[0]
-    result = None if not view.done else shown(view.output, content)
-    return RunPage(view, first.ts, shown_rows, shown_rows[-1].event.seq if more else None,
-                   steps, steps_from, total, read.calls, read.calls_total,
-                   svg(diagram(events)), shown(first.data.get("input"), content), result,
-                   events[-1].seq)
+def run_page(view: View, prior: Iterable[tuple[str, Mapping[str, Any], float]],
+             window: Sequence[Event], *, content: bool = False) -> RunPage:
+    """The page of a run whose projection row is ``view``: ``window`` is the page's
+    events (at most :data:`TIMELINE_PAGE`, in ``seq`` order), ``prior`` the events
+    before it as ``(kind, data, ts)`` (what the store's ``history`` gives: folded for
+    the state the page's first decision saw). Every section shows what happened in the
+    window: its timeline rows, its decisions with their state, its calls, its columns
+    of the drawing. Pure."""
+    folded = _fold(view["run_id"], prior)
+    rows, steps, calls = list[TimelineRow](), list[StepRow](), list[CallRow]()
+    for e, took in timed(window):
+        rows.append(row(e, took))
+        if e.type == "decision.policy.recorded" and len(steps) < STEPS_PAGE:
+            steps.append(_step_row(e, folded, content))
+        elif _is_call_end(e.type) and len(calls) < CALLS_SHOWN:
+            calls.append(_call(e, took, content))
+        apply_event(folded, e.kind, e.data, e.ts)
+    first = window[0].seq if window else 1
+    last = int(view.get("seq", 0))
+    more = bool(window) and window[-1].seq < last
+    header = Header.of(view)
+    return RunPage(header, header.created_at, rows, first,
+                   window[-1].seq if more else None, steps, calls,
+                   svg(diagram(window, from_start=first == 1)),
+                   shown(view["input"], content),
+                   shown(view["result"], content) if header.status == "completed" else None,
+                   last)
 
 
 def diff_rows(fixture: ReplayFixture, events: Sequence[Event], content: bool) -> list[DiffRow]:

@@ -97,18 +97,19 @@ class EventLog(Transactions, Runs):
         upto = _MAX_SEQ if limit is None else after_seq + max(limit, 0)
         owner = sa.select(runs.c.user_id, runs.c.session_id, runs.c.graph_id).where(
             runs.c.run_id == run_id)
-        with gc_paused(), self.reader.connect() as conn:
-            if self.owner is None:  # agents' events too: they have no run row
-                rows, datas = run_rows(conn, (run_id, after_seq, upto))
-                run = conn.execute(owner).first() if rows else None
-            else:  # the row read first, its owner checked: no round trip more
-                run = conn.execute(owner).first()
-                if run is None or run.user_id != self.owner:
-                    return []
-                rows, datas = run_rows(conn, (run_id, after_seq, upto))
-        pairs = zip(rows, datas, strict=True)
-        return enrich(((r[0], r[1], r[2], r[3], d, r[5]) for r, d in pairs),
-                      dict(run._mapping) if run is not None else None)
+        with gc_paused():  # the envelopes too: collections over them cost as much again
+            with self.reader.connect() as conn:
+                if self.owner is None:  # agents' events too: they have no run row
+                    rows, datas = run_rows(conn, (run_id, after_seq, upto))
+                    run = conn.execute(owner).first() if rows else None
+                else:  # the row read first, its owner checked: no round trip more
+                    run = conn.execute(owner).first()
+                    if run is None or run.user_id != self.owner:
+                        return []
+                    rows, datas = run_rows(conn, (run_id, after_seq, upto))
+            pairs = zip(rows, datas, strict=True)
+            return enrich(((r[0], r[1], r[2], r[3], d, r[5]) for r, d in pairs),
+                          dict(run._mapping) if run is not None else None)
 
     def rebuild(self, run_id: str) -> View:
         """The projection computed from the events alone."""

@@ -165,3 +165,27 @@ def test_model_calls_with_their_usage(hypha: Hypha, t: Tokens, hypha_openai_serv
     assert SECRET not in page and "Paris is the answer" not in page
     shown = client(app_for(hypha, t, show_content=True), t.admin).get(f"/runs/{run.id}").text
     assert "Paris is the answer" in shown
+
+
+def test_a_long_run_pages_its_events(hypha: Hypha, t: Tokens,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page shows a window of the run's events and what happened in it; the state a
+    later page's decisions saw is folded from the events before it."""
+    import hypha_celery.console.pages as pages
+
+    monkeypatch.setattr(pages, "TIMELINE_PAGE", 6)
+    run = hypha.start("echo", {"n": 1})
+    _done(hypha, run.id)
+    total = len(hypha.store.events(run.id))
+    c = client(app_for(hypha, t), t.admin)
+    first = c.get(f"/runs/{run.id}").text
+    assert first.count('data-seq="') == 6 and 'id="timeline-next"' in first
+    assert 'id="timeline-prev"' not in first and ">start<" in first
+    second = c.get(f"/runs/{run.id}?after=6").text
+    seqs = [int(s) for s in re.findall(r'data-seq="(\d+)"', second)]
+    assert seqs == list(range(7, min(12, total) + 1))
+    assert 'id="timeline-prev"' in second and "earlier steps" in second
+    assert "<b>count</b> <span class=\"value\">int" in second  # folded from before
+    last = c.get(f"/runs/{run.id}?after={total - 1}").text
+    assert 'id="timeline-next"' not in last and "run.completed" in last
+    assert 'id="run-status">completed<' in last
