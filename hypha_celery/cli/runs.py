@@ -36,11 +36,7 @@ def parse_cursor(value: str | None) -> int | None:
 
 
 def _time(value: str | None, option: str) -> float | None:
-    try:
-        return parse_since(value)
-    except click.BadParameter as exc:
-        exc.param_hint = f"'{option}'"
-        raise
+    return parse_since(value, option)
 
 
 def runs_table(rows: Sequence[RunRow]) -> list[str]:

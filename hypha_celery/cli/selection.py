@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
-from datetime import UTC, datetime
-
 import click
+
+from hypha_celery.store import parse_time
 
 __all__ = ["parse_session", "parse_since"]
 
@@ -21,23 +20,12 @@ def parse_session(value: str | None) -> tuple[str, str] | None:
     return user, session
 
 
-def parse_since(value: str | None) -> float | None:
-    """``--since``: epoch seconds, or an ISO 8601 time (UTC when it has no offset)."""
+def parse_since(value: str | None, hint: str = "--since") -> float | None:
+    """``--since`` / ``--until``: epoch seconds, or an ISO 8601 time (UTC when it has no
+    offset): :func:`~hypha_celery.store.parse_time`."""
     if value is None:
         return None
     try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        if not math.isfinite(seconds):
-            raise click.BadParameter(f"{value!r} is not a time", param_hint="'--since'")
-        return seconds
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is neither an ISO 8601 time nor epoch seconds",
-                                 param_hint="'--since'") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
+        return parse_time(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=f"'{hint}'") from None

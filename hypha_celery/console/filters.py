@@ -9,13 +9,11 @@ the next page (a row id); ``limit``: 1 to :data:`MAX_LIMIT`."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime
 
 from hypha_celery.events import Status
-from hypha_celery.store import RunFilter
+from hypha_celery.store import RunFilter, parse_time
 
 __all__ = ["MAX_ID", "MAX_LIMIT", "BadQuery", "RunQuery", "parse_query"]
 
@@ -68,18 +66,9 @@ def _time(param: str, value: str) -> float | None:
     if not value:
         return None
     try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        if not math.isfinite(seconds) or seconds < 0:
-            raise BadQuery(param, "not a time")
-        return seconds
-    try:
-        when = datetime.fromisoformat(value)
-    except ValueError:
-        raise BadQuery(param, "neither an ISO 8601 time nor epoch seconds") from None
-    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+        return parse_time(value)
+    except ValueError as exc:
+        raise BadQuery(param, str(exc)) from None
 
 
 def _int(param: str, value: str, low: int, high: int) -> int:

@@ -193,29 +193,27 @@ def _operator(console: Console, request: Request) -> Any:
     return hypha
 
 
-def redrive(console: Console) -> Endpoint:
+def _action(console: Console, act: Callable[[Any, Request], Any], done: str) -> Endpoint:
+    """A POST an operator makes: the form checked, the principal an admin, ``act``
+    done in the thread pool, then back to the dead letters with notice ``done``."""
     async def endpoint(request: Request) -> Response:
         console.check_form(request, await request.form())
         hypha = await run_in_threadpool(_operator, console, request)
-        await run_in_threadpool(hypha.redrive, request.path_params["dead_letter_id"])
-        return RedirectResponse("/dead-letters?done=redriven", 303)
+        await run_in_threadpool(act, hypha, request)
+        return RedirectResponse(f"/dead-letters?done={done}", 303)
     return endpoint
+
+
+def redrive(console: Console) -> Endpoint:
+    return _action(console, lambda hypha, request: hypha.redrive(
+        request.path_params["dead_letter_id"]), "redriven")
 
 
 def release(console: Console) -> Endpoint:
-    async def endpoint(request: Request) -> Response:
-        console.check_form(request, await request.form())
-        hypha = await run_in_threadpool(_operator, console, request)
-        await run_in_threadpool(hypha.release, run_id_of(request))
-        return RedirectResponse("/dead-letters?done=released", 303)
-    return endpoint
+    return _action(console, lambda hypha, request: hypha.release(run_id_of(request)),
+                   "released")
 
 
 def fail(console: Console) -> Endpoint:
-    async def endpoint(request: Request) -> Response:
-        console.check_form(request, await request.form())
-        hypha = await run_in_threadpool(_operator, console, request)
-        await run_in_threadpool(hypha.fail_quarantined, run_id_of(request),
-                                "failed by an operator in the console")
-        return RedirectResponse("/dead-letters?done=failed", 303)
-    return endpoint
+    return _action(console, lambda hypha, request: hypha.fail_quarantined(
+        run_id_of(request), "failed by an operator in the console"), "failed")

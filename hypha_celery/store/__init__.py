@@ -14,7 +14,7 @@ from hypha_celery.store.events import export_rows
 from hypha_celery.store.facade import EventStore
 from hypha_celery.store.imports import IDEM_MAX, RUN_ID_MAX, ImportResult, check_run, close_run
 from hypha_celery.store.lanes import Item, LaneState
-from hypha_celery.store.projection import MAX_LIST, RunFilter, RunRow
+from hypha_celery.store.projection import MAX_LIST, RunFilter, RunRow, parse_time
 from hypha_celery.store.rows import gc_paused
 from hypha_celery.store.tx import LIFECYCLE_WRITER, Tx, check_append
 
@@ -22,7 +22,7 @@ __all__ = [
     # the store and its transaction
     "EventStore", "Tx", "LIFECYCLE_WRITER", "check_append",
     # run listings
-    "MAX_LIST", "RunFilter", "RunRow",
+    "MAX_LIST", "RunFilter", "RunRow", "parse_time",
     # lane rows
     "Item", "LaneState",
     # export / import

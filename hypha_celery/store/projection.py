@@ -6,8 +6,10 @@ columns of their own) and a few of its keys as indexed columns. :func:`view_of`,
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -59,6 +61,25 @@ class RunFilter:
     created_until: float | None = None
     updated_since: float | None = None
     updated_until: float | None = None
+
+
+def parse_time(text: str) -> float:
+    """A :class:`RunFilter` time as people and scripts write it: epoch seconds, or an
+    ISO 8601 date or time (UTC when it has no offset). ``ValueError`` with a message
+    for anything else (the CLI's options and the console's query string both say it)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"{text!r} is not a time")
+        return seconds
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is neither an ISO 8601 time nor epoch seconds") from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
 
 
 @dataclass(frozen=True)
