@@ -14,9 +14,10 @@ from tests.console.support import Tokens, app_for, client
 
 BAD = [("status", "bogus", "status: not one of"), ("before", "x", "before: not a whole"),
        ("before", "-1", "before: not a whole"), ("limit", "0", "limit: not a whole"),
-       ("limit", "100000", "limit: not a whole"), ("since", "yesterday", "since: &#39;yesterday&#39; is neither"),
-       ("until", "nan", "until: &#39;nan&#39; is not a time"), ("graph", "x" * 300, "graph: not an id"),
-       ("user", "a\x00b", "user: not an id")]
+       ("limit", "100000", "limit: not a whole"),
+       ("since", "yesterday", "since: &#39;yesterday&#39; is neither"),
+       ("until", "nan", "until: &#39;nan&#39; is not a time"),
+       ("graph", "x" * 300, "graph: not an id"), ("user", "a\x00b", "user: not an id")]
 
 
 @pytest.mark.parametrize(("param", "value", "message"), BAD)
