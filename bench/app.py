@@ -96,7 +96,11 @@ def observers(which: str = "1") -> list[Any]:
             DroppedSpans.count += len(spans)
             return SpanExportResult.SUCCESS
 
-    provider = TracerProvider()
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    # BENCH_TRACE_RATIO: the share of runs traced (head sampling by the run's trace id)
+    ratio = float(os.environ.get("BENCH_TRACE_RATIO", "1"))
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
     provider.add_span_processor(BatchSpanProcessor(DroppedSpans()))
     out: list[Any] = []
     if which in ("1", "tracing"):

@@ -18,7 +18,12 @@ Spans: ``hypha.admit`` (``after_run_start``: admitted or queued), ``hypha.step``
 model or tool call the node made through ``ctx.model``, ``ctx.llm`` or ``ctx.tool``, the
 child of the node's span: it runs in the node's thread), ``hypha.run <graph>``
 (``after_run_end``). Attributes are ids, names, attempts, status, reasons, token counts
-and error type names only: never a prompt, an input, an output or the state."""
+and error type names only: never a prompt, an input, an output or the state.
+
+Sampling is the provider's sampler's, decided once per run as for its root span (no
+parent, the run's trace id): with ``ParentBased(TraceIdRatioBased(r))`` every process
+makes the same decision, so a run is traced whole or not at all, and the hooks of a run
+left out return at once (what makes tracing cheap at a ratio below 1)."""
 
 from __future__ import annotations
 
@@ -82,6 +87,17 @@ def _run_context(run_id: str) -> Any:
     trace = otel_trace()
     return trace.set_span_in_context(trace.NonRecordingSpan(run_span_context(run_id)),
                                      otel_context().Context())
+
+
+@lru_cache(maxsize=CACHED_RUNS)
+def _sampled(sampler: Any, run_id: str) -> bool:
+    """Whether ``sampler`` keeps the run's trace, decided as for its root span (no parent,
+    the run's trace id): the same answer in every process, so a run is traced whole or
+    not at all. No sampler (another API's tracer): kept."""
+    if sampler is None:
+        return True
+    result = sampler.should_sample(None, run_ids(run_id)[0], "hypha.run")
+    return bool(result.decision.is_sampled())
 
 
 class _RunIds:
@@ -205,6 +221,7 @@ class TracingMiddleware(Middleware):
         self.ids = inner if isinstance(inner, _RunIds) or inner is None else _RunIds(inner)
         if self.ids is not None:
             self.tracer.id_generator = self.ids  # the provider caches its tracers
+        self.sampler = getattr(provider, "sampler", None)
         self.local = threading.local()
         self.lock = threading.Lock()
         self.first_seen: OrderedDict[str, int] = OrderedDict()
@@ -268,8 +285,15 @@ class TracingMiddleware(Middleware):
         finally:
             span.end()
 
+    def _traced(self, run_id: str) -> bool:
+        """The provider's sampler keeps this run (once per run; an unsampled run's hooks
+        return at once: it costs a cache lookup a hook)."""
+        return _sampled(self.sampler, run_id)
+
     # hooks
     def after_run_start(self, run: RunStart) -> None:
+        if not self._traced(run.run_id):
+            return
         self._seen(run.run_id, _task_request())
         span = self.tracer.start_span(
             "hypha.admit", context=self._run_context(run.run_id),
@@ -278,6 +302,8 @@ class TracingMiddleware(Middleware):
         span.end()
 
     def after_run_end(self, run: RunEnd) -> None:
+        if not self._traced(run.run_id):
+            return
         with self.lock:
             start = self.first_seen.pop(run.run_id, None)
         attributes: dict[str, Any] = {"hypha.run_id": run.run_id, "hypha.graph": run.graph_id,
@@ -299,6 +325,8 @@ class TracingMiddleware(Middleware):
         span.end()
 
     def before_step(self, step: Step) -> None:
+        if not self._traced(step.run_id):
+            return
         request = _task_request()
         self._seen(step.run_id, request)
         ctx = self._start(("step", step.run_id, step.execution_id), "hypha.step",
@@ -308,6 +336,8 @@ class TracingMiddleware(Middleware):
         _STEP.last = (_task_id(request), ctx)
 
     def after_step(self, step: Step, error: BaseException | None) -> None:
+        if not self._traced(step.run_id):
+            return
         self._end(("step", step.run_id, step.execution_id),
                   None if error is None else type(error).__name__)
 
@@ -328,6 +358,8 @@ class TracingMiddleware(Middleware):
         return self._run_context(run_id)
 
     def before_attempt(self, attempt: Attempt) -> None:
+        if not self._traced(attempt.run_id):
+            return
         request = _task_request()
         self._seen(attempt.run_id, request)
         self._start(("node", attempt.run_id, attempt.execution_id, str(attempt.attempt)),
@@ -337,6 +369,8 @@ class TracingMiddleware(Middleware):
                      "hypha.node": attempt.node, "hypha.attempt": attempt.attempt})
 
     def after_attempt(self, attempt: Attempt, end: AttemptEnd) -> None:
+        if not self._traced(attempt.run_id):
+            return
         outcome = "ok" if end.ok else ("stale" if end.error_type == "Stale" else "error")
         self._end(("node", attempt.run_id, attempt.execution_id, str(attempt.attempt)),
                   None if end.ok or outcome == "stale" else (end.error_type or "error"),
@@ -351,6 +385,8 @@ class TracingMiddleware(Middleware):
         return self._run_context(run_id)
 
     def before_call(self, call: Call) -> None:
+        if not self._traced(call.run_id):
+            return
         self._start(("call", call.run_id, call.call_id), f"hypha.call {call.name}",
                     self._call_parent(call.run_id),
                     {"hypha.run_id": call.run_id, "hypha.execution_id": call.execution_id,
@@ -358,6 +394,8 @@ class TracingMiddleware(Middleware):
                      "hypha.call.name": call.name, "hypha.call.id": call.call_id})
 
     def after_call(self, call: Call, end: CallEnd) -> None:
+        if not self._traced(call.run_id):
+            return
         tokens = {f"hypha.call.{key}": value for key, value in (
             ("input_tokens", end.input_tokens), ("output_tokens", end.output_tokens),
             ("cache_read_tokens", end.cache_read_tokens),

@@ -202,3 +202,35 @@ def test_without_the_extra_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setitem(sys.modules, "opentelemetry.trace", None)
     with pytest.raises(ExtraNotInstalled, match=r"hypha-celery\[tracing\]"):
         TracingMiddleware()
+
+
+def test_a_ratio_sampler_traces_a_run_whole_or_not_at_all() -> None:
+    """Two processes, each with ``ParentBased(TraceIdRatioBased(0.5))``: every run is
+    either traced in both (root, step and node) or in neither; the decision is the root's,
+    made from the run's trace id."""
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    exporters = [InMemorySpanExporter(), InMemorySpanExporter()]
+    middleware = []
+    for exp in exporters:
+        p = TracerProvider(sampler=ParentBased(TraceIdRatioBased(0.5)))
+        p.add_span_processor(SimpleSpanProcessor(exp))
+        middleware.append(TracingMiddleware(p))
+    client, worker = middleware
+    runs = [f"sampled-{i}" for i in range(60)]
+    for rid in runs:
+        client.after_run_start(RunStart(rid, "g"))
+        worker.before_step(Step(rid, f"{rid}.0"))
+        worker.before_attempt(Attempt(rid, f"{rid}.1", "n", 1))
+        worker.before_call(Call(rid, f"{rid}.1", "n", "tool", "t", "c1"))
+        worker.after_call(Call(rid, f"{rid}.1", "n", "tool", "t", "c1"), CallEnd(0.01))
+        worker.after_attempt(Attempt(rid, f"{rid}.1", "n", 1), AttemptEnd(True))
+        worker.after_step(Step(rid, f"{rid}.0"), None)
+        worker.after_run_end(RunEnd(rid, "completed", graph_id="g"))
+    spans = [s for exp in exporters for s in exp.get_finished_spans()]
+    per_run: dict[int, list[str]] = {}
+    for span in spans:
+        per_run.setdefault(span.context.trace_id, []).append(span.name.split()[0])
+    assert 10 < len(per_run) < 50  # about half the runs
+    assert all(sorted(names) == ["hypha.admit", "hypha.call", "hypha.node", "hypha.run",
+                                 "hypha.step"] for names in per_run.values())
