@@ -82,8 +82,9 @@ class Hypha:
     ``HYPHA_STORE_URL``; with no broker it is *embedded*: an in-process worker
     thread on the memory transport and a SQLite store under ``./.hypha/``.
 
-    ``middleware``: the hooks of runs, steps, node attempts and agent turns
-    (:mod:`hypha_celery.middleware`), after the built-in lease middleware. A worker runs
+    ``middleware``: the hooks of runs, steps, node attempts, their model and tool calls
+    and agent turns (:mod:`hypha_celery.middleware`), after the built-in lease
+    middleware. A worker runs
     the hooks of the ``Hypha`` its app module builds: pass the same list there.
 
     ``live``: where token streams go (:class:`~hypha_celery.live.LiveBus`); by default
