@@ -5,14 +5,15 @@ anything else is refused with a clear page and changes nothing."""
 from __future__ import annotations
 
 import uuid
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from hypha_celery import Graph, Hypha
 from tests.cli import recovery_app
-from tests.console.support import Tokens, app_for, client, csrf
-from tests.runtime.support import WAIT, wait_until
+from tests.console.support import Tokens, app_for, client, csrf, quarantined
+from tests.runtime.support import WAIT, embedded, wait_until
 
 
 @pytest.fixture
@@ -84,24 +85,26 @@ def test_a_script_acts_with_a_bearer_token(hypha: Hypha, t: Tokens,
     assert hypha.get_run(run_id).wait(WAIT) == {"fixed": True}
 
 
-def test_release_and_fail_quarantined(hypha: Hypha, t: Tokens) -> None:
-    from tests.cli.test_recovery import quarantined
-
-    first = quarantined(hypha)
-    second = quarantined(hypha)
-    app = app_for(hypha, t)
-    admin = client(app, t.admin)
-    page = admin.get("/dead-letters").text
-    assert first in page and second in page and 'class="release"' in page
-    r = admin.post(f"/quarantine/{second}/fail", data={"csrf": csrf(admin)},
-                   follow_redirects=False)
-    assert r.headers["location"] == "/dead-letters?done=failed"
-    failed = hypha.store.last_event(second, "run.failed")
-    assert failed is not None and failed.data["by"] == "ops"
-    r = admin.post(f"/quarantine/{first}/release", data={"csrf": csrf(admin)},
-                   follow_redirects=False)
-    assert r.headers["location"] == "/dead-letters?done=released"
-    released = hypha.store.last_event(first, "run.released")
-    assert released is not None and released.data["by"] == "ops"
-    not_held = admin.post(f"/quarantine/{second}/release", data={"csrf": csrf(admin)})
-    assert not_held.status_code == 409 and "not quarantined" in not_held.text
+def test_release_and_fail_quarantined(t: Tokens, tmp_path: Path) -> None:
+    """On a store of its own (SQLite): quarantining a run takes a supervisor sweep, which
+    would act on every stale run of a store other tests share."""
+    with closing(embedded(f"sqlite:///{tmp_path / 'q.db'}")) as hypha:
+        hypha.register(recovery_app.EFFECT)
+        first = quarantined(hypha)
+        second = quarantined(hypha)
+        app = app_for(hypha, t)
+        admin = client(app, t.admin)
+        page = admin.get("/dead-letters").text
+        assert first in page and second in page and 'class="release"' in page
+        r = admin.post(f"/quarantine/{second}/fail", data={"csrf": csrf(admin)},
+                       follow_redirects=False)
+        assert r.headers["location"] == "/dead-letters?done=failed"
+        failed = hypha.store.last_event(second, "run.failed")
+        assert failed is not None and failed.data["by"] == "ops"
+        r = admin.post(f"/quarantine/{first}/release", data={"csrf": csrf(admin)},
+                       follow_redirects=False)
+        assert r.headers["location"] == "/dead-letters?done=released"
+        released = hypha.store.last_event(first, "run.released")
+        assert released is not None and released.data["by"] == "ops"
+        not_held = admin.post(f"/quarantine/{second}/release", data={"csrf": csrf(admin)})
+        assert not_held.status_code == 409 and "not quarantined" in not_held.text
