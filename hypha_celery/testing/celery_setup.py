@@ -4,7 +4,7 @@ on local processes, no Docker: load it with ``pytest_plugins =
 
 It overrides pytest-celery's ``celery_broker_cluster``, ``celery_backend_cluster``,
 ``celery_worker_cluster`` and ``celery_setup_app`` fixtures: the broker is
-``HYPHA_TEST_BROKER_URL`` (skipped when unset), the result backend
+``HYPHA_TEST_BROKER_URL`` (skipped when unset; failed under ``CI=true``), the result backend
 ``HYPHA_TEST_RESULT_BACKEND`` or the broker, the worker the ``hypha_worker`` process of
 your app, and ``celery_setup.app`` is that app's Celery app (``hypha_worker.client``).
 pytest-celery's Docker vendors stay available, opt-in: a test marked ``hypha_docker``

@@ -12,7 +12,8 @@ with ``hypha_``. See docs/testing.md.
 * ``hypha_mock_backend``: the ``MockBackend`` class; the callable scripts registered during the
   test are dropped afterwards.
 * ``hypha_broker_url``: ``HYPHA_TEST_BROKER_URL`` (Redis or RabbitMQ); the test is skipped
-  when it is not set.
+  when it is not set, and fails instead under ``CI=true`` (a CI run that skips its worker
+  tests tests nothing).
 * ``hypha_worker_app``: ``MODULE:ATTR`` of your ``build(settings) -> Hypha``: the ini
   option ``hypha_worker_app`` or ``HYPHA_TEST_WORKER_APP``, or override the fixture.
 * ``hypha_worker``: a real ``celery worker`` process of that app on that broker and store
@@ -100,11 +101,15 @@ def hypha_mock_backend() -> Iterator[type[MockBackend]]:
 
 @pytest.fixture
 def hypha_broker_url() -> str:
-    """``HYPHA_TEST_BROKER_URL``; skips the test when it is not set."""
+    """``HYPHA_TEST_BROKER_URL``; skips the test when it is not set (fails it under
+    ``CI=true``)."""
     url = os.environ.get("HYPHA_TEST_BROKER_URL", "").strip()
     if not url:
-        pytest.skip("hypha_worker needs a broker: set HYPHA_TEST_BROKER_URL "
-                    "(e.g. redis://127.0.0.1:6379/15)")
+        missing = ("hypha_worker needs a broker: set HYPHA_TEST_BROKER_URL "
+                   "(e.g. redis://127.0.0.1:6379/15)")
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{missing} (CI=true: a worker test must not skip)")
+        pytest.skip(missing)
     return url
 
 

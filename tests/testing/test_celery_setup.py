@@ -55,6 +55,7 @@ def test_celery_setup_on_a_local_worker_and_broker(project: pytest.Pytester, red
 def test_celery_setup_skips_without_a_broker(project: pytest.Pytester,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HYPHA_TEST_BROKER_URL", raising=False)
+    monkeypatch.delenv("CI", raising=False)
     project.makepyfile(test_setup=SETUP)
     result = project.runpytest_subprocess("-q", "-k", "local", "-rs")
     result.assert_outcomes(skipped=1)

@@ -142,6 +142,7 @@ def test_worker_fixture_runs_a_real_worker(project: pytest.Pytester, redis_url: 
 def test_worker_fixture_skips_without_a_broker(project: pytest.Pytester,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HYPHA_TEST_BROKER_URL", raising=False)
+    monkeypatch.delenv("CI", raising=False)
     project.makepyfile(test_worker=WORKER)
     result = project.runpytest_subprocess("-q", "-rs")
     result.assert_outcomes(skipped=1)
@@ -156,3 +157,15 @@ def test_mock_backend_fixture_drops_the_tests_callable_scripts(
     result = project.runpytest_inprocess("-q", "-k", "mock_backend", "-p", "no:celery")
     result.assert_outcomes(passed=1)
     assert set(mock._registry) == before
+
+
+def test_worker_fixture_fails_without_a_broker_under_ci(project: pytest.Pytester,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``CI=true`` a worker test without a broker fails: a CI run must not pass by
+    skipping it."""
+    monkeypatch.delenv("HYPHA_TEST_BROKER_URL", raising=False)
+    monkeypatch.setenv("CI", "true")
+    project.makepyfile(test_worker=WORKER)
+    result = project.runpytest_subprocess("-q")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*CI=true: a worker test must not skip*"])
