@@ -131,7 +131,7 @@ def run(console: Console) -> Endpoint:
             data.diff = diff_rows(fixture, hypha.store.events(run_id), content)
         return console.render(request, "run.html", {
             "page": data, "run_id": run_id, "fixture": chosen,
-            "fixture_ids": [] if fixtures is None else [f.id for f in fixtures.list()],
+            "fixture_ids": [] if fixtures is None else fixtures.names(),
             "notice": _notice(request), "page_size": TIMELINE_PAGE})
     return page
 

@@ -82,11 +82,15 @@ class FileFixtureStore:
         except FileNotFoundError:
             return None
 
-    def list(self) -> list[ReplayFixture]:
-        """Every fixture in the directory, sorted by file name."""
+    def names(self) -> list[str]:
+        """The fixtures' file names without the suffix, sorted: what :meth:`load` takes
+        (each is its fixture's id made safe), read from the directory alone."""
         try:
-            paths = sorted(p for p in self.directory.iterdir()
-                           if p.name.endswith(SUFFIX) and p.is_file())
+            return sorted(p.name[:-len(SUFFIX)] for p in self.directory.iterdir()
+                          if p.name.endswith(SUFFIX) and p.is_file())
         except FileNotFoundError:
             return []
-        return [read_fixture(p) for p in paths]
+
+    def list(self) -> list[ReplayFixture]:
+        """Every fixture in the directory, sorted by file name."""
+        return [read_fixture(self.directory / f"{name}{SUFFIX}") for name in self.names()]

@@ -4,13 +4,13 @@ ones, and a real server that prints a sign-in link when no tokens are set."""
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import requests
 
+from tests import services
 from tests.cli.helpers import HYPHA, ROOT, assert_one_line_error, clean_env, hypha
 
 
@@ -39,14 +39,8 @@ def test_bad_settings_are_one_line(tmp_path: Path) -> None:
     assert "--port" in assert_one_line_error(port, code=2)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_it_serves_and_prints_a_sign_in_link(tmp_path: Path) -> None:
-    port = _free_port()
+    port = services.free_port()
     env = clean_env(HYPHA_STORE_URL=f"sqlite:///{tmp_path / 'h.db'}")
     proc = subprocess.Popen([HYPHA, "console", "--port", str(port)], env=env, cwd=ROOT,
                             stderr=subprocess.PIPE, text=True)

@@ -4,20 +4,15 @@ embedded runtime: the command's own process runs what it re-enqueues)."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from hypha_celery import Hypha, RecoveryPolicy, Settings
-from hypha_celery.beat.supervisor import sweep
-from hypha_celery.runtime import failures
-from hypha_celery.runtime.coordinator import coordinate
-from hypha_celery.runtime.lanes import kickoff_id
-from hypha_celery.runtime.protocol import Kickoff, NodeMessage
+from hypha_celery import Hypha, Settings
 from tests.cli import recovery_app
 from tests.cli.helpers import assert_one_line_error, clean_env, hypha
+from tests.cli.recovery_app import quarantined
 from tests.runtime.support import WAIT, wait_until
 
 APP = "tests.cli.recovery_app:hypha"
@@ -79,26 +74,6 @@ def test_dlq_list_show_redrive_purge(lib: Hypha, store: str, tmp_path: Path) -> 
     assert "give dead-letter IDs or --all" in assert_one_line_error(usage, code=2)
     code, out, _ = cli(store, "dlq", "purge", "--all", "--app", APP)
     assert code == 0 and out.strip() == "purged 0 dead letters"  # the redriven one stays
-
-
-def quarantined(lib: Hypha) -> str:
-    """An effect run whose worker died after committing node.execution.started."""
-    run = lib.start("effect")
-    wait_until(lambda: lib.store.get(run.id)["status"] == "completed", what="a first run")
-    run = lib.start("effect")  # the second run is driven by hand: its messages are lost
-    lib.close()
-    h = Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
-                       store_url=lib.settings.store_url, embedded=False))
-    h.register(recovery_app.EFFECT)
-    try:
-        coordinate(h._rt, Kickoff(run.id, kickoff_id(run.id)))
-        env = NodeMessage(run.id, f"{run.id}.1", "send")
-        assert failures.begin_effect(h._rt, env, 1, "gone:1")
-        (decision,) = sweep(h._rt, now=time.time() + 80, policy=RecoveryPolicy(grace=0.1))
-        assert decision["action"] == "quarantined"
-    finally:
-        h.close()
-    return run.id
 
 
 def test_quarantine_list_release_and_fail(lib: Hypha, store: str) -> None:

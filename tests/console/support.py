@@ -75,37 +75,3 @@ def csrf(c: TestClient, page: str = "/dead-letters") -> str:
     assert found, "the page has a form with a CSRF token"
     return found.group(1)
 
-
-def quarantined(lib: Hypha) -> str:
-    """An effect run whose worker died after committing ``node.execution.started``,
-    quarantined by a sweep (``tests/cli/test_recovery.py``'s, for a store other tests
-    share: the sweep's decision about this run is the one checked). Closes ``lib``'s
-    worker, as a dead one."""
-    import time
-
-    from hypha_celery import RecoveryPolicy, Settings
-    from hypha_celery.beat.supervisor import sweep
-    from hypha_celery.runtime import failures
-    from hypha_celery.runtime.coordinator import coordinate
-    from hypha_celery.runtime.lanes import kickoff_id
-    from hypha_celery.runtime.protocol import Kickoff, NodeMessage
-    from tests.cli import recovery_app
-    from tests.runtime.support import wait_until
-
-    run = lib.start("effect")
-    wait_until(lambda: lib.store.get(run.id)["status"] == "completed", what="a first run")
-    run = lib.start("effect")  # driven by hand: its messages are lost
-    lib.close()
-    h = Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
-                       store_url=lib.settings.store_url, embedded=False))
-    h.register(recovery_app.EFFECT)
-    try:
-        coordinate(h._rt, Kickoff(run.id, kickoff_id(run.id)))
-        env = NodeMessage(run.id, f"{run.id}.1", "send")
-        assert failures.begin_effect(h._rt, env, 1, "gone:1")
-        decisions = sweep(h._rt, now=time.time() + 80, policy=RecoveryPolicy(grace=0.1))
-        assert {"run_id": run.id, "action": "quarantined"}.items() <= next(
-            d for d in decisions if d["run_id"] == run.id).items()
-    finally:
-        h.close()
-    return run.id

@@ -12,7 +12,8 @@ import pytest
 
 from hypha_celery import Graph, Hypha
 from tests.cli import recovery_app
-from tests.console.support import Tokens, app_for, client, csrf, quarantined
+from tests.cli.recovery_app import quarantined
+from tests.console.support import Tokens, app_for, client, csrf
 from tests.runtime.support import WAIT, embedded, wait_until
 
 

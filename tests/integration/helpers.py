@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +23,7 @@ from celery import Celery
 
 from hypha_celery import Event, Hypha, RunHandle, Settings
 from hypha_celery.events import TERMINAL_KINDS
+from hypha_celery.testing import waiting
 from hypha_celery.testing.worker import purge as purge  # re-exported
 from tests.integration import app as itest
 
@@ -37,16 +37,8 @@ WAIT = 30.0
 
 def wait_until(predicate: Callable[[], Any], timeout: float = WAIT, what: str = "",
                log: Callable[[], str] | None = None) -> Any:
-    """Poll ``predicate`` until it returns something truthy, and return that."""
-    end = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > end:
-            tail = f"\n--- worker log ---\n{log()}" if log else ""
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}{tail}")
-        time.sleep(0.02)
+    """:func:`hypha_celery.testing.wait_until` with the integration tests' longer wait."""
+    return waiting.wait_until(predicate, timeout, what, log)
 
 
 def clean_env(**extra: str) -> dict[str, str]:
