@@ -8,7 +8,7 @@ the drawing stays small and quick whatever the run's length."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from html import escape
 
@@ -77,51 +77,27 @@ def _outcome(index: dict[str, Box], e: Event) -> None:
     box.duration = float(duration) if isinstance(duration, int | float) else None
 
 
-_SCHEDULES = {"node.execution.scheduled": 1, "node.fanout.scheduled": 2}  # -> columns
 _ENDS = ("run.completed", "run.failed", "run.cancelled")
-
-
-def _last_schedule(events: Sequence[Event]) -> int:
-    """The index of the run's last schedule (-1: none)."""
-    for i in range(len(events) - 1, -1, -1):
-        if events[i].type in _SCHEDULES:
-            return i
-    return -1
 
 
 def diagram(events: Iterable[Event], *, from_start: bool = True) -> Diagram:
     """The drawing's boxes from a run's events, in ``seq`` order (``from_start``
-    False: a page of them that starts later, drawn from an "earlier steps" box). Boxes
-    are made only for the columns drawn: the first ones and the last; the schedules
-    between them are only counted."""
-    evs = events if isinstance(events, Sequence) else list(events)
-    last, skipped = _last_schedule(evs), 0
+    False: a page of them that starts later, drawn from an "earlier steps" box)."""
     first = Box("start", "start") if from_start else Box("… earlier steps", "start")
     d, index = Diagram([[first]]), dict[str, Box]()
-    end: Box | None = None
-    for i, e in enumerate(evs):
+    for e in events:
         kind = e.type
-        if kind in _SCHEDULES:
-            if len(d.columns) < MAX_COLUMNS - 1 or i == last:
-                _schedule(d, index, e)
-            else:
-                skipped += _SCHEDULES[kind]
+        if kind in ("node.execution.scheduled", "node.fanout.scheduled"):
+            _schedule(d, index, e)
         elif kind.startswith(("node.execution.", "node.reducer.")):
             _outcome(index, e)
         elif kind in _ENDS:
-            end = Box(kind.removeprefix("run."), "end" if kind == "run.completed"
-                      else "failed")
-    if end is not None:
-        d.columns.append([end])
-    _trim(d, skipped)
-    return d
-
-
-def _trim(d: Diagram, skipped: int) -> None:
-    """At most :data:`MAX_COLUMNS` columns: the first ones and the last."""
-    if len(d.columns) + skipped > MAX_COLUMNS:
-        d.left_out = len(d.columns) + skipped - MAX_COLUMNS
+            d.columns.append([Box(kind.removeprefix("run."),
+                                  "end" if kind == "run.completed" else "failed")])
+    if len(d.columns) > MAX_COLUMNS:  # the first ones and the last
+        d.left_out = len(d.columns) - MAX_COLUMNS
         d.columns = d.columns[:MAX_COLUMNS - 1] + d.columns[-1:]
+    return d
 
 
 def _centre_y(col: list[Box], i: int, height: int) -> int:
@@ -159,5 +135,9 @@ def svg(d: Diagram) -> str:
                                  f'x2="{x}" y2="{_centre_y(col, j, height)}" '
                                  'stroke="#868e96"/>')
         parts.extend(_rect(x, _centre_y(col, i, height), b) for i, b in enumerate(col))
+    if d.left_out:  # said between the last two columns, where the rest would be
+        x = _PAD + (len(d.columns) - 1) * (_W + _GAP_X) - _GAP_X // 2
+        parts.append(f'<text x="{x}" y="{_PAD}" text-anchor="middle" class="small">'
+                     f'{d.left_out} more not drawn</text>')
     parts.append("</svg>")
     return "".join(parts)

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from hypha_celery.console.content import Shown, shown
 from hypha_celery.console.diagram import diagram, svg
 from hypha_celery.events import TERMINAL_STATUSES, Event, View, apply_event, new_view
-from hypha_celery.projections.timeline import TimelineRow, row, timed
+from hypha_celery.projections.timeline import TimelineRow, rows
 from hypha_celery.replay.compare import FAMILIES, TraceDiff, compare, describe
 from hypha_celery.replay.fixture import ReplayFixture
 
@@ -117,7 +116,6 @@ def _usage(d: dict[str, Any]) -> tuple[str, str]:
     return tokens, (f"${cost:.6f}" if isinstance(cost, int | float) else "")
 
 
-@lru_cache(maxsize=256)
 def _is_call_end(kind: str) -> bool:
     """A model or tool call's outcome (not its start or request)."""
     return kind.startswith(("model.call.", "tool.call.")) and not kind.endswith(
@@ -155,19 +153,20 @@ def run_page(view: View, prior: Iterable[tuple[str, Mapping[str, Any], float]],
     window: its timeline rows, its decisions with their state, its calls, its columns
     of the drawing. Pure."""
     folded = _fold(view["run_id"], prior)
-    rows, steps, calls = list[TimelineRow](), list[StepRow](), list[CallRow]()
-    for e, took in timed(window):
-        rows.append(row(e, took))
+    shown_rows = list(rows(window))
+    steps, calls = list[StepRow](), list[CallRow]()
+    for r in shown_rows:
+        e = r.event
         if e.type == "decision.policy.recorded" and len(steps) < STEPS_PAGE:
             steps.append(_step_row(e, folded, content))
         elif _is_call_end(e.type) and len(calls) < CALLS_SHOWN:
-            calls.append(_call(e, took, content))
+            calls.append(_call(e, r.duration, content))
         apply_event(folded, e.kind, e.data, e.ts)
     first = window[0].seq if window else 1
     last = int(view.get("seq", 0))
     more = bool(window) and window[-1].seq < last
     header = Header.of(view)
-    return RunPage(header, header.created_at, rows, first,
+    return RunPage(header, header.created_at, shown_rows, first,
                    window[-1].seq if more else None, steps, calls,
                    svg(diagram(window, from_start=first == 1)),
                    shown(view["input"], content),

@@ -16,7 +16,7 @@ from typing import Any
 
 from hypha_celery.events import Event
 
-__all__ = ["TimelineRow", "depth", "row", "rows", "summary", "timed"]
+__all__ = ["TimelineRow", "depth", "rows", "summary"]
 
 
 def _name(d: Mapping[str, Any]) -> str:
@@ -178,10 +178,8 @@ class TimelineRow:
     duration: float | None
 
 
-def timed(events: Iterable[Event]) -> Iterator[tuple[Event, float | None]]:
-    """``events`` (in order), each with how long it took, as :class:`TimelineRow` says,
-    without the summaries (for a reader that shows only some of the rows: it makes
-    the rows it shows with :func:`row`)."""
+def rows(events: Iterable[Event]) -> Iterator[TimelineRow]:
+    """``events`` (in order) as timeline rows."""
     began: dict[str, float] = {}
     for event in events:
         kind = event.type
@@ -189,18 +187,9 @@ def timed(events: Iterable[Event]) -> Iterator[tuple[Event, float | None]]:
             began[event.correlation_id or ""] = event.ts
         elif kind.startswith(("model.call.", "tool.call.")):
             start = began.pop(event.correlation_id or "", None)
-            yield event, None if start is None else event.ts - start
+            yield TimelineRow(event, depth(event), summary(event),
+                              None if start is None else event.ts - start)
             continue
         duration = event.data.get("duration")
-        yield event, float(duration) if isinstance(duration, int | float) else None
-
-
-def row(event: Event, took: float | None) -> TimelineRow:
-    """``event`` as a timeline row that took ``took`` seconds (see :func:`timed`)."""
-    return TimelineRow(event, depth(event), summary(event), took)
-
-
-def rows(events: Iterable[Event]) -> Iterator[TimelineRow]:
-    """``events`` (in order) as timeline rows."""
-    for event, took in timed(events):
-        yield row(event, took)
+        took = float(duration) if isinstance(duration, int | float) else None
+        yield TimelineRow(event, depth(event), summary(event), took)

@@ -42,3 +42,4 @@ def test_names_are_escaped_and_columns_bounded() -> None:
     assert len(d.columns) == MAX_COLUMNS and d.left_out == 11
     drawn = svg(d)
     assert "<b>" not in drawn and "&lt;b&gt;&amp;x" in drawn
+    assert "11 more not drawn" in drawn
