@@ -29,6 +29,7 @@ from pathlib import Path
 from types import FrameType
 
 import click
+from kombu.utils.url import maybe_sanitize_url
 
 from hypha_celery.cli.common import operator_only
 from hypha_celery.cli.worker import PROFILES, is_profile_file
@@ -153,7 +154,7 @@ def plan(app: str, workers: Sequence[tuple[str, int]], *, beat: bool, flower: bo
     notes: list[str] = []
     redis = None
     if env.get("HYPHA_BROKER_URL", "").strip():
-        notes.append(f"broker: HYPHA_BROKER_URL ({_safe(env['HYPHA_BROKER_URL'])})")
+        notes.append(f"broker: HYPHA_BROKER_URL ({maybe_sanitize_url(env['HYPHA_BROKER_URL'])})")
     else:
         base = f"redis://127.0.0.1:{redis_port}"
         extra |= {"HYPHA_BROKER_URL": f"{base}/0", "HYPHA_RESULT_BACKEND": f"{base}/1"}
@@ -229,11 +230,6 @@ def _installed(module: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(module) is not None
-
-
-def _safe(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    return f"{scheme}{sep}{rest.rpartition('@')[2]}" if sep else url
 
 
 def _executable(argv: list[str]) -> list[str]:
