@@ -67,7 +67,8 @@ def _next(request: Request, form: Any) -> str:
 def login(console: Console) -> Endpoint:
     def page(request: Request) -> Response:
         return console.render(request, "login.html", {"next": _next(request, {}),
-                                                      "failed": False})
+                                                      "failed": False,
+                                                      "notice": _notice(request)})
 
     async def endpoint(request: Request) -> Response:
         form: Any = await request.form() if request.method == "POST" else {}
