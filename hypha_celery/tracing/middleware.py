@@ -47,8 +47,8 @@ from hypha_celery.middleware import (
     Step,
 )
 from hypha_celery.tracing.client import otel_context, otel_trace, tracecontext
+from hypha_celery.tracing.spans import SCOPE, sink_of
 
-SCOPE = "hypha_celery"
 #: Runs whose first sighting this process remembers (for the root span's start).
 MAX_REMEMBERED = 10_000
 HEADER = "traceparent"
@@ -98,32 +98,6 @@ def _sampled(sampler: Any, run_id: str) -> bool:
         return True
     result = sampler.should_sample(None, run_ids(run_id)[0], "hypha.run")
     return bool(result.decision.is_sampled())
-
-
-class _RunIds:
-    """An SDK ``IdGenerator`` that gives the run's ids to the one span started while they
-    are set (this thread only), and defers to the provider's otherwise."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.local = threading.local()
-
-    def generate_trace_id(self) -> int:
-        forced: tuple[int, int] | None = getattr(self.local, "ids", None)
-        return forced[0] if forced else int(self.inner.generate_trace_id())
-
-    def is_trace_id_random(self) -> bool:
-        if getattr(self.local, "ids", None):
-            return False  # derived from the run id
-        check = getattr(self.inner, "is_trace_id_random", None)
-        return bool(check()) if check is not None else True
-
-    def generate_span_id(self) -> int:
-        forced: tuple[int, int] | None = getattr(self.local, "ids", None)
-        if forced:
-            self.local.ids = None
-            return forced[1]
-        return int(self.inner.generate_span_id())
 
 
 _CONNECTED = False
@@ -208,7 +182,9 @@ class TracingMiddleware(Middleware):
     """Spans for runs, coordinator steps, node attempts and their model and tool calls in
     ``tracer_provider``
     (default: OpenTelemetry's global one, which must be set before: the tracer is taken
-    once, and only the SDK's tracer can be given the run's ids)."""
+    once). With the SDK's tracer the spans are made here (:mod:`~hypha_celery.tracing.spans`,
+    the root with the run's ids) and handed to its span processor; another API's tracer
+    makes its own."""
 
     def __init__(self, tracer_provider: Any = None) -> None:
         trace = otel_trace()
@@ -216,11 +192,9 @@ class TracingMiddleware(Middleware):
         self.context = otel_context()
         provider = trace.get_tracer_provider() if tracer_provider is None else tracer_provider
         self.tracer = provider.get_tracer(SCOPE)
-        inner = getattr(self.tracer, "id_generator", None)
-        # the SDK's tracer: the root span gets the run's ids (another API: random ones)
-        self.ids = inner if isinstance(inner, _RunIds) or inner is None else _RunIds(inner)
-        if self.ids is not None:
-            self.tracer.id_generator = self.ids  # the provider caches its tracers
+        # the SDK's tracer: spans made here, handed to its processor (another API: its own,
+        # the root with random ids)
+        self.sink = sink_of(self.tracer)
         self.sampler = getattr(provider, "sampler", None)
         self.local = threading.local()
         self.lock = threading.Lock()
@@ -255,11 +229,18 @@ class TracingMiddleware(Middleware):
             spans = self.local.spans = {}
         return spans
 
+    def _span(self, name: str, parent: Any, attributes: dict[str, Any]) -> Any:
+        """A started span under the span of context ``parent`` (``None``: the current)."""
+        if self.sink is None:
+            return self.tracer.start_span(name, context=parent, attributes=attributes)
+        under = self.trace.get_current_span(parent).get_span_context()
+        return self.sink.start(name, under.trace_id, under, attributes)
+
     def _start(self, key: tuple[str, ...], name: str, parent: Any,
                attributes: dict[str, Any]) -> Any:
         """Start a span under ``parent`` and make it current; returns the context that
         holds it."""
-        span = self.tracer.start_span(name, context=parent, attributes=attributes)
+        span = self._span(name, parent, attributes)
         ctx = self.trace.set_span_in_context(span)
         token = self.context.attach(ctx)
         self._open().setdefault(key, []).append((span, token))
@@ -274,16 +255,22 @@ class TracingMiddleware(Middleware):
         span, token = stack.pop()
         if not stack:
             del spans[key]
-        if attributes:
-            for name, value in attributes.items():
-                span.set_attribute(name, value)
         if error is not None:
-            span.set_attribute("hypha.error_type", error)
+            attributes = {**(attributes or {}), "hypha.error_type": error}
+        if attributes:
+            self._note(span, attributes)
+        if error is not None:
             span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, error))
         try:
             self.context.detach(token)
         finally:
             span.end()
+
+    def _note(self, span: Any, attributes: dict[str, Any]) -> None:
+        if self.sink is not None:
+            span.note(attributes)  # hypha's own: already clean
+        else:
+            span.set_attributes(attributes)
 
     def _traced(self, run_id: str) -> bool:
         """The provider's sampler keeps this run (once per run; an unsampled run's hooks
@@ -295,11 +282,9 @@ class TracingMiddleware(Middleware):
         if not self._traced(run.run_id):
             return
         self._seen(run.run_id, _task_request())
-        span = self.tracer.start_span(
-            "hypha.admit", context=self._run_context(run.run_id),
-            attributes={"hypha.run_id": run.run_id, "hypha.graph": run.graph_id,
-                        "hypha.queued": run.queued})
-        span.end()
+        self._span("hypha.admit", self._run_context(run.run_id),
+                   {"hypha.run_id": run.run_id, "hypha.graph": run.graph_id,
+                    "hypha.queued": run.queued}).end()
 
     def after_run_end(self, run: RunEnd) -> None:
         if not self._traced(run.run_id):
@@ -310,15 +295,14 @@ class TracingMiddleware(Middleware):
                                       "hypha.status": run.status}
         if run.reason:
             attributes["hypha.reason"] = run.reason
-        if self.ids is not None:
-            self.ids.local.ids = run_ids(run.run_id)
-        try:
-            span = self.tracer.start_span(
-                f"hypha.run {run.graph_id}".rstrip(), context=self.context.Context(),
-                attributes=attributes, start_time=start)
-        finally:
-            if self.ids is not None:
-                self.ids.local.ids = None
+        name = f"hypha.run {run.graph_id}".rstrip()
+        if self.sink is None:
+            span = self.tracer.start_span(name, context=self.context.Context(),
+                                          attributes=attributes, start_time=start)
+        else:  # the root: the run's ids
+            trace_id, span_id = run_ids(run.run_id)
+            span = self.sink.start(name, trace_id, None, attributes, span_id=span_id,
+                                   start_time=start)
         if run.status == "failed":
             span.set_status(self.trace.Status(self.trace.StatusCode.ERROR,
                                               run.reason or "failed"))
