@@ -47,7 +47,7 @@ from hypha_celery.middleware import (
     Step,
 )
 from hypha_celery.tracing.client import otel_context, otel_trace, tracecontext
-from hypha_celery.tracing.spans import SCOPE, sink_of
+from hypha_celery.tracing.spans import SCOPE, add_first, processor_for, sink_of
 
 #: Runs whose first sighting this process remembers (for the root span's start).
 MAX_REMEMBERED = 10_000
@@ -81,15 +81,6 @@ def run_span_context(run_id: str) -> Any:
 
 
 @lru_cache(maxsize=CACHED_RUNS)
-def _run_context(run_id: str) -> Any:
-    """A context whose current span is the run's root (the parent of its steps); contexts
-    are immutable, so one per run serves every hook."""
-    trace = otel_trace()
-    return trace.set_span_in_context(trace.NonRecordingSpan(run_span_context(run_id)),
-                                     otel_context().Context())
-
-
-@lru_cache(maxsize=CACHED_RUNS)
 def _sampled(sampler: Any, run_id: str) -> bool:
     """Whether ``sampler`` keeps the run's trace, decided as for its root span (no parent,
     the run's trace id): the same answer in every process, so a run is traced whole or
@@ -104,9 +95,8 @@ _CONNECTED = False
 _CONNECT_LOCK = threading.Lock()
 
 
-#: The coordinator step last run by this thread: (the Celery task it ran in, the context
-#: whose span is the step's). The nodes it decided are published (or run locally) after
-#: the step returns.
+#: The coordinator step last run by this thread: (the Celery task it ran in, the step's
+#: span). The nodes it decided are published (or run locally) after the step returns.
 _STEP = threading.local()
 
 
@@ -122,8 +112,7 @@ def _task_id(request: Any) -> str | None:
 
 
 def _last_step(request: Any) -> Any:
-    """The context of the step this thread ran in the current task (its span the current
-    one), else ``None``."""
+    """The span of the step this thread ran in the current task, else ``None``."""
     last = getattr(_STEP, "last", None)
     if last is None or last[0] != _task_id(request):
         return None
@@ -145,7 +134,8 @@ def _inject(headers: dict[str, Any] | None = None, **_: Any) -> None:
     step = _last_step(_task_request())
     if step is None:
         return
-    tracecontext().TraceContextTextMapPropagator().inject(headers, context=step)
+    context = otel_trace().set_span_in_context(step)
+    tracecontext().TraceContextTextMapPropagator().inject(headers, context=context)
 
 
 def connect_publish() -> None:
@@ -163,7 +153,7 @@ def _task_header(request: Any, name: str) -> str | None:
     """A header of the Celery task being executed, if any."""
     if request is None:
         return None
-    value = getattr(request, name, None)
+    value = vars(request).get(name)  # a custom header is an attribute of the request
     if value is None:
         value = (getattr(request, "headers", None) or {}).get(name)
     return value if isinstance(value, str) else None
@@ -195,6 +185,8 @@ class TracingMiddleware(Middleware):
         # the SDK's tracer: spans made here, handed to its processor (another API: its own,
         # the root with random ids)
         self.sink = sink_of(self.tracer)
+        if self.sink is not None and hasattr(provider, "add_span_processor"):
+            add_first(provider, processor_for(self.sink))  # force_flush hands over
         self.sampler = getattr(provider, "sampler", None)
         self.local = threading.local()
         self.lock = threading.Lock()
@@ -220,9 +212,6 @@ class TracingMiddleware(Middleware):
         _RUN.current = (run_id, start)
         self.local.seen = key
 
-    def _run_context(self, run_id: str) -> Any:
-        return _run_context(run_id)
-
     def _open(self) -> dict[tuple[str, ...], list[tuple[Any, object]]]:
         spans = getattr(self.local, "spans", None)
         if spans is None:
@@ -230,21 +219,20 @@ class TracingMiddleware(Middleware):
         return spans
 
     def _span(self, name: str, parent: Any, attributes: dict[str, Any]) -> Any:
-        """A started span under the span of context ``parent`` (``None``: the current)."""
-        if self.sink is None:
-            return self.tracer.start_span(name, context=parent, attributes=attributes)
-        under = self.trace.get_current_span(parent).get_span_context()
-        return self.sink.start(name, under.trace_id, under, attributes)
+        """A started span under the span whose ``SpanContext`` is ``parent``."""
+        if self.sink is not None:
+            return self.sink.start(name, parent.trace_id, parent, attributes)
+        under = self.trace.set_span_in_context(self.trace.NonRecordingSpan(parent))
+        return self.tracer.start_span(name, context=under, attributes=attributes)
 
     def _start(self, key: tuple[str, ...], name: str, parent: Any,
                attributes: dict[str, Any]) -> Any:
-        """Start a span under ``parent`` and make it current; returns the context that
-        holds it."""
+        """Start a span under ``parent`` (a ``SpanContext``) and make it current; returns
+        the span."""
         span = self._span(name, parent, attributes)
-        ctx = self.trace.set_span_in_context(span)
-        token = self.context.attach(ctx)
+        token = self.context.attach(self.trace.set_span_in_context(span))
         self._open().setdefault(key, []).append((span, token))
-        return ctx
+        return span
 
     def _end(self, key: tuple[str, ...], error: str | None,
              attributes: dict[str, Any] | None = None) -> None:
@@ -282,7 +270,7 @@ class TracingMiddleware(Middleware):
         if not self._traced(run.run_id):
             return
         self._seen(run.run_id, _task_request())
-        self._span("hypha.admit", self._run_context(run.run_id),
+        self._span("hypha.admit", run_span_context(run.run_id),
                    {"hypha.run_id": run.run_id, "hypha.graph": run.graph_id,
                     "hypha.queued": run.queued}).end()
 
@@ -313,11 +301,11 @@ class TracingMiddleware(Middleware):
             return
         request = _task_request()
         self._seen(step.run_id, request)
-        ctx = self._start(("step", step.run_id, step.execution_id), "hypha.step",
-                          self._run_context(step.run_id),
+        span = self._start(("step", step.run_id, step.execution_id), "hypha.step",
+                           run_span_context(step.run_id),
                           {"hypha.run_id": step.run_id,
                            "hypha.execution_id": step.execution_id})
-        _STEP.last = (_task_id(request), ctx)
+        _STEP.last = (_task_id(request), span)
 
     def after_step(self, step: Step, error: BaseException | None) -> None:
         if not self._traced(step.run_id):
@@ -330,16 +318,17 @@ class TracingMiddleware(Middleware):
         else the one that published it (its ``traceparent``), else the run."""
         trace_id = run_ids(run_id)[0]
         step = _last_step(request)
-        if step is not None and self.trace.get_current_span(step).get_span_context(
-                ).trace_id == trace_id:
-            return step
+        if step is not None:
+            decided = step.get_span_context()
+            if decided.trace_id == trace_id:
+                return decided
         header = _task_header(request, HEADER)
         if header:
             ctx = tracecontext().TraceContextTextMapPropagator().extract({HEADER: header})
             sent = self.trace.get_current_span(ctx).get_span_context()
             if sent.is_valid and sent.trace_id == trace_id:
-                return ctx
-        return self._run_context(run_id)
+                return sent
+        return run_span_context(run_id)
 
     def before_attempt(self, attempt: Attempt) -> None:
         if not self._traced(attempt.run_id):
@@ -365,8 +354,8 @@ class TracingMiddleware(Middleware):
         run's, else the run (a call made from a thread the node started)."""
         current = self.trace.get_current_span().get_span_context()
         if current.is_valid and current.trace_id == run_ids(run_id)[0]:
-            return None  # the current context
-        return self._run_context(run_id)
+            return current
+        return run_span_context(run_id)
 
     def before_call(self, call: Call) -> None:
         if not self._traced(call.run_id):

@@ -10,30 +10,52 @@ span processor (~3.5 µs a span). Exporters and processors see the same object a
 SDK's tracer: name, context, parent, kind, status, times, attributes, events, the
 provider's resource, the ``hypha_celery`` instrumentation scope.
 
-What it does not do, unlike the SDK's tracer (the trade-off): the span processors'
-``on_start`` is not called (the batch and simple processors do nothing there), the
-tracer's own sampler is not asked per span (the run's decision stands for all of its
-spans), and the span limits are OpenTelemetry's defaults or its ``OTEL_*`` environment
-variables, not a ``span_limits`` given to the provider. Attributes and events added by
-user code (``trace.get_current_span().set_attribute(...)`` inside a node) are cleaned and
-bounded as the SDK does. A tracer that is not the SDK's (no ``span_processor``) gets its
-spans from its own ``start_span``: :func:`sink_of` returns ``None``."""
+A span's end costs a step only an append: finished spans wait in the sink (at most
+:data:`MAX_PENDING` a process) and a daemon thread of the sink hands them to the processor
+every :data:`FLUSH_S` seconds, in chunks of :data:`CHUNK` with the interpreter lock let go
+between chunks, so the work falls in the worker's waits on the broker and the store. When
+more than :data:`MAX_PENDING` wait, the span that ends hands them over itself (nothing is
+dropped here). ``provider.force_flush()`` hands over what waits first (the sink adds a
+span processor of its own to the provider for it), and so does the process's exit
+(``atexit``, registered after the provider's, so it runs before the provider's shutdown).
+A prefork child starts its own thread (``os.register_at_fork``).
+
+What it does not do, unlike the SDK's tracer (the trade-off): spans reach the processors
+up to :data:`FLUSH_S` after they end; the span processors' ``on_start`` is not called
+(the batch and simple processors do nothing there); the tracer's own sampler is not asked
+per span (the run's decision stands for all of its spans); the span limits are
+OpenTelemetry's defaults or its ``OTEL_*`` environment variables, not a ``span_limits``
+given to the provider. Attributes and events added by user code
+(``trace.get_current_span().set_attribute(...)`` inside a node) are cleaned and bounded
+as the SDK does. A tracer that is not the SDK's (no ``span_processor``) gets its spans
+from its own ``start_span``: :func:`sink_of` returns ``None``."""
 
 from __future__ import annotations
 
+import atexit
+import os
 import threading
 import time
 import traceback
+import weakref
+from collections import deque
 from typing import Any
 
 from hypha_celery.tracing.client import otel_trace
 
 #: The instrumentation scope of hypha's spans.
 SCOPE = "hypha_celery"
+#: Seconds a finished span waits at most before the sink's thread hands it over.
+FLUSH_S = 0.5
+#: Finished spans a process keeps waiting at most; past it the ending span hands them over.
+MAX_PENDING = 2048
+#: Spans handed over between two releases of the interpreter lock by the sink's thread.
+CHUNK = 16
 
 
 class SpanSink:
-    """Where finished spans go: the SDK tracer's span processor, with its resource."""
+    """Where finished spans go: the SDK tracer's span processor, with its resource; the
+    finished spans waiting for it, and the thread that hands them over."""
 
     def __init__(self, processor: Any, resource: Any, ids: Any) -> None:
         from opentelemetry.sdk.trace import ReadableSpan, SpanLimits
@@ -50,6 +72,19 @@ class SpanSink:
         self.sampled = trace.TraceFlags(trace.TraceFlags.SAMPLED)
         self.unset = trace.Status(trace.StatusCode.UNSET)
         register()
+        self.pending: deque[HyphaSpan] = deque()
+        self._fresh()
+        this = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _call(this, "_fresh"))
+        atexit.register(_call, this, "flush")
+
+    def _fresh(self) -> None:
+        """No thread yet, nothing waiting (at start, and in a forked child: the parent's
+        spans are the parent's to hand over)."""
+        self.pending.clear()
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.thread: threading.Thread | None = None
 
     def start(self, name: str, trace_id: int, parent: Any, attributes: dict[str, Any],
               span_id: int | None = None, start_time: int | None = None) -> HyphaSpan:
@@ -62,6 +97,104 @@ class SpanSink:
         span_id = span_id if span_id is not None else int(self.ids.generate_span_id())
         return self.trace.SpanContext(trace_id, span_id, is_remote=False,
                                       trace_flags=self.sampled)
+
+    def finished(self, span: HyphaSpan) -> None:
+        """A span ended: it waits for the thread (or is handed over now, with the others
+        waiting, when too many wait)."""
+        self.pending.append(span)
+        if self.thread is None:
+            self._start_thread()
+        if len(self.pending) > MAX_PENDING:
+            self.flush()
+
+    def flush(self, chunk: int = 0) -> None:
+        """Hand every waiting span to the processor (``chunk``: let go of the interpreter
+        lock after each ``chunk`` of them)."""
+        with self.lock:
+            done = 0
+            while True:
+                try:
+                    span = self.pending.popleft()
+                except IndexError:
+                    return
+                self.processor.on_end(span.readable())
+                done += 1
+                if chunk and done % chunk == 0:
+                    time.sleep(0)
+
+    def _start_thread(self) -> None:
+        with self.lock:
+            if self.thread is not None:
+                return
+            this = weakref.ref(self)
+            self.thread = threading.Thread(target=_hand_over, args=(this, self.wake),
+                                           name="hypha-spans", daemon=True)
+            self.thread.start()
+
+
+def _call(sink: weakref.ref[SpanSink], method: str) -> None:
+    alive = sink()
+    if alive is not None:
+        getattr(alive, method)()
+
+
+def _hand_over(sink: weakref.ref[SpanSink], wake: threading.Event) -> None:
+    """The sink's thread: every :data:`FLUSH_S`, what waits goes to the processor; it ends
+    with the sink."""
+    while True:
+        wake.wait(FLUSH_S)
+        alive = sink()
+        if alive is None or alive.wake is not wake:
+            return
+        alive.flush(CHUNK)
+        del alive
+
+
+def processor_for(sink: SpanSink) -> Any:
+    """A span processor for the provider that hands over the sink's waiting spans on
+    ``force_flush`` and ``shutdown`` (it does nothing with a span), then flushes the
+    provider's processors again so they export them."""
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class HandOver(SpanProcessor):
+        def __init__(self) -> None:
+            self.sink = weakref.ref(sink)
+            self.local = threading.local()
+
+        def force_flush(self, timeout_millis: int = 30_000) -> bool:
+            alive = self.sink()
+            if alive is None or getattr(self.local, "busy", False) or not alive.pending:
+                return True
+            self.local.busy = True
+            try:
+                alive.flush()
+                return bool(alive.processor.force_flush(timeout_millis))
+            finally:
+                self.local.busy = False
+
+        def shutdown(self) -> None:
+            alive = self.sink()
+            if alive is not None:
+                alive.flush()
+
+    return HandOver()
+
+
+def add_first(provider: Any, processor: Any) -> None:
+    """Add ``processor`` to the provider's processors, first among them: the provider
+    shuts its processors down in order, and what waits must be handed over before the
+    exporting ones stop. The order is the SDK's private ``_span_processors`` tuple of
+    its multi-processor (``tests/tracing/test_spans.py`` fails if that changes); without
+    it the processor stays last, and ``provider.shutdown()`` loses what waits unless
+    ``force_flush()`` came first."""
+    provider.add_span_processor(processor)
+    multi: Any = getattr(provider, "_active_span_processor", None)
+    lock = getattr(multi, "_lock", None)
+    if lock is None or not isinstance(getattr(multi, "_span_processors", None), tuple):
+        return
+    with lock:
+        rest = tuple(p for p in multi._span_processors if p is not processor)
+        multi._span_processors = (processor, *rest)
 
 
 def sink_of(tracer: Any) -> SpanSink | None:
@@ -77,11 +210,11 @@ def sink_of(tracer: Any) -> SpanSink | None:
 
 class HyphaSpan:
     """An OpenTelemetry API span (it is registered as one) that becomes an SDK
-    ``ReadableSpan`` when it ends. Not thread-safe beyond what the SDK promises for a
-    span's owner: a lock guards its end only."""
+    ``ReadableSpan`` after it ends. Meant for the thread that started it (two threads
+    ending it at once may hand it over twice)."""
 
-    __slots__ = ("_attributes", "_context", "_end_lock", "_ended", "_events", "_name",
-                 "_parent", "_sink", "_start", "_status", "_user")
+    __slots__ = ("_attributes", "_context", "_end", "_events", "_name", "_parent",
+                 "_sink", "_start", "_status", "_user")
 
     def __init__(self, sink: SpanSink, name: str, context: Any, parent: Any,
                  attributes: dict[str, Any], start_time: int | None) -> None:
@@ -94,8 +227,7 @@ class HyphaSpan:
         self._events: Any = None
         self._status = sink.unset
         self._start = start_time if start_time is not None else time.time_ns()
-        self._ended = False
-        self._end_lock = threading.Lock()
+        self._end: int | None = None
 
     # what hypha sets: its own attributes, already clean
     def note(self, attributes: dict[str, Any]) -> None:
@@ -106,10 +238,10 @@ class HyphaSpan:
         return self._context
 
     def is_recording(self) -> bool:
-        return not self._ended
+        return self._end is None
 
     def set_attribute(self, key: str, value: Any) -> None:
-        if self._ended:
+        if self._end is not None:
             return
         if self._user is None:
             from opentelemetry.attributes import BoundedAttributes
@@ -125,7 +257,7 @@ class HyphaSpan:
 
     def add_event(self, name: str, attributes: Any = None,
                   timestamp: int | None = None) -> None:
-        if self._ended:
+        if self._end is not None:
             return
         from opentelemetry.attributes import BoundedAttributes
         from opentelemetry.sdk.trace import Event
@@ -142,11 +274,11 @@ class HyphaSpan:
         """Links are not kept on hypha's spans (they have none of their own)."""
 
     def update_name(self, name: str) -> None:
-        if not self._ended:
+        if self._end is None:
             self._name = name
 
     def set_status(self, status: Any, description: str | None = None) -> None:
-        if self._ended:
+        if self._end is not None:
             return
         trace = self._sink.trace
         if not isinstance(status, trace.Status):
@@ -170,19 +302,22 @@ class HyphaSpan:
         self.add_event("exception", recorded, timestamp)
 
     def end(self, end_time: int | None = None) -> None:
-        with self._end_lock:
-            if self._ended:
-                return
-            self._ended = True
+        """Ended (a second end is ignored): it waits in the sink for the processor."""
+        if self._end is not None:
+            return
+        self._end = end_time if end_time is not None else time.time_ns()
+        self._sink.finished(self)
+
+    def readable(self) -> Any:
+        """The SDK's ``ReadableSpan`` of this ended span, as exporters read it."""
         attributes = self._attributes
         if self._user is not None:
             attributes = {**self._user, **attributes}
         sink = self._sink
-        sink.processor.on_end(sink.readable(
+        return sink.readable(
             self._name, self._context, self._parent, sink.resource, attributes,
             self._events or (), (), status=self._status, start_time=self._start,
-            end_time=end_time if end_time is not None else time.time_ns(),
-            instrumentation_scope=sink.scope))
+            end_time=self._end, instrumentation_scope=sink.scope)
 
     def __enter__(self) -> HyphaSpan:
         return self

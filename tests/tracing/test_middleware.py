@@ -50,6 +50,8 @@ def test_two_middleware_make_one_trace_per_run_without_sharing_anything(
     worker.after_attempt(Attempt("r1", "r1.1", "lookup", 2), AttemptEnd(False, "ValueError"))
     worker.after_run_end(RunEnd("r1", "failed", "dead_lettered", graph_id="g"))
     worker.after_step(Step("r1", "r1.0"), None)
+    p1.force_flush()  # what waits for the hand-over thread goes now
+    p2.force_flush()
     spans = [*exporter.get_finished_spans(), *other.get_finished_spans()]
     root = run_span_context("r1")
     assert {s.context.trace_id for s in spans} == {root.trace_id}
@@ -182,6 +184,7 @@ def test_a_call_span_carries_the_token_counts(
     tracing.before_call(call)
     tracing.after_call(call, CallEnd(0.2, None, 10, 5, 0, None))
     tracing.after_attempt(attempt, AttemptEnd(True, None, 0.3))
+    provider.force_flush()
     [span] = by_name(exporter.get_finished_spans(), "hypha.call")
     [node] = by_name(exporter.get_finished_spans(), "hypha.node")
     assert span.parent is not None and span.parent.span_id == node.context.span_id
@@ -227,6 +230,9 @@ def test_a_ratio_sampler_traces_a_run_whole_or_not_at_all() -> None:
         worker.after_attempt(Attempt(rid, f"{rid}.1", "n", 1), AttemptEnd(True))
         worker.after_step(Step(rid, f"{rid}.0"), None)
         worker.after_run_end(RunEnd(rid, "completed", graph_id="g"))
+    for mw in middleware:
+        assert mw.sink is not None
+        mw.sink.flush()
     spans = [s for exp in exporters for s in exp.get_finished_spans()]
     per_run: dict[int, list[str]] = {}
     for span in spans:
