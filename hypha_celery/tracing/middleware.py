@@ -149,6 +149,12 @@ def connect_publish() -> None:
             _CONNECTED = True
 
 
+def _trace_id(span: Any) -> int:
+    """A span's trace id (ours have it at hand: no ``SpanContext`` made for it)."""
+    trace_id = getattr(span, "trace_id", None)
+    return int(trace_id if trace_id is not None else span.get_span_context().trace_id)
+
+
 def _task_header(request: Any, name: str) -> str | None:
     """A header of the Celery task being executed, if any."""
     if request is None:
@@ -199,10 +205,16 @@ class TracingMiddleware(Middleware):
         thread works on it (its later publishes carry the start). Once per run and task
         in a thread: the task's header does not change, and now is later than then."""
         key = (run_id, _task_id(request))
-        run = getattr(_RUN, "current", None)
-        if run is not None and run[0] == run_id and getattr(self.local, "seen", None) == key:
-            return
-        told = _header_start(request, run_id)
+        run: tuple[str, int] | None = getattr(_RUN, "current", None)
+        if run is not None and run[0] == run_id:
+            if getattr(self.local, "seen", None) == key:
+                return
+            told = _header_start(request, run_id)
+            if (told is None or told >= run[1]) and run_id in self.first_seen:
+                self.local.seen = key  # nothing earlier to remember
+                return
+        else:
+            told = _header_start(request, run_id)
         now = time.time_ns()
         with self.lock:
             start = min(self.first_seen.get(run_id, now), told or now)
@@ -219,9 +231,11 @@ class TracingMiddleware(Middleware):
         return spans
 
     def _span(self, name: str, parent: Any, attributes: dict[str, Any]) -> Any:
-        """A started span under the span whose ``SpanContext`` is ``parent``."""
+        """A started span under ``parent`` (a ``SpanContext``, or a span of ours)."""
         if self.sink is not None:
             return self.sink.start(name, parent.trace_id, parent, attributes)
+        if not isinstance(parent, self.trace.SpanContext):
+            parent = parent.get_span_context()
         under = self.trace.set_span_in_context(self.trace.NonRecordingSpan(parent))
         return self.tracer.start_span(name, context=under, attributes=attributes)
 
@@ -318,10 +332,8 @@ class TracingMiddleware(Middleware):
         else the one that published it (its ``traceparent``), else the run."""
         trace_id = run_ids(run_id)[0]
         step = _last_step(request)
-        if step is not None:
-            decided = step.get_span_context()
-            if decided.trace_id == trace_id:
-                return decided
+        if step is not None and _trace_id(step) == trace_id:
+            return step
         header = _task_header(request, HEADER)
         if header:
             ctx = tracecontext().TraceContextTextMapPropagator().extract({HEADER: header})

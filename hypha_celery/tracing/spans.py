@@ -88,15 +88,11 @@ class SpanSink:
 
     def start(self, name: str, trace_id: int, parent: Any, attributes: dict[str, Any],
               span_id: int | None = None, start_time: int | None = None) -> HyphaSpan:
-        """A recording span in trace ``trace_id`` under ``parent`` (a ``SpanContext``, or
-        ``None``: a root), its id ``span_id`` or the tracer's id generator's."""
-        return HyphaSpan(self, name, self.context(trace_id, span_id), parent, attributes,
-                         start_time)
-
-    def context(self, trace_id: int, span_id: int | None) -> Any:
-        span_id = span_id if span_id is not None else int(self.ids.generate_span_id())
-        return self.trace.SpanContext(trace_id, span_id, is_remote=False,
-                                      trace_flags=self.sampled)
+        """A recording span in trace ``trace_id`` under ``parent`` (a ``SpanContext``, a
+        :class:`HyphaSpan`, or ``None``: a root), its id ``span_id`` or the tracer's id
+        generator's."""
+        span_id = span_id if span_id is not None else self.ids.generate_span_id()
+        return HyphaSpan(self, name, trace_id, span_id, parent, attributes, start_time)
 
     def finished(self, span: HyphaSpan) -> None:
         """A span ended: it waits for the thread (or is handed over now, with the others
@@ -214,14 +210,16 @@ class HyphaSpan:
     ending it at once may hand it over twice)."""
 
     __slots__ = ("_attributes", "_context", "_end", "_events", "_name", "_parent",
-                 "_sink", "_start", "_status", "_user")
+                 "_sink", "_start", "_status", "_user", "span_id", "trace_id")
 
-    def __init__(self, sink: SpanSink, name: str, context: Any, parent: Any,
+    def __init__(self, sink: SpanSink, name: str, trace_id: int, span_id: int, parent: Any,
                  attributes: dict[str, Any], start_time: int | None) -> None:
         self._sink = sink
         self._name = name
-        self._context = context
-        self._parent = parent
+        self.trace_id = trace_id
+        self.span_id = span_id
+        self._context: Any = None  # its SpanContext, made when first asked for
+        self._parent = parent  # a SpanContext, or the parent's HyphaSpan
         self._attributes = attributes
         self._user: Any = None  # attributes from user code, bounded as the SDK bounds them
         self._events: Any = None
@@ -235,6 +233,9 @@ class HyphaSpan:
 
     # the API
     def get_span_context(self) -> Any:
+        if self._context is None:
+            self._context = self._sink.trace.SpanContext(
+                self.trace_id, self.span_id, is_remote=False, trace_flags=self._sink.sampled)
         return self._context
 
     def is_recording(self) -> bool:
@@ -314,8 +315,11 @@ class HyphaSpan:
         if self._user is not None:
             attributes = {**self._user, **attributes}
         sink = self._sink
+        parent = self._parent
+        if isinstance(parent, HyphaSpan):
+            parent = parent.get_span_context()
         return sink.readable(
-            self._name, self._context, self._parent, sink.resource, attributes,
+            self._name, self.get_span_context(), parent, sink.resource, attributes,
             self._events or (), (), status=self._status, start_time=self._start,
             end_time=self._end, instrumentation_scope=sink.scope)
 
