@@ -15,8 +15,10 @@ A span's end costs a step only an append: finished spans wait in the sink (at mo
 every :data:`FLUSH_S` seconds, in chunks of :data:`CHUNK` with the interpreter lock let go
 between chunks, so the work falls in the worker's waits on the broker and the store. When
 more than :data:`MAX_PENDING` wait, the span that ends hands them over itself (nothing is
-dropped here). ``provider.force_flush()`` hands over what waits first (the sink adds a
-span processor of its own to the provider for it), and so does the process's exit
+dropped here; ``SpanSink.overflows`` counts it, and a warning says so once a minute at
+most; ``len(sink.pending)`` is what waits). ``provider.force_flush()`` hands over what
+waits first (the sink adds a span processor of its own to the provider for it), and so
+does the process's exit
 (``atexit``, registered after the provider's, so it runs before the provider's shutdown).
 A prefork child starts its own thread (``os.register_at_fork``).
 
@@ -33,6 +35,7 @@ from its own ``start_span``: :func:`sink_of` returns ``None``."""
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
 import time
@@ -42,6 +45,8 @@ from collections import deque
 from typing import Any
 
 from hypha_celery.tracing.client import otel_trace
+
+log = logging.getLogger(__name__)
 
 #: The instrumentation scope of hypha's spans.
 SCOPE = "hypha_celery"
@@ -73,6 +78,8 @@ class SpanSink:
         self.unset = trace.Status(trace.StatusCode.UNSET)
         register()
         self.pending: deque[HyphaSpan] = deque()
+        self.overflows = 0  # times more than MAX_PENDING waited
+        self.warned = -60.0
         self._fresh()
         this = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _call(this, "_fresh"))
@@ -101,7 +108,18 @@ class SpanSink:
         if self.thread is None:
             self._start_thread()
         if len(self.pending) > MAX_PENDING:
+            self._overflowed()
             self.flush()
+
+    def _overflowed(self) -> None:
+        """Counted (:attr:`overflows`) and logged, once a minute at most."""
+        self.overflows += 1
+        now = time.monotonic()
+        if now - self.warned >= 60:
+            self.warned = now
+            log.warning("tracing: more than %d spans waited for the hand-over thread "
+                        "(%d times so far): the ending span handed them over itself",
+                        MAX_PENDING, self.overflows)
 
     def flush(self, chunk: int = 0) -> None:
         """Hand every waiting span to the processor (``chunk``: let go of the interpreter

@@ -133,7 +133,7 @@ def test_ended_spans_wait_then_the_sinks_thread_hands_them_over(
 
 
 def test_past_the_bound_the_ending_span_hands_over_what_waits(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(spans, "FLUSH_S", 60.0)  # the thread waits: only the bound acts
     monkeypatch.setattr(spans, "MAX_PENDING", 5)
     provider, exporter = pipeline()
@@ -144,6 +144,11 @@ def test_past_the_bound_the_ending_span_hands_over_what_waits(
     one_step(tracing, "b2")  # the 6th span to wait: all go
     assert len(exporter.get_finished_spans()) == 6
     assert tracing.sink is not None and not tracing.sink.pending
+    assert tracing.sink.overflows == 1
+    assert "more than 5 spans waited" in caplog.text  # once a minute at most
+    for i in range(3, 6):
+        one_step(tracing, f"b{i}")
+    assert tracing.sink.overflows == 2 and caplog.text.count("spans waited") == 1
 
 
 def test_the_providers_shutdown_exports_what_waits_before_its_processors_stop(
