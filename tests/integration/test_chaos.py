@@ -560,8 +560,10 @@ def test_at_most_once_node_is_quarantined_not_rerun_when_its_worker_dies(
                           "reason": "unknown_commit_state"}
         assert of_kind(events, "recovery.run.redriven", "node.execution.completed",
                        "node.execution.failed") == []
-        assert any(d["action"] == "quarantined" and d["run_id"] == run.id
-                   for d in sweeper.decisions)
+        # the sweeper keeps a sweep's decisions once the sweep returns, after its commit
+        wait_until(lambda: any(d["action"] == "quarantined" and d["run_id"] == run.id
+                               for d in sweeper.decisions), 10,
+                   "the sweeper to report its quarantine", c.tail)
         # a live worker, later sweeps: nothing runs the effect again
         time.sleep(3.0)
         assert run.status().status == "quarantined"
