@@ -47,7 +47,7 @@ from hypha_celery.middleware import (
     Step,
 )
 from hypha_celery.tracing.client import otel_context, otel_trace, tracecontext
-from hypha_celery.tracing.spans import SCOPE, add_first, processor_for, sink_of
+from hypha_celery.tracing.spans import SCOPE, TracerSpans, add_first, processor_for, sink_of
 
 #: Runs whose first sighting this process remembers (for the root span's start).
 MAX_REMEMBERED = 10_000
@@ -193,6 +193,7 @@ class TracingMiddleware(Middleware):
         self.sink = sink_of(self.tracer)
         if self.sink is not None and hasattr(provider, "add_span_processor"):
             add_first(provider, processor_for(self.sink))  # force_flush hands over
+        self.spans = self.sink if self.sink is not None else TracerSpans(self.tracer)
         self.sampler = getattr(provider, "sampler", None)
         self.local = threading.local()
         self.lock = threading.Lock()
@@ -206,15 +207,14 @@ class TracingMiddleware(Middleware):
         in a thread: the task's header does not change, and now is later than then."""
         key = (run_id, _task_id(request))
         run: tuple[str, int] | None = getattr(_RUN, "current", None)
-        if run is not None and run[0] == run_id:
-            if getattr(self.local, "seen", None) == key:
-                return
-            told = _header_start(request, run_id)
-            if (told is None or told >= run[1]) and run_id in self.first_seen:
-                self.local.seen = key  # nothing earlier to remember
-                return
-        else:
-            told = _header_start(request, run_id)
+        same_run = run is not None and run[0] == run_id
+        if same_run and getattr(self.local, "seen", None) == key:
+            return
+        told = _header_start(request, run_id)
+        if (same_run and run is not None and (told is None or told >= run[1])
+                and run_id in self.first_seen):
+            self.local.seen = key  # nothing earlier to remember: no lock
+            return
         now = time.time_ns()
         with self.lock:
             start = min(self.first_seen.get(run_id, now), told or now)
@@ -232,12 +232,7 @@ class TracingMiddleware(Middleware):
 
     def _span(self, name: str, parent: Any, attributes: dict[str, Any]) -> Any:
         """A started span under ``parent`` (a ``SpanContext``, or a span of ours)."""
-        if self.sink is not None:
-            return self.sink.start(name, parent.trace_id, parent, attributes)
-        if not isinstance(parent, self.trace.SpanContext):
-            parent = parent.get_span_context()
-        under = self.trace.set_span_in_context(self.trace.NonRecordingSpan(parent))
-        return self.tracer.start_span(name, context=under, attributes=attributes)
+        return self.spans.start(name, _trace_id(parent), parent, attributes)
 
     def _start(self, key: tuple[str, ...], name: str, parent: Any,
                attributes: dict[str, Any]) -> Any:
@@ -260,19 +255,13 @@ class TracingMiddleware(Middleware):
         if error is not None:
             attributes = {**(attributes or {}), "hypha.error_type": error}
         if attributes:
-            self._note(span, attributes)
+            self.spans.note(span, attributes)
         if error is not None:
             span.set_status(self.trace.Status(self.trace.StatusCode.ERROR, error))
         try:
             self.context.detach(token)
         finally:
             span.end()
-
-    def _note(self, span: Any, attributes: dict[str, Any]) -> None:
-        if self.sink is not None:
-            span.note(attributes)  # hypha's own: already clean
-        else:
-            span.set_attributes(attributes)
 
     def _traced(self, run_id: str) -> bool:
         """The provider's sampler keeps this run (once per run; an unsampled run's hooks
@@ -297,14 +286,9 @@ class TracingMiddleware(Middleware):
                                       "hypha.status": run.status}
         if run.reason:
             attributes["hypha.reason"] = run.reason
-        name = f"hypha.run {run.graph_id}".rstrip()
-        if self.sink is None:
-            span = self.tracer.start_span(name, context=self.context.Context(),
-                                          attributes=attributes, start_time=start)
-        else:  # the root: the run's ids
-            trace_id, span_id = run_ids(run.run_id)
-            span = self.sink.start(name, trace_id, None, attributes, span_id=span_id,
-                                   start_time=start)
+        trace_id, span_id = run_ids(run.run_id)  # the root: the run's ids
+        span = self.spans.start(f"hypha.run {run.graph_id}".rstrip(), trace_id, None,
+                                attributes, span_id=span_id, start_time=start)
         if run.status == "failed":
             span.set_status(self.trace.Status(self.trace.StatusCode.ERROR,
                                               run.reason or "failed"))

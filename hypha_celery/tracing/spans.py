@@ -44,7 +44,7 @@ import weakref
 from collections import deque
 from typing import Any
 
-from hypha_celery.tracing.client import otel_trace
+from hypha_celery.tracing.client import otel_context, otel_trace
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,11 @@ class SpanSink:
         generator's."""
         span_id = span_id if span_id is not None else self.ids.generate_span_id()
         return HyphaSpan(self, name, trace_id, span_id, parent, attributes, start_time)
+
+    @staticmethod
+    def note(span: HyphaSpan, attributes: dict[str, Any]) -> None:
+        """Hypha's own attributes on a span of its own (already clean)."""
+        span.note(attributes)
 
     def finished(self, span: HyphaSpan) -> None:
         """A span ended: it waits for the thread (or is handed over now, with the others
@@ -209,6 +214,31 @@ def add_first(provider: Any, processor: Any) -> None:
     with lock:
         rest = tuple(p for p in multi._span_processors if p is not processor)
         multi._span_processors = (processor, *rest)
+
+
+class TracerSpans:
+    """Spans from a tracer that is not the SDK's, through its own ``start_span``, with
+    :class:`SpanSink`'s ``start`` and ``note`` (a root gets the tracer's random ids)."""
+
+    def __init__(self, tracer: Any) -> None:
+        self.tracer = tracer
+        self.trace = otel_trace()
+        self.context = otel_context()
+
+    def start(self, name: str, trace_id: int, parent: Any, attributes: dict[str, Any],
+              span_id: int | None = None, start_time: int | None = None) -> Any:
+        if parent is None:
+            under = self.context.Context()
+        else:
+            if not isinstance(parent, self.trace.SpanContext):
+                parent = parent.get_span_context()
+            under = self.trace.set_span_in_context(self.trace.NonRecordingSpan(parent))
+        return self.tracer.start_span(name, context=under, attributes=attributes,
+                                      start_time=start_time)
+
+    @staticmethod
+    def note(span: Any, attributes: dict[str, Any]) -> None:
+        span.set_attributes(attributes)
 
 
 def sink_of(tracer: Any) -> SpanSink | None:
