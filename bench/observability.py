@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -104,39 +105,18 @@ def _cpu_s(pid: int) -> float:
     return total
 
 
-class Side:
-    """One side of the A/B: its client, its worker, its samples."""
+@dataclass
+class Samples:
+    """A side's samples: wall s per run, worker CPU s per run, in-worker s per step."""
 
-    def __init__(self, env: BenchEnv) -> None:
-        assert env.app is not None and env.worker is not None
-        self.hypha, self.pid = env.app.hypha, env.worker.pid
-        self.wall: list[float] = []
-        self.cpu: list[float] = []
-        self.run_ids: list[str] = []
-        self.inner: list[float] = []  # in-worker s per step, read while the store is up
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    inner: list[float] = field(default_factory=list)
 
-    def sample(self) -> None:
-        cpu0 = _cpu_s(self.pid)
-        t0 = time.perf_counter()
-        run = self.hypha.start(GRAPH)
-        result = run.wait(timeout=60)
-        dt = time.perf_counter() - t0
-        assert result == {"steps": STEPS}, result
-        self.wall.append(dt)
-        self.cpu.append(_cpu_s(self.pid) - cpu0)
-        self.run_ids.append(run.id)
-
-    def clear(self) -> None:
-        self.wall.clear()
-        self.cpu.clear()
-        self.run_ids.clear()
-
-    def read_inner(self) -> None:
-        self.inner = [_in_worker_per_step(self.hypha, rid) for rid in self.run_ids]
-
-    def after(self, earlier: Side) -> None:
-        """Put an earlier phase's samples before this one's."""
-        self.wall[:0], self.cpu[:0], self.inner[:0] = earlier.wall, earlier.cpu, earlier.inner
+    def extend(self, other: Samples) -> None:
+        self.wall += other.wall
+        self.cpu += other.cpu
+        self.inner += other.inner
 
     def report(self) -> dict[str, Any]:
         return {"wall_ms_per_step": summary(self.wall, 1000 / STEPS),
@@ -145,10 +125,40 @@ class Side:
                                                 3)}
 
 
-def _phase(which: str, on_first: bool, repeats: int, off: Side | None = None,
-           on: Side | None = None) -> tuple[Side, Side]:
-    """One phase: an off and an on side, the on side's environment built first or second
-    (the second-built side measured ~3 % slower in A/A runs: the phases swap it)."""
+class Side:
+    """One side of the A/B in one phase: its client, its worker, its samples."""
+
+    def __init__(self, env: BenchEnv) -> None:
+        assert env.app is not None and env.worker is not None
+        self.hypha, self.pid = env.app.hypha, env.worker.pid
+        self.samples = Samples()
+        self.run_ids: list[str] = []
+
+    def sample(self) -> None:
+        cpu0 = _cpu_s(self.pid)
+        t0 = time.perf_counter()
+        run = self.hypha.start(GRAPH)
+        result = run.wait(timeout=60)
+        dt = time.perf_counter() - t0
+        assert result == {"steps": STEPS}, result
+        self.samples.wall.append(dt)
+        self.samples.cpu.append(_cpu_s(self.pid) - cpu0)
+        self.run_ids.append(run.id)
+
+    def clear(self) -> None:
+        self.samples = Samples()
+        self.run_ids.clear()
+
+    def finished(self) -> Samples:
+        """Its samples, with the in-worker ones (read while its store is up)."""
+        self.samples.inner = [_in_worker_per_step(self.hypha, rid) for rid in self.run_ids]
+        return self.samples
+
+
+def _phase(which: str, on_first: bool, repeats: int) -> tuple[Samples, Samples]:
+    """One phase: the off and the on side's samples, the on side's environment built
+    first or second (the second-built side measured ~3 % slower in A/A runs: the phases
+    swap it)."""
     order = (which, "0") if on_first else ("0", which)
     with SideEnv(order[0]) as first, SideEnv(order[1]) as second:
         env_on, env_off = (first, second) if on_first else (second, first)
@@ -163,24 +173,19 @@ def _phase(which: str, on_first: bool, repeats: int, off: Side | None = None,
         a.clear()
         b.clear()
         rounds(repeats)
-        a.read_inner()
-        b.read_inner()
-        if off is not None and on is not None:
-            a.after(off)
-            b.after(on)
-    return a, b
+        return a.finished(), b.finished()
 
 
 def bench(env: BenchEnv) -> dict[str, Any]:
     which = os.environ.get("BENCH_OBSERVE_ON", "1")
     each = max(1, REPEATS // PHASES)
-    off: Side | None = None
-    on: Side | None = None
+    off, on = Samples(), Samples()
     phases: list[float] = []
     for i in range(PHASES):
-        off, on = _phase(which, i % 2 == 1, each, off, on)
-        phases.append(statistics.median(on.wall[-each:]) / statistics.median(off.wall[-each:]))
-    assert off is not None and on is not None
+        phase_off, phase_on = _phase(which, i % 2 == 1, each)
+        phases.append(statistics.median(phase_on.wall) / statistics.median(phase_off.wall))
+        off.extend(phase_off)
+        on.extend(phase_on)
     a, b = off.report(), on.report()
     paired = statistics.median(y / x for x, y in zip(off.wall, on.wall, strict=True))
 
