@@ -16,6 +16,7 @@ from hypha_celery.store.imports import IDEM_MAX, RUN_ID_MAX, ImportResult, check
 from hypha_celery.store.lanes import Item, LaneState
 from hypha_celery.store.projection import MAX_LIST, RunFilter, RunRow, parse_time
 from hypha_celery.store.rows import gc_paused
+from hypha_celery.store.stats import Bucket, GraphFailures, RunStats
 from hypha_celery.store.tx import LIFECYCLE_WRITER, Tx, check_append
 
 __all__ = [
@@ -23,6 +24,8 @@ __all__ = [
     "EventStore", "Tx", "LIFECYCLE_WRITER", "check_append",
     # run listings
     "MAX_LIST", "RunFilter", "RunRow", "parse_time",
+    # a window's figures (the console's first page)
+    "Bucket", "GraphFailures", "RunStats",
     # lane rows
     "Item", "LaneState",
     # export / import
