@@ -17,7 +17,9 @@ from hypha_celery.store import MAX_LIST, RunFilter, RunRow
 
 __all__ = ["COMMANDS", "parse_cursor", "runs_table"]
 
-HEADER = ("RUN_ID", "GRAPH", "STATUS", "USER", "SESSION", "STEP", "CREATED", "UPDATED")
+#: ``EVENTS`` is the run's event count (its last event's ``seq``: a step of a run writes
+#: several events, so a 4-step run shows about 20), ``seq`` in ``--json``.
+HEADER = ("RUN_ID", "GRAPH", "STATUS", "USER", "SESSION", "EVENTS", "CREATED", "UPDATED")
 
 
 def iso(ts: float) -> str:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from hypha_celery.store import EventStore
+from tests.cli.conftest import DemoRun
 from tests.cli.test_commands import invoke, one_line_error
 from tests.conftest import migrated
 from tests.store.test_runs_list import STATUSES, Spec, World, insert_runs, unique
@@ -46,7 +47,7 @@ def test_table_for_people(store: EventStore, world: World) -> None:
     code, out, err = runs(store, "--graph", world.g1)
     assert code == 0, err
     header, *rows, footer = out.splitlines()
-    assert header.split() == ["RUN_ID", "GRAPH", "STATUS", "USER", "SESSION", "STEP",
+    assert header.split() == ["RUN_ID", "GRAPH", "STATUS", "USER", "SESSION", "EVENTS",
                               "CREATED", "UPDATED"]
     assert [r.split()[0] for r in rows] == world.expected(lambda s: s.graph_id == world.g1)
     first = rows[0].split()
@@ -132,3 +133,14 @@ def test_as_user_sees_only_its_runs(store: EventStore, world: World) -> None:
 def test_bad_input_is_one_line(sqlite_url: str, args: tuple[str, ...], needle: str) -> None:
     result = invoke("runs", *args, store_url=sqlite_url)
     assert needle in one_line_error(result, 2)
+
+
+def test_the_events_column_counts_a_real_runs_events(demo_run: DemoRun) -> None:
+    """A run of the demo's few steps writes many more events: the column says EVENTS and
+    holds their count (it said STEP)."""
+    result = invoke("runs", "--graph", "support", store_url=demo_run.store_url)
+    assert result.exit_code == 0, result.output
+    header, *rows, _footer = result.stdout.splitlines()
+    column = header.split().index("EVENTS")
+    [row] = [r.split() for r in rows if r.startswith(demo_run.run_id)]
+    assert row[column] == str(len(demo_run.events)) and len(demo_run.events) > 5
