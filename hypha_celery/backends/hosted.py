@@ -13,7 +13,8 @@ Start options (``init_agent``'s backend options; anything else is refused):
                             ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``, or a callback:
                             :mod:`hypha_celery.backends.llm.keys`)
 ``system``                  the system prompt
-``tools``                   function tools: ``ToolSpec`` s or their JSON
+``tools``                   function tools: ``ToolSpec`` s, ``ToolDecl`` s or their JSON
+                            (:class:`~hypha_celery.backends.llm.types.ToolDecl`); None: none
 ``max_output_tokens``       per turn
 ``temperature``, ``top_p``  sampling
 ``timeout``                 seconds without a byte before a turn fails (default 600)
@@ -70,7 +71,7 @@ from hypha_celery.backends.llm.client import BackendServices
 from hypha_celery.backends.llm.keys import check_env_name, resolve_key
 from hypha_celery.backends.llm.ref import PROVIDERS, ModelRef, Provider, provider
 from hypha_celery.backends.llm.stream import LLMStream
-from hypha_celery.backends.llm.types import LLMRequest, Message, ToolDecl
+from hypha_celery.backends.llm.types import LLMRequest, Message, ToolDecl, tool_decls
 from hypha_celery.backends.llm.wire import ToolNames
 from hypha_celery.errors import ExtraNotInstalled, InvalidModelRef
 
@@ -176,7 +177,7 @@ class HostedBackend(Backend):
             check_env_name(clean.get("key_env"))
         except (TypeError, ValueError) as exc:
             raise self._error("invalid_option", str(exc)) from None
-        clean["tools"] = self._tools(opts.get("tools") or [])
+        clean["tools"] = self._tools(opts.get("tools"))
         if not clean["tools"]:
             del clean["tools"]
         return clean
@@ -197,10 +198,8 @@ class HostedBackend(Backend):
         return {"model": ref.model, **ref.options}
 
     def _tools(self, tools: Any) -> list[dict[str, Any]]:
-        if not isinstance(tools, list | tuple):
-            raise self._error("invalid_tool", "tools is a list of ToolSpec (or their JSON)")
         try:
-            decls = [_decl(t) for t in tools]
+            decls = tool_decls(tools)
             ToolNames(decls)
         except (TypeError, ValueError, KeyError) as exc:
             raise self._error("invalid_tool", f"{type(exc).__name__}: {exc}") from None
@@ -337,14 +336,6 @@ def _fits(messages: list[Message], limit: tuple[int, int]) -> bool:
     if len(messages) > limit[0]:
         return False
     return len(json.dumps(messages, separators=(",", ":")).encode()) <= limit[1]
-
-
-def _decl(tool: Any) -> ToolDecl:
-    if isinstance(tool, dict):
-        if "id" in tool:
-            return ToolDecl(tool["id"], tool.get("description", ""), dict(tool["input_schema"]))
-        return ToolDecl(tool["name"], tool.get("description", ""), dict(tool["parameters"]))
-    return ToolDecl.of(tool)
 
 
 _POSITIVE_INT = ("max_output_tokens", "max_messages", "max_bytes", "thinking_budget")

@@ -58,7 +58,7 @@ def default_client() -> LLMClient:
 
 
 def call_llm(ctx: NodeContext, calls: Calls, ref: ModelRef, messages: Sequence[Message],
-             tools: Iterable[Any], options: Mapping[str, Any]) -> LLMResult:
+             tools: Iterable[Any] | None, options: Mapping[str, Any]) -> LLMResult:
     client = ctx._llm or default_client()
     request = client.request(ref, messages, tools, **options)
     recorded = {"ref": str(ref), **request.to_json()}

@@ -152,13 +152,15 @@ class NodeContext:
         calling. ``request`` and the output must be JSON."""
         return self._recorder().call("model", model, call, request)
 
-    def llm(self, model: str | ModelRef, messages: Sequence[Message], tools: Iterable[Any] = (),
-            **options: Any) -> LLMResult:
+    def llm(self, model: str | ModelRef, messages: Sequence[Message],
+            tools: Iterable[Any] | None = (), **options: Any) -> LLMResult:
         """Call a model over its provider (``"openai:gpt-4.1-mini"``, ``"anthropic:..."``):
         the answer's text, tool calls and usage. Recorded as ``model.call.*`` events with
         the provider, usage, latency and cost (the request only as a hash; the answer is
         stored, it is what a replay serves); a replay calls nothing. Text deltas stream
-        live on ``run:<run_id>``. ``tools``: ``ToolSpec`` s or ``ToolDecl`` s; ``options``:
+        live on ``run:<run_id>``. ``tools``: ``ToolSpec`` s, ``ToolDecl`` s or their JSON
+        (``{"id", "description", "input_schema"}``: no side-effect level, the model only
+        sees the tools), ``None`` for none; ``options``:
         the provider's (``max_output_tokens``, ``temperature`` ...). Failures raise
         :class:`~hypha_celery.backends.BackendError` (``rate_limited`` and transport or
         server errors are retried by the node's ``RetryPolicy``)."""

@@ -17,8 +17,9 @@ from hypha_celery.backends.llm.types import (
     ToolCall,
     ToolDecl,
     Usage,
+    tool_decls,
 )
 
 __all__ = ["LLMRequest", "LLMResult", "LLMStream", "Message", "ModelRef", "Provider",
            "ToolCall", "ToolDecl", "Usage", "provider", "register_key_source", "resolve_key",
-           "unregister_key_source"]
+           "tool_decls", "unregister_key_source"]

@@ -27,7 +27,14 @@ from hypha_celery.backends.llm.keys import resolve_key
 from hypha_celery.backends.llm.pricing import PriceTable
 from hypha_celery.backends.llm.ratelimit import NO_LIMITS, Limiter, limit_key
 from hypha_celery.backends.llm.ref import PROVIDERS, ModelRef, provider
-from hypha_celery.backends.llm.types import LLMRequest, LLMResult, Message, ToolDecl
+from hypha_celery.backends.llm.types import (
+    LLMRequest,
+    LLMResult,
+    Message,
+    ToolDecl,
+    tool_decls,
+)
+from hypha_celery.backends.llm.wire import ToolNames
 from hypha_celery.live import LiveBus, LiveItem
 
 __all__ = ["DEFAULT_MAX_WAIT", "DEFAULT_TIMEOUT", "BackendServices", "LLMCall", "LLMClient",
@@ -147,19 +154,21 @@ class LLMClient:
         return self.base_urls.get(ref.provider) or self.base_urls.get(ref.vendor)
 
     def request(self, ref: ModelRef | str, messages: Sequence[Message],
-                tools: Iterable[Any] = (), **options: Any) -> LLMRequest:
+                tools: Iterable[Any] | None = (), **options: Any) -> LLMRequest:
         """The request a call sends (validated where it is written: ``InvalidModelRef``
         for a bad reference, ``BackendError(kind="invalid_request")`` for an unknown
-        option)."""
+        option, ``kind="invalid_tool"`` for a tool the APIs would refuse). ``tools``:
+        ``ToolSpec`` s, ``ToolDecl`` s or their JSON, ``None`` for none
+        (:func:`~hypha_celery.backends.llm.types.tool_decls`)."""
         ref = ModelRef.parse(ref)
         unknown = ref.unknown_options(options)
         if unknown:
             raise BackendError(ref.vendor, "invalid_request", False,
                                message=f"unknown model option {unknown[0]!r}")
-        return ref.request(tuple(messages), tuple(ToolDecl.of(t) for t in tools), **options)
+        return ref.request(tuple(messages), _tools(ref.vendor, tools), **options)
 
     def call(self, ref: ModelRef | str, messages: Sequence[Message],
-             tools: Iterable[Any] = (), *, live: LiveSink | None = None,
+             tools: Iterable[Any] | None = (), *, live: LiveSink | None = None,
              cancelled: Callable[[], bool] | None = None, key_env: str | None = None,
              watch: Watch | None = None, **options: Any) -> LLMCall:
         """One streamed call to its end. ``live``: publish its stream there;
@@ -190,6 +199,16 @@ class LLMClient:
 
     def close(self) -> None:
         self.services.limiter.close()
+
+
+def _tools(vendor: str, tools: Iterable[Any] | None) -> tuple[ToolDecl, ...]:
+    """``tools`` as declarations both APIs accept, else ``BackendError(kind="invalid_tool")``."""
+    try:
+        decls = tool_decls(tools)
+        ToolNames(decls)  # a name, an object schema, one wire name per tool
+    except (TypeError, ValueError) as exc:
+        raise BackendError(vendor, "invalid_tool", False, message=str(exc)) from None
+    return decls
 
 
 def _drain(stream: Any, live: LiveSink | None, cancelled: Callable[[], bool] | None,

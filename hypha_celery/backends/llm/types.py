@@ -13,6 +13,7 @@ Nothing here holds a key: keys are resolved at call time (:mod:`.keys`) and neve
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,14 @@ Message = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class ToolDecl:
-    """A function tool offered to the model: its name, description and JSON Schema."""
+    """A function tool offered to the model: its name, description and JSON Schema.
+
+    Everywhere a model call takes tools (``ctx.llm``, ``LLMClient``, the hosted agent
+    backends' ``tools`` option) each may be given as a ``ToolDecl``, its JSON (``name``,
+    ``description``, ``parameters``), a :class:`~hypha_celery.tools.ToolSpec`, or a
+    ``ToolSpec``'s JSON (``id``, ``description``, ``input_schema``; other keys, such as
+    ``side_effect``, are ignored: a model call runs nothing). See :func:`tool_decls`.
+    """
 
     name: str
     description: str
@@ -29,15 +37,48 @@ class ToolDecl:
 
     @classmethod
     def of(cls, spec: Any) -> ToolDecl:
-        """From a :class:`~hypha_celery.tools.ToolSpec` (duck-typed: ``id``,
-        ``description``, ``input_schema``) or a ``ToolDecl``."""
+        """One tool in any accepted form (see the class docstring). ``ValueError`` for
+        JSON without a name or a schema, ``TypeError`` for anything else."""
         if isinstance(spec, ToolDecl):
             return spec
-        return cls(spec.id, spec.description, dict(spec.input_schema))
+        if isinstance(spec, Mapping):
+            return cls._of_json(spec)
+        ident, schema = getattr(spec, "id", None), getattr(spec, "input_schema", None)
+        if isinstance(ident, str) and isinstance(schema, Mapping):  # a ToolSpec
+            return cls(ident, _description(getattr(spec, "description", None)), dict(schema))
+        raise TypeError(f"a tool is a ToolSpec, a ToolDecl or their JSON, not a "
+                        f"{type(spec).__name__}")
+
+    @classmethod
+    def _of_json(cls, doc: Mapping[str, Any]) -> ToolDecl:
+        field_ = "parameters" if "name" in doc and "id" not in doc else "input_schema"
+        name = doc.get("name" if field_ == "parameters" else "id")
+        if not isinstance(name, str) or not name:
+            raise ValueError("a tool's JSON needs an 'id' (a ToolSpec's) or a 'name' "
+                             "(a ToolDecl's)")
+        schema = doc.get(field_)
+        if not isinstance(schema, Mapping):
+            raise ValueError(f"tool {name!r} needs {field_!r}: its JSON Schema, an object")
+        return cls(name, _description(doc.get("description")), dict(schema))
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description,
                 "parameters": self.parameters}
+
+
+def _description(value: Any) -> Any:
+    return "" if value is None else value  # a description that is not text is refused later
+
+
+def tool_decls(tools: Iterable[Any] | None) -> tuple[ToolDecl, ...]:
+    """A call's tools: each in any form :class:`ToolDecl` accepts; ``None`` (or an empty
+    list) for none. ``TypeError`` / ``ValueError`` name what is wrong."""
+    if tools is None:
+        return ()
+    if isinstance(tools, Mapping | str | bytes) or not isinstance(tools, Iterable):
+        raise TypeError(f"tools is a list of ToolSpec, ToolDecl or their JSON (or None), "
+                        f"not a {type(tools).__name__}")
+    return tuple(ToolDecl.of(t) for t in tools)
 
 
 @dataclass(frozen=True, slots=True)
