@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -31,6 +32,7 @@ from hypha_celery.cli.common import AS_USER, app_option, echo_json, opened, oper
 from hypha_celery.cli.follow import LiveLines
 from hypha_celery.cli.follow import follow as follow_events
 from hypha_celery.cli.loading import embedded_settings, load_app
+from hypha_celery.cli.passthrough import PassThroughCommand, celery_worker
 from hypha_celery.cli.progress import Progress, Ticker, read_counts
 from hypha_celery.cli.selection import parse_session, parse_since
 from hypha_celery.cli.status import status_json, status_lines
@@ -319,21 +321,27 @@ def _write_file(path: str, write: Callable[[IO[str]], tuple[int, int]]) -> tuple
 @cli.command("import")
 @click.argument("file", metavar="FILE")
 @click.option("--verify", is_flag=True, help=f"accept only a signed export whose every "
-              f"line verifies with ${KEY_ENV}")
+              f"line verifies with ${KEY_ENV} (refused without the key)")
+@click.option("--allow-unsigned", is_flag=True, help=f"with ${KEY_ENV} set, accept an "
+              "unsigned file too (refused by default: its lines prove nothing)")
 @click.option("--json", "as_json", is_flag=True,
               help='the counts as one JSON object: {"runs", "events", "present"}')
 @app_option()
-def import_(file: str, verify: bool, as_json: bool, app_spec: str | None) -> None:
+def import_(file: str, verify: bool, allow_unsigned: bool, as_json: bool,
+            app_spec: str | None) -> None:
     """Import a JSONL export (FILE, or - for stdin) in one transaction.
 
-    The whole file is checked first (JSON, event types, checksums, complete runs, and
-    the signatures of a signed export when the key is set): a bad line imports nothing.
-    Events the store already has are skipped, so importing twice adds nothing; a
-    different event under the same id is refused."""
+    The whole file is checked first (JSON, event types, checksums, complete runs, and,
+    when $HYPHA_EXPORT_KEY is set, the signatures: an unsigned file is then refused
+    unless --allow-unsigned): a bad line imports nothing. Events the store already has
+    are skipped, so importing twice adds nothing; a different event under the same id
+    is refused."""
     operator_only("import")  # it writes runs of any user
-    key = export_key() if os.environ.get(KEY_ENV) else None  # --verify without it: refused
+    if verify and allow_unsigned:
+        raise click.UsageError("--verify and --allow-unsigned contradict each other")
     with Progress("import: reading", read_counts(file)) as progress:
-        parsed = read_file(file, key=key, verify=verify, progress=progress)
+        parsed = read_file(file, verify=verify, allow_unsigned=allow_unsigned,
+                           progress=progress)
     with opened(app_spec) as hypha, \
             Ticker(f"import: writing {len(parsed.events):,} events in one transaction"):
         done = import_parsed(hypha.store, parsed)
@@ -345,7 +353,8 @@ def import_(file: str, verify: bool, as_json: bool, app_spec: str | None) -> Non
                "already present, skipped" + ("" if done.events else " (nothing new)"))
 
 
-@cli.command(context_settings={"ignore_unknown_options": True,
+@cli.command(cls=PassThroughCommand, celery=celery_worker,
+             context_settings={"ignore_unknown_options": True,
                                "allow_interspersed_args": True})
 @app_option(required=True)
 @click.option("--queues", "-Q", metavar="Q1,Q2", help="queues to consume (default: all of the "
@@ -362,15 +371,22 @@ def import_(file: str, verify: bool, as_json: bool, app_spec: str | None) -> Non
 @click.option("--loglevel", "-l", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
                                 case_sensitive=False))
+@click.option("--dry-run", "--check", "dry_run", is_flag=True,
+              help="load the app, check the options and the profile, print the celery "
+              "worker command line and exit")
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED, metavar="[CELERY OPTIONS]...")
 def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | None,
-           concurrency: int | None, loglevel: str, celery_args: tuple[str, ...]) -> None:
+           concurrency: int | None, loglevel: str, dry_run: bool,
+           celery_args: tuple[str, ...]) -> None:
     """Run a Celery worker for the app (task events on). Other options are passed
-    to `celery worker`, e.g. --hostname."""
+    to `celery worker`, e.g. --hostname (an option neither knows is refused)."""
     operator_only("a worker")
     hypha = load_app(app_spec)
     argv = worker_argv(hypha, queues=parse_queues(queues), pool=pool, concurrency=concurrency,
                        loglevel=loglevel.upper(), extra=celery_args, profile_name=profile_name)
+    if dry_run:
+        click.echo(f"celery {shlex.join(argv)}")
+        return
     hypha.celery.worker_main(argv)
 
 

@@ -3,6 +3,7 @@ operator's side of failure handling. Thin: every command is one library call."""
 
 from __future__ import annotations
 
+import shlex
 import time
 from typing import Any
 
@@ -17,6 +18,7 @@ from hypha_celery.cli.common import (
     operator_only,
     settle,
 )
+from hypha_celery.cli.passthrough import PassThroughCommand, celery_beat
 from hypha_celery.cli.progress import Ticker
 
 
@@ -159,16 +161,25 @@ def sweep(app_spec: str, as_json: bool) -> None:
         click.echo(f"{len(decisions)} decisions", err=True)
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command(cls=PassThroughCommand, celery=celery_beat,
+               context_settings={"ignore_unknown_options": True})
 @app_option(required=True)
 @click.option("--loglevel", "-l", default="INFO", show_default=True)
+@click.option("--dry-run", "--check", "dry_run", is_flag=True,
+              help="load the app, check the options, print the celery beat command line "
+              "and exit")
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED, metavar="[CELERY OPTIONS]...")
-def beat(app_spec: str, loglevel: str, celery_args: tuple[str, ...]) -> None:
+def beat(app_spec: str, loglevel: str, dry_run: bool, celery_args: tuple[str, ...]) -> None:
     """Run celery beat for the app: the recovery supervisor every HYPHA_SWEEP_INTERVAL
-    seconds. Run exactly one per deployment."""
+    seconds. Run exactly one per deployment. Other options are passed to `celery beat`
+    (an option neither knows is refused)."""
     operator_only("beat")
     hypha = load_app(app_spec)
-    hypha.celery.start(["beat", f"--loglevel={loglevel.upper()}", *celery_args])
+    argv = ["beat", f"--loglevel={loglevel.upper()}", *celery_args]
+    if dry_run:
+        click.echo(f"celery {shlex.join(argv)}")
+        return
+    hypha.celery.start(argv)
 
 
 COMMANDS = (dlq, quarantine, sweep, beat)

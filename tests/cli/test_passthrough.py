@@ -1,0 +1,65 @@
+"""``hypha worker`` and ``hypha beat``: an option neither hypha nor Celery knows is one line
+and exit 2 before anything else, ``--help`` included; ``--dry-run`` (``--check``) loads
+the app and prints the Celery command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from hypha_celery.cli.passthrough import first_unknown
+from tests.cli.test_commands import invoke, one_line_error
+
+APP = "examples.support:hypha"
+BROKER = "redis://127.0.0.1:1/0"  # never reached: nothing here connects
+
+
+@pytest.mark.parametrize(("args", "typo", "meant"), [
+    (("worker", "--app", APP, "--profle", "cpu", "--help"), "--profle", "--profile"),
+    (("worker", "--app", APP, "--profile", "cpu", "--hostnme=w@%h"), "--hostnme",
+     "--hostname"),
+    (("beat", "--app", APP, "--schedul", "x", "--help"), "--schedul", "--schedule"),
+    (("beat", "--app", APP, "--max-intreval=5", "--dry-run"), "--max-intreval",
+     "--max-interval"),
+])
+def test_a_typo_is_one_line_exit_2_even_with_help(args: tuple[str, ...], typo: str,
+                                                  meant: str) -> None:
+    line = one_line_error(invoke(*args, HYPHA_BROKER_URL=BROKER), code=2)
+    assert f"No such option '{typo}'" in line and meant in line, line
+
+
+def test_help_with_valid_options_still_shows_the_help() -> None:
+    result = invoke("worker", "--app", APP, "--profile", "cpu", "-c", "2", "--without-gossip",
+                    "--help", HYPHA_BROKER_URL=BROKER)
+    assert result.exit_code == 0, result.output
+    assert "--dry-run" in result.stdout and "--profile" in result.stdout
+
+
+def test_worker_dry_run_prints_the_celery_command_line() -> None:
+    result = invoke("worker", "--app", APP, "--profile", "io", "-c", "8", "--hostname",
+                    "io-1@%h", "--without-gossip", "--dry-run", HYPHA_BROKER_URL=BROKER)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "celery worker --pool=threads --queues=hypha.agents,hypha.io --task-events "
+        "--loglevel=INFO --concurrency=8 --hostname io-1@%h --without-gossip"]
+    check = invoke("worker", "--app", APP, "--profile", "nope", "--check",
+                   HYPHA_BROKER_URL=BROKER)
+    assert "--profile" in one_line_error(check, code=1)  # the profile is checked too
+
+
+def test_beat_dry_run_loads_the_app_and_prints_the_command_line() -> None:
+    result = invoke("beat", "--app", APP, "--schedule=.hypha/s", "-l", "debug", "--check",
+                    HYPHA_BROKER_URL=BROKER)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == ["celery beat --loglevel=DEBUG --schedule=.hypha/s"]
+    missing = invoke("beat", "--app", "no_such_module:hypha", "--dry-run",
+                     HYPHA_BROKER_URL=BROKER)
+    assert "no_such_module" in one_line_error(missing, code=1)
+
+
+def test_first_unknown_reads_values_as_values() -> None:
+    known = {"--hostname": True, "-n": True, "-B": False, "--concurrency": True}
+    assert first_unknown(["--hostname", "--x", "-B"], known) is None  # a value, oddly spelt
+    assert first_unknown(["-n", "a@b", "-Bx", "--concurrency=-1"], known) is None
+    assert first_unknown(["--concurrency", "-1", "--", "--anything"], known) is None
+    assert first_unknown(["--hostname=a", "--hostnme", "b"], known) == "--hostnme"
+    assert first_unknown(["-B", "-z"], known) == "-z"
