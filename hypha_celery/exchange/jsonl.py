@@ -21,6 +21,7 @@ import gc
 import hashlib
 import itertools
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -50,7 +51,14 @@ from hypha_celery.events.envelope import (
     deriver,
 )
 from hypha_celery.events.fold import View, apply_event, new_view
-from hypha_celery.exchange.signing import Signer, Verifier, export_key, is_signed, unsigned
+from hypha_celery.exchange.signing import (
+    KEY_ENV,
+    Signer,
+    Verifier,
+    export_key,
+    is_signed,
+    unsigned,
+)
 from hypha_celery.store import (
     IDEM_MAX,
     RUN_ID_MAX,
@@ -331,17 +339,28 @@ def read_jsonl(lines: Iterable[str | bytes], source: str = "<input>") -> list[Ev
 
 
 def read_file(path: str, *, key: bytes | None = None, verify: bool = False,
-              progress: Progress | None = None) -> Parsed:
-    """:func:`parse_jsonl` of a file (``-``: standard input). A signed file is verified
-    with ``key`` as it is read; ``verify`` refuses an unsigned one (and a signed one when
-    there is no key). A signed file read without a key (and without ``verify``) is
-    checked as an unsigned one: its checksums, not its signatures.
+              allow_unsigned: bool = False, progress: Progress | None = None) -> Parsed:
+    """:func:`parse_jsonl` of a file (``-``: standard input), verified when an export key
+    is configured: ``key``, else ``$HYPHA_EXPORT_KEY`` (:func:`~.signing.export_key`).
+
+    With a key, a signed file is verified as it is read and an unsigned one is refused
+    (:class:`SignatureMismatch`) unless ``allow_unsigned``: anyone can strip a signed
+    export's header, trailer and MACs and change a line. ``verify`` also demands a key
+    (:class:`SigningKeyMissing`) and a signed file; it contradicts ``allow_unsigned``
+    (``ValueError``). With no key and no ``verify``, an unsigned file is read by its
+    checksums, and so is a signed one (its signatures unchecked).
     ``progress(lines, bytes)`` is called as lines are read (every 1,024, and at the end)."""
+    if verify and allow_unsigned:
+        raise ValueError("read_file: verify=True and allow_unsigned=True contradict "
+                         "each other")
+    if key is None and (verify or os.environ.get(KEY_ENV)):
+        key = export_key()
+    policy = _Policy(key, allow_unsigned)
     if path == "-":
-        return _read(sys.stdin.buffer, "<stdin>", key, verify, progress)
+        return _read(sys.stdin.buffer, "<stdin>", policy, progress)
     try:
         with open(path, "rb") as file:
-            return _read(file, path, key, verify, progress)
+            return _read(file, path, policy, progress)
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         raise ImportSourceMissing(f"{path}: cannot read it: {exc.strerror}") from None
 
@@ -371,19 +390,28 @@ def _reported(lines: Iterator[bytes], progress: Progress) -> Iterator[bytes]:
     progress(count, size)
 
 
-def _read(file: IO[bytes], source: str, key: bytes | None, verify: bool,
-          progress: Progress | None = None) -> Parsed:
+@dataclass(frozen=True)
+class _Policy:
+    """What :func:`read_file` accepts: with a ``key``, signed files (verified) and, when
+    ``allow_unsigned``, unsigned ones; with none, both (checksums only)."""
+
+    key: bytes | None
+    allow_unsigned: bool
+
+
+def _read(file: IO[bytes], source: str, policy: _Policy, progress: Progress | None = None,
+          ) -> Parsed:
     lines = bounded_lines(file, source)
     if progress is not None:
         lines = _reported(lines, progress)
     first = next(lines, b"")
-    signed = is_signed(first)
-    if verify and not signed:
-        raise SignatureMismatch(f"{source}:1: not a signed export (--verify needs one made "
-                                "with `hypha export --sign`)")
-    if verify and key is None:
-        key = export_key()
-    if not signed:
+    key = policy.key
+    if not is_signed(first):
+        if key is not None and not policy.allow_unsigned:
+            raise SignatureMismatch(
+                f"{source}:1: not a signed export, and an export key is configured: sign "
+                "it (`hypha export --sign`) or accept unsigned files explicitly "
+                "(`hypha import --allow-unsigned`, read_file(allow_unsigned=True))")
         return parse_jsonl(itertools.chain([first], lines), source)
     if key is None:
         return parse_jsonl(unsigned(lines), source, first_lineno=2)

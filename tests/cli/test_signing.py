@@ -25,11 +25,11 @@ def signed(events: list[Event], key: bytes = KEY) -> list[str]:
     return out.getvalue().splitlines(keepends=True)
 
 
-def read(lines: list[str], tmp_path: Path, key: bytes | None = KEY, verify: bool = True
-         ) -> list[Event]:
+def read(lines: list[str], tmp_path: Path, key: bytes | None = KEY, verify: bool = True,
+         allow_unsigned: bool = False) -> list[Event]:
     path = tmp_path / "in.jsonl"
     path.write_text("".join(lines))
-    return read_file(str(path), key=key, verify=verify).events
+    return read_file(str(path), key=key, verify=verify, allow_unsigned=allow_unsigned).events
 
 
 def refused(lines: list[str], tmp_path: Path, line: int, match: str) -> None:
@@ -76,8 +76,10 @@ def test_another_key_or_no_signature_is_refused(demo_run: DemoRun, tmp_path: Pat
     plain = io.StringIO()
     write_jsonl(demo_run.events, plain)
     refused(plain.getvalue().splitlines(keepends=True), tmp_path, 1, "not a signed export")
-    assert len(read(plain.getvalue().splitlines(keepends=True), tmp_path, verify=False)
-               ) == len(demo_run.events)  # unsigned imports where the user allows it
+    with pytest.raises(SignatureMismatch, match="not a signed export"):
+        read(plain.getvalue().splitlines(keepends=True), tmp_path, verify=False)  # a key
+    assert len(read(plain.getvalue().splitlines(keepends=True), tmp_path, verify=False,
+                    allow_unsigned=True)) == len(demo_run.events)  # where the user allows it
 
 
 def test_keys_come_from_the_environment_and_are_long_enough(
