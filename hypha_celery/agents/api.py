@@ -14,6 +14,7 @@ nobody has.
 from __future__ import annotations
 
 import copy
+import sys
 import time
 import uuid
 from contextlib import AbstractContextManager
@@ -37,7 +38,7 @@ from hypha_celery.agents.doc import (
 )
 from hypha_celery.agents.options import RESERVED, Limits
 from hypha_celery.agents.rows import AgentTx
-from hypha_celery.agents.runtime import AgentRuntime, ref_channel
+from hypha_celery.agents.runtime import AgentRuntime, class_path, ref_channel
 from hypha_celery.backends import Backend, BackendError, Response
 from hypha_celery.errors import (
     AgentAlreadyStarted,
@@ -111,6 +112,9 @@ class Agents:
         before the first turn."""
         _check_name(name)
         kind, path = self._rt.register(agent, backend)
+        if not _in_process(self._rt):
+            _check_importable("agent", agent)
+            _check_importable("backend", backend)
         instance = self._rt.new_backend(path)
         limits = Limits.from_options(options)
         opts = {k: v for k, v in options.items() if k not in RESERVED}
@@ -298,8 +302,8 @@ class Agents:
                 return "cancelled" if found.get("error") == "cancelled" else "already_finished"
             effects.finish(atx, self._rt, request, Failed("cancelled"))
             atx.event("agent.request.cancelled", {"ref": ref})
-        self._rt.middleware.call("after_turn_cancelled", effects.turn(name, request),
-                                 "caller_cancelled")
+        self._rt.middleware.after_turn_cancelled(effects.turn(name, request),
+                                                 "caller_cancelled")
         return "cancelled"
 
     def reset_session(self, name: str) -> None:
@@ -394,8 +398,8 @@ class Agents:
                     self._queue(atx, request, caller)
         except (Overloaded, AgentError) as exc:
             if not isinstance(exc, AgentNotFound):
-                self._rt.middleware.call("after_turn_rejected", effects.turn(name, request),
-                                         exc.reason)
+                self._rt.middleware.after_turn_rejected(effects.turn(name, request),
+                                                        exc.reason)
             raise
         self._ensure_worker()
         return request.ref
@@ -513,6 +517,36 @@ def _fits(what: str, size: int, bound: Bound, option: str) -> None:
 def _check_name(name: Any) -> None:
     if not isinstance(name, str) or not name or len(name) > MAX_NAME:
         raise AgentSpecError(f"an agent name is a string of 1..{MAX_NAME} characters")
+
+
+def _in_process(rt: AgentRuntime) -> bool:
+    """Whether every worker runs in this process (a ``memory://`` broker: the embedded
+    runtime, tests), so it finds a class by its registration here."""
+    return str(rt.app.conf.broker_url or "").startswith("memory://")
+
+
+def _check_importable(what: str, cls: type) -> None:
+    """:class:`AgentSpecError` unless a worker in another process, which imports an
+    agent's classes by ``module:Qualname``, finds ``cls`` by it."""
+    path = class_path(cls)
+    where = _unreachable(cls)
+    if where is not None:
+        raise AgentSpecError(
+            f"{what} class {path} is defined {where}, so workers in other processes cannot "
+            "import it: define it in a module workers import it from (your app module, "
+            "say; see docs/testing.md, \"Make your app buildable\")")
+
+
+def _unreachable(cls: type) -> str | None:
+    """Why ``module:Qualname`` does not name ``cls`` from another process, or None."""
+    if cls.__module__ == "__main__":
+        return "in __main__ (the script being run)"
+    if "<locals>" in cls.__qualname__:
+        return "in a function"
+    obj: Any = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return None if obj is cls else f"in module {cls.__module__} under another name"
 
 
 def _quietly(fn: Any) -> None:
