@@ -53,7 +53,7 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 
 from bench._harness import BenchEnv, emit, machine_info, setup_info, target
 from bench.agents_app import Counter, LoopingMock
-from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends import BackendEvent, MockBackend
 
 AGENTS = 100_000
 START = 1_000
@@ -71,8 +71,8 @@ TARGET_RSS_DELTA_MB = 5.0
 NAME_WIDTH = 7
 
 
-def _result(text: str = "ok") -> list[Event]:
-    return [Event.new("result", {"text": text})]
+def _result(text: str = "ok") -> list[BackendEvent]:
+    return [BackendEvent.new("result", {"text": text})]
 
 
 def idle_name(i: int) -> str:

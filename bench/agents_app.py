@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from hypha_celery.agents import Agent, NoReply, Response, TurnError
-from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends import BackendEvent, MockBackend
 from hypha_celery.backends.base import Checkpoint, Session
 
 
@@ -34,7 +34,7 @@ class LoopingMock(MockBackend):
     ``bench/agents.py turn``'s constant-size comparison uses it."""
 
     def prompt(self, session: Session, prompt: str,
-               checkpoint: Checkpoint | None = None) -> tuple[Iterator[Event], Session]:
+               checkpoint: Checkpoint | None = None) -> tuple[Iterator[BackendEvent], Session]:
         scripts = session.get("scripts") or []
         first = dict(scripts[0]) if scripts else None
         events, session = super().prompt(session, prompt, checkpoint)

@@ -19,7 +19,7 @@ from typing import Any
 
 from hypha_celery import Hypha, Settings
 from hypha_celery.agents import Agents
-from hypha_celery.backends import Event
+from hypha_celery.backends import BackendEvent
 
 NOTIFY_TASK = "examples.agents.notify_later"
 _current: Hypha | None = None
@@ -56,7 +56,7 @@ def notify_later(name: str, event: Any, delay_s: float) -> None:
 
 def result(text: str) -> list[dict[str, Any]]:
     """A data script: one successful turn answering ``text``."""
-    return [Event.new("result", {"text": text}).to_json()]
+    return [BackendEvent.new("result", {"text": text}).to_json()]
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:

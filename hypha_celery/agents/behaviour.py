@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from hypha_celery.backends import Event, Response, TurnError
+from hypha_celery.backends import BackendEvent, Response, TurnError
 
 _current: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "hypha_agent_name", default=None)
@@ -81,7 +81,7 @@ class Agent:
     def handle_event(self, event: Any, state: Any) -> Decision:
         return NoReply(state)
 
-    def handle_stream_event(self, event: Event, state: Any) -> Any:
+    def handle_stream_event(self, event: BackendEvent, state: Any) -> Any:
         return state
 
     def pre_run(self, state: Any) -> Any:

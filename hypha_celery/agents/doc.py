@@ -24,7 +24,7 @@ from typing import Any
 
 from hypha_celery.agents.channels import Target, target_from
 from hypha_celery.agents.options import Limits
-from hypha_celery.backends import Event, Response, TurnError
+from hypha_celery.backends import BackendEvent, Response, TurnError
 
 
 class Stage(StrEnum):
@@ -93,7 +93,7 @@ class Failed:
         return {"error": self.reason, "info": self.info}
 
     def decode(self) -> TurnError:
-        terminal = None if self.terminal is None else Event.from_json(self.terminal)
+        terminal = None if self.terminal is None else BackendEvent.from_json(self.terminal)
         return TurnError(self.reason, self.info or {}, terminal)
 
 

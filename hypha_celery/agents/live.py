@@ -9,7 +9,7 @@ the turn's ``end`` item ``{"ref", "status", "reason"}`` follows the commit of it
 
 from __future__ import annotations
 
-from hypha_celery.backends import Event
+from hypha_celery.backends import BackendEvent
 from hypha_celery.live import LiveBus, LiveItem, agent_topic, end_item
 
 __all__ = ["publish_end", "publish_event"]
@@ -17,7 +17,7 @@ __all__ = ["publish_end", "publish_event"]
 _COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
-def item(event: Event, ref: str) -> LiveItem | None:
+def item(event: BackendEvent, ref: str) -> LiveItem | None:
     """The live item of one backend event, or None (not shown live)."""
     kind, data = event.kind, event.data
     if kind == "text":
@@ -32,7 +32,7 @@ def item(event: Event, ref: str) -> LiveItem | None:
     return None
 
 
-def publish_event(bus: LiveBus, name: str, ref: str, event: Event) -> None:
+def publish_event(bus: LiveBus, name: str, ref: str, event: BackendEvent) -> None:
     shown = item(event, ref)
     if shown is not None:
         bus.publish(agent_topic(name), shown)

@@ -45,7 +45,7 @@ from hypha_celery.agents.machine import Step
 from hypha_celery.agents.rows import AgentTx
 from hypha_celery.agents.runtime import AgentRuntime, new_token
 from hypha_celery.agents.stream import Attempt, run_attempt
-from hypha_celery.backends import Backend, BackendError, Event, Response, TurnError
+from hypha_celery.backends import Backend, BackendError, BackendEvent, Response, TurnError
 from hypha_celery.errors import AgentNotFound, Overloaded
 from hypha_celery.middleware import TurnEnd
 
@@ -418,7 +418,7 @@ class Owner:
         ``cancel`` can only reach this turn's request)."""
         stream_to, ref = cur.request.stream_to, cur.ref
 
-        def relay(event: Event) -> None:
+        def relay(event: BackendEvent) -> None:
             publish_event(self.rt.live, self.name, ref, event)
             if stream_to is not None:
                 self.rt.transport.relay(stream_to, Streamed(self.name, ref, event.to_json()))

@@ -34,7 +34,7 @@ from typing import Any
 
 from hypha_celery.agents.behaviour import Agent, acting_as
 from hypha_celery.agents.options import Limits
-from hypha_celery.backends import Backend, BackendError, Event, Response, TurnError, collect
+from hypha_celery.backends import Backend, BackendError, BackendEvent, Response, TurnError, collect
 from hypha_celery.backends.event import monotonic_ms
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class Attempt:
     prompt: str
     state: Any
     limits: Limits
-    relay: Callable[[Event], None]
+    relay: Callable[[BackendEvent], None]
     #: Writes an acknowledged session id's session durably (fenced; raises BackendError).
     persist: Persist | None = None
     #: The session ``prompt`` returned, before the stream was consumed.
@@ -171,7 +171,7 @@ class Attempt:
         except Exception:
             return self.session
 
-    def _on_event(self, event: Event) -> None:
+    def _on_event(self, event: BackendEvent) -> None:
         self.stream_state = self.agent.handle_stream_event(event, self.stream_state)
         with self._relay_lock:
             if not self._stopped.is_set():

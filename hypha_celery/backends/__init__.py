@@ -1,9 +1,12 @@
 """Backends for long-running conversational agents (GenAgent's backend contract): the
-``Backend`` base, stream ``Event`` s, the turn ``Response`` and its builder ``collect``,
+``Backend`` base, stream ``BackendEvent`` s (formerly ``Event``), the turn ``Response`` and its builder ``collect``,
 the normalized ``BackendError``, the scriptable ``MockBackend`` and the hosted-model
 backends ``OpenAIBackend`` and ``AnthropicBackend`` (their SDKs load at the first session).
 ``ClaudeCodeBackend`` and ``CodexBackend`` run those CLIs as subprocesses (no Python
 dependency; the CLI must be installed)."""
+
+import warnings
+from typing import Any
 
 from hypha_celery.backends.anthropic import AnthropicBackend
 from hypha_celery.backends.base import Backend, Checkpoint, Session
@@ -11,7 +14,7 @@ from hypha_celery.backends.claude_code import ClaudeCodeBackend
 from hypha_celery.backends.cli import CliBackend, CliExit
 from hypha_celery.backends.codex import CodexBackend
 from hypha_celery.backends.error import BackendError
-from hypha_celery.backends.event import TERMINAL_KINDS, Event, InvalidEvent
+from hypha_celery.backends.event import TERMINAL_KINDS, BackendEvent, InvalidEvent
 from hypha_celery.backends.gate import GateChannel, gate_channel
 from hypha_celery.backends.hosted import HostedBackend
 from hypha_celery.backends.mock import MockBackend
@@ -30,7 +33,7 @@ __all__ = [
     "CliExit",
     "CliNotInstalled",
     "CodexBackend",
-    "Event",
+    "BackendEvent",
     "GateChannel",
     "HostedBackend",
     "InvalidEvent",
@@ -42,3 +45,11 @@ __all__ = [
     "collect",
     "gate_channel",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Event":  # renamed: the run's Event is hypha_celery.Event
+        warnings.warn("hypha_celery.backends.Event has been renamed to BackendEvent",
+                      DeprecationWarning, stacklevel=2)
+        return BackendEvent
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

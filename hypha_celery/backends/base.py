@@ -7,7 +7,7 @@ socket). Errors are :class:`BackendError` raised from ``start_session`` / ``prom
 ("nothing could be dispatched"); a failure after the stream started must be a terminal
 ``error`` event instead.
 
-The stream returned by ``prompt`` is an iterator of :class:`Event` in order, ending with
+The stream returned by ``prompt`` is an iterator of :class:`BackendEvent` in order, ending with
 exactly one terminal event (``result`` or ``error``); the runtime stops consuming there.
 It may be lazy and may block; it is consumed in a worker thread or process. Stopping the
 consumer does not cancel the provider's request: the runtime calls :meth:`Backend.cancel`
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from hypha_celery.backends.error import BackendError
-from hypha_celery.backends.event import Event
+from hypha_celery.backends.event import BackendEvent
 
 if TYPE_CHECKING:
     from hypha_celery.backends.llm.client import BackendServices
@@ -48,7 +48,7 @@ class Backend(ABC):
 
     @abstractmethod
     def prompt(self, session: Session, prompt: str,
-               checkpoint: Checkpoint | None = None) -> tuple[Iterator[Event], Session]:
+               checkpoint: Checkpoint | None = None) -> tuple[Iterator[BackendEvent], Session]:
         """Dispatch one prompt: ``(events, new_session)``, or raise :class:`BackendError`
         when nothing could be dispatched."""
 

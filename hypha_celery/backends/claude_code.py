@@ -66,7 +66,7 @@ from typing import Any, ClassVar
 
 from hypha_celery.backends.cli import CliBackend, LineParser, Turn, check_strings, error_event
 from hypha_celery.backends.error import BackendError, classify_status
-from hypha_celery.backends.event import Event
+from hypha_celery.backends.event import BackendEvent
 from hypha_celery.backends.process import CliCommand
 
 __all__ = ["ClaudeCodeBackend"]
@@ -152,7 +152,7 @@ class _Parser(LineParser):
         self.any_text = False
         self.synthetic: list[str] = []  # the CLI's own error texts
 
-    def feed(self, line: dict[str, Any]) -> list[Event]:
+    def feed(self, line: dict[str, Any]) -> list[BackendEvent]:
         kind = line.get("type")
         if kind == "system":
             return self._system(line)
@@ -166,29 +166,31 @@ class _Parser(LineParser):
             return self._tool_results(line.get("message") or {})
         if kind == "result":
             terminal = self.turn.terminal = self._result(line)
-            return [Event.new("usage", terminal.data["usage"])] if terminal.kind == "result" else []
+            if terminal.kind != "result":
+                return []
+            return [BackendEvent.new("usage", terminal.data["usage"])]
         return []
 
-    def _system(self, line: dict[str, Any]) -> list[Event]:
+    def _system(self, line: dict[str, Any]) -> list[BackendEvent]:
         subtype = line.get("subtype")
         if subtype == "init":
             if isinstance(line.get("model"), str):
                 self.model = line["model"]
             return [self.turn.acknowledge(line.get("session_id"))]
         if subtype == "api_retry":
-            return [Event.new("retry", {k: line[k] for k in (
+            return [BackendEvent.new("retry", {k: line[k] for k in (
                 "attempt", "max_retries", "retry_delay_ms", "error_status")
                 if isinstance(line.get(k), int | None) and k in line})]
         return []
 
-    def _text(self, message_id: Any, text: str) -> Event:
+    def _text(self, message_id: Any, text: str) -> BackendEvent:
         data: dict[str, Any] = {"text": self.turn.text(text)}
         if message_id != self.last_message and self.any_text:
             data["message_boundary"] = True
         self.last_message, self.any_text = message_id, True
-        return Event.new("text", data)
+        return BackendEvent.new("text", data)
 
-    def _delta(self, line: dict[str, Any]) -> list[Event]:
+    def _delta(self, line: dict[str, Any]) -> list[BackendEvent]:
         event = line.get("event") or {}
         delta = event.get("delta") or {}
         if event.get("type") == "content_block_delta" and delta.get("type") == "text_delta":
@@ -197,7 +199,7 @@ class _Parser(LineParser):
             return [self._text(message_id, str(delta.get("text", "")))]
         return []
 
-    def _assistant(self, message: dict[str, Any]) -> list[Event]:
+    def _assistant(self, message: dict[str, Any]) -> list[BackendEvent]:
         if message.get("model") == "<synthetic>":  # the CLI speaking, e.g. "API Error: ..."
             self.synthetic += [str(b.get("text")) for b in message.get("content") or []
                                if isinstance(b, dict) and b.get("type") == "text"]
@@ -209,24 +211,24 @@ class _Parser(LineParser):
             if kind == "text" and str(message_id) not in self.streamed:
                 events.append(self._text(message_id, str(block.get("text", ""))))
             elif kind == "tool_use":
-                events.append(Event.new("tool_use", {
+                events.append(BackendEvent.new("tool_use", {
                     "id": str(block.get("id")), "name": str(block.get("name")),
                     "input": self.turn.data(block.get("input") or {})}))
             elif kind in ("thinking", "redacted_thinking"):
-                events.append(Event.new("reasoning", {"chars": len(str(block.get("thinking",
+                events.append(BackendEvent.new("reasoning", {"chars": len(str(block.get("thinking",
                                                                                  "")))}))
         return events
 
-    def _tool_results(self, message: dict[str, Any]) -> list[Event]:
+    def _tool_results(self, message: dict[str, Any]) -> list[BackendEvent]:
         content = message.get("content")
         if not isinstance(content, list):
             return []
-        return [Event.new("tool_result", {"id": str(b.get("tool_use_id")),
+        return [BackendEvent.new("tool_result", {"id": str(b.get("tool_use_id")),
                                           "is_error": bool(b.get("is_error")),
                                           "chars": len(str(b.get("content", "")))})
                 for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
 
-    def _result(self, line: dict[str, Any]) -> Event:
+    def _result(self, line: dict[str, Any]) -> BackendEvent:
         if line.get("is_error") or line.get("subtype") != "success":
             return error_event(self._failure(line))
         usage = _usage(line.get("usage") or {})
@@ -242,7 +244,7 @@ class _Parser(LineParser):
             "stop_reason": line.get("stop_reason") if isinstance(line.get("stop_reason"), str)
             else None,
             "totals": {"cost_usd": cost} if cost is not None else dict(self.turn.totals)}
-        return Event.new("result", data)
+        return BackendEvent.new("result", data)
 
     def _failure(self, line: dict[str, Any]) -> BackendError:
         provider = self.turn.backend.provider

@@ -3,7 +3,7 @@ session, the environment given to the CLI, the mid-turn checkpoint, cancellation
 turn loop over a :class:`~hypha_celery.backends.process.CliProcess`.
 
 A subclass supplies the command line (:meth:`CliBackend.command`) and a
-:class:`LineParser` that turns the CLI's JSON lines into :class:`Event` s.
+:class:`LineParser` that turns the CLI's JSON lines into :class:`BackendEvent` s.
 
 **Session.** ``{"opts": {...}, "session_id": str | None, "totals": {...}}``: the validated
 options (no key), the CLI's conversation id (``None`` until the CLI acknowledges one) and
@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 
 from hypha_celery.backends.base import Backend, Checkpoint, Session
 from hypha_celery.backends.error import BackendError
-from hypha_celery.backends.event import Event
+from hypha_celery.backends.event import BackendEvent
 from hypha_celery.backends.llm.keys import check_env_name, resolve_key
 from hypha_celery.backends.process import (
     CliCommand,
@@ -77,9 +77,9 @@ class Turn:
         self.checkpoint = checkpoint
         self.secrets = secrets
         self.acknowledged: str | None = None
-        self.terminal: Event | None = None
+        self.terminal: BackendEvent | None = None
 
-    def acknowledge(self, session_id: Any) -> Event:
+    def acknowledge(self, session_id: Any) -> BackendEvent:
         """The CLI named its conversation: check it against the session, checkpoint it
         (durably stored before the turn goes on), and say so in a ``session`` event."""
         sid = self.backend.check_session_id(session_id)
@@ -96,7 +96,7 @@ class Turn:
                 raise BackendError(self.backend.provider, "checkpoint_failed", True,
                                    message=type(exc).__name__) from None
         self.acknowledged = sid
-        return Event.new("session", {"session_id": sid})
+        return BackendEvent.new("session", {"session_id": sid})
 
     def text(self, value: Any) -> str:
         """Model text for an event: the exact secrets removed."""
@@ -120,10 +120,10 @@ class LineParser(ABC):
         self.turn = turn
 
     @abstractmethod
-    def feed(self, line: dict[str, Any]) -> list[Event]:
+    def feed(self, line: dict[str, Any]) -> list[BackendEvent]:
         """The events of one line; may raise :class:`BackendError` (the turn fails)."""
 
-    def end(self, exit_code: int, proc: CliProcess) -> Event:
+    def end(self, exit_code: int, proc: CliProcess) -> BackendEvent:
         """The terminal event once the CLI exited with ``exit_code``."""
         terminal = self.turn.terminal
         if terminal is not None and (exit_code == 0 or terminal.kind == "error"):
@@ -135,11 +135,11 @@ class LineParser(ABC):
                                       "the CLI exited without its final line", True))
 
 
-def error_event(exc: BackendError) -> Event:
+def error_event(exc: BackendError) -> BackendEvent:
     data: dict[str, Any] = {"reason": exc.kind, "backend_error": exc.to_json()}
     if isinstance(exc, CliExit):
         data["exit_code"] = exc.exit_code
-    return Event.new("error", data)
+    return BackendEvent.new("error", data)
 
 
 class CliBackend(Backend):
@@ -182,7 +182,7 @@ class CliBackend(Backend):
         return {"opts": clean, "session_id": session_id, "totals": {}}
 
     def prompt(self, session: Session, prompt: str,
-               checkpoint: Checkpoint | None = None) -> tuple[Iterator[Event], Session]:
+               checkpoint: Checkpoint | None = None) -> tuple[Iterator[BackendEvent], Session]:
         opts, session_id, totals = self._read(session)
         if not isinstance(prompt, str) or not prompt.strip():
             raise self._error("invalid_request", "a prompt is non-empty text")
@@ -292,7 +292,7 @@ class _Run:
         self.parser = backend.parser(turn)
         self.turn = turn
 
-    def events(self) -> Iterator[Event]:
+    def events(self) -> Iterator[BackendEvent]:
         proc = self.proc
         try:
             for line in proc.lines():
@@ -305,7 +305,7 @@ class _Run:
         finally:
             proc.close()
 
-    def _feed(self, line: dict[str, Any]) -> list[Event]:
+    def _feed(self, line: dict[str, Any]) -> list[BackendEvent]:
         try:
             return self.parser.feed(line)
         except BackendError:

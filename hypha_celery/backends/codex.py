@@ -66,7 +66,7 @@ from typing import Any, ClassVar
 
 from hypha_celery.backends.cli import CliBackend, LineParser, Turn, error_event
 from hypha_celery.backends.error import BackendError, classify_status
-from hypha_celery.backends.event import Event
+from hypha_celery.backends.event import BackendEvent
 from hypha_celery.backends.llm.errors import from_payload
 from hypha_celery.backends.process import CliCommand, CliProcess
 
@@ -164,7 +164,7 @@ class _Parser(LineParser):
         self.started: set[str] = set()  # tool items announced by item.started
         self.last_error = ""
 
-    def feed(self, line: dict[str, Any]) -> list[Event]:
+    def feed(self, line: dict[str, Any]) -> list[BackendEvent]:
         kind = line.get("type")
         if kind == "thread.started":
             return [self.turn.acknowledge(line.get("thread_id"))]
@@ -173,7 +173,8 @@ class _Parser(LineParser):
             return self._item(str(kind), item) if isinstance(item, dict) else []
         if kind == "error":
             self.last_error = str(line.get("message", ""))
-            return [Event.new("retry", {})] if any(c in self.last_error for c in _CUT) else []
+            cut = any(c in self.last_error for c in _CUT)
+            return [BackendEvent.new("retry", {})] if cut else []
         if kind == "turn.completed":
             return self._completed(line.get("usage") or {})
         if kind == "turn.failed":
@@ -182,7 +183,7 @@ class _Parser(LineParser):
             self.turn.terminal = error_event(self._failure(str(message or self.last_error)))
         return []
 
-    def _item(self, kind: str, item: dict[str, Any]) -> list[Event]:
+    def _item(self, kind: str, item: dict[str, Any]) -> list[BackendEvent]:
         item_type, item_id = item.get("type"), str(item.get("id"))
         done = kind == "item.completed"
         if item_type == "agent_message" and done:
@@ -191,43 +192,44 @@ class _Parser(LineParser):
             if self.texts:
                 data["message_boundary"] = True
             self.texts.append(text)
-            return [Event.new("text", data)]
+            return [BackendEvent.new("text", data)]
         if item_type == "reasoning" and done:
-            return [Event.new("reasoning", {"chars": len(str(item.get("text", "")))})]
+            return [BackendEvent.new("reasoning", {"chars": len(str(item.get("text", "")))})]
         if item_type == "error" and done:
-            return [Event.new("notice", {"message": self.turn.operator(item.get("message"))})]
+            message = self.turn.operator(item.get("message"))
+            return [BackendEvent.new("notice", {"message": message})]
         name, tool_input = _tool(item)
         if name is None or kind == "item.updated":
             return []
         events = []
         if item_id not in self.started:
             self.started.add(item_id)
-            events.append(Event.new("tool_use", {"id": item_id, "name": name,
+            events.append(BackendEvent.new("tool_use", {"id": item_id, "name": name,
                                                  "input": self.turn.data(tool_input)}))
         if done:
             exit_code = item.get("exit_code")
-            events.append(Event.new("tool_result", {
+            events.append(BackendEvent.new("tool_result", {
                 "id": item_id, "status": str(item.get("status")),
                 "exit_code": exit_code if isinstance(exit_code, int) else None,
                 "chars": len(str(item.get("aggregated_output", "")))}))
         return events
 
-    def end(self, exit_code: int, proc: CliProcess) -> Event:
+    def end(self, exit_code: int, proc: CliProcess) -> BackendEvent:
         if exit_code != 0 and self.turn.terminal is None and _LOST in proc.stderr_tail():
             return error_event(proc.error("session_not_found", "the CLI's store has no such "
                                           "thread (another host, a lost volume)"))
         return super().end(exit_code, proc)
 
-    def _completed(self, usage: dict[str, Any]) -> list[Event]:
+    def _completed(self, usage: dict[str, Any]) -> list[BackendEvent]:
         total = {ours: _count(usage.get(theirs)) for ours, theirs in _USAGE}
         before = self.turn.totals.get("usage") if isinstance(self.turn.totals, dict) else None
         turn_usage = {k: max(0, v - _count((before or {}).get(k))) for k, v in total.items()}
-        self.turn.terminal = Event.new("result", {
+        self.turn.terminal = BackendEvent.new("result", {
             "text": "\n\n".join(self.texts),
             "session_id": self.turn.acknowledged or self.turn.session_id,
             "usage": turn_usage, "model": self.turn.opts.get("model"),
             "totals": {"usage": total}})
-        return [Event.new("usage", turn_usage)]
+        return [BackendEvent.new("usage", turn_usage)]
 
     def _failure(self, message: str) -> BackendError:
         provider = self.turn.backend.provider

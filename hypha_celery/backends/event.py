@@ -1,4 +1,4 @@
-"""``Event``: one normalized item of a backend's stream (GenAgent ``%Event{}``).
+"""``BackendEvent``: one normalized item of a backend's stream (GenAgent ``%Event{}``).
 
 Kinds the core understands: ``session`` (backend metadata), ``text`` (``data.text``, an
 assistant delta; ``message_boundary: true`` starts a new message), ``tool_use`` /
@@ -65,7 +65,7 @@ def _flat(data: dict[str, Any]) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
+class BackendEvent:
     kind: str
     data: dict[str, Any]
     timestamp_ms: float
@@ -82,11 +82,11 @@ class Event:
         object.__setattr__(self, "size", data_bytes(self.data))
 
     @classmethod
-    def new(cls, kind: str, data: dict[str, Any] | None = None) -> Event:
+    def new(cls, kind: str, data: dict[str, Any] | None = None) -> BackendEvent:
         return cls(kind, {} if data is None else data, monotonic_ms())
 
     @classmethod
-    def text(cls, delta: str) -> Event:
+    def text(cls, delta: str) -> BackendEvent:
         """A ``text`` delta, built on the hot path of a stream: a string is always JSON,
         so its size is counted without the round trip :func:`data_bytes` makes."""
         if not isinstance(delta, str):
@@ -106,15 +106,15 @@ class Event:
         return {"kind": self.kind, "data": self.data, "timestamp_ms": self.timestamp_ms}
 
     @classmethod
-    def from_json(cls, doc: Any) -> Event:
+    def from_json(cls, doc: Any) -> BackendEvent:
         if not isinstance(doc, dict) or set(doc) != {"kind", "data", "timestamp_ms"}:
             raise InvalidEvent("an event is a JSON object with exactly kind, data, timestamp_ms")
         return cls(doc["kind"], doc["data"], doc["timestamp_ms"])
 
 
 # The slots' own setters (a frozen dataclass refuses ``event.kind = ...``): what
-# :meth:`Event.text` fills a new event with, at half the cost of ``object.__setattr__``.
-_SET_KIND = Event.__dict__["kind"].__set__
-_SET_DATA = Event.__dict__["data"].__set__
-_SET_TIMESTAMP = Event.__dict__["timestamp_ms"].__set__
-_SET_SIZE = Event.__dict__["size"].__set__
+# :meth:`BackendEvent.text` fills a new event with, at half the cost of ``object.__setattr__``.
+_SET_KIND = BackendEvent.__dict__["kind"].__set__
+_SET_DATA = BackendEvent.__dict__["data"].__set__
+_SET_TIMESTAMP = BackendEvent.__dict__["timestamp_ms"].__set__
+_SET_SIZE = BackendEvent.__dict__["size"].__set__

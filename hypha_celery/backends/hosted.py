@@ -65,7 +65,7 @@ from urllib.parse import urlsplit
 
 from hypha_celery.backends.base import Backend, Checkpoint, Session
 from hypha_celery.backends.error import BackendError
-from hypha_celery.backends.event import Event
+from hypha_celery.backends.event import BackendEvent
 from hypha_celery.backends.llm import errors
 from hypha_celery.backends.llm.client import BackendServices
 from hypha_celery.backends.llm.keys import check_env_name, resolve_key
@@ -119,7 +119,7 @@ class HostedBackend(Backend):
         return {"opts": clean, "messages": []}
 
     def prompt(self, session: Session, prompt: str,
-               checkpoint: Checkpoint | None = None) -> tuple[Iterator[Event], Session]:
+               checkpoint: Checkpoint | None = None) -> tuple[Iterator[BackendEvent], Session]:
         opts, history = self._read(session)
         if not isinstance(prompt, str):
             raise self._error("invalid_request", "a prompt is text")
@@ -250,7 +250,7 @@ class _Turn:
         self._stream: LLMStream | None = None
         self._cancelled = False
 
-    def events(self) -> Iterator[Event]:
+    def events(self) -> Iterator[BackendEvent]:
         vendor = self._module.VENDOR
         stream: LLMStream | None = None
         try:
@@ -259,12 +259,12 @@ class _Turn:
             result = stream.result
             if result is None:  # the stream returned without its terminal event
                 raise errors.incomplete_stream(vendor)
-            yield Event.new("result", {
+            yield BackendEvent.new("result", {
                 "text": result.text, "usage": result.usage.to_json(), "model": result.model,
                 "stop_reason": result.stop_reason,
                 "tool_calls": [c.to_json() for c in result.tool_calls]})
         except BackendError as exc:
-            yield Event.new("error", {"reason": exc.kind, "backend_error": exc.to_json()})
+            yield BackendEvent.new("error", {"reason": exc.kind, "backend_error": exc.to_json()})
         finally:
             if stream is not None:
                 stream.close()

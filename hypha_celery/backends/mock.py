@@ -3,8 +3,8 @@
 ``start_session({"scripts": [...], "session_id": ..., "start_error": ...})``. One script
 per upcoming turn, consumed in order by ``prompt``:
 
-* a list of :class:`Event` (or their ``to_json()`` dicts): the stream yields them;
-* ``callable(prompt) -> iterable of Event``: called lazily when the stream is consumed;
+* a list of :class:`BackendEvent` (or their ``to_json()`` dicts): the stream yields them;
+* ``callable(prompt) -> iterable of BackendEvent``: called lazily when the stream is consumed;
 * ``MockBackend.error(reason)``: ``prompt`` raises ``BackendError(kind=reason)``;
 * ``MockBackend.raising(reason)``: the stream raises ``BackendError(kind=reason)``;
 * ``MockBackend.gate(tag, events, timeout=5.0)``: the stream announces ``tag`` (see
@@ -39,12 +39,12 @@ from typing import Any, ClassVar
 
 from hypha_celery.backends.base import Backend, Checkpoint, Session
 from hypha_celery.backends.error import BackendError
-from hypha_celery.backends.event import Event
+from hypha_celery.backends.event import BackendEvent
 from hypha_celery.backends.gate import gate_channel
 
-ScriptFn = Callable[[str], Iterable[Event]]
+ScriptFn = Callable[[str], Iterable[BackendEvent]]
 _DATA_SCRIPTS = frozenset({"events", "error", "raise", "gate", "echo_session"})
-Step = Event | dict[str, Any]
+Step = BackendEvent | dict[str, Any]
 _registry: dict[str, ScriptFn] = {}
 _registry_lock = threading.Lock()
 
@@ -116,7 +116,7 @@ class MockBackend(Backend):
                 "session_id": session_id}
 
     def prompt(self, session: Session, prompt: str,
-               checkpoint: Checkpoint | None = None) -> tuple[Iterator[Event], Session]:
+               checkpoint: Checkpoint | None = None) -> tuple[Iterator[BackendEvent], Session]:
         state = _state(session)
         state["history"].append(prompt)
         if not state["scripts"]:
@@ -165,7 +165,8 @@ def _state(session: Any) -> Session:
 
 def _events_json(events: Iterable[Step]) -> list[dict[str, Any]]:
     return [e if isinstance(e, dict) and e.get("type") == "checkpoint" else
-            (e if isinstance(e, Event) else Event.from_json(e)).to_json() for e in events]
+            (e if isinstance(e, BackendEvent) else BackendEvent.from_json(e)).to_json()
+            for e in events]
 
 
 def _describe(script: Any, ref: str) -> dict[str, Any]:
@@ -184,12 +185,12 @@ def _describe(script: Any, ref: str) -> dict[str, Any]:
     raise _fail("invalid_script", f"unsupported mock script: {type(script).__name__}")
 
 
-def _call(fn: ScriptFn, prompt: str) -> Iterator[Event]:
+def _call(fn: ScriptFn, prompt: str) -> Iterator[BackendEvent]:
     yield from fn(prompt)
 
 
 def _play(script: dict[str, Any], session: Session,
-          checkpoint: Checkpoint | None) -> Iterator[Event]:
+          checkpoint: Checkpoint | None) -> Iterator[BackendEvent]:
     def ack(session_id: str) -> None:
         if checkpoint is None:
             MockBackend().checkpoint_session(session, session_id)
@@ -199,7 +200,7 @@ def _play(script: dict[str, Any], session: Session,
     if script["type"] == "raise":
         raise _fail(script["reason"])
     if script["type"] == "echo_session":
-        yield Event.new("result", {"text": _state(session)["session_id"] or ""})
+        yield BackendEvent.new("result", {"text": _state(session)["session_id"] or ""})
         return
     if script["type"] == "gate":
         if script.get("ack") is not None:
@@ -209,7 +210,7 @@ def _play(script: dict[str, Any], session: Session,
         if doc.get("type") == "checkpoint":
             ack(doc["session_id"])
         else:
-            yield Event.from_json(doc)
+            yield BackendEvent.from_json(doc)
 
 
 def _wait_gate(tag: str, timeout: float) -> None:

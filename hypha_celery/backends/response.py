@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from hypha_celery.backends.error import BackendError
-from hypha_celery.backends.event import Event, monotonic_ms
+from hypha_celery.backends.event import BackendEvent, monotonic_ms
 
 Retention = Literal["compact", "lossless"]
 MAX_EVENTS_PER_TURN = 1_000
@@ -42,8 +42,8 @@ class Response:
     prompt: str
     text: str
     final_message: str
-    events: tuple[Event, ...]
-    terminal: Event
+    events: tuple[BackendEvent, ...]
+    terminal: BackendEvent
     event_coverage: dict[str, Any]
     usage: dict[str, Any] | None = None
     duration_ms: float = 0.0
@@ -60,8 +60,8 @@ class Response:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Response:
-        return cls(**{**doc, "events": tuple(Event.from_json(e) for e in doc["events"]),
-                      "terminal": Event.from_json(doc["terminal"])})
+        return cls(**{**doc, "events": tuple(BackendEvent.from_json(e) for e in doc["events"]),
+                      "terminal": BackendEvent.from_json(doc["terminal"])})
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +71,7 @@ class TurnError:
 
     reason: str
     info: dict[str, Any] = field(default_factory=dict)
-    terminal: Event | None = None
+    terminal: BackendEvent | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"reason": self.reason, "info": self.info,
@@ -82,12 +82,12 @@ class TurnError:
 class _Capture:
     max_events: int
     max_bytes: int
-    retained: list[Event] = field(default_factory=list)
+    retained: list[BackendEvent] = field(default_factory=list)
     retained_bytes: int = 0
     observed: int = 0
     first_omission: dict[str, str] | None = None
 
-    def offer(self, event: Event) -> str | None:
+    def offer(self, event: BackendEvent) -> str | None:
         """Count ``event``; retain it while the prefix fits. Returns the limit the first
         omitted event broke (``"events"`` / ``"bytes"``), None otherwise."""
         self.observed += 1
@@ -133,11 +133,11 @@ class _Text:
         return "".join(self.parts[self.last_start:])
 
 
-def collect(prompt: str, events: Iterable[Event], *, max_events: int = MAX_EVENTS_PER_TURN,
+def collect(prompt: str, events: Iterable[BackendEvent], *, max_events: int = MAX_EVENTS_PER_TURN,
             max_bytes: int = MAX_EVENT_BYTES_PER_TURN, retention: Retention = "compact",
             clock: Callable[[], float] = monotonic_ms, started_ms: float | None = None,
             session_id: str | None = None, metadata: dict[str, Any] | None = None,
-            on_event: Callable[[Event], None] | None = None,
+            on_event: Callable[[BackendEvent], None] | None = None,
             propagate: tuple[type[BaseException], ...] = ()) -> Response | TurnError:
     """Consume one turn's stream. ``clock`` returns milliseconds; ``duration_ms`` runs from
     ``started_ms`` (default: now) to the terminal event. ``on_event`` sees every consumed
@@ -152,8 +152,9 @@ def collect(prompt: str, events: Iterable[Event], *, max_events: int = MAX_EVENT
     iterator = iter(events)
     try:
         for event in iterator:
-            if not isinstance(event, Event):
-                raise TypeError(f"a backend stream yielded {type(event).__name__}, not Event")
+            if not isinstance(event, BackendEvent):
+                raise TypeError(f"a backend stream yielded {type(event).__name__}, "
+                                "not BackendEvent")
             limit = capture.offer(event)
             if limit is not None and retention == "lossless":
                 return _overflow(capture, limit, event)
@@ -187,14 +188,14 @@ def _check_bounds(max_events: int, max_bytes: int, retention: str) -> None:
         raise ValueError("retention must be 'compact' or 'lossless'")
 
 
-def _overflow(capture: _Capture, limit: str, event: Event) -> TurnError:
+def _overflow(capture: _Capture, limit: str, event: BackendEvent) -> TurnError:
     return TurnError("event_capture_overflow", {
         "limit": limit, "max_events": capture.max_events, "max_bytes": capture.max_bytes,
         "retained_events": len(capture.retained), "retained_bytes": capture.retained_bytes,
         "rejected_event_kind": event.kind, "rejected_event_bytes": event.size})
 
 
-def _finish(prompt: str, terminal: Event, capture: _Capture, text: _Text,
+def _finish(prompt: str, terminal: BackendEvent, capture: _Capture, text: _Text,
             usage: dict[str, Any] | None, duration_ms: float, session_id: str | None,
             metadata: dict[str, Any]) -> Response | TurnError:
     data = terminal.data

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from hypha_celery.backends import BackendError, Event, MockBackend, TurnError, collect
+from hypha_celery.backends import BackendError, BackendEvent, MockBackend, TurnError, collect
 
 __all__ = ["MockProvider", "Provider", "ScriptedError"]
 
@@ -90,11 +90,11 @@ def _turn(item: Any) -> Any:
     if callable(item):
         reply: Callable[[Any], Any] = item
 
-        def play(prompt: str) -> Iterator[Event]:
+        def play(prompt: str) -> Iterator[BackendEvent]:
             yield _result(reply(json.loads(prompt)))
         return play
     return [_result(item)]
 
 
-def _result(reply: Any) -> Event:
-    return Event.new("result", {"text": json.dumps(reply)})
+def _result(reply: Any) -> BackendEvent:
+    return BackendEvent.new("result", {"text": json.dumps(reply)})

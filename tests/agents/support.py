@@ -36,7 +36,7 @@ from hypha_celery.agents import (
     current_name,
     detach,
 )
-from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends import BackendEvent, MockBackend
 from hypha_celery.backends.gate import gate_channel
 from tests.runtime.support import WAIT, embedded, wait_until
 
@@ -129,7 +129,7 @@ class Scripted(Agent):
         return _delegate("handle_event", _default_event, event,
                          state)  # type: ignore[no-any-return]
 
-    def handle_stream_event(self, event: Event, state: Any) -> Any:
+    def handle_stream_event(self, event: BackendEvent, state: Any) -> Any:
         record(current_name() or "?", ("stream", event.kind, event.data.get("text")), state)
         state = {**state, "streamed": state.get("streamed", 0) + 1}
         return _delegate("handle_stream_event", lambda e, s: s, event, state)
@@ -157,29 +157,29 @@ class Scripted(Agent):
 
 
 # -- scripts -----------------------------------------------------------------------------
-def result(text: str = "ok", **data: Any) -> list[Event]:
-    return [Event.new("result", {"text": text, **data})]
+def result(text: str = "ok", **data: Any) -> list[BackendEvent]:
+    return [BackendEvent.new("result", {"text": text, **data})]
 
 
-def texts(*parts: str, end: str | None = "result") -> list[Event]:
+def texts(*parts: str, end: str | None = "result") -> list[BackendEvent]:
     """Text deltas, then a ``result`` (``end="result"``), an ``error`` event (``end`` is
     its reason) or nothing (``end=None``: no terminal event)."""
-    events = [Event.new("text", {"text": p}) for p in parts]
+    events = [BackendEvent.new("text", {"text": p}) for p in parts]
     if end == "result":
-        events.append(Event.new("result", {}))
+        events.append(BackendEvent.new("result", {}))
     elif end is not None:
-        events.append(Event.new("error", {"reason": end}))
+        events.append(BackendEvent.new("error", {"reason": end}))
     return events
 
 
-def held_after(tag: str, before: Iterable[Event], after: Iterable[Event],
-               timeout: float = WAIT) -> Callable[[str], Iterator[Event]]:
+def held_after(tag: str, before: Iterable[BackendEvent], after: Iterable[BackendEvent],
+               timeout: float = WAIT) -> Callable[[str], Iterator[BackendEvent]]:
     """A callable script: yields ``before``, announces ``tag`` blocked (as a gate does,
     so ``MockBackend.wait_blocked(tag)`` works), waits for ``MockBackend.release(tag)``,
     then yields ``after``."""
     before, after = list(before), list(after)
 
-    def script(prompt: str) -> Iterator[Event]:
+    def script(prompt: str) -> Iterator[BackendEvent]:
         yield from before
         channel = gate_channel()
         channel.push(f"{tag}:blocked", {"tag": tag, "thread": threading.current_thread().name})
@@ -190,11 +190,11 @@ def held_after(tag: str, before: Iterable[Event], after: Iterable[Event],
     return script
 
 
-def crashing_after(before: Iterable[Event]) -> Callable[[str], Iterator[Event]]:
+def crashing_after(before: Iterable[BackendEvent]) -> Callable[[str], Iterator[BackendEvent]]:
     """A callable script that yields ``before`` and then raises (a stream crash)."""
     before = list(before)
 
-    def script(prompt: str) -> Iterator[Event]:
+    def script(prompt: str) -> Iterator[BackendEvent]:
         yield from before
         raise RuntimeError("stream crashed")
 
@@ -288,7 +288,7 @@ class World:
         self.tags.append(tag)
         return tag
 
-    def gate(self, tag: str, events: list[Event] | None = None) -> dict[str, Any]:
+    def gate(self, tag: str, events: list[BackendEvent] | None = None) -> dict[str, Any]:
         return MockBackend.gate(tag, result() if events is None else events, timeout=WAIT)
 
     def start(self, name: str, scripts: list[Any], **opts: Any) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from hypha_celery import Hypha, Settings
 from hypha_celery.agents import Agent, NoReply, Overloaded, Response
-from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends import BackendEvent, MockBackend
 from tests.integration.helpers import REPO, clean_env, purge
 
 CALLERS = 20
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.services
 
 class Idle(Agent):
     def init_agent(self, opts: dict[str, object]) -> tuple[dict[str, object], object]:
-        return {"scripts": [[Event.new("result", {"text": "ok"})]]}, {}
+        return {"scripts": [[BackendEvent.new("result", {"text": "ok"})]]}, {}
 
     def handle_response(self, ref: str, response: Response, state: object) -> NoReply:
         return NoReply(state)

@@ -18,7 +18,7 @@ import pytest
 
 from hypha_celery import Hypha
 from hypha_celery.agents import Agent, NoReply, Response, TurnError, TurnFailed
-from hypha_celery.backends import Backend, Event, OpenAIBackend
+from hypha_celery.backends import Backend, BackendEvent, OpenAIBackend
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.runtime.support import wait_until
 
@@ -48,11 +48,11 @@ class Blocking(Backend):
         return {}
 
     def prompt(self, session: dict[str, Any], prompt: str,
-               checkpoint: Any = None) -> tuple[Iterator[Event], dict[str, Any]]:
-        def events() -> Iterator[Event]:
+               checkpoint: Any = None) -> tuple[Iterator[BackendEvent], dict[str, Any]]:
+        def events() -> Iterator[BackendEvent]:
             Blocking.started.set()
             self._gone.wait(30)
-            yield Event.new("result", {"text": "late"})
+            yield BackendEvent.new("result", {"text": "late"})
 
         return events(), session
 
@@ -78,14 +78,14 @@ class Sleeping(Backend):
         return {}
 
     def prompt(self, session: dict[str, Any], prompt: str,
-               checkpoint: Any = None) -> tuple[Iterator[Event], dict[str, Any]]:
+               checkpoint: Any = None) -> tuple[Iterator[BackendEvent], dict[str, Any]]:
         proc = self._proc = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60"],
                                              start_new_session=True)
         Sleeping.groups.append(proc.pid)
 
-        def events() -> Iterator[Event]:
+        def events() -> Iterator[BackendEvent]:
             proc.wait()
-            yield Event.new("error", {"reason": "cli_exit"})
+            yield BackendEvent.new("error", {"reason": "cli_exit"})
 
         return events(), session
 

@@ -14,7 +14,7 @@ from hypha_celery import Hypha
 from hypha_celery.agents import Agent, NoReply, Response, TurnError, TurnFailed
 from hypha_celery.agents.options import Limits
 from hypha_celery.agents.stream import Attempt
-from hypha_celery.backends import BackendError, Event, MockBackend
+from hypha_celery.backends import BackendError, BackendEvent, MockBackend
 from hypha_celery.store import agents as table
 from tests.runtime.support import wait_until
 
@@ -32,8 +32,8 @@ class Keeper(Agent):
         return NoReply({"outcomes": [*state["outcomes"], ["error", error.reason]]})
 
 
-def _result(text: str) -> Event:
-    return Event.new("result", {"text": text})
+def _result(text: str) -> BackendEvent:
+    return BackendEvent.new("result", {"text": text})
 
 
 def _stored_sid(hypha: Hypha, name: str) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 
 from hypha_celery import Hypha
 from hypha_celery.agents import Agent, NoReply, Response, TurnError
-from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends import BackendEvent, MockBackend
 from tests.runtime.support import wait_until
 
 
@@ -48,7 +48,8 @@ def test_a_raising_handle_event_keeps_the_state_from_before_the_call(hypha: Hyph
 
 def test_raising_handle_error_and_post_turn_keep_the_state_from_before(hypha: Hypha) -> None:
     hypha.agents.start(Mutating, name="m", backend=MockBackend,
-                       scripts=[[Event.new("result", {"text": "hi"})], MockBackend.error("boom")])
+                       scripts=[[BackendEvent.new("result", {"text": "hi"})],
+                                MockBackend.error("boom")])
     hypha.agents.ask("m", "one")  # handle_response counts; post_turn appends and raises
     assert hypha.agents.status("m").agent_state == {"log": [], "seen": 1}
     ref = hypha.agents.tell("m", "two")  # handle_error appends and raises; so does post_turn

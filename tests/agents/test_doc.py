@@ -12,7 +12,7 @@ import pytest
 from hypha_celery import Hypha
 from hypha_celery.agents import Agent, Channel, NoReply, Response
 from hypha_celery.agents.doc import AgentDoc, Origin, Request, Stage
-from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends import BackendEvent, MockBackend
 from hypha_celery.store import agents as table
 from tests.runtime.support import wait_until
 
@@ -112,7 +112,7 @@ def _insert(hypha: Hypha, text: str, scripts: list[Any]) -> dict[str, Any]:
 
 
 def test_an_idle_row_of_the_previous_version_serves_turns(hypha: Hypha) -> None:
-    _insert(hypha, AFTER_TURN, [[Event.new("result", {"text": "still here"})]])
+    _insert(hypha, AFTER_TURN, [[BackendEvent.new("result", {"text": "still here"})]])
     assert hypha.agents.whereis("a") is not None
     assert hypha.agents.status("a").agent_state == {"n": 1}
     assert hypha.agents.ask("a", "hello").text == "still here"

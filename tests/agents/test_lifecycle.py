@@ -19,12 +19,12 @@ from hypha_celery.agents import (
     Response,
     current_name,
 )
-from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends import BackendEvent, MockBackend
 from tests.runtime.support import embedded, wait_until
 
 
-def result(text: str) -> list[Event]:
-    return [Event.new("result", {"text": text})]
+def result(text: str) -> list[BackendEvent]:
+    return [BackendEvent.new("result", {"text": text})]
 
 
 class Plain(Agent):

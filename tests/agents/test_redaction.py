@@ -11,7 +11,7 @@ import pytest
 from hypha_celery import Hypha
 from hypha_celery.agents import Agent, Halt, NoReply, Prompt, Response, TurnError, attach, detach
 from hypha_celery.agents.telemetry import CONTENT_FREE
-from hypha_celery.backends import Event, MockBackend, Session
+from hypha_celery.backends import BackendEvent, MockBackend, Session
 from tests.runtime.support import wait_until
 
 SECRET = "sk-test-SECRET-123"
@@ -59,9 +59,10 @@ def test_no_sentinel_in_telemetry_logs_snapshots_or_events(
         attach(name, record)
     try:
         hypha.agents.start(Leaky, name="leaky", backend=SecretBackend, scripts=[
-            [Event.new("text", {"text": PROMPT}), Event.new("result", {"text": PROMPT})],
+            [BackendEvent.new("text", {"text": PROMPT}),
+             BackendEvent.new("result", {"text": PROMPT})],
             MockBackend.raising("boom"),
-            MockBackend.gate("hold", [Event.new("result", {"text": "held"})])])
+            MockBackend.gate("hold", [BackendEvent.new("result", {"text": "held"})])])
         assert hypha.agents.ask("leaky", f"{PROMPT} {SECRET}", timeout=10).text == PROMPT
         ref = hypha.agents.tell("leaky", f"{PROMPT} two")
         wait_until(lambda: hypha.agents.poll("leaky", ref).status == "error")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hypha_celery.agents import NoReply, Overloaded, Prompt, Response, TurnError, TurnFailed
-from hypha_celery.backends import Event
+from hypha_celery.backends import BackendEvent
 from tests.agents.support import (
     Telemetry,
     World,
@@ -247,7 +247,7 @@ def test_18_a_recipient_nobody_reads_does_not_hurt_the_agent(w: World) -> None:
 
 
 # -- 19 -------------------------------------------------------------------------------
-SUCCESS_ERROR_EOF: list[tuple[Callable[[], list[Event]], str, int]] = [
+SUCCESS_ERROR_EOF: list[tuple[Callable[[], list[BackendEvent]], str, int]] = [
     (lambda: texts("a", "b"), "handle_response", 3),
     (lambda: texts("a", "b", end="boom"), "handle_error", 3),
     (lambda: texts("a", "b", end=None), "handle_error", 2),
@@ -257,7 +257,7 @@ SUCCESS_ERROR_EOF: list[tuple[Callable[[], list[Event]], str, int]] = [
 @pytest.mark.parametrize(("script", "callback", "streamed"), SUCCESS_ERROR_EOF,
                          ids=["success", "error_event", "eof"])
 def test_19_the_stream_state_reaches_the_decision_and_post_turn(
-        w: World, script: Callable[[], list[Event]], callback: str, streamed: int) -> None:
+        w: World, script: Callable[[], list[BackendEvent]], callback: str, streamed: int) -> None:
     name = w.name()
     w.start(name, [script()])
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hypha_celery.backends import Event, MockBackend, Response, collect
+from hypha_celery.backends import BackendEvent, MockBackend, Response, collect
 from hypha_celery.backends.gate import GATE_URL_ENV
 
 pytestmark = pytest.mark.services
@@ -40,8 +40,8 @@ def gate_url(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return redis_url
 
 
-def reply(t: str) -> list[Event]:
-    return [Event.new("text", {"text": t}), Event.new("result", {"text": t})]
+def reply(t: str) -> list[BackendEvent]:
+    return [BackendEvent.new("text", {"text": t}), BackendEvent.new("result", {"text": t})]
 
 
 def command(code: str, *args: str) -> list[str]:

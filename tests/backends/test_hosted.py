@@ -14,7 +14,7 @@ import pytest
 
 from hypha_celery.backends import (
     BackendError,
-    Event,
+    BackendEvent,
     HostedBackend,
     Response,
     TurnError,
@@ -124,7 +124,7 @@ def test_cancel_closes_the_live_stream_from_another_thread(fake: FakeLLM, api: s
     backend.cancel()  # nothing running: a no-op
     fake.script(Reply.hang(30))
     outcomes: list[Response | TurnError] = []
-    seen: list[Event] = []
+    seen: list[BackendEvent] = []
     events, _ = backend.prompt(session, "hi")
     reader = threading.Thread(target=lambda: outcomes.append(
         collect("hi", events, on_event=seen.append)))

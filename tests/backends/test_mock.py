@@ -11,7 +11,7 @@ import pytest
 from hypha_celery.backends import (
     Backend,
     BackendError,
-    Event,
+    BackendEvent,
     MockBackend,
     Response,
     TurnError,
@@ -25,8 +25,8 @@ def _in_process_gates(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(GATE_URL_ENV, raising=False)
 
 
-def reply(t: str, **data: Any) -> list[Event]:
-    return [Event.new("text", {"text": t}), Event.new("result", {"text": t, **data})]
+def reply(t: str, **data: Any) -> list[BackendEvent]:
+    return [BackendEvent.new("text", {"text": t}), BackendEvent.new("result", {"text": t, **data})]
 
 
 def turn(mock: MockBackend, session: dict[str, Any], prompt: str) -> Response | TurnError:
@@ -169,7 +169,7 @@ def test_mock_checkpoints_a_session_id_and_refuses_another() -> None:
     assert info.value.kind == "conflicting_session_id"
 
 
-def run_in_thread(stream: Iterator[Event]) -> tuple[threading.Thread, list[Any]]:
+def run_in_thread(stream: Iterator[BackendEvent]) -> tuple[threading.Thread, list[Any]]:
     out: list[Any] = []
     thread = threading.Thread(target=lambda: out.append(collect("p", stream)), daemon=True)
     thread.start()

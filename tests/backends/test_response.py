@@ -6,15 +6,16 @@ from typing import Any
 
 import pytest
 
-from hypha_celery.backends import BackendError, Event, Response, TurnError, collect
+from hypha_celery.backends import BackendError, BackendEvent, Response, TurnError, collect
 
 
-def text(t: str, boundary: bool = False) -> Event:
-    return Event.new("text", {"text": t, "message_boundary": True} if boundary else {"text": t})
+def text(t: str, boundary: bool = False) -> BackendEvent:
+    data = {"text": t, "message_boundary": True} if boundary else {"text": t}
+    return BackendEvent.new("text", data)
 
 
-def result(**data: Any) -> Event:
-    return Event.new("result", data)
+def result(**data: Any) -> BackendEvent:
+    return BackendEvent.new("result", data)
 
 
 def ok(events: Any, **kw: Any) -> Response:
@@ -30,9 +31,9 @@ def fail(events: Any, **kw: Any) -> TurnError:
 
 
 def test_result_text_wins_and_fields() -> None:
-    events = [Event.new("session", {"model": "m0"}), text("a"), text("b"),
-              Event.new("usage", {"input_tokens": 1, "output_tokens": 2}),
-              Event.new("usage", {"input_tokens": 3, "output_tokens": 4}),
+    events = [BackendEvent.new("session", {"model": "m0"}), text("a"), text("b"),
+              BackendEvent.new("usage", {"input_tokens": 1, "output_tokens": 2}),
+              BackendEvent.new("usage", {"input_tokens": 3, "output_tokens": 4}),
               result(text="final", session_id="s1", model="m1")]
     resp = ok(events, metadata={"k": 1})
     assert (resp.prompt, resp.text, resp.final_message) == ("p", "final", "final")
@@ -68,7 +69,7 @@ def test_stops_at_first_terminal_and_closes_the_stream() -> None:
     consumed: list[str] = []
     closed: list[bool] = []
 
-    def stream() -> Iterator[Event]:
+    def stream() -> Iterator[BackendEvent]:
         try:
             for e in [text("a"), result(text="r1"), text("late"), result(text="r2")]:
                 consumed.append(e.kind)
@@ -81,11 +82,11 @@ def test_stops_at_first_terminal_and_closes_the_stream() -> None:
 
 
 def test_error_terminal() -> None:
-    err = Event.new("error", {"reason": "overloaded", "detail": "x"})
+    err = BackendEvent.new("error", {"reason": "overloaded", "detail": "x"})
     out = fail([text("a"), err, result(text="never")])
     assert (out.reason, out.info, out.terminal) == ("overloaded", {}, err)
-    assert fail([Event.new("error", {})]).reason == "unknown"
-    assert fail([Event.new("error", {"reason": {"nested": 1}})]).reason == "unknown"
+    assert fail([BackendEvent.new("error", {})]).reason == "unknown"
+    assert fail([BackendEvent.new("error", {"reason": {"nested": 1}})]).reason == "unknown"
 
 
 def test_missing_terminal() -> None:
@@ -94,7 +95,7 @@ def test_missing_terminal() -> None:
 
 
 def test_raising_stream_is_a_crash_with_content_free_info() -> None:
-    def stream() -> Iterator[Event]:
+    def stream() -> Iterator[BackendEvent]:
         yield text("a")
         raise ValueError("SECRET-SENTINEL")
 
@@ -102,7 +103,7 @@ def test_raising_stream_is_a_crash_with_content_free_info() -> None:
     assert out == TurnError("task_crashed", {"exception": "ValueError"})
     assert "SECRET-SENTINEL" not in json.dumps(out.to_json())
 
-    def backend_crash() -> Iterator[Event]:
+    def backend_crash() -> Iterator[BackendEvent]:
         raise BackendError("mock", "boom", False, message="SECRET-SENTINEL")
         yield  # pragma: no cover
 
@@ -120,7 +121,7 @@ def test_propagate_reraises() -> None:
     class Watchdog(Exception):
         pass
 
-    def stream() -> Iterator[Event]:
+    def stream() -> Iterator[BackendEvent]:
         raise Watchdog
         yield  # pragma: no cover
 
@@ -159,8 +160,8 @@ def test_terminal_compacted_away_is_still_the_terminal() -> None:
 
 
 def test_lossless_overflow_error_is_exact() -> None:
-    seen: list[Event] = []
-    events = [text("a")] * 3 + [Event.new("tool_use", {"name": "t"}), result(text="r")]
+    seen: list[BackendEvent] = []
+    events = [text("a")] * 3 + [BackendEvent.new("tool_use", {"name": "t"}), result(text="r")]
     out = fail(events, max_events=3, retention="lossless", on_event=seen.append)
     assert out == TurnError("event_capture_overflow", {
         "limit": "events", "max_events": 3, "max_bytes": 1_048_576, "retained_events": 3,
@@ -182,7 +183,7 @@ def test_lossless_within_bounds_is_exact() -> None:
 
 
 def test_compact_delivers_every_event_to_on_event() -> None:
-    seen: list[Event] = []
+    seen: list[BackendEvent] = []
     events = [text("a"), text("b"), result()]
     ok(events, max_events=1, on_event=seen.append)
     assert seen == events
@@ -202,7 +203,7 @@ def test_bad_bounds(kw: dict[str, Any]) -> None:
 
 
 def test_response_json_round_trip() -> None:
-    resp = ok([text("a", boundary=True), Event.new("usage", {"input_tokens": 1}),
+    resp = ok([text("a", boundary=True), BackendEvent.new("usage", {"input_tokens": 1}),
                result(text="r", model="m")], max_events=2, metadata={"m": [1]})
     doc = json.loads(json.dumps(resp.to_json()))
     assert Response.from_json(doc) == resp

@@ -21,9 +21,9 @@ from hypha_celery.agents import Agent, NoReply, Response, TurnError
 from hypha_celery.backends import (
     AnthropicBackend,
     Backend,
+    BackendEvent,
     ClaudeCodeBackend,
     CodexBackend,
-    Event,
     MockBackend,
     OpenAIBackend,
 )
@@ -64,7 +64,8 @@ class Rig:
 
 
 def _mock(fake: FakeLLM) -> dict[str, Any]:
-    return {"scripts": [[Event.new("text", {"text": "hi"}), Event.new("result", {"text": "hi"})],
+    return {"scripts": [[BackendEvent.new("text", {"text": "hi"}),
+                         BackendEvent.new("result", {"text": "hi"})],
                         MockBackend.raising("provider said no")]}
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hypha_celery import Hypha
-from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends import BackendEvent, MockBackend
 from tests.cli import agents_app
 from tests.cli.helpers import assert_one_line_error, clean_env, hypha
 from tests.runtime.support import WAIT, embedded, wait_until
@@ -19,8 +19,8 @@ from tests.runtime.support import WAIT, embedded, wait_until
 APP = "tests.cli.agents_app:hypha"
 
 
-def result(text: str) -> list[Event]:
-    return [Event.new("result", {"text": text})]
+def result(text: str) -> list[BackendEvent]:
+    return [BackendEvent.new("result", {"text": text})]
 
 
 @pytest.fixture

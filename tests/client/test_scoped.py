@@ -25,7 +25,7 @@ from hypha_celery import (
     RunNotFound,
 )
 from hypha_celery.agents import Agent, NoReply
-from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends import BackendEvent, MockBackend
 from hypha_celery.errors import InvalidPrincipal, Overloaded
 from hypha_celery.exchange import export_jsonl
 from tests.runtime.support import WAIT, embedded, wait_until
@@ -58,7 +58,8 @@ class Quiet(Agent):
         return NoReply(state)
 
 
-REPLY = [Event.new("text", {"text": "hi"}).to_json(), Event.new("result", {}).to_json()]
+REPLY = [BackendEvent.new("text", {"text": "hi"}).to_json(),
+         BackendEvent.new("result", {}).to_json()]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends import BackendEvent, MockBackend
 from hypha_celery.beat.supervisor import sweep
 from hypha_celery.store import agents as rows
 from tests.integration.agents_app import Keeper
@@ -34,7 +34,7 @@ def test_an_acknowledged_session_id_survives_a_sigkill_and_the_next_turn_sees_it
         tag = f"ack-{uuid.uuid4().hex}"
         name = f"keeper-{uuid.uuid4().hex[:8]}"
         p.client.agents.start(Keeper, name=name, backend=MockBackend, scripts=[
-            MockBackend.gate(tag, [Event.new("result", {"text": "never"})], timeout=60,
+            MockBackend.gate(tag, [BackendEvent.new("result", {"text": "never"})], timeout=60,
                              ack=SID),
             MockBackend.echo_session()])
         ref = p.client.agents.tell(name, "first")

@@ -22,7 +22,7 @@ import requests
 
 from hypha_celery import Hypha, RecoveryPolicy, WaitTimeout
 from hypha_celery.agents import Channel, TurnFailed, callers
-from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends import BackendEvent, MockBackend
 from hypha_celery.backends.gate import GATE_URL_ENV
 from hypha_celery.beat.supervisor import sweep
 from hypha_celery.store import EventStore
@@ -93,8 +93,8 @@ def agent_redis(itest_redis: RedisDbs) -> str:
 
 def _start(client: Hypha, tag: str) -> str:
     name = f"keeper-{uuid.uuid4().hex[:8]}"
-    scripts = [MockBackend.gate(tag, [Event.new("result", {"text": "never"})], timeout=60),
-               [Event.new("result", {"text": "after"})]]
+    scripts = [MockBackend.gate(tag, [BackendEvent.new("result", {"text": "never"})], timeout=60),
+               [BackendEvent.new("result", {"text": "after"})]]
     client.agents.start(Keeper, name=name, backend=MockBackend, scripts=scripts)
     return name
 
@@ -210,7 +210,7 @@ def test_turn_telemetry_reaches_flower_as_celery_events_without_content(
                        lambda: log.read_text()[-3000:])
             name = f"keeper-{uuid.uuid4().hex[:8]}"
             p.client.agents.start(Keeper, name=name, backend=MockBackend, scripts=[
-                [Event.new("result", {"text": "one"})], MockBackend.error("rate_limited")])
+                [BackendEvent.new("result", {"text": "one"})], MockBackend.error("rate_limited")])
             assert p.client.agents.ask(name, f"{SENTINEL} one", timeout=30).text == "one"
             with pytest.raises(TurnFailed, match="rate_limited"):
                 p.client.agents.ask(name, f"{SENTINEL} two", timeout=30)
@@ -246,8 +246,8 @@ def test_a_queued_ask_of_a_sigkilled_caller_process_is_dropped_caller_down(
         tag = f"caller-{uuid.uuid4().hex}"
         name = f"keeper-{uuid.uuid4().hex[:8]}"
         p.client.agents.start(Keeper, name=name, backend=MockBackend, scripts=[
-            MockBackend.gate(tag, [Event.new("result", {"text": "first"})], timeout=60),
-            [Event.new("result", {"text": "after"})]])
+            MockBackend.gate(tag, [BackendEvent.new("result", {"text": "first"})], timeout=60),
+            [BackendEvent.new("result", {"text": "after"})]])
         p.client.agents.tell(name, "first")
         assert MockBackend.wait_blocked(tag, 30) is not None, p.tail()
         code = ("import sys; from hypha_celery import Hypha; "

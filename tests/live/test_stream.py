@@ -12,7 +12,7 @@ import pytest
 
 from hypha_celery import Context, Finish, Graph, Hypha, Next, Settings
 from hypha_celery.agents import Agent, NoReply, Response
-from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends import BackendEvent, MockBackend
 from hypha_celery.errors import AgentNotFound, RunNotFound
 from hypha_celery.live import MemoryLiveBus, RedisLiveBus, agent_topic, run_topic
 from tests.runtime.support import WAIT, embedded, wait_until
@@ -106,7 +106,8 @@ class Quiet(Agent):
 def test_an_agent_streams_its_turn_until_the_turn_ends(hypha: Hypha) -> None:
     tag = f"live-{id(hypha)}"
     hypha.agents.start(Quiet, name="talker", backend=MockBackend,
-                       scripts=[MockBackend.gate(tag, [Event.new("result", {"text": "ok"})])])
+                       scripts=[MockBackend.gate(tag, [BackendEvent.new("result",
+                                                                       {"text": "ok"})])])
     with pytest.raises(AgentNotFound):
         hypha.agents.stream("nobody")
     stream = hypha.agents.stream("talker", timeout=WAIT)
@@ -121,10 +122,10 @@ def test_an_agent_streams_its_turn_until_the_turn_ends(hypha: Hypha) -> None:
 
 def test_a_turn_relays_its_events_then_its_end(hypha: Hypha) -> None:
     tag = f"relay-{id(hypha)}"
-    events = [Event.new("text", {"text": "Hel"}), Event.new("text", {"text": "lo"}),
-              Event.new("tool_use", {"id": "c1", "name": "kb", "input": {"q": "secret"}}),
-              Event.new("usage", {"input_tokens": 3, "output_tokens": 2}),
-              Event.new("result", {"text": "Hello"})]
+    events = [BackendEvent.new("text", {"text": "Hel"}), BackendEvent.new("text", {"text": "lo"}),
+              BackendEvent.new("tool_use", {"id": "c1", "name": "kb", "input": {"q": "secret"}}),
+              BackendEvent.new("usage", {"input_tokens": 3, "output_tokens": 2}),
+              BackendEvent.new("result", {"text": "Hello"})]
     hypha.agents.start(Quiet, name="relayer", backend=MockBackend,
                        scripts=[MockBackend.gate(tag, events)])
     with hypha.agents.stream("relayer", timeout=WAIT) as stream:

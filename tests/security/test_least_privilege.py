@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from kombu import Connection
 
 from hypha_celery import Hypha, Settings
-from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends import BackendEvent, MockBackend
 from hypha_celery.demo import SOURCES, run_demo
 from hypha_celery.errors import SetupError
 from hypha_celery.store import EventStore
@@ -149,7 +149,7 @@ def test_postgres_recipe_runs_hypha_with_a_runtime_role_that_cannot_change_the_s
         run, result = run_demo(hypha)
         assert sorted(result["sources"]) == sorted(SOURCES)
         assert_well_formed(run)
-        reply = [Event.new("text", {"text": "hi"}), Event.new("result", {})]
+        reply = [BackendEvent.new("text", {"text": "hi"}), BackendEvent.new("result", {})]
         hypha.agents.start(Counter, name="counter", backend=MockBackend, scripts=[reply, reply])
         ref = hypha.agents.tell("counter", "one")
         hypha.agents.tell("counter", "two")
@@ -225,7 +225,8 @@ def _run_graph_and_agent(client: Hypha) -> None:
     events = run.events()
     assert any(e.kind == "node.fanout.scheduled" for e in events)  # a chord went through
     assert_exactly_once(events)
-    reply = [Event.new("text", {"text": "hi"}).to_json(), Event.new("result", {}).to_json()]
+    reply = [BackendEvent.new("text", {"text": "hi"}).to_json(),
+             BackendEvent.new("result", {}).to_json()]
     client.agents.start(Counter, name="counter", backend=MockBackend, scripts=[reply])
     assert client.agents.ask("counter", "one", timeout=20).text == "hi"
     client.agents.stop("counter")

@@ -32,7 +32,7 @@ def build(settings):
 
 EMBEDDED = '''
 from hypha_celery.agents import Agent, NoReply
-from hypha_celery.backends import Event
+from hypha_celery.backends import BackendEvent
 from hypha_celery.testing import wait_until
 
 import myapp
@@ -60,9 +60,9 @@ def test_embedded_fixture(hypha_embedded):
 
 
 def test_agent_turn_on_the_mock_backend(hypha_embedded, hypha_mock_backend):
-    reply = [Event.new("text", {"text": "hi"}), Event.new("result", {})]
-    computed = lambda prompt: [Event.new("text", {"text": prompt.upper()}),
-                               Event.new("result", {})]
+    reply = [BackendEvent.new("text", {"text": "hi"}), BackendEvent.new("result", {})]
+    computed = lambda prompt: [BackendEvent.new("text", {"text": prompt.upper()}),
+                               BackendEvent.new("result", {})]
     hypha_embedded.agents.start(Echo, name="echo", backend=hypha_mock_backend,
                                 scripts=[reply, computed])
     first = hypha_embedded.agents.tell("echo", "one")

@@ -28,7 +28,7 @@ from typing import Any
 import anthropic
 
 from hypha_celery.backends.error import BackendError
-from hypha_celery.backends.event import Event
+from hypha_celery.backends.event import BackendEvent
 from hypha_celery.backends.llm import errors, ref
 from hypha_celery.backends.llm.sdk import ClientCache
 from hypha_celery.backends.llm.sse import open_raw
@@ -139,7 +139,7 @@ class _Messages:
         self._stop: str | None = None
         self._stopped = False
 
-    def feed(self, raw: Any) -> list[Event]:
+    def feed(self, raw: Any) -> list[BackendEvent]:
         kind = getattr(raw, "type", "")
         if kind == "content_block_delta":  # the hot path: most events are text deltas
             delta = raw.delta
@@ -148,18 +148,18 @@ class _Messages:
                 if not piece:
                     return []
                 self._text.append(piece)
-                return [Event.text(piece)]
+                return [BackendEvent.text(piece)]
         handler = _EVENTS.get(kind)
         return handler(self, raw) if handler is not None else []
 
-    def _start(self, raw: Any) -> list[Event]:
+    def _start(self, raw: Any) -> list[BackendEvent]:
         message = raw.message
         self._id = getattr(message, "id", None)
         self._model = getattr(message, "model", None) or self._model
         self._count(getattr(message, "usage", None))
         return []
 
-    def _block_start(self, raw: Any) -> list[Event]:
+    def _block_start(self, raw: Any) -> list[BackendEvent]:
         block = raw.content_block
         if block.type == "text":
             return self._say(getattr(block, "text", "") or "")
@@ -171,7 +171,7 @@ class _Messages:
             self._blocks[raw.index] = {"kind": "thinking", "chars": len(thought)}
         return []
 
-    def _delta(self, raw: Any) -> list[Event]:
+    def _delta(self, raw: Any) -> list[BackendEvent]:
         delta = raw.delta
         if delta.type == "text_delta":
             return self._say(delta.text or "")
@@ -184,31 +184,32 @@ class _Messages:
             block["chars"] += len(delta.thinking or "")
         return []
 
-    def _block_stop(self, raw: Any) -> list[Event]:
+    def _block_stop(self, raw: Any) -> list[BackendEvent]:
         block = self._blocks.pop(raw.index, None)
         if block is None:
             return []
         if block["kind"] == "thinking":
-            return [Event.new("reasoning", {"chars": block["chars"]})]
+            return [BackendEvent.new("reasoning", {"chars": block["chars"]})]
         call = ToolCall(block["id"], self._names.name(block["name"]),
                         parse_arguments("".join(block["args"])))
         self._calls.append(call)
-        return [Event.new("tool_use", {"id": call.id, "name": call.name, "input": call.arguments})]
+        return [BackendEvent.new("tool_use", {"id": call.id, "name": call.name,
+                                              "input": call.arguments})]
 
-    def _message_delta(self, raw: Any) -> list[Event]:
+    def _message_delta(self, raw: Any) -> list[BackendEvent]:
         self._stop = getattr(raw.delta, "stop_reason", None) or self._stop
         self._count(getattr(raw, "usage", None))
         return []
 
-    def _message_stop(self, raw: Any) -> list[Event]:
+    def _message_stop(self, raw: Any) -> list[BackendEvent]:
         self._stopped = True
         return []
 
-    def _say(self, delta: str) -> list[Event]:
+    def _say(self, delta: str) -> list[BackendEvent]:
         if not delta:
             return []
         self._text.append(delta)
-        return [Event.text(delta)]
+        return [BackendEvent.text(delta)]
 
     def _count(self, usage: Any) -> None:
         """Usage counts are cumulative: a later value replaces an earlier one."""
@@ -217,7 +218,7 @@ class _Messages:
             if isinstance(value, int) and not isinstance(value, bool):
                 self._usage[name] = value
 
-    def finish(self) -> tuple[list[Event], LLMResult]:
+    def finish(self) -> tuple[list[BackendEvent], LLMResult]:
         if not self._stopped:
             raise errors.incomplete_stream(VENDOR, "no message_stop event")
         counts = self._usage
@@ -225,11 +226,11 @@ class _Messages:
         read = counts.get("cache_read_input_tokens", 0)
         usage = Usage(counts.get("input_tokens", 0) + write + read,
                       counts.get("output_tokens", 0), read, write)
-        return [Event.new("usage", usage.to_json())], LLMResult(
+        return [BackendEvent.new("usage", usage.to_json())], LLMResult(
             "".join(self._text), tuple(self._calls), usage, self._stop, self._model, self._id)
 
 
-_EVENTS: dict[str, Callable[[_Messages, Any], list[Event]]] = {
+_EVENTS: dict[str, Callable[[_Messages, Any], list[BackendEvent]]] = {
     "message_start": _Messages._start,
     "content_block_start": _Messages._block_start,
     "content_block_delta": _Messages._delta,

@@ -26,7 +26,7 @@ from typing import Any
 import openai
 
 from hypha_celery.backends.error import BackendError
-from hypha_celery.backends.event import Event
+from hypha_celery.backends.event import BackendEvent
 from hypha_celery.backends.llm import errors, ref
 from hypha_celery.backends.llm.sdk import ClientCache
 from hypha_celery.backends.llm.sse import open_raw
@@ -167,24 +167,24 @@ class _Responses:
         self._reasoning: dict[int, int] = {}  # output_index -> characters
         self._final: Any = None
 
-    def feed(self, raw: Any) -> list[Event]:
+    def feed(self, raw: Any) -> list[BackendEvent]:
         kind = getattr(raw, "type", "")
         if kind == "response.output_text.delta":  # the hot path
             return self._text_delta(raw)
         handler = _RESPONSES.get(kind)
         return handler(self, raw) if handler is not None else []
 
-    def _created(self, raw: Any) -> list[Event]:
+    def _created(self, raw: Any) -> list[BackendEvent]:
         self._id = getattr(raw.response, "id", None)
         self._model = getattr(raw.response, "model", None) or self._model
         return []
 
-    def _text_delta(self, raw: Any) -> list[Event]:
+    def _text_delta(self, raw: Any) -> list[BackendEvent]:
         delta = raw.delta or ""
         self._text.append(delta)
-        return [Event.text(delta)] if delta else []
+        return [BackendEvent.text(delta)] if delta else []
 
-    def _item_added(self, raw: Any) -> list[Event]:
+    def _item_added(self, raw: Any) -> list[BackendEvent]:
         item = raw.item
         if item.type == "function_call":
             self._calls[raw.output_index] = {"id": item.call_id, "name": item.name,
@@ -193,18 +193,18 @@ class _Responses:
             self._reasoning[raw.output_index] = 0
         return []
 
-    def _args_delta(self, raw: Any) -> list[Event]:
+    def _args_delta(self, raw: Any) -> list[BackendEvent]:
         call = self._calls.get(raw.output_index)
         if call is not None:
             call["args"].append(raw.delta or "")
         return []
 
-    def _reasoning_delta(self, raw: Any) -> list[Event]:
+    def _reasoning_delta(self, raw: Any) -> list[BackendEvent]:
         index = raw.output_index
         self._reasoning[index] = self._reasoning.get(index, 0) + len(raw.delta or "")
         return []
 
-    def _item_done(self, raw: Any) -> list[Event]:
+    def _item_done(self, raw: Any) -> list[BackendEvent]:
         item = raw.item
         if item.type == "function_call":
             call = self._calls.pop(raw.output_index, None)
@@ -212,30 +212,31 @@ class _Responses:
             return [self._tool_use(item.call_id, item.name, item.arguments or streamed)]
         if item.type == "reasoning":
             chars = self._reasoning.pop(raw.output_index, 0) or _summary_chars(item)
-            return [Event.new("reasoning", {"chars": chars})]
+            return [BackendEvent.new("reasoning", {"chars": chars})]
         return []
 
-    def _tool_use(self, call_id: str, wire: str, arguments: str) -> Event:
+    def _tool_use(self, call_id: str, wire: str, arguments: str) -> BackendEvent:
         call = ToolCall(call_id, self._names.name(wire), parse_arguments(arguments))
         self._done.append(call)
-        return Event.new("tool_use", {"id": call.id, "name": call.name, "input": call.arguments})
+        return BackendEvent.new("tool_use", {"id": call.id, "name": call.name,
+                                             "input": call.arguments})
 
-    def _terminal(self, raw: Any) -> list[Event]:
+    def _terminal(self, raw: Any) -> list[BackendEvent]:
         self._final = raw.response
         return []
 
-    def _failed(self, raw: Any) -> list[Event]:
+    def _failed(self, raw: Any) -> list[BackendEvent]:
         error = getattr(raw.response, "error", None)
         payload = {"code": getattr(error, "code", None), "type": getattr(error, "type", None)}
         raise errors.from_payload(VENDOR, payload,
                                   errors.scrub(f"response.failed: {getattr(error, 'message', '')}"))
 
-    def _error(self, raw: Any) -> list[Event]:
+    def _error(self, raw: Any) -> list[BackendEvent]:
         payload = {"code": getattr(raw, "code", None), "type": getattr(raw, "type", None)}
         raise errors.from_payload(VENDOR, payload,
                                   errors.scrub(f"error event: {getattr(raw, 'message', '')}"))
 
-    def finish(self) -> tuple[list[Event], LLMResult]:
+    def finish(self) -> tuple[list[BackendEvent], LLMResult]:
         final = self._final
         if final is None:
             raise errors.incomplete_stream(VENDOR, "no response.completed event")
@@ -243,14 +244,14 @@ class _Responses:
                   for i in getattr(final, "output", None) or ()
                   if i.type == "function_call" and i.call_id not in {c.id for c in self._done}]
         usage = _responses_usage(getattr(final, "usage", None))
-        events.append(Event.new("usage", usage.to_json()))
+        events.append(BackendEvent.new("usage", usage.to_json()))
         details = getattr(final, "incomplete_details", None)
         stop = getattr(details, "reason", None) or getattr(final, "status", None) or "completed"
         return events, LLMResult("".join(self._text), tuple(self._done), usage, stop,
                                  self._model, self._id)
 
 
-_RESPONSES: dict[str, Callable[[_Responses, Any], list[Event]]] = {
+_RESPONSES: dict[str, Callable[[_Responses, Any], list[BackendEvent]]] = {
     "response.created": _Responses._created,
     "response.output_text.delta": _Responses._text_delta,
     "response.refusal.delta": _Responses._text_delta,
@@ -329,12 +330,12 @@ class _Chat:
         self._stop: str | None = None
         self._usage: Any = None
 
-    def feed(self, raw: Any) -> list[Event]:
+    def feed(self, raw: Any) -> list[BackendEvent]:
         self._id = self._id or getattr(raw, "id", None)
         self._model = getattr(raw, "model", None) or self._model
         if getattr(raw, "usage", None) is not None:
             self._usage = raw.usage
-        events: list[Event] = []
+        events: list[BackendEvent] = []
         for choice in getattr(raw, "choices", None) or ():
             if choice.index != 0:
                 continue
@@ -342,7 +343,7 @@ class _Chat:
             self._stop = choice.finish_reason or self._stop
         return events
 
-    def _delta(self, delta: Any) -> list[Event]:
+    def _delta(self, delta: Any) -> list[BackendEvent]:
         if delta is None:
             return []
         thought = delta.get("reasoning_content") or delta.get("reasoning")
@@ -359,20 +360,20 @@ class _Chat:
         if not piece:
             return []
         self._text.append(piece)
-        return [Event.text(piece)]
+        return [BackendEvent.text(piece)]
 
-    def finish(self) -> tuple[list[Event], LLMResult]:
+    def finish(self) -> tuple[list[BackendEvent], LLMResult]:
         if self._stop is None:
             raise errors.incomplete_stream(VENDOR, "no chunk with a finish_reason")
         calls = tuple(ToolCall(c["id"], self._names.name(c["name"]),
                                parse_arguments("".join(c["args"])))
                       for _, c in sorted(self._calls.items()))
-        events = [Event.new("tool_use", {"id": c.id, "name": c.name, "input": c.arguments})
+        events = [BackendEvent.new("tool_use", {"id": c.id, "name": c.name, "input": c.arguments})
                   for c in calls]
         if self._reasoning:
-            events.insert(0, Event.new("reasoning", {"chars": self._reasoning}))
+            events.insert(0, BackendEvent.new("reasoning", {"chars": self._reasoning}))
         usage = _chat_usage(self._usage)
-        events.append(Event.new("usage", usage.to_json()))
+        events.append(BackendEvent.new("usage", usage.to_json()))
         return events, LLMResult("".join(self._text), calls, usage, self._stop, self._model,
                                  self._id)
 

@@ -1,5 +1,5 @@
 """``LLMStream``: one streamed model call as an iterator of
-:class:`~hypha_celery.backends.Event`, whatever the provider.
+:class:`~hypha_celery.backends.BackendEvent`, whatever the provider.
 
 Event kinds: ``text`` ``{"text"}`` (a delta), ``tool_use`` ``{"id", "name", "input"}``
 (once per call, with its whole input), ``reasoning`` ``{"chars"}`` (how much the model
@@ -29,7 +29,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from hypha_celery.backends.error import BackendError
-from hypha_celery.backends.event import Event
+from hypha_celery.backends.event import BackendEvent
 from hypha_celery.backends.llm import errors
 from hypha_celery.backends.llm.types import LLMResult
 
@@ -37,17 +37,18 @@ __all__ = ["Decoder", "LLMStream"]
 
 
 class Decoder(Protocol):
-    """Turns one provider's raw stream events into :class:`Event` s and an :class:`LLMResult`."""
+    """Turns one provider's raw stream events into :class:`BackendEvent` s and an
+    :class:`LLMResult`."""
 
-    def feed(self, raw: Any) -> list[Event]:
+    def feed(self, raw: Any) -> list[BackendEvent]:
         """Events for one raw SDK event; raises ``BackendError`` for an error event."""
 
-    def finish(self) -> tuple[list[Event], LLMResult]:
+    def finish(self) -> tuple[list[BackendEvent], LLMResult]:
         """At the end of the stream: the last events (``usage``) and the result; raises
         ``BackendError(kind="incomplete_stream")`` when the terminal event never came."""
 
 
-class LLMStream(Iterator[Event]):
+class LLMStream(Iterator[BackendEvent]):
     """A live model call (see the module docstring). Use it as a context manager or call
     :meth:`close` when you stop early: a plain ``break`` leaves the connection open."""
 
@@ -62,7 +63,7 @@ class LLMStream(Iterator[Event]):
         self._decoder = decoder
         self._feed = decoder.feed
         self._key = key  # only to scrub it from error text
-        self._pending: deque[Event] = deque()
+        self._pending: deque[BackendEvent] = deque()
         self._lock = threading.Lock()
         self._closed = False
         self._finished = False
@@ -70,7 +71,7 @@ class LLMStream(Iterator[Event]):
     def __iter__(self) -> LLMStream:
         return self
 
-    def __next__(self) -> Event:
+    def __next__(self) -> BackendEvent:
         pending = self._pending
         while not pending:
             if self._finished:
@@ -107,7 +108,7 @@ class LLMStream(Iterator[Event]):
     # -- reading -----------------------------------------------------------------------
     # Errors are raised outside ``except`` blocks: an SDK exception may quote a key a
     # server echoed, so it must not ride along as ``__context__``.
-    def _pull(self) -> list[Event]:
+    def _pull(self) -> list[BackendEvent]:
         error: BackendError | None = None
         try:
             return self._feed(next(self._raw))
@@ -120,7 +121,7 @@ class LLMStream(Iterator[Event]):
             error = self._failure(exc)
         raise error
 
-    def _end(self) -> list[Event]:
+    def _end(self) -> list[BackendEvent]:
         self._release()
         if self._closed:
             raise errors.cancelled(self.vendor)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hypha_celery.backends import BackendError, Event
+from hypha_celery.backends import BackendError, BackendEvent
 from hypha_celery.backends.llm.ref import ModelRef, provider
 from hypha_celery.backends.llm.stream import LLMStream
 from hypha_celery.backends.llm.types import LLMResult, ToolDecl
@@ -25,7 +25,7 @@ SEARCH = ToolDecl("kb.search", "Search the knowledge base",
 
 @dataclass
 class Outcome:
-    events: list[Event]
+    events: list[BackendEvent]
     result: LLMResult | None = None
     error: BackendError | None = None
 
@@ -51,7 +51,7 @@ def open_call(fake: FakeLLM, api: str, messages: tuple[dict[str, Any], ...] = US
 
 def call(fake: FakeLLM, api: str, **kwargs: Any) -> Outcome:
     """Open and read one call to its end; a ``BackendError`` is caught into the outcome."""
-    events: list[Event] = []
+    events: list[BackendEvent] = []
     try:
         with open_call(fake, api, **kwargs) as stream:
             for event in stream:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from hypha_celery.backends import BackendError, Event
+from hypha_celery.backends import BackendError, BackendEvent
 from hypha_celery.backends.llm.types import Usage
 from tests.backends.llm.support import (
     KEY,
@@ -119,7 +119,7 @@ def test_a_malformed_event_fails_the_call(fake: FakeLLM, api: str) -> None:
 def test_close_from_another_thread_ends_a_hanging_stream(fake: FakeLLM, api: str) -> None:
     fake.script(Reply.hang(30))
     stream = open_call(fake, api)
-    seen: list[Event] = []
+    seen: list[BackendEvent] = []
     failed: list[BackendError] = []
 
     def read() -> None:

@@ -16,7 +16,7 @@ from selenium.common.exceptions import NoSuchElementException, StaleElementRefer
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from hypha_celery.backends import Event, MockBackend
+from hypha_celery.backends import BackendEvent, MockBackend
 from hypha_celery.console.auth import COOKIE
 from tests.console.browser.app import STEPS, Echo
 from tests.console.browser.conftest import WAIT, Console
@@ -41,7 +41,7 @@ def seeded(console: Console) -> Iterator[Seeded]:
     alice = hypha.start("browser-slow", {"sleep": 0.0}, user_id="alice", session_id="s-a")
     bob = hypha.start("browser-slow", {"sleep": 0.0}, user_id="bob", session_id="s-b")
     name = f"echo-{alice.id[:8]}"
-    reply = [Event.new("text", {"text": "pong"}), Event.new("result", {})]
+    reply = [BackendEvent.new("text", {"text": "pong"}), BackendEvent.new("result", {})]
     hypha.agents.start(Echo, name=name, backend=MockBackend, scripts=[reply])
     assert hypha.agents.ask(name, "ping", timeout=WAIT).text == "pong"
     for run in (alice, bob):
