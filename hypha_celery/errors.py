@@ -111,6 +111,7 @@ class FailureReason(StrEnum):
     STATE_TOO_LARGE = "state_too_large"
     INVALID_DECISION = "invalid_decision"
     POLICY_ERROR = "policy_error"
+    FANOUT_TOO_WIDE = "fanout_too_wide"
     NODE_FAILED = "node_failed"
     REDUCER_FAILED = "reducer_failed"
     UNKNOWN_GRAPH = "unknown_graph"

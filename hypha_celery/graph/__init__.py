@@ -1,6 +1,14 @@
 """The graph model: nodes, decisions, outcomes, retries, and build-time validation."""
 
-from hypha_celery.graph.decisions import Decision, Fail, FanOut, Finish, Next, Review
+from hypha_celery.graph.decisions import (
+    DEFAULT_MAX_FANOUT,
+    Decision,
+    Fail,
+    FanOut,
+    Finish,
+    Next,
+    Review,
+)
 from hypha_celery.graph.model import (
     AT_MOST_ONCE,
     Context,
@@ -15,6 +23,7 @@ from hypha_celery.graph.retry import ErrorClass, RetryPolicy, classify
 
 __all__ = [
     "AT_MOST_ONCE",
+    "DEFAULT_MAX_FANOUT",
     "Context",
     "Decision",
     "ErrorClass",

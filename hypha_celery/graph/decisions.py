@@ -7,6 +7,14 @@ from typing import Any
 
 from hypha_celery.errors import GraphSpecError
 
+#: Default bound on a ``FanOut``'s edges (``Graph(max_fanout=)``). Each edge is a task
+#: message published at once and an item of the ``node.fanout.scheduled`` event; the
+#: reducer gets every edge's outcome in one message. 256 leaves room for map-style
+#: fan-outs (documents, shards, tools) while one decision stays a bounded burst: 256
+#: messages, one event of 256 edges, 512 edge events, one reducer input of 256 outcomes
+#: (a run of the default 25 steps at this width already holds about 13,000 events).
+DEFAULT_MAX_FANOUT = 256
+
 
 @dataclass(frozen=True, slots=True)
 class Next:
@@ -21,7 +29,9 @@ class Next:
 
 @dataclass(frozen=True, slots=True)
 class FanOut:
-    """Run ``edges`` in parallel (a Celery chord); ``reducer`` consolidates them."""
+    """Run ``edges`` in parallel (a Celery chord); ``reducer`` consolidates them. At most
+    the graph's ``max_fanout`` edges (:data:`DEFAULT_MAX_FANOUT`): a wider one ends the
+    run ``run.failed`` ``fanout_too_wide`` at the decision, before anything is scheduled."""
 
     edges: list[Next] = field(default_factory=list)
     reducer: str = ""

@@ -9,12 +9,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from hypha_celery.backends.llm.ref import ModelRef
 from hypha_celery.backends.llm.types import LLMResult, Message
 from hypha_celery.errors import GraphSpecError, InvalidModelRef
 from hypha_celery.graph.calls import Calls
+from hypha_celery.graph.decisions import DEFAULT_MAX_FANOUT
 from hypha_celery.graph.retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -280,6 +281,7 @@ class _Limits(BaseModel):
     execution_timeout: float = Field(default=300.0, gt=0)
     node_timeout: float = Field(default=60.0, gt=0)
     max_state_bytes: int = Field(default=DEFAULT_MAX_STATE_BYTES, gt=0)
+    max_fanout: StrictInt = Field(default=DEFAULT_MAX_FANOUT, gt=0)
     on_node_error: Literal["fail", "policy"] = "fail"
     on_dead_letter: Literal["fail", "park"] = "fail"
 
@@ -291,6 +293,9 @@ class Graph:
     :class:`~hypha_celery.errors.GraphSpecError` and is never registered.
     ``on_node_error="fail"`` (default) ends the run when a node fails;
     ``"policy"`` hands the failed outcome to the policy in ``ctx.last``.
+    ``max_fanout`` bounds a ``FanOut``'s edges (default 256, see
+    :data:`~hypha_celery.graph.decisions.DEFAULT_MAX_FANOUT`): a wider one ends the run
+    ``run.failed`` ``fanout_too_wide``.
 
     ``retry`` is the default :class:`RetryPolicy` of nodes without their own (none:
     no retries). A message delivered more than the delivery limit
@@ -312,6 +317,7 @@ class Graph:
         execution_timeout: float = 300.0,
         node_timeout: float = 60.0,
         max_state_bytes: int = DEFAULT_MAX_STATE_BYTES,
+        max_fanout: int = DEFAULT_MAX_FANOUT,
         on_node_error: Literal["fail", "policy"] = "fail",
         retry: RetryPolicy | None = None,
         on_dead_letter: Literal["fail", "park"] = "fail",
@@ -329,6 +335,7 @@ class Graph:
                 execution_timeout=execution_timeout,
                 node_timeout=node_timeout,
                 max_state_bytes=max_state_bytes,
+                max_fanout=max_fanout,
                 on_node_error=on_node_error,
                 on_dead_letter=on_dead_letter,
             )
@@ -341,6 +348,7 @@ class Graph:
         self.execution_timeout = limits.execution_timeout
         self.node_timeout = limits.node_timeout
         self.max_state_bytes = limits.max_state_bytes
+        self.max_fanout = limits.max_fanout
         self.on_node_error = limits.on_node_error
         self.on_dead_letter = limits.on_dead_letter
         if retry is not None and not isinstance(retry, RetryPolicy):

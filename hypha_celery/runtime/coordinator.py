@@ -256,6 +256,9 @@ def _validate(graph: Graph, view: View, decision: object) -> None:
         if decision.reducer not in graph.reducers:
             raise _Fail(FailureReason.UNKNOWN_REDUCER,
                         f"policy returned unknown reducer {decision.reducer!r}")
+        if len(decision.edges) > graph.max_fanout:
+            raise _Fail(FailureReason.FANOUT_TOO_WIDE, f"FanOut of {len(decision.edges)} "
+                        f"edges, past max_fanout={graph.max_fanout}")
         nexts = list(decision.edges)
     else:
         raise _Fail(FailureReason.INVALID_DECISION,
