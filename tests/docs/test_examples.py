@@ -7,13 +7,16 @@ a fresh working directory, no ``HYPHA_*`` variables (so ``Hypha.from_env()`` is 
 embedded default: memory broker, worker thread, SQLite in ``./.hypha/``), the repository
 root importable (``examples``, ``tests``). A block that must not run says so in its fence,
 with a reason: ```python {test="skip" reason="..."}. ``--update-examples`` rewrites the
-``#>`` lines from what the blocks print.
+``#>`` lines from what the blocks print. A block whose first line is ``# NAME.py`` is
+also that module of the page: the page's later blocks run with it saved as ``NAME.py`` in
+their working directory, so they can import it as a reader who saved it would.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,14 +34,28 @@ def example_id(example: CodeExample) -> str:
 
 
 @pytest.fixture
-def example_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def example_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """The block's working directory; the environment a reader of the docs starts from."""
     monkeypatch.chdir(tmp_path)
     for name in [name for name in os.environ if name.startswith("HYPHA_")]:
         monkeypatch.delenv(name)
     # pytest-examples runs the block as ``__main__`` (agent classes are found there).
     monkeypatch.setitem(sys.modules, "__main__", sys.modules["__main__"])
-    return tmp_path
+    monkeypatch.syspath_prepend(str(tmp_path))  # the page's named modules (``# NAME.py``)
+    yield tmp_path
+    for name, module in list(sys.modules.items()):  # another page may name one the same
+        if str(getattr(module, "__file__", None) or "").startswith(str(tmp_path)):
+            del sys.modules[name]
+
+
+def page_modules(example: CodeExample) -> dict[str, str]:
+    """The modules the blocks before ``example`` on its page name (``# NAME.py``)."""
+    found: dict[str, str] = {}
+    for other in EXAMPLES:
+        if other.path == example.path and other.start_line < example.start_line:
+            if is_module(other):
+                found[other.source.partition("\n")[0][2:]] = other.source
+    return found
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=example_id)
@@ -48,12 +65,23 @@ def test_example_runs_as_shown(example: CodeExample, eval_example: EvalExample,
     if settings.get("test") == "skip":
         assert settings.get("reason"), f"{example_id(example)}: a skipped block says why"
         pytest.skip(settings["reason"])
+    modules = page_modules(example)
+    for name, source in modules.items():
+        (example_dir / name).write_text(source)
     if eval_example.update_examples:
         eval_example.run_print_update(example)
     else:
         eval_example.run_print_check(example)
-    if "Hypha.from_env()" in example.source:
-        assert (example_dir / ".hypha" / "hypha.db").exists()
+    used = [source for name, source in modules.items() if f"import {name[:-3]}" in
+            example.source or f"from {name[:-3]} import" in example.source]
+    if "Hypha.from_env()" in "".join([example.source, *used]) and not is_module(example):
+        assert (example_dir / ".hypha" / "hypha.db").exists()  # the embedded default
+
+
+def is_module(example: CodeExample) -> bool:
+    """Whether ``example`` is a module of its page (``# NAME.py``): it only defines."""
+    first = example.source.partition("\n")[0]
+    return first.startswith("# ") and first.endswith(".py")
 
 
 def test_the_docs_have_examples() -> None:
