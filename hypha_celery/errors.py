@@ -13,6 +13,8 @@ The tree, split by phase::
     │   ├── NotTheLifecycleWriter        a ``run.*`` event appended by anything but
     │   │                                ``hypha_celery.runtime.lifecycle``
     │   ├── UnknownEventKind             an event type outside the taxonomy appended
+    │   ├── MiddlewareSignatureError     a middleware hook the stack cannot call with the
+    │   │                                hook's arguments (a wrong override)
     │   ├── GuardError (ValueError)      a guard expression that does not parse or breaks a
     │   │   │                            limit (1,024 chars); ``.expression``, ``.position``
     │   │   └── UnsafeGuardPattern       a ``matches`` regex that is invalid, too long
@@ -31,6 +33,8 @@ The tree, split by phase::
     ├── SetupError (RuntimeError)        configuration: URLs, missing extras, store schema
     │   ├── ExtraNotInstalled (ImportError)
     │   ├── SigningKeyMissing            ``export --sign`` / ``import --verify`` without a key
+    │   ├── PrivateApiChanged            a library's internals hypha relies on
+    │   │                                (``hypha_celery._private_api``) are not there
     │   └── ConsoleConfigError (ValueError)  console settings that do not parse (tokens,
     │                                    address, fixtures directory)
     ├── HyphaRuntimeError (RuntimeError) things that happen while runs execute
@@ -155,6 +159,12 @@ class UnknownEventKind(SpecError):
     (:data:`hypha_celery.events.envelope.KINDS`) was appended; nothing was written."""
 
 
+class MiddlewareSignatureError(SpecError):
+    """A middleware overrides a hook with a signature the stack cannot call (found when
+    the :class:`~hypha_celery.middleware.MiddlewareStack` is built; mypy reports the
+    incompatible override too)."""
+
+
 class SetupError(HyphaError, RuntimeError):
     """Configuration or environment problem (URLs, schema, extras)."""
 
@@ -166,6 +176,12 @@ class ExtraNotInstalled(SetupError, ImportError):
 class SigningKeyMissing(SetupError):
     """Signing or verifying an export needs a key (``HYPHA_EXPORT_KEY``, at least 16
     characters) and there is none, or it is too short."""
+
+
+class PrivateApiChanged(SetupError):
+    """A library's private API that hypha relies on (``hypha_celery._private_api``:
+    Celery's consumer hooks, prometheus_client's value class) changed shape in the
+    installed version; the message says which and what needs updating."""
 
 
 class ConsoleConfigError(SetupError, ValueError):

@@ -27,6 +27,7 @@ import uuid
 from contextlib import suppress
 
 from hypha_celery.agents.doc import Request
+from hypha_celery.middleware.process import on_fork
 from hypha_celery.store import EventStore, Tx
 from hypha_celery.store import agents as table
 
@@ -42,8 +43,15 @@ class CallerLease:
         self.store = store
         self.interval = interval
         self.id = uuid.uuid4().hex
-        self._pid = 0
+        self._started = False
         self._stop = threading.Event()
+        self._lock = threading.Lock()
+        on_fork(self._after_fork)
+
+    def _after_fork(self) -> None:
+        """A forked child is a caller of its own, its heartbeat thread not started."""
+        self.id = uuid.uuid4().hex
+        self._started = False
         self._lock = threading.Lock()
 
     @property
@@ -56,10 +64,8 @@ class CallerLease:
         if not self.enabled:
             return None
         with self._lock:
-            if self._pid != os.getpid():  # first use, or a forked child: a caller of its own
-                if self._pid:
-                    self.id = uuid.uuid4().hex
-                self._pid = os.getpid()
+            if not self._started:  # first use (again after a fork)
+                self._started = True
                 self._stop = threading.Event()
                 self._beat()
                 threading.Thread(target=self._loop, args=(self._stop,), daemon=True,
@@ -69,10 +75,10 @@ class CallerLease:
     def close(self) -> None:
         """The caller is gone: its queued asks are dropped when their turn comes."""
         with self._lock:
-            if self._pid != os.getpid():
+            if not self._started:
                 return
             self._stop.set()
-            self._pid = 0
+            self._started = False
         with suppress(Exception):  # else the row goes stale
             self.store.drop_leases([_PREFIX + self.id])
 

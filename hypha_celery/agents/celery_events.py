@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import threading
 import time
 from typing import Any
 
 from celery import Celery, Task
+
+from hypha_celery.middleware.process import on_fork
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ class _Dispatchers:
 
     def __init__(self) -> None:
         self._forget()
-        os.register_at_fork(after_in_child=self._forget)
+        on_fork(self._forget)
         atexit.register(self.flush)
 
     def get(self, app: Celery, hostname: str) -> Any:

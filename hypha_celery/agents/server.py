@@ -126,8 +126,8 @@ class Owner:
             atx.beat = True
             if crashed is not None:
                 atx.write_control(None)
-                self.rt.middleware.call("after_turn", effects.turn(self.name, crashed.request),
-                                        TurnEnd(_elapsed_ms(crashed), "task_crashed"))
+                self.rt.middleware.after_turn(effects.turn(self.name, crashed.request),
+                                              TurnEnd(_elapsed_ms(crashed), "task_crashed"))
             self._then(atx)
         return True
 
@@ -241,8 +241,8 @@ class Owner:
         effects.finish(atx, self.rt, request, Failed("caller_down"))
         atx.event("agent.request.cancelled", {"ref": request.ref, "reason": "caller_down"})
         turn = effects.turn(self.name, request)
-        atx.after_commit(lambda: self.rt.middleware.call("after_turn_cancelled", turn,
-                                                         "caller_down"))
+        atx.after_commit(lambda: self.rt.middleware.after_turn_cancelled(
+            turn, "caller_down"))
 
     # -- classes ---------------------------------------------------------------------
     def agent(self) -> Agent:
@@ -338,7 +338,7 @@ class Owner:
         turn, original = effects.turn(self.name, cur.request), cur.request.prompt
 
         def emit() -> None:
-            self.rt.middleware.call("before_turn", turn)
+            self.rt.middleware.before_turn(turn)
             telemetry.rich(("prompt", "start"), self.name, ref=turn.ref, attempt=turn.attempt,
                            prompt=prompt, original_prompt=original,
                            rewritten=prompt != original, agent_state=state)
@@ -372,11 +372,11 @@ class Owner:
                     duration_ms: float) -> None:
         turn = effects.turn(self.name, cur.request)
         if isinstance(outcome, Response):
-            self.rt.middleware.call("after_turn", turn, TurnEnd(duration_ms))
+            self.rt.middleware.after_turn(turn, TurnEnd(duration_ms))
             telemetry.rich(("prompt", "stop"), self.name, ref=turn.ref, attempt=turn.attempt)
         else:
             kind = _REASON_KIND.get(outcome.reason, "backend_or_callback_error")
-            self.rt.middleware.call("after_turn", turn, TurnEnd(duration_ms, kind))
+            self.rt.middleware.after_turn(turn, TurnEnd(duration_ms, kind))
             telemetry.rich(("prompt", "error"), self.name, ref=turn.ref, attempt=turn.attempt,
                            reason=outcome.reason)
 
@@ -399,8 +399,8 @@ class Owner:
             log.warning("agent pre_turn raised %s", type(exc).__name__)
             reason = "pre_turn_skipped" if cur.origin.external else "pre_turn_crashed"
             new_state = state
-        self.rt.middleware.call("after_turn_rejected", effects.turn(self.name, cur.request),
-                                reason)
+        self.rt.middleware.after_turn_rejected(effects.turn(self.name, cur.request),
+                                               reason)
         with self._locked() as atx:
             live = atx.doc.current
             if live is None or not cur.same(live):

@@ -99,7 +99,7 @@ def _timed(rt: Runtime, run: Callable[[], list[Decision]]) -> list[Decision]:
         return run()
     started = time.monotonic()
     decisions = run()
-    rt.middleware.call("after_sweep", Sweep(time.monotonic() - started, len(decisions)))
+    rt.middleware.after_sweep(Sweep(time.monotonic() - started, len(decisions)))
     return decisions
 
 

@@ -42,7 +42,7 @@ from hypha_celery.events import TERMINAL_STATUSES, new_view
 from hypha_celery.graph import Graph
 from hypha_celery.graph.jsonsafe import is_json, json_size_or_none
 from hypha_celery.live import LiveBus, MemoryLiveBus, NullBus, RedisLiveBus
-from hypha_celery.middleware import Middleware, MiddlewareStack
+from hypha_celery.middleware import Middleware, MiddlewareStack, celery_signals
 from hypha_celery.principals import Principal
 from hypha_celery.reviews import PendingReview
 from hypha_celery.reviews import approve as approve_review
@@ -65,6 +65,7 @@ from hypha_celery.runtime.leases import LeaseMiddleware
 from hypha_celery.runtime.live import LiveEnds
 from hypha_celery.runtime.notifier import LocalNotifier, Notifier, RedisNotifier
 from hypha_celery.runtime.tls import redis_client_url
+from hypha_celery.runtime.retries import Retries
 from hypha_celery.store import EventStore
 
 OnBusy = Literal["queue", "reject"]
@@ -117,6 +118,7 @@ class Hypha:
                            middleware=_stack(self.store, settings, middleware, self.live),
                            live=self.live, llm=self.llm)
         tasks.register_coordinator(self._rt)
+        celery_signals.bind(self.celery, self._rt.middleware)  # process and publish hooks
         supervisor.register(self._rt)
         self._embedded: EmbeddedWorker | None = None
         self.agents = _agents(self)
@@ -425,14 +427,15 @@ def _llm(settings: Settings) -> LLMClient:
 
 def _stack(store: EventStore, settings: Settings, middleware: Iterable[Middleware],
            live: LiveBus) -> MiddlewareStack:
-    """The built-ins, then the user's: the lease middleware (unless
+    """The built-ins, then the user's: retries (they decide last what becomes of a
+    failed attempt: ``after_*`` hooks run in reverse), the lease middleware (unless
     ``HYPHA_LEASE_INTERVAL`` is 0), the agents' telemetry (its content-free turn
     events) and the ends of live streams (unless there is no live bus), so one stack
     serves runs, steps, node attempts and turns."""
     leases = [LeaseMiddleware(store, settings.lease_interval)] \
         if settings.lease_interval > 0 else []
     ends = [] if isinstance(live, NullBus) else [LiveEnds(live)]
-    return MiddlewareStack([*leases, Telemetry(), *ends, *middleware])
+    return MiddlewareStack([Retries(store), *leases, Telemetry(), *ends, *middleware])
 
 
 def _agents(hypha: Hypha) -> Agents:

@@ -12,7 +12,7 @@ from typing import Any
 from celery import Celery
 from celery.worker import WorkController
 
-from hypha_celery.runtime import canvas
+from hypha_celery.middleware.celery_signals import set_consumed_queues
 
 
 class _Controller(WorkController):
@@ -60,7 +60,7 @@ class EmbeddedWorker:
         self._app.set_current()
         self._app.set_default()  # the threads pool resolves tasks through the default app
         self._app.amqp.queues.select(self._queues)
-        canvas.set_consumed_queues(self._app, frozenset(self._queues))
+        set_consumed_queues(self._app, frozenset(self._queues))
         self._worker = _Controller(
             app=self._app, pool_cls="threads", concurrency=self._concurrency,
             queues=self._queues, loglevel="WARNING", without_heartbeat=True,
@@ -84,7 +84,7 @@ class EmbeddedWorker:
             if queue not in self._queues:
                 consumer.call_soon(partial(consumer.add_task_queue, queue))
         self._queues = queues
-        canvas.set_consumed_queues(self._app, frozenset(queues))
+        set_consumed_queues(self._app, frozenset(queues))
 
     def stop(self) -> None:
         if self._worker is not None:

@@ -114,7 +114,7 @@ class Calls:
         """:meth:`_live` between ``before_call`` and ``after_call``."""
         call = Call(self.run_id, self.execution_id, self.node_id, record["family"],
                     record["name"], record["call_id"])
-        stack.call("before_call", call)
+        stack.before_call(call)
         began = time.perf_counter()
         error: str | None = None
         try:
@@ -123,8 +123,8 @@ class Calls:
             error = type(exc).__name__
             raise
         finally:
-            stack.call("after_call", call,
-                       _ended(time.perf_counter() - began, error, record.get("usage")))
+            stack.after_call(call,
+                             _ended(time.perf_counter() - began, error, record.get("usage")))
 
     def _live(self, record: dict[str, Any], fn: Callable[[Any], Any], request: Any,
               measures: Callable[[], dict[str, Any]] | None) -> Any:

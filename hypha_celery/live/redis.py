@@ -25,10 +25,8 @@ applications on different databases of one server do not see each other's items 
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-import weakref
 from collections import deque
 from typing import Any
 
@@ -47,6 +45,7 @@ from hypha_celery.live.bus import (
     shape,
 )
 from hypha_celery.live.queue import Subscription
+from hypha_celery.middleware.process import on_fork
 
 PREFIX = "hypha:live:"
 #: How long ``subscribe`` waits for Redis to confirm a channel.
@@ -68,8 +67,7 @@ class RedisLiveBus(LiveBus):
         self.prefix = prefix
         self._outbox = _Outbox(self._client, self.bounds)
         self._hub = _Hub(self._client)
-        ref = weakref.WeakMethod(self._after_fork)
-        os.register_at_fork(after_in_child=lambda: (m := ref()) is not None and m())
+        on_fork(self._after_fork)
 
     def _after_fork(self) -> None:
         """A forked child (a prefork pool worker) has none of the parent's threads."""

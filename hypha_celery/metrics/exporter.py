@@ -7,22 +7,24 @@ multiprocess mode: each process writes its values to files under
 one, set by :func:`prepare_multiprocess` when the middleware is built, before its
 metrics), and the worker's main process serves their sum (``MultiProcessCollector``)
 together with the live gauges of :class:`~hypha_celery.metrics.collector.HyphaCollector`.
-A child that exits is marked dead (``worker_process_shutdown``); the temporary directory
-goes with the worker."""
+The exporter is a middleware bound to the app's worker processes
+(:mod:`~hypha_celery.middleware.celery_signals`): it serves once the worker is ready
+(``process_boot`` of the main process), a child that exits is marked dead (its
+``process_shutdown``), and the server and the temporary directory go with the worker
+(the main process's ``process_shutdown``)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import shutil
-import sys
 import tempfile
 from typing import Any
 
-from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
-
+from hypha_celery._private_api import use_multiprocess_values
 from hypha_celery.errors import SetupError
 from hypha_celery.metrics.client import multiprocess, prometheus
+from hypha_celery.middleware import Middleware, MiddlewareStack, Process, celery_signals
 
 log = logging.getLogger(__name__)
 
@@ -58,17 +60,8 @@ def prepare_multiprocess() -> str | None:
         path = tempfile.mkdtemp(prefix="hypha-metrics-")
         _made_dir.append(path)
         os.environ[MULTIPROC_ENV] = path
-    _multiprocess_values()
+    use_multiprocess_values()  # the metrics built from now on write to the files
     return path
-
-
-def _multiprocess_values() -> None:
-    """prometheus_client picks its value class when first imported, and the ``celery``
-    command may have imported it already (Flower's command plugin does): pick again, so
-    that the metrics built from now on write to the multiprocess files."""
-    values: Any = sys.modules.get("prometheus_client.values")
-    if values is not None and values.ValueClass is values.MutexValue:
-        values.ValueClass = values.get_value_class()
 
 
 def registry(*collectors: Any) -> Any:
@@ -101,33 +94,36 @@ def serve(port: int, reg: Any, addr: str = "0.0.0.0") -> Any:
     return server
 
 
+class MetricsExporter(Middleware):
+    """Serves ``/metrics`` on ``port`` from a worker's main process (its registry:
+    :func:`registry` of ``collectors``) while the worker runs."""
+
+    def __init__(self, port: int, *collectors: Any) -> None:
+        self.port, self.collectors = port, collectors
+        self.servers: list[Any] = []
+
+    def process_boot(self, process: Process) -> None:
+        if process.child or self.servers:
+            return
+        addr = os.environ.get(ADDR_ENV, "0.0.0.0")
+        self.servers.append(serve(self.port, registry(*self.collectors), addr))
+        log.info("hypha metrics: serving http://%s:%d/metrics", addr, self.port)
+
+    def process_shutdown(self, process: Process) -> None:
+        if process.child:
+            if os.environ.get(MULTIPROC_ENV):
+                multiprocess().mark_process_dead(process.pid)
+            return
+        while self.servers:
+            self.servers.pop().shutdown()
+        while _made_dir:
+            shutil.rmtree(_made_dir.pop(), ignore_errors=True)
+
+
 def install(app: Any, *collectors: Any) -> None:
     """With ``HYPHA_METRICS_PORT`` set, make the workers of the Celery app ``app`` serve
     their metrics (and ``collectors``) when ready."""
     port = metrics_port()
     if port is None:
         return
-    servers: list[Any] = []
-
-    def start(sender: Any = None, **_: Any) -> None:
-        if getattr(sender, "app", None) is not app or servers:
-            return
-        addr = os.environ.get(ADDR_ENV, "0.0.0.0")
-        servers.append(serve(port, registry(*collectors), addr))
-        log.info("hypha metrics: serving http://%s:%d/metrics", addr, port)
-
-    def child_exit(pid: int | None = None, **_: Any) -> None:
-        if os.environ.get(MULTIPROC_ENV):
-            multiprocess().mark_process_dead(pid or os.getpid())
-
-    def stop(sender: Any = None, **_: Any) -> None:
-        if getattr(sender, "app", None) is not app:
-            return
-        while servers:
-            servers.pop().shutdown()
-        while _made_dir:
-            shutil.rmtree(_made_dir.pop(), ignore_errors=True)
-
-    worker_ready.connect(start, weak=False)
-    worker_process_shutdown.connect(child_exit, weak=False)
-    worker_shutdown.connect(stop, weak=False)
+    celery_signals.bind(app, MiddlewareStack([MetricsExporter(port, *collectors)]))

@@ -1,24 +1,40 @@
 """The one seam for cross-cutting concerns (telemetry, metrics, tracing, retries, leases).
 
-A ``Middleware`` overrides the hooks it needs; a ``MiddlewareStack`` calls them:
-``before_*`` in list order, ``after_*`` in reverse; a hook that raises is logged and never
-breaks a run or a turn. Hooks and what they are told (``hooks``): run start and end, the
-coordinator step, a node attempt (and its retry, dead letter, late result), a model or tool
-call a node makes through its context, an agent turn, a supervisor sweep."""
+A ``Middleware`` overrides the hooks it needs; a ``MiddlewareStack`` calls them, one
+typed method a hook: ``before_*`` in list order, ``after_*`` in reverse; a hook that
+raises is logged and never breaks a run or a turn. Hooks and what they are told
+(``hooks``): run start and end, the coordinator step, a node attempt (what becomes of it:
+retry or dead letter, its late result), a model or tool call a node makes through its
+context, a task message published, a worker process's boot, fork and shutdown, an agent
+turn, a supervisor sweep. Celery's signals reach the hooks through ``celery_signals``;
+forks through ``process`` (``on_fork`` for what is not a middleware)."""
 
 from hypha_celery.middleware.hooks import (
     Attempt,
     AttemptEnd,
     Call,
     CallEnd,
+    Process,
+    Publish,
+    RetryRule,
     RunEnd,
     RunStart,
+    Settling,
     Step,
     Sweep,
     Turn,
     TurnEnd,
 )
-from hypha_celery.middleware.stack import EMPTY, HOOKS, Middleware, MiddlewareStack
+from hypha_celery.middleware.process import on_fork
+from hypha_celery.middleware.stack import (
+    EMPTY,
+    HOOKS,
+    Hook,
+    Middleware,
+    MiddlewareStack,
+    check_signatures,
+)
 
-__all__ = ["EMPTY", "HOOKS", "Attempt", "AttemptEnd", "Call", "CallEnd", "Middleware",
-           "MiddlewareStack", "RunEnd", "RunStart", "Step", "Sweep", "Turn", "TurnEnd"]
+__all__ = ["EMPTY", "HOOKS", "Attempt", "AttemptEnd", "Call", "CallEnd", "Hook", "Middleware",
+           "MiddlewareStack", "Process", "Publish", "RetryRule", "RunEnd", "RunStart",
+           "Settling", "Step", "Sweep", "Turn", "TurnEnd", "check_signatures", "on_fork"]

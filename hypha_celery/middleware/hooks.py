@@ -5,8 +5,9 @@ operator may see (the same rule as events and Flower)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,75 @@ class AttemptEnd:
     ok: bool
     error_type: str | None = None
     duration_s: float = 0.0
+
+
+class RetryRule(Protocol):
+    """What a retry decision reads of a node's retry policy
+    (:class:`~hypha_celery.graph.RetryPolicy` is one)."""
+
+    @property
+    def retry_on(self) -> tuple[str, ...]: ...
+    def retries(self, error_class: str, attempt: int) -> bool: ...
+    def delay(self, execution_id: str, attempt: int) -> float: ...
+
+
+class Settling(Protocol):
+    """A finished node attempt before the runtime hands its outcome on
+    (``after_attempt_outcome``): a middleware may change what becomes of it, as
+    dramatiq's ``Retries`` does: :meth:`retry` it, or :meth:`dead_letter` it. Told once
+    per attempt that ran (not for a stale one), in the worker, after ``after_attempt``.
+
+    ``error`` is the attempt's error record (``type``, ``class``, ``message``; ``None``:
+    it succeeded), ``late`` that it ran past its timeout (never retried), ``decided``
+    that a middleware (or the delivery limit) already retried or dead-lettered it,
+    ``retry_policy`` and ``dependency`` the node's (the circuit breaker's key)."""
+
+    @property
+    def attempt(self) -> Attempt: ...
+    @property
+    def error(self) -> Mapping[str, Any] | None: ...
+    @property
+    def late(self) -> bool: ...
+    @property
+    def decided(self) -> bool: ...
+    @property
+    def retry_policy(self) -> RetryRule | None: ...
+    @property
+    def dependency(self) -> str: ...
+
+    def retry(self, delay: float, circuit: tuple[str, float] | None = None) -> None:
+        """Try again after ``delay`` s: ``node.execution.retrying`` (and, with
+        ``circuit`` ``(key, until)``, ``recovery.circuit.opened``) is recorded with what
+        the attempt did, then the next attempt is published (a duplicate delivery that
+        finds the retry recorded publishes nothing)."""
+
+    def dead_letter(self, reason: str) -> None:
+        """Hand the attempt on as a dead letter (``reason``: ``retries_exhausted``...):
+        the coordinator records it and fails the run."""
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """A task message being published by a process of the app (a node, edge, reducer,
+    coordinator, retry, notify or agent message): its task name, id and routing key.
+    ``headers`` are the message's own: ``before_publish`` may add to them (a trace
+    context); never the message's body."""
+
+    task: str
+    task_id: str | None
+    routing_key: str | None
+    headers: dict[str, Any] = field(compare=False, default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    """A worker process: its ``pid``, ``child`` when it is a prefork pool child (else
+    the worker's main process), and the ``queues`` the worker consumes (main process
+    only)."""
+
+    pid: int
+    child: bool = False
+    queues: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

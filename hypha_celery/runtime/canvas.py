@@ -8,14 +8,15 @@
   broker hop. Otherwise Celery publishes the coordinator message as usual.
 
 Task ids are execution ids, so a duplicate publish carries the same id and
-Flower shows ``graph.node`` names with the run's execution ids.
+Flower shows ``graph.node`` names with the run's execution ids. What is published here
+is the app's also outside a task (a client's kickoff: the middleware's publish hooks,
+:func:`~hypha_celery.middleware.celery_signals.publishing`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from typing import Any
 from celery import Celery, chord
 from celery.canvas import Signature
 
+from hypha_celery.middleware.celery_signals import consumed_queues, publishing
 from hypha_celery.runtime.config import (
     AGENT_PUMP_TASK,
     AGENTS_QUEUE,
@@ -32,8 +34,6 @@ from hypha_celery.runtime.config import (
 from hypha_celery.runtime.protocol import NodeMessage
 
 log = logging.getLogger(__name__)
-
-_consumes: weakref.WeakKeyDictionary[Celery, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +87,9 @@ def kickoff(app: Celery, run_id: str, execution_id: str,
     options: dict[str, object] = {"task_id": f"{execution_id}.c"}
     if local_limit:
         options.update(soft_time_limit=local_limit, time_limit=hard_limit(local_limit))
-    coordinator(app).clone(
-        args=({"run_id": run_id, "execution_id": execution_id},), **options).apply_async()
+    with publishing(app):
+        coordinator(app).clone(
+            args=({"run_id": run_id, "execution_id": execution_id},), **options).apply_async()
 
 
 def step(app: Celery, call: NodeCall, countdown: float | None = None) -> None:
@@ -99,7 +100,8 @@ def step(app: Celery, call: NodeCall, countdown: float | None = None) -> None:
     options: dict[str, object] = {"chain": [coordinator(app)]}
     if countdown:
         options["countdown"] = countdown
-    call.signature(app, keep_result=False).apply_async(**options)
+    with publishing(app):
+        call.signature(app, keep_result=False).apply_async(**options)
 
 
 def revoke(app: Celery, task_ids: list[str]) -> None:
@@ -120,25 +122,22 @@ def fanout(app: Celery, edges: list[NodeCall], reducer_task: str, meta: Mapping[
     header = [e.signature(app, keep_result=True) for e in edges]
     body = app.signature(reducer_task, args=(meta,), queue=queue,
                          task_id=f"{meta['execution_id']}.r", ignore_result=True)
-    (chord(header, body) | coordinator(app)).apply_async()
+    with publishing(app):
+        (chord(header, body) | coordinator(app)).apply_async()
 
 
 def notify(app: Celery, sig: Mapping[str, Any], outcome: Mapping[str, Any]) -> None:
     """Call the subscriber's signature with the terminal outcome."""
-    app.signature(sig).apply_async(args=(outcome,))
+    with publishing(app):
+        app.signature(sig).apply_async(args=(outcome,))
 
 
 # -- the inline coordinator link ------------------------------------------
-def set_consumed_queues(app: Celery, queues: frozenset[str]) -> None:
-    """Record which queues this worker consumes (called from ``celeryd_after_setup``)."""
-    _consumes[app] = queues
-
-
 def take_coordinator(app: Celery, request: Any, enabled: bool) -> bool:
     """Pop the coordinator link off the running task's chain if this worker may
     run it inline. Returns True when the caller must run the step itself."""
     pending = request.chain
-    if not enabled or not pending or COORDINATOR_QUEUE not in _consumes.get(app, ()):
+    if not enabled or not pending or COORDINATOR_QUEUE not in consumed_queues(app):
         return False
     if pending[-1].get("task") != COORDINATOR_TASK or len(pending) != 1:
         return False
@@ -156,7 +155,7 @@ class LocalSteps:
     """
 
     def __init__(self, app: Celery, request: Any, budget: float) -> None:
-        self._queues = _consumes.get(app, frozenset())
+        self._queues = consumed_queues(app)
         self._budget = budget
         self._started = time.monotonic()
         limits = request.timelimit or (None, None)
@@ -192,5 +191,6 @@ def drop_continuation(request: Any) -> None:
 def agent_pump(app: Celery, name: str, incarnation: str, token: str) -> None:
     """The message that hands an agent to a worker (``hypha.agent.pump``). Its arguments
     are ids only: prompts and state stay in the store."""
-    app.signature(AGENT_PUMP_TASK, args=(name, incarnation, token), queue=AGENTS_QUEUE,
-                  ignore_result=True, argsrepr="(<agent>,)").apply_async()
+    with publishing(app):
+        app.signature(AGENT_PUMP_TASK, args=(name, incarnation, token), queue=AGENTS_QUEUE,
+                      ignore_result=True, argsrepr="(<agent>,)").apply_async()

@@ -35,6 +35,7 @@ from kombu.exceptions import ContentDisallowed, DecodeError
 from kombu.serialization import loads, prepare_accept_content
 from vine import promise
 
+from hypha_celery._private_api import check_celery_consumer, consumer_steps_without
 from hypha_celery.runtime import rabbit, signing
 from hypha_celery.runtime.config import CONSUMER, DEAD_LETTER_QUEUE
 from hypha_celery.store import EventStore
@@ -46,6 +47,7 @@ RAW_CHARS = 2000
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 _JSON_ONLY = prepare_accept_content(["json"])
 _NUMBER = (int, float)
+check_celery_consumer()  # the hooks overridden below (hypha_celery._private_api)
 
 
 def bind(app: Any, store: EventStore, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
@@ -67,8 +69,7 @@ class HyphaConsumer(Consumer):
     max_message_bytes: int = MAX_MESSAGE_BYTES
 
     class Blueprint(Consumer.Blueprint):
-        default_steps = [step for step in Consumer.Blueprint.default_steps
-                         if not step.endswith(":DelayedDelivery")]
+        default_steps = consumer_steps_without(Consumer, ":DelayedDelivery")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

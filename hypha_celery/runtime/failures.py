@@ -1,8 +1,10 @@
-"""Failure semantics of one node delivery: redelivery counting (poison messages),
-retries, dead letters, circuit breakers and at-most-once starts.
+"""Failure records of one node delivery: redelivery counting (poison messages), retries
+and dead letters as the run's events, at-most-once starts, malformed messages.
 
-Nothing here runs on the happy path of an idempotent node except two dict
-lookups: every write happens only after a redelivery or an error.
+What to do about a failure is decided elsewhere: whether to retry or dead-letter by the
+:class:`~hypha_celery.runtime.retries.Retries` middleware, along the path
+:class:`~hypha_celery.runtime.delivery.NodeDelivery` owns. Nothing here runs on the happy
+path of an idempotent node: every write happens only after a redelivery or an error.
 """
 
 from __future__ import annotations
@@ -28,8 +30,6 @@ from hypha_celery.store import Tx
 #: Circuit breaker defaults (hypha): failures within the window open it for ``RESET`` s.
 THRESHOLD = 3
 RESET = 30.0
-
-_failing: set[str] = set()  # dependency keys this process has counted failures for
 
 
 def deliveries(request: Any) -> int:
@@ -108,59 +108,25 @@ def dead_lettered(msg: NodeMessage, error: ErrorJson, task: str, queue: str | No
                      "error_class": error.get("class", "unknown"), "attempts": attempts})
 
 
-def retry_delay(rt: Runtime, graph: Graph, msg: NodeMessage, outcome: NodeOutcome,
-                attempt: int, task: str, queue: str | None
-                ) -> tuple[float | None, NodeOutcome]:
-    """Decide what a failed attempt does: ``(delay, outcome)`` — retry after ``delay``
-    seconds (``node.execution.retrying`` recorded), or ``(None, outcome)`` to hand on
-    (dead-lettered when a retryable error used up its attempts)."""
-    error = outcome.error
-    if error is None:
-        _succeeded(rt, graph, outcome.node_id)
-        return None, outcome
-    policy = graph.retry_for(outcome.node_id)
-    if policy is None or error.get("class") not in policy.retry_on or outcome.late \
-            or error.get("dead_letter"):
-        return None, outcome  # not retryable; a dead letter is final
-    key = graph.dependency_for(outcome.node_id)
-    now = time.time()
-    opened, open_until = rt.store.record_failure(key, now, THRESHOLD, RESET)
-    _failing.add(key)
-    if not policy.retries(error["class"], attempt):
-        return None, dead_lettered(msg, error, task, queue, attempts=attempt,
-                                   reason="retries_exhausted", duration=outcome.duration,
-                                   started=outcome.started, calls=outcome.calls)
-    delay = max(policy.delay(outcome.execution_id, attempt), open_until - now, 0.0)
-    delay = round(delay, 3)
-    if not _record_retry(rt, outcome, attempt, delay, error, key if opened else None,
-                         open_until):
-        return -1.0, outcome  # a duplicate delivery already scheduled this retry
-    return delay, outcome
-
-
-def _record_retry(rt: Runtime, outcome: NodeOutcome, attempt: int, delay: float,
-                  error: ErrorJson, opened: str | None, open_until: float) -> bool:
+def record_retry(rt: Runtime, outcome: NodeOutcome, attempt: int, delay: float,
+                 error: ErrorJson, circuit: tuple[str, float] | None) -> bool:
+    """Record that a failed attempt is tried again after ``delay`` s: what it did
+    (:func:`~.attempts.record_attempt`), ``recovery.circuit.opened`` when ``circuit``
+    ``(key, until)`` says the failure opened one, ``node.execution.retrying``. False when
+    the run no longer awaits it or another delivery already recorded this retry."""
     run_id, eid = outcome.run_id, outcome.execution_id
 
     def write(tx: Tx, view: View) -> None:
         record_attempt(tx, run_id, outcome)  # what the failed attempt did stays in the log
-        if opened is not None:
-            tx.append(run_id, "recovery.circuit.opened", {"key": opened, "until": open_until})
+        if circuit is not None:
+            tx.append(run_id, "recovery.circuit.opened", {"key": circuit[0],
+                                                           "until": circuit[1]})
         tx.append(run_id, "node.execution.retrying",
                   {"execution_id": eid, "node_id": outcome.node_id, "attempt": attempt,
                    "delay": delay, "at": time.time() + delay, "error": error},
                   idem=f"{eid}:retry:{attempt}")
 
     return _while_awaited(rt, outcome, write)
-
-
-def _succeeded(rt: Runtime, graph: Graph, node_id: str) -> None:
-    if not _failing:  # the happy path: nothing to close
-        return
-    key = graph.dependency_for(node_id)
-    if key in _failing:  # only a process that saw failures pays for closing the circuit
-        _failing.discard(key)
-        rt.store.record_success(key)
 
 
 def begin_effect(rt: Runtime, msg: NodeMessage, attempt: int, worker: str) -> bool:

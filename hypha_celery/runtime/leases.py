@@ -50,16 +50,23 @@ def worker_name() -> str:
 
 class LeaseMiddleware(Middleware):
     """Tracks the node executions in flight in this process (``host:pid``: its thread
-    and worker name are made on first use in each process, a prefork child included)."""
+    and worker name are made on first use in each process, a prefork child included:
+    ``after_fork`` forgets the parent's)."""
 
     def __init__(self, store: EventStore, interval: float = DEFAULT_INTERVAL) -> None:
         self.store = store
         self.interval = interval
         self._flights: dict[str, _Flight] = {}
         self._lock = threading.Lock()
-        self._pid = 0
         self._worker = ""
         self._thread: threading.Thread | None = None
+
+    def after_fork(self) -> None:
+        """A forked child (a prefork pool process) tracks its own flights, under its
+        own name, with a thread of its own (made at its first attempt)."""
+        self._lock = threading.Lock()
+        self._flights.clear()
+        self._thread = None
 
     def before_attempt(self, attempt: Attempt) -> None:
         """Hold a lease on the execution until :meth:`after_attempt`."""
@@ -76,13 +83,11 @@ class LeaseMiddleware(Middleware):
             self._safe(lambda: self.store.drop_leases([eid]))
 
     def _ensure_thread(self) -> None:
-        if self._pid == os.getpid() and self._thread is not None:
+        if self._thread is not None:
             return
         with self._lock:
-            if self._pid != os.getpid() or self._thread is None:  # first use, or after fork
-                self._flights.clear()
+            if self._thread is None:  # first use (again after a fork)
                 self._worker = worker_name()
-                self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._loop, name="hypha-leases",
                                                 daemon=True)
                 self._thread.start()

@@ -29,7 +29,7 @@ def run_started(tx: Tx, rt: Runtime, run_id: str, graph_id: str, *, queued: bool
     stack = rt.middleware
     if stack.wants("after_run_start"):
         start = RunStart(run_id, graph_id, queued)
-        tx.after_commit(lambda: stack.call("after_run_start", start))
+        tx.after_commit(lambda: stack.after_run_start(start))
 
 
 def run_ended(tx: Tx, rt: Runtime, view: View, kind: str, data: Mapping[str, Any],
@@ -40,7 +40,7 @@ def run_ended(tx: Tx, rt: Runtime, view: View, kind: str, data: Mapping[str, Any
     if stack.wants("after_run_end"):
         end = RunEnd(view["run_id"], kind.removeprefix("run."), data.get("reason"),
                      view.get("graph_id") or "")
-        tx.after_commit(lambda: stack.call("after_run_end", end))
+        tx.after_commit(lambda: stack.after_run_end(end))
     if next_run is not None:
         nxt = tx.lock(next_run)
         run_started(tx, rt, next_run, (nxt["graph_id"] if nxt else None) or "", queued=False)
@@ -49,13 +49,13 @@ def run_ended(tx: Tx, rt: Runtime, view: View, kind: str, data: Mapping[str, Any
 def around_step(stack: MiddlewareStack, at: Step, fn: Callable[[], T]) -> T:
     """``fn`` (a coordinator step, its transaction committed or rolled back when it
     returns) between ``before_step`` and ``after_step``."""
-    stack.call("before_step", at)
+    stack.before_step(at)
     try:
         result = fn()
     except BaseException as exc:
-        stack.call("after_step", at, exc)
+        stack.after_step(at, exc)
         raise
-    stack.call("after_step", at, None)
+    stack.after_step(at, None)
     return result
 
 
@@ -75,7 +75,7 @@ def late_result(tx: Tx, rt: Runtime, late: Attempt, reason: str) -> None:
     """After the commit of its ``node.execution.late_result``: ``after_late_result``."""
     stack = rt.middleware
     if stack.wants("after_late_result"):
-        tx.after_commit(lambda: stack.call("after_late_result", late, reason))
+        tx.after_commit(lambda: stack.after_late_result(late, reason))
 
 
 def late_attempt(outcome: NodeOutcome, attempt: int = 1) -> Attempt:

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from hypha_celery.middleware.process import on_fork
 
 log = logging.getLogger(__name__)
 
@@ -45,24 +45,21 @@ class Watcher:
         self._ids = itertools.count()
         self._tables: dict[str, dict[int, Any]] = {t: {} for t in self.tables}
         self._thread: threading.Thread | None = None
-        self._pid = 0
-        ref = weakref.WeakMethod(self._after_fork)
-        os.register_at_fork(after_in_child=lambda: (m := ref()) is not None and m())
+        on_fork(self._after_fork)
 
     def _after_fork(self) -> None:
-        """A forked child has none of the parent's threads, and maybe a held lock."""
+        """A forked child has none of the parent's threads, maybe a held lock, and
+        nothing registered."""
         self._lock = threading.Lock()
-        self._thread, self._pid = None, 0
+        self._thread = None
+        for table in self._tables.values():
+            table.clear()
 
     @contextmanager
     def registered(self, table: str, value: Any) -> Iterator[None]:
         """``value`` is in ``table`` while the block runs."""
         entries = self._tables[table]
         with self._lock:
-            if self._pid != os.getpid():  # first use, or a forked child: fresh state
-                for t in self._tables.values():
-                    t.clear()
-                self._thread, self._pid = None, os.getpid()
             entry = next(self._ids)
             entries[entry] = value
             if self._thread is None:

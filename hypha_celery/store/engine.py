@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import threading
 import time
 import uuid
@@ -25,6 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from hypha_celery.errors import ExtraNotInstalled, SetupError
+from hypha_celery.middleware.process import on_fork
 
 #: compact JSON, NaN refused: what the engines write into JSON columns
 dumps = partial(json.dumps, allow_nan=False, separators=(",", ":"))
@@ -66,11 +66,19 @@ class Engines:
         self._engine: Engine | None = None
         self._reader: Engine | None = None
         self._unflushed: Engine | None = None
-        self._unflushed_pid = 0
-        self._pid = 0
         self._lock = threading.Lock()
         self._migrate_lock = threading.Lock()
         self._migrated = False
+        on_fork(self._after_fork)
+
+    def _after_fork(self) -> None:
+        """A forked child uses none of its parent's connections: each engine's pool is
+        replaced, the parent's connections left to the parent (``close=False``); a view
+        from :meth:`scoped` shares the engines, so it is renewed too."""
+        self._lock = threading.Lock()
+        for engine in (self._engine, self._reader, self._unflushed):
+            if engine is not None:
+                engine.dispose(close=False)
 
     def scoped(self, owner: str) -> Self:
         """This store narrowed to the runs of user ``owner``: reads, locks, exports and
@@ -83,17 +91,16 @@ class Engines:
 
     @property
     def engine(self) -> Engine:
-        if self._engine is None or self._pid != os.getpid():
+        if self._engine is None:
             with self._lock:
-                if self._engine is None or self._pid != os.getpid():
-                    for old in (self._engine, self._reader):
-                        if old is not None:
-                            old.dispose(close=False)
-                    self._engine = make_engine(self.url)
+                if self._engine is None:
                     self._reader = (
                         make_engine(self.url, writer=False) if self.url.startswith("sqlite")
-                        else self._engine.execution_options(isolation_level="AUTOCOMMIT"))
-                    self._pid = os.getpid()
+                        else None)
+                    engine = make_engine(self.url)
+                    if self._reader is None:
+                        self._reader = engine.execution_options(isolation_level="AUTOCOMMIT")
+                    self._engine = engine
         return self._engine
 
     @property
@@ -103,11 +110,10 @@ class Engines:
         covers. On SQLite, the writer."""
         if self.dialect == "sqlite":
             return self.engine
-        if self._unflushed is None or self._unflushed_pid != os.getpid():
+        if self._unflushed is None:
             with self._lock:
-                if self._unflushed is None or self._unflushed_pid != os.getpid():
+                if self._unflushed is None:
                     self._unflushed = make_engine(self.url, unflushed=True)
-                    self._unflushed_pid = os.getpid()
         return self._unflushed
 
     @property

@@ -8,7 +8,7 @@ anything. The root span is exported by the process that commits the run's termin
 (status and reason on it), from the run's admission: each message of the run carries the
 earliest start its publisher knows in a ``hypha_run_start`` header. The context of the
 step a task just ran travels in the Celery message headers of what it publishes (the
-nodes it decided) as a W3C ``traceparent`` (a ``before_task_publish`` handler), so a
+nodes it decided) as a W3C ``traceparent`` (the ``before_publish`` hook), so a
 node's span is the child of the step that decided it (a node run locally, zero-hop, by
 the task of its step: that step), else of the run.
 
@@ -34,7 +34,7 @@ from collections import OrderedDict
 from functools import lru_cache
 from typing import Any
 
-from celery._state import get_current_task
+from celery import current_task
 
 from hypha_celery.middleware import (
     Attempt,
@@ -42,6 +42,7 @@ from hypha_celery.middleware import (
     Call,
     CallEnd,
     Middleware,
+    Publish,
     RunEnd,
     RunStart,
     Step,
@@ -91,10 +92,6 @@ def _sampled(sampler: Any, run_id: str) -> bool:
     return bool(result.decision.is_sampled())
 
 
-_CONNECTED = False
-_CONNECT_LOCK = threading.Lock()
-
-
 #: The coordinator step last run by this thread: (the Celery task it ran in, the step's
 #: span). The nodes it decided are published (or run locally) after the step returns.
 _STEP = threading.local()
@@ -103,8 +100,7 @@ _STEP = threading.local()
 def _task_request() -> Any:
     """The request of the Celery task being executed (``None``: none is). Asked once per
     hook: ``celery.current_task``'s proxy costs more than the rest of a hook's lookups."""
-    task = get_current_task()
-    return None if task is None else task.request
+    return getattr(current_task, "request", None)
 
 
 def _task_id(request: Any) -> str | None:
@@ -121,32 +117,6 @@ def _last_step(request: Any) -> Any:
 
 #: The run this thread last worked on: (run id, its start in ns as far as known).
 _RUN = threading.local()
-
-
-def _inject(headers: dict[str, Any] | None = None, **_: Any) -> None:
-    """``before_task_publish``: the ``traceparent`` of the step this task just ran, and
-    the start of the run this thread works on."""
-    if headers is None:
-        return
-    run = getattr(_RUN, "current", None)
-    if run is not None:
-        headers[START_HEADER] = f"{run[0]} {run[1]}"
-    step = _last_step(_task_request())
-    if step is None:
-        return
-    context = otel_trace().set_span_in_context(step)
-    tracecontext().TraceContextTextMapPropagator().inject(headers, context=context)
-
-
-def connect_publish() -> None:
-    """Connect :func:`_inject` to Celery's ``before_task_publish`` (once per process)."""
-    global _CONNECTED
-    with _CONNECT_LOCK:
-        if not _CONNECTED:
-            from celery.signals import before_task_publish
-
-            before_task_publish.connect(_inject, weak=False)
-            _CONNECTED = True
 
 
 def _trace_id(span: Any) -> int:
@@ -198,7 +168,6 @@ class TracingMiddleware(Middleware):
         self.local = threading.local()
         self.lock = threading.Lock()
         self.first_seen: OrderedDict[str, int] = OrderedDict()
-        connect_publish()
 
     # bookkeeping
     def _seen(self, run_id: str, request: Any) -> None:
@@ -269,6 +238,19 @@ class TracingMiddleware(Middleware):
         return _sampled(self.sampler, run_id)
 
     # hooks
+    def before_publish(self, message: Publish) -> None:
+        """The ``traceparent`` of the step this task just ran, and the start of the run
+        this thread works on, in the headers of a message it publishes."""
+        headers = message.headers
+        run = getattr(_RUN, "current", None)
+        if run is not None:
+            headers[START_HEADER] = f"{run[0]} {run[1]}"
+        step = _last_step(_task_request())
+        if step is None:
+            return
+        context = otel_trace().set_span_in_context(step)
+        tracecontext().TraceContextTextMapPropagator().inject(headers, context=context)
+
     def after_run_start(self, run: RunStart) -> None:
         if not self._traced(run.run_id):
             return

@@ -20,7 +20,8 @@ most; ``len(sink.pending)`` is what waits). ``provider.force_flush()`` hands ove
 waits first (the sink adds a span processor of its own to the provider for it), and so
 does the process's exit
 (``atexit``, registered after the provider's, so it runs before the provider's shutdown).
-A prefork child starts its own thread (``os.register_at_fork``).
+A prefork child starts its own thread (the fork hook,
+:func:`~hypha_celery.middleware.process.on_fork`).
 
 What it does not do, unlike the SDK's tracer (the trade-off): spans reach the processors
 up to :data:`FLUSH_S` after they end; the span processors' ``on_start`` is not called
@@ -36,7 +37,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import threading
 import time
 import traceback
@@ -44,6 +44,8 @@ import weakref
 from collections import deque
 from typing import Any
 
+from hypha_celery._private_api import put_span_processor_first
+from hypha_celery.middleware.process import on_fork
 from hypha_celery.tracing.client import otel_context, otel_trace
 
 log = logging.getLogger(__name__)
@@ -81,9 +83,8 @@ class SpanSink:
         self.overflows = 0  # times more than MAX_PENDING waited
         self.warned = -60.0
         self._fresh()
-        this = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: _call(this, "_fresh"))
-        atexit.register(_call, this, "flush")
+        on_fork(self._fresh)
+        atexit.register(_call, weakref.ref(self), "flush")
 
     def _fresh(self) -> None:
         """No thread yet, nothing waiting (at start, and in a forked child: the parent's
@@ -203,17 +204,12 @@ def add_first(provider: Any, processor: Any) -> None:
     """Add ``processor`` to the provider's processors, first among them: the provider
     shuts its processors down in order, and what waits must be handed over before the
     exporting ones stop. The order is the SDK's private ``_span_processors`` tuple of
-    its multi-processor (``tests/tracing/test_spans.py`` fails if that changes); without
+    its multi-processor (:func:`~hypha_celery._private_api.put_span_processor_first`;
+    ``tests/test_private_api.py`` fails if that changes); without
     it the processor stays last, and ``provider.shutdown()`` loses what waits unless
     ``force_flush()`` came first."""
     provider.add_span_processor(processor)
-    multi: Any = getattr(provider, "_active_span_processor", None)
-    lock = getattr(multi, "_lock", None)
-    if lock is None or not isinstance(getattr(multi, "_span_processors", None), tuple):
-        return
-    with lock:
-        rest = tuple(p for p in multi._span_processors if p is not processor)
-        multi._span_processors = (processor, *rest)
+    put_span_processor_first(provider, processor)
 
 
 class TracerSpans:

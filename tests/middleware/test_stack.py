@@ -42,8 +42,8 @@ class Broken(Middleware):
 def test_before_hooks_run_in_order_and_after_hooks_in_reverse() -> None:
     calls: list[str] = []
     stack = MiddlewareStack([Recorder("a", calls), Recorder("b", calls), Recorder("c", calls)])
-    stack.call("before_attempt", ATTEMPT)
-    stack.call("after_attempt", ATTEMPT, AttemptEnd(True))
+    stack.before_attempt(ATTEMPT)
+    stack.after_attempt(ATTEMPT, AttemptEnd(True))
     assert calls == ["a.before", "b.before", "c.before", "c.after", "b.after", "a.after"]
 
 
@@ -60,8 +60,8 @@ def test_a_raising_hook_is_logged_by_type_and_the_others_still_run(
     calls: list[str] = []
     stack = MiddlewareStack([Broken(), Recorder("a", calls)])
     with caplog.at_level(logging.WARNING, "hypha_celery.middleware.stack"):
-        stack.call("before_attempt", ATTEMPT)
-        stack.call("after_run_end", RunEnd("r", "completed"))
+        stack.before_attempt(ATTEMPT)
+        stack.after_run_end(RunEnd("r", "completed"))
     assert calls == ["a.before"]
     assert "Broken.before_attempt raised RuntimeError" in caplog.text
     assert "Broken.after_run_end raised ValueError" in caplog.text
@@ -73,7 +73,7 @@ def test_added_returns_a_new_stack() -> None:
     first = MiddlewareStack([Recorder("a", calls)])
     both = first.added(Recorder("b", calls))
     assert len(first) == 1 and len(both) == 2
-    both.call("after_attempt", ATTEMPT, AttemptEnd(True))
+    both.after_attempt(ATTEMPT, AttemptEnd(True))
     assert calls == ["b.after", "a.after"]
 
 

@@ -32,6 +32,7 @@ from hypha_celery.middleware import (
 from hypha_celery.runtime.leases import LeaseMiddleware
 from hypha_celery.runtime.live import LiveEnds
 from hypha_celery.runtime.protocol import NodeOutcome
+from hypha_celery.runtime.retries import Retries
 from hypha_celery.runtime.tasks import step
 from tests.runtime.support import WAIT, wait_until
 
@@ -206,16 +207,18 @@ def test_retries_and_dead_letters_are_told(hypha_with: Hypha,
     assert ("after_run_end", RunEnd(run.id, "failed", "dead_lettered")) in outer
 
 
-def test_the_lease_middleware_comes_first_unless_leases_are_off(sqlite_url: str) -> None:
+def test_retries_then_leases_come_first_unless_leases_are_off(sqlite_url: str) -> None:
     mine = Recorder("mine", [])
     with_leases = embedded(sqlite_url, [mine])
     without = embedded(sqlite_url, [mine], lease_interval=0.0)
     try:
-        first, telemetry, ends, last = with_leases._rt.middleware.middleware
-        assert isinstance(first, LeaseMiddleware) and last is mine
+        retries, leases, telemetry, ends, last = with_leases._rt.middleware.middleware
+        assert isinstance(retries, Retries) and isinstance(leases, LeaseMiddleware)
         assert isinstance(telemetry, Telemetry) and isinstance(ends, LiveEnds)
-        (telemetry, ends, last) = without._rt.middleware.middleware
-        assert isinstance(telemetry, Telemetry) and last is mine
+        assert last is mine
+        (retries, telemetry, ends, last) = without._rt.middleware.middleware
+        assert isinstance(retries, Retries) and isinstance(telemetry, Telemetry)
+        assert last is mine
         assert with_leases.agents._rt.middleware is with_leases._rt.middleware
     finally:
         with_leases.close()

@@ -20,7 +20,7 @@ from hypha_celery import (
     RetryPolicy,
     RunFailed,
 )
-from hypha_celery.runtime import failures
+from hypha_celery.runtime.retries import Retries
 from tests.runtime.support import WAIT, assert_well_formed, of_kind, wait_until
 
 FAST = RetryPolicy(max_attempts=3, backoff=0.02, max_backoff=0.1)
@@ -177,7 +177,8 @@ def test_an_edge_retries_inside_its_fanout(hypha: Hypha) -> None:
 
 
 def test_three_failures_open_the_circuit(hypha: Hypha, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(failures, "RESET", 0.3)
+    (retries,) = [m for m in hypha._rt.middleware.middleware if isinstance(m, Retries)]
+    monkeypatch.setattr(retries, "reset", 0.3)
     policy = RetryPolicy(max_attempts=5, backoff=0.01, max_backoff=0.5)
     flaky = Flaky(3)
     hypha.register(Graph("r7", {"a": Node(flaky, retry=policy, dependency="llm")}, once()))

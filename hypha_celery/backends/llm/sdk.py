@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
+
+from hypha_celery.middleware.process import on_fork
 
 __all__ = ["SHARDS", "ClientCache"]
 
@@ -43,7 +44,7 @@ class ClientCache:
         self._turn = itertools.count()
         self._local = threading.local()
         self._lock = threading.Lock()
-        os.register_at_fork(after_in_child=self._forget)
+        on_fork(self._forget)
 
     def get(self, key: str, base_url: str | None, timeout: float) -> Any:
         index = (hashlib.sha256(key.encode()).hexdigest(), base_url, float(timeout))

@@ -1,0 +1,66 @@
+"""Retries: the middleware that decides what becomes of a failed node attempt.
+
+dramatiq's ``Retries`` is the model: told every finished attempt
+(``after_attempt_outcome``), it may change its outcome. An error of a class the node's
+:class:`~hypha_celery.graph.RetryPolicy` retries counts a failure against the node's
+dependency (its circuit breaker: ``THRESHOLD`` failures open it for ``RESET`` s, and a
+retry waits for it to close), then the attempt is tried again after the policy's delay
+(``node.execution.retrying``), or dead-lettered (``retries_exhausted``) when it used its
+attempts. A late result is never retried; a dead letter is final; an attempt another
+middleware already decided is left as it is. A success closes the circuit this
+middleware saw fail.
+
+Built in, first on every :class:`~hypha_celery.Hypha`'s list (``after_*`` hooks run in
+reverse, so middleware of the user's that decides an attempt does so before it).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from hypha_celery.middleware import Middleware, Settling
+from hypha_celery.runtime.failures import RESET, THRESHOLD
+from hypha_celery.store import EventStore
+
+__all__ = ["Retries"]
+
+
+class Retries(Middleware):
+    """Retry or dead-letter failed attempts, by the node's retry policy and circuit."""
+
+    def __init__(self, store: EventStore, threshold: int = THRESHOLD,
+                 reset: float = RESET) -> None:
+        self.store, self.threshold, self.reset = store, threshold, reset
+        #: Dependency keys this middleware counted failures for (a success closes them).
+        self._failing: set[str] = set()
+        self._lock = threading.Lock()
+
+    def after_attempt_outcome(self, outcome: Settling) -> None:
+        error = outcome.error
+        if error is None:
+            if self._failing:  # the happy path pays one truth test
+                self._succeeded(outcome.dependency)
+            return
+        policy = outcome.retry_policy
+        if (outcome.decided or policy is None or error.get("class") not in policy.retry_on
+                or outcome.late or error.get("dead_letter")):
+            return  # not retryable; a dead letter is final
+        key, now = outcome.dependency, time.time()
+        opened, open_until = self.store.record_failure(key, now, self.threshold, self.reset)
+        with self._lock:
+            self._failing.add(key)
+        attempt = outcome.attempt
+        if not policy.retries(error["class"], attempt.attempt):
+            outcome.dead_letter("retries_exhausted")
+            return
+        delay = max(policy.delay(attempt.execution_id, attempt.attempt), open_until - now, 0.0)
+        outcome.retry(round(delay, 3), (key, open_until) if opened else None)
+
+    def _succeeded(self, key: str) -> None:
+        """Only a process that saw failures of ``key`` pays for closing its circuit."""
+        with self._lock:
+            if key not in self._failing:
+                return
+            self._failing.discard(key)
+        self.store.record_success(key)
