@@ -4,29 +4,29 @@ A private ``redis-server`` when none listens and one is installed, N workers per
 beat, Flower and the web console, each a child process in a session of its own with its
 output in ``<logs>/<name>.log``. The console gets a fresh operator token in its
 environment (``HYPHA_CONSOLE_TOKENS``, unless one is set) and ``hypha up`` prints the
-sign-in link on its own output, never in a log. Ctrl-C (or SIGTERM) stops them all:
-SIGTERM to every child's process group (Celery's warm shutdown), SIGKILL after the grace
-period, the private Redis last. A child that exits on its own stops the rest and exits 1,
-with its log's tail.
+sign-in link on its own output, never in a log. With ``--metrics-port BASE``
+(``HYPHA_METRICS_PORT``) worker *i* (from 0, in start order) serves its metrics on
+``BASE + i``. Ctrl-C (or SIGTERM) stops them all: SIGTERM to every child's process group
+(Celery's warm shutdown), SIGKILL after the grace period, the private Redis last.
+
+A child that dies is restarted by :class:`~hypha_celery.fleet.RestartPolicy` (a line
+says so): after 1 s, doubling for each restart of that child within 10 minutes, at most
+30 s; its sixth death within 10 minutes (``--max-restarts``) stops the rest and exits 1
+with its log's tail, as any death does with ``--exit-on-failure`` (and the private
+Redis's always). The supervision is :mod:`hypha_celery.fleet`'s; this module plans the
+processes, parses the options and prints.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import shlex
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import threading
-import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
 import click
 from kombu.utils.url import maybe_sanitize_url
@@ -34,6 +34,24 @@ from kombu.utils.url import maybe_sanitize_url
 from hypha_celery.cli.common import operator_only
 from hypha_celery.cli.worker import PROFILES, is_profile_file
 from hypha_celery.errors import SetupError
+from hypha_celery.fleet import (
+    DEFAULT_RESTARTS,
+    Child,
+    Exited,
+    Fleet,
+    GaveUp,
+    Notice,
+    Restarted,
+    Restarting,
+    RestartPolicy,
+    Running,
+    exit_reason,
+    listening,
+    stop_requested,
+    supervise,
+    tail,
+    wait_port,
+)
 from hypha_celery.store import EventStore
 
 __all__ = ["COMMANDS", "Child", "Console", "Plan", "parse_workers", "plan", "up"]
@@ -44,27 +62,13 @@ STATE_DIR = Path(".hypha")
 WORKERS_DIR = Path("workers")
 #: The default without a ``workers/`` directory of profile files.
 DEFAULT_WORKERS = (("cpu", 1), ("io", 1))
-#: Lines of a dead child's log printed.
-TAIL_LINES = 20
+#: The variable a worker reads its metrics port from (``hypha_celery.metrics``).
+PORT_ENV = "HYPHA_METRICS_PORT"
 #: Who the console's sign-in link made by ``hypha up`` signs in as.
 CONSOLE_PRINCIPAL = "admin:operator"
 #: The console's settings from the environment: any of them set, ``hypha up`` makes no
 #: token of its own.
 CONSOLE_TOKEN_VARS = ("HYPHA_CONSOLE_TOKENS", "HYPHA_CONSOLE_TOKENS_FILE")
-
-
-@dataclass(frozen=True)
-class Child:
-    """A process to run: its name (and log ``<name>.log``), its command line, whose
-    first word is ``hypha``, ``celery`` or ``redis-server`` (resolved at start), and
-    variables for it alone (not printed: the console's token)."""
-
-    name: str
-    argv: list[str]
-    env: Mapping[str, str] = field(default_factory=dict, repr=False)
-
-    def line(self) -> str:
-        return shlex.join(self.argv)
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,8 @@ class Plan:
     env: dict[str, str]
     notes: list[str] = field(default_factory=list)
     console: Console | None = None
+    #: The workers' metrics ports by name (``--metrics-port``).
+    metrics: dict[str, int] = field(default_factory=dict)
 
     def all(self) -> list[Child]:
         return ([self.redis] if self.redis else []) + self.children
@@ -137,19 +143,13 @@ def _short(profile: str) -> str:
     return Path(profile).stem if is_profile_file(profile) else profile
 
 
-def listening(port: int, host: str = "127.0.0.1") -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 def plan(app: str, workers: Sequence[tuple[str, int]], *, beat: bool, flower: bool | None,
          flower_port: int, redis_port: int, concurrency: int | None, logs: Path,
          env: Mapping[str, str], console: bool | None = False,
-         console_port: int = 8765) -> Plan:
-    """The processes and their environment (nothing is started)."""
+         console_port: int = 8765, metrics_port: int | None = None) -> Plan:
+    """The processes and their environment (nothing is started). With ``metrics_port``
+    worker *i* (from 0) gets ``HYPHA_METRICS_PORT=metrics_port + i`` and the other
+    children none (an empty one)."""
     extra: dict[str, str] = {}
     notes: list[str] = []
     redis = None
@@ -163,7 +163,8 @@ def plan(app: str, workers: Sequence[tuple[str, int]], *, beat: bool, flower: bo
                          "results db 1)")
         elif shutil.which("redis-server"):
             redis = Child("redis", ["redis-server", "--port", str(redis_port), "--bind",
-                                    "127.0.0.1", "--save", "", "--appendonly", "no"])
+                                    "127.0.0.1", "--save", "", "--appendonly", "no"],
+                          restart=False)  # its data went with it: stop them all
             notes.append(f"broker: a private redis-server on 127.0.0.1:{redis_port}, no "
                          "persistence (db 0, results db 1)")
         else:
@@ -175,15 +176,7 @@ def plan(app: str, workers: Sequence[tuple[str, int]], *, beat: bool, flower: bo
         db = (STATE_DIR / "hypha.db").absolute()
         extra["HYPHA_STORE_URL"] = f"sqlite:///{db}"
         notes.append(f"store: SQLite {STATE_DIR / 'hypha.db'} (HYPHA_STORE_URL unset)")
-    children: list[Child] = []
-    for profile, count in workers:
-        short = _short(profile)
-        for i in range(1, count + 1):
-            argv = ["hypha", "worker", "--app", app, "--profile", profile,
-                    f"--hostname={short}-{i}@%h"]
-            if concurrency is not None:
-                argv.append(f"--concurrency={concurrency}")
-            children.append(Child(f"worker-{short}-{i}", argv))
+    children = _workers(app, workers, concurrency)
     if beat:
         children.append(Child("beat", ["hypha", "beat", "--app", app,
                                        f"--schedule={STATE_DIR / 'celerybeat-schedule'}"]))
@@ -197,8 +190,39 @@ def plan(app: str, workers: Sequence[tuple[str, int]], *, beat: bool, flower: bo
                                          f"--port={flower_port}", "--address=127.0.0.1"]))
         notes.append(f"Flower: http://127.0.0.1:{flower_port}")
     the_console = _console(app, console, console_port, env, children, notes)
+    ports: dict[str, int] = {}
+    if metrics_port is not None:
+        children, ports = _metrics_ports(children, metrics_port)
+        notes.append("metrics: " + ", ".join(f"{name} on :{port}"
+                                             for name, port in ports.items()))
     notes.append(f"logs: {logs}/<name>.log")
-    return Plan(redis, children, extra, notes, the_console)
+    return Plan(redis, children, extra, notes, the_console, ports)
+
+
+def _workers(app: str, workers: Sequence[tuple[str, int]],
+             concurrency: int | None) -> list[Child]:
+    children: list[Child] = []
+    for profile, count in workers:
+        short = _short(profile)
+        for i in range(1, count + 1):
+            argv = ["hypha", "worker", "--app", app, "--profile", profile,
+                    f"--hostname={short}-{i}@%h"]
+            if concurrency is not None:
+                argv.append(f"--concurrency={concurrency}")
+            children.append(Child(f"worker-{short}-{i}", argv))
+    return children
+
+
+def _metrics_ports(children: list[Child], base: int) -> tuple[list[Child], dict[str, int]]:
+    """``children`` with ``HYPHA_METRICS_PORT``: ``base + i`` for worker *i*, empty (no
+    metrics server) for the others; the workers' ports by name."""
+    workers = [c for c in children if c.argv[:2] == ["hypha", "worker"]]
+    if base + len(workers) - 1 > 65535:
+        raise SetupError(f"--metrics-port {base}: {len(workers)} workers need ports up to "
+                         f"{base + len(workers) - 1}, past 65535")
+    ports = {c.name: base + i for i, c in enumerate(workers)}
+    return [dataclasses.replace(c, shown={PORT_ENV: str(ports[c.name]) if c.name in ports
+                                          else ""}) for c in children], ports
 
 
 def _console(app: str, wanted: bool | None, port: int, env: Mapping[str, str],
@@ -232,100 +256,20 @@ def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def _executable(argv: list[str]) -> list[str]:
-    if argv[0] == "celery":
-        return [sys.executable, "-m", "celery", *argv[1:]]
-    if argv[0] == "hypha":
-        script = Path(sys.executable).with_name("hypha")
-        found = str(script) if script.is_file() else shutil.which("hypha")
-        if found:
-            return [found, *argv[1:]]
-        return [sys.executable, "-c", "from hypha_celery.cli import main; main()", *argv[1:]]
-    return [shutil.which(argv[0]) or argv[0], *argv[1:]]
-
-
-@dataclass
-class Running:
-    child: Child
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-
-def start(child: Child, logs: Path, env: Mapping[str, str]) -> Running:
-    log = logs / f"{child.name}.log"
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(_executable(child.argv), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT, env={**env, **child.env},
-                                start_new_session=True)
-    return Running(child, proc, log)
-
-
-def stop(running: Sequence[Running], grace: float) -> None:
-    """SIGTERM to each child's process group, SIGKILL to the groups still alive after
-    ``grace`` seconds; reap them all."""
-    for r in running:
-        _signal_group(r.proc, signal.SIGTERM)
-    end = time.monotonic() + grace
-    for r in running:
-        with suppress(subprocess.TimeoutExpired):
-            r.proc.wait(max(0.0, end - time.monotonic()))
-    for r in running:
-        _signal_group(r.proc, signal.SIGKILL)  # the group: a prefork pool's children too
-        r.proc.wait()
-
-
-def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
-    with suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
-
-
-def tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
-    except OSError:
-        return []
-
-
-@contextmanager
-def stop_requested() -> Iterator[threading.Event]:
-    """An event set by SIGINT or SIGTERM while in the block (the handlers restored after)."""
-    event = threading.Event()
-
-    def handler(_signum: int, _frame: FrameType | None) -> None:
-        event.set()
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield event
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end and proc.poll() is None:
-        if listening(port):
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def run(the_plan: Plan, logs: Path, grace: float, redis_port: int) -> int:
-    """Start everything, print the table, wait for Ctrl-C or a child's death."""
-    console = the_plan.console
-    if console is not None and listening(console.port):
-        raise SetupError(f"the console's port {console.port} is taken: choose another with "
-                         "--console-port, or --no-console")
+def run(the_plan: Plan, logs: Path, grace: float, redis_port: int,
+        policy: RestartPolicy | None) -> int:
+    """Start everything, print the table, keep the children running (``policy``; None:
+    the first death stops them all) until Ctrl-C or a death not restarted."""
+    _check_ports(the_plan)
     logs.mkdir(parents=True, exist_ok=True)
     STATE_DIR.mkdir(exist_ok=True)
     env = {**os.environ, **the_plan.env}
-    services: list[Running] = []
-    running: list[Running] = []
+    services = Fleet(logs, env, _say, policy=None)  # the private Redis: stopped last
+    fleet = Fleet(logs, env, _say, policy=policy)
     with stop_requested() as stopping:
         try:
             if the_plan.redis is not None:
-                services.append(redis := start(the_plan.redis, logs, env))
+                redis = services.start(the_plan.redis)
                 if not wait_port(redis_port, redis.proc):
                     _report_dead(redis, "did not listen")
                     return 1
@@ -335,41 +279,81 @@ def run(the_plan: Plan, logs: Path, grace: float, redis_port: int) -> int:
             finally:
                 store.dispose()
             for child in the_plan.children:
-                running.append(start(child, logs, env))
-            _table(services + running)
-            click.echo("Ctrl-C stops them all")
-            announce = console
-            while not stopping.wait(0.2):
-                if announce is not None and listening(announce.port):
-                    click.echo(f"console: {announce.sign_in()}")
-                    announce = None
-                dead = [r for r in services + running if r.proc.poll() is not None]
-                if dead:
-                    for r in dead:
-                        _report_dead(r, f"exited with code {r.proc.returncode}")
-                    click.echo("stopping the rest", err=True)
-                    return 1
-            click.echo("stopping ...")
-            return 0
+                fleet.start(child)
+            _table(services.running + fleet.running, the_plan.metrics)
+            click.echo("Ctrl-C stops them all" + (
+                "" if policy is None else f"; a process that dies is restarted (at most "
+                f"{policy.limit} times within {_span(policy.window)})"))
+            code = supervise([services, fleet], stopping,
+                             tick=_announcer(the_plan.console))
+            click.echo("stopping the rest" if code else "stopping ...", err=bool(code))
+            return code
         finally:
-            stop(running, grace)
-            stop(services, grace)
-            if running or services:
-                click.echo(f"stopped {len(running) + len(services)} processes")
+            stopped = fleet.stop(grace) + services.stop(grace)
+            if stopped:
+                click.echo(f"stopped {stopped} processes")
+
+
+def _check_ports(the_plan: Plan) -> None:
+    console = the_plan.console
+    if console is not None and listening(console.port):
+        raise SetupError(f"the console's port {console.port} is taken: choose another with "
+                         "--console-port, or --no-console")
+    for name, port in the_plan.metrics.items():
+        if listening(port):
+            raise SetupError(f"the metrics port {port} of {name} is taken: choose another "
+                             "base with --metrics-port")
+
+
+def _announcer(console: Console | None) -> Callable[[], None]:
+    """Prints the console's sign-in link once it listens."""
+    pending = [console] if console is not None else []
+
+    def tick() -> None:
+        if pending and listening(pending[0].port):
+            click.echo(f"console: {pending.pop().sign_in()}")
+
+    return tick
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+def _say(notice: Notice) -> None:
+    """One line per death and per restart (and a log's tail when it stops them all)."""
+    name = notice.child.name
+    if isinstance(notice, Restarting):
+        click.echo(f"hypha up: {name} (pid {notice.pid}) {exit_reason(notice.returncode)}; "
+                   f"restarting it in {notice.delay:g} s (restart {notice.number} of at most "
+                   f"{notice.limit} within {_span(notice.window)})", err=True)
+    elif isinstance(notice, Restarted):
+        click.echo(f"hypha up: {name} restarted (pid {notice.pid})", err=True)
+    elif isinstance(notice, GaveUp):
+        _report(name, notice.pid, f"{exit_reason(notice.returncode)} after {notice.limit} "
+                f"restarts within {_span(notice.window)}: not restarted", notice.log)
+    elif isinstance(notice, Exited):
+        _report(name, notice.pid, exit_reason(notice.returncode), notice.log)
 
 
 def _report_dead(r: Running, what: str) -> None:
-    click.echo(f"hypha up: {r.child.name} (pid {r.proc.pid}) {what}; the end of {r.log}:",
-               err=True)
-    for line in tail(r.log):
+    _report(r.child.name, r.proc.pid, what, r.log)
+
+
+def _report(name: str, pid: int, what: str, log: Path) -> None:
+    click.echo(f"hypha up: {name} (pid {pid}) {what}; the end of {log}:", err=True)
+    for line in tail(log):
         click.echo(f"  {line}", err=True)
 
 
-def _table(running: Sequence[Running]) -> None:
+def _table(running: Sequence[Running], metrics: Mapping[str, int]) -> None:
     width = max(len(r.child.name) for r in running)
-    click.echo(f"{'NAME':<{width}}  {'PID':>7}  LOG")
+    extra = "  METRICS" if metrics else ""
+    click.echo(f"{'NAME':<{width}}  {'PID':>7}  LOG" + extra)
     for r in running:
-        click.echo(f"{r.child.name:<{width}}  {r.proc.pid:>7}  {r.log}")
+        port = metrics.get(r.child.name)
+        column = f"  :{port}" if port else ("  -" if metrics else "")
+        click.echo(f"{r.child.name:<{width}}  {r.proc.pid:>7}  {r.log}{column}")
 
 
 @click.command(context_settings={"show_default": True})
@@ -396,23 +380,40 @@ def _table(running: Sequence[Running]) -> None:
               default=STATE_DIR / "logs", help="a log per process: <logs>/<name>.log")
 @click.option("--grace", type=click.FloatRange(min=0), default=30.0, metavar="SECONDS",
               help="on stop: how long the workers may finish their tasks before SIGKILL")
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None,
+              envvar=PORT_ENV, metavar="BASE", help="worker i (from 0) serves its metrics "
+              f"on BASE + i (its {PORT_ENV}); default: none (env {PORT_ENV})")
+@click.option("--max-restarts", type=click.IntRange(min=0), default=DEFAULT_RESTARTS.limit,
+              help="restarts of one process within "
+              f"{_span(DEFAULT_RESTARTS.window)}; one more death stops them all (exit 1)")
+@click.option("--restart-backoff", type=click.FloatRange(min=0),
+              default=DEFAULT_RESTARTS.backoff, metavar="SECONDS",
+              help="the wait before restarting a process that died, doubled for each of its "
+              f"restarts within {_span(DEFAULT_RESTARTS.window)}, at most "
+              f"{DEFAULT_RESTARTS.max_backoff:g} s")
+@click.option("--exit-on-failure", is_flag=True,
+              help="no restarts: a process that dies stops them all (exit 1)")
 @click.option("--dry-run", is_flag=True, help="print the commands, one a line, and exit")
 def up(app_spec: str, workers_opt: tuple[str, ...], concurrency: int | None, beat: bool,
        flower: bool | None, flower_port: int, console: bool | None, console_port: int,
-       redis_port: int, logs: Path, grace: float, dry_run: bool) -> int:
+       redis_port: int, logs: Path, grace: float, metrics_port: int | None,
+       max_restarts: int, restart_backoff: float, exit_on_failure: bool,
+       dry_run: bool) -> int:
     """Run the deployment's processes on this machine, no Docker: a private
     redis-server when none listens (and it is installed), N workers per profile, beat,
     Flower and the web console, a log each. Try horizontal scaling here: --workers llm=3.
 
     Without HYPHA_STORE_URL the store is SQLite in ./.hypha/hypha.db. Without
     HYPHA_CONSOLE_TOKENS(_FILE) the console gets a fresh operator token and the sign-in
-    link is printed here (not in its log). Ctrl-C stops them all.
+    link is printed here (not in its log). A process that dies is restarted (a line says
+    so), up to --max-restarts; Ctrl-C stops them all.
     """
     operator_only("hypha up")  # its workers and beat act on the whole deployment
     workers = parse_workers(workers_opt)
     the_plan = plan(app_spec, workers, beat=beat, flower=flower, flower_port=flower_port,
                     redis_port=redis_port, concurrency=concurrency, logs=logs,
-                    env=os.environ, console=console, console_port=console_port)
+                    env=os.environ, console=console, console_port=console_port,
+                    metrics_port=metrics_port)
     if dry_run:
         for note in the_plan.notes:
             click.echo(f"hypha up: {note}", err=True)
@@ -423,7 +424,10 @@ def up(app_spec: str, workers_opt: tuple[str, ...], concurrency: int | None, bea
         return 0
     for note in the_plan.notes:
         click.echo(f"hypha up: {note}")
-    return run(the_plan, logs, grace, redis_port)
+    policy = None if exit_on_failure else dataclasses.replace(
+        DEFAULT_RESTARTS, limit=max_restarts, backoff=restart_backoff,
+        max_backoff=max(DEFAULT_RESTARTS.max_backoff, restart_backoff))
+    return run(the_plan, logs, grace, redis_port, policy)
 
 
 COMMANDS: tuple[click.Command, ...] = (up,)

@@ -18,6 +18,7 @@ import requests
 from click.testing import CliRunner
 
 from hypha_celery.cli.main import cli
+from hypha_celery.fleet import listening
 from tests.cli.helpers import HYPHA, ROOT, assert_one_line_error, clean_env, hypha
 from tests.services import free_port
 
@@ -268,12 +269,122 @@ def test_up_runs_workers_beat_console_then_ctrl_c_stops_them_all(
     assert [pid for pid in pids if not _gone(pid)] == []
 
 
-def test_a_child_dying_early_stops_the_rest_and_exits_1(redis_url: str, tmp_path: Path) -> None:
+def test_with_exit_on_failure_a_child_dying_stops_the_rest_and_exits_1(
+        redis_url: str, tmp_path: Path) -> None:
     env = clean_env(HYPHA_BROKER_URL=redis_url, HYPHA_STORE_URL=f"sqlite:///{tmp_path / 'h.db'}",
                     PYTHONPATH=str(ROOT))
     proc = hypha("up", "--app", "no_such_module:hypha", "--workers", "io=1", "--no-flower",
                  "--no-console", "--grace", "5", "--logs", str(tmp_path / "logs"),
+                 "--exit-on-failure", cwd=tmp_path, env=env, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "exited with code" in proc.stderr and "restart" not in proc.stderr
+    assert "no_such_module" in proc.stderr  # the dead child's log tail
+
+
+def test_a_child_that_keeps_dying_is_restarted_up_to_the_limit_then_all_stop(
+        redis_url: str, tmp_path: Path) -> None:
+    env = clean_env(HYPHA_BROKER_URL=redis_url, HYPHA_STORE_URL=f"sqlite:///{tmp_path / 'h.db'}",
+                    PYTHONPATH=str(ROOT))
+    proc = hypha("up", "--app", "no_such_module:hypha", "--workers", "io=1", "--no-beat",
+                 "--no-flower", "--no-console", "--grace", "5", "--logs",
+                 str(tmp_path / "logs"), "--max-restarts", "2", "--restart-backoff", "0.1",
                  cwd=tmp_path, env=env, timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "exited with code" in proc.stderr
-    assert "no_such_module" in proc.stderr  # the dead child's log tail
+    lines = proc.stderr.splitlines()
+    restarting = [line for line in lines if "restarting it in" in line]
+    assert [re.sub(r"pid \d+", "pid N", line) for line in restarting] == [
+        "hypha up: worker-io-1 (pid N) exited with code 1; restarting it in 0.1 s "
+        "(restart 1 of at most 2 within 10 min)",
+        "hypha up: worker-io-1 (pid N) exited with code 1; restarting it in 0.2 s "
+        "(restart 2 of at most 2 within 10 min)"]
+    assert len([line for line in lines if re.fullmatch(
+        r"hypha up: worker-io-1 restarted \(pid \d+\)", line)]) == 2
+    assert any("exited with code 1 after 2 restarts within 10 min: not restarted" in line
+               for line in lines), proc.stderr
+    assert "no_such_module" in proc.stderr and "stopping the rest" in proc.stderr
+    log = (tmp_path / "logs" / "worker-io-1.log").read_text()
+    assert log.count("--- restarted: pid ") == 2
+
+
+def test_dry_run_gives_each_worker_its_own_metrics_port(in_tmp: Path) -> None:
+    assert dry("--metrics-port", "9464", "--workers", "cpu=2", "--workers", "io=1",
+               "--no-flower", "--console-port", "8765") == [
+        f"HYPHA_METRICS_PORT=9464 hypha worker --app {APP} --profile cpu --hostname=cpu-1@%h",
+        f"HYPHA_METRICS_PORT=9465 hypha worker --app {APP} --profile cpu --hostname=cpu-2@%h",
+        f"HYPHA_METRICS_PORT=9466 hypha worker --app {APP} --profile io --hostname=io-1@%h",
+        f"HYPHA_METRICS_PORT='' hypha beat --app {APP} --schedule=.hypha/celerybeat-schedule",
+        f"HYPHA_METRICS_PORT='' {CONSOLE} --port=8765"]
+    result = CliRunner().invoke(cli, ["up", "--app", APP, "--dry-run", "--no-beat",
+                                      "--no-flower", "--no-console", "--workers", "io=2"],
+                                env={"HYPHA_BROKER_URL": "redis://127.0.0.1:1/0",
+                                     "HYPHA_STORE_URL": "sqlite:///x.db",
+                                     "HYPHA_METRICS_PORT": "9000"})
+    assert result.exit_code == 0, result.output
+    assert [line.split()[0] for line in result.stdout.splitlines()] == [
+        "HYPHA_METRICS_PORT=9000", "HYPHA_METRICS_PORT=9001"]
+    assert "hypha up: metrics: worker-io-1 on :9000, worker-io-2 on :9001" in result.stderr
+    assert dry("--no-flower", "--no-console", "--no-beat")[0].startswith("hypha worker")
+
+
+def test_metrics_ports_past_65535_are_one_line_exit_1(tmp_path: Path) -> None:
+    proc = hypha("up", "--app", APP, "--workers", "io=3", "--metrics-port", "65534",
+                 "--dry-run", cwd=tmp_path,
+                 env=clean_env(HYPHA_BROKER_URL="redis://127.0.0.1:1/0"))
+    assert "65535" in assert_one_line_error(proc, code=1)
+
+
+def _scrape(port: int) -> str | None:
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    except requests.ConnectionError:
+        return None
+
+
+def test_sigkilled_worker_is_restarted_and_each_worker_serves_its_metrics_port(
+        redis_url: str, tmp_path: Path) -> None:
+    """The fleet survives a loss: two workers, each on its own metrics port; SIGKILL one,
+    hypha up says so, restarts it, and its port serves again."""
+    base = free_port()
+    while listening(base + 1):
+        base = free_port()
+    env = clean_env(HYPHA_BROKER_URL=redis_url, HYPHA_STORE_URL=f"sqlite:///{tmp_path / 'h.db'}",
+                    PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([HYPHA, "up", "--app", "tests.metrics.worker_app:hypha",
+                             "--workers", "cpu=1", "--workers", "io=1", "-c", "1",
+                             "--no-beat", "--no-flower", "--no-console", "--grace", "10",
+                             "--metrics-port", str(base), "--restart-backoff", "0.5",
+                             "--logs", str(tmp_path / "logs")],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    output = Output(proc)
+    try:
+        row = output.wait_for(r"^worker-cpu-1\s+(\d+)\s+\S+\s+:(\d+)$", proc)
+        assert int(row.group(2)) == base
+        output.wait_for(rf"^worker-io-1\s+\d+\s+\S+\s+:{base + 1}$", proc)
+        deadline = time.monotonic() + 120
+        while not (_scrape(base) and _scrape(base + 1)):  # both listen, each its own
+            assert proc.poll() is None and time.monotonic() < deadline, output.text()
+            time.sleep(0.5)
+        assert "hypha_queue_depth" in (_scrape(base) or "")
+        os.kill(int(row.group(1)), signal.SIGKILL)
+        output.wait_for(rf"worker-cpu-1 \(pid {row.group(1)}\) was killed by SIGKILL; "
+                        r"restarting it in 0.5 s \(restart 1 of at most 5 within 10 min\)",
+                        proc, timeout=30)
+        again = output.wait_for(r"worker-cpu-1 restarted \(pid (\d+)\)", proc, timeout=30)
+        assert psutil.Process(int(again.group(1))).is_running()
+        deadline = time.monotonic() + 120
+        while not _scrape(base):  # the restarted worker serves on its port again
+            assert proc.poll() is None and time.monotonic() < deadline, output.text()
+            time.sleep(0.5)
+        assert proc.poll() is None  # the rest ran on
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 0, output.join(10)
+        assert "stopped 2 processes" in output.join(10)
+    finally:
+        if proc.poll() is None:
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                child.kill()
+            proc.kill()
+            proc.wait(30)
+        assert proc.stdout is not None
+        proc.stdout.close()
