@@ -114,8 +114,9 @@ class RunHandle:
         ``{"kind": "end", "status", "reason"}`` — made up from the store when the run has
         ended already or its end item was lost — or, without one, when ``timeout``
         seconds have passed. A ``{"kind": "gap", "lost": n}`` item marks items this
-        watcher lost (it read slower than they came). ``close()`` it (or use ``with``) to
-        stop early.
+        watcher lost (it read slower than they came). It is a context manager:
+        ``with run.stream(timeout=30) as stream: for item in stream: ...`` drops the
+        subscription when the block ends, early or not (or call ``close()``).
         Raises :class:`RunNotFound` for an unknown run."""
         sub = self._hypha.live.subscribe(run_topic(self.id))
         try:
