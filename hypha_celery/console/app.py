@@ -156,7 +156,8 @@ def _handlers(console: Console) -> dict[Any, Any]:
                       "reference.")
 
     return {SignInNeeded: sign_in, CsrfFailed: csrf, RunNotFound: not_found,
-            AgentNotFound: not_found, NotPermitted: not_permitted, BadQuery: bad_query,
+            AgentNotFound: not_found, pages.DeadLetterNotFound: not_found,
+            NotPermitted: not_permitted, BadQuery: bad_query,
             HyphaError: refused, HTTPException: http, Exception: crash, 500: crash}
 
 
@@ -179,13 +180,14 @@ def create_app(hypha: Hypha, config: ConsoleConfig | None = None) -> Starlette:
         Route("/readyz", pages.readyz(console)),
         Route("/login", pages.login(console), methods=["GET", "POST"]),
         Route("/logout", pages.logout(console), methods=["POST"]),
-        Route("/", lambda request: RedirectResponse("/runs", 303)),
+        Route("/", pages.home(console)),
         Route("/runs", pages.runs(console)),
         Route("/runs/{run_id}", pages.run(console)),
         Route("/runs/{run_id}/live", live_rows(console)),
         Route("/agents", pages.agents(console)),
         Route("/agents/{name:path}", pages.agent(console)),
         Route("/dead-letters", pages.dead_letters(console)),
+        Route("/dead-letters/{dead_letter_id:int}", pages.dead_letter(console)),
         Route("/dead-letters/{dead_letter_id:int}/redrive", pages.redrive(console),
               methods=["POST"]),
         Route("/quarantine/{run_id}/release", pages.release(console), methods=["POST"]),

@@ -14,7 +14,7 @@ from html import escape
 
 from hypha_celery.events import Event
 
-__all__ = ["MAX_COLUMNS", "Box", "Diagram", "diagram", "svg"]
+__all__ = ["MAX_COLUMNS", "Box", "Diagram", "Drawing", "diagram", "svg"]
 
 #: Columns (steps, reducers) drawn at most.
 MAX_COLUMNS = 60
@@ -45,59 +45,95 @@ def _box_of(index: dict[str, Box], column: list[Box], key: str, label: str) -> N
     column.append(box)
 
 
-def _schedule(d: Diagram, index: dict[str, Box], e: Event) -> None:
-    data = e.data
-    if e.type == "node.execution.scheduled":
-        col: list[Box] = []
-        _box_of(index, col, str(data.get("execution_id")), str(data.get("node_id")))
-        d.columns.append(col)
-    else:  # a fan-out: its edges, then its reducer
-        col = []
-        for i, edge in enumerate(data.get("edges") or []):
-            _box_of(index, col, str(edge.get("execution_id")), f"{edge.get('node_id')}#{i}")
-        d.columns.append(col)
-        red: list[Box] = []
-        _box_of(index, red, f"{data.get('execution_id')}/reduce", f"⇉ {data.get('reducer')}")
-        d.columns.append(red)
-
-
-def _outcome(index: dict[str, Box], e: Event) -> None:
-    data = e.data
-    key = str(data.get("execution_id"))
-    if e.type.startswith("node.reducer."):
-        key += "/reduce"
-    box = index.get(key)
-    if box is None:
-        return
-    if e.type.endswith("started"):
-        box.status = "running"
-        return
-    box.status = "completed" if e.type.endswith("completed") else "failed"
-    duration = data.get("duration")
-    box.duration = float(duration) if isinstance(duration, int | float) else None
-
-
 _ENDS = ("run.completed", "run.failed", "run.cancelled")
+
+
+class Drawing:
+    """The drawing folded one event at a time: a page adds its events, a live page's
+    stream each new one as it is recorded (:meth:`add` says whether the drawing
+    changed). Bounded however long it is fed: past ``2 * MAX_COLUMNS`` columns the
+    middle ones are dropped (counted in :attr:`Diagram.left_out`), keeping the first
+    and the newest (a fan-out's edges may still end)."""
+
+    def __init__(self, *, from_start: bool = True) -> None:
+        first = Box("start", "start") if from_start else Box("… earlier steps", "start")
+        self._d = Diagram([[first]])
+        self._index: dict[str, Box] = {}
+
+    def add(self, e: Event) -> bool:
+        kind = e.type
+        if kind in ("node.execution.scheduled", "node.fanout.scheduled"):
+            self._schedule(e)
+        elif kind.startswith(("node.execution.", "node.reducer.")):
+            return self._outcome(e)
+        elif kind in _ENDS:
+            self._d.columns.append([Box(kind.removeprefix("run."),
+                                        "end" if kind == "run.completed" else "failed")])
+        else:
+            return False
+        return True
+
+    def diagram(self) -> Diagram:
+        """What to draw: at most :data:`MAX_COLUMNS` columns, the first ones and the
+        last."""
+        columns, left_out = self._d.columns, self._d.left_out
+        if len(columns) > MAX_COLUMNS:
+            left_out += len(columns) - MAX_COLUMNS
+            columns = columns[:MAX_COLUMNS - 1] + columns[-1:]
+        return Diagram(list(columns), left_out)
+
+    def _schedule(self, e: Event) -> None:
+        data, d = e.data, self._d
+        if e.type == "node.execution.scheduled":
+            col: list[Box] = []
+            _box_of(self._index, col, str(data.get("execution_id")), str(data.get("node_id")))
+            d.columns.append(col)
+        else:  # a fan-out: its edges, then its reducer
+            col = []
+            for i, edge in enumerate(data.get("edges") or []):
+                _box_of(self._index, col, str(edge.get("execution_id")),
+                        f"{edge.get('node_id')}#{i}")
+            d.columns.append(col)
+            red: list[Box] = []
+            _box_of(self._index, red, f"{data.get('execution_id')}/reduce",
+                    f"⇉ {data.get('reducer')}")
+            d.columns.append(red)
+        if len(d.columns) > 2 * MAX_COLUMNS:
+            self._drop(MAX_COLUMNS - 1, len(d.columns) - MAX_COLUMNS)
+
+    def _drop(self, start: int, end: int) -> None:
+        for col in self._d.columns[start:end]:
+            for box in col:
+                self._index.pop(box.key, None)
+        self._d.left_out += end - start
+        del self._d.columns[start:end]
+
+    def _outcome(self, e: Event) -> bool:
+        data = e.data
+        key = str(data.get("execution_id"))
+        if e.type.startswith("node.reducer."):
+            key += "/reduce"
+        box = self._index.get(key)
+        if box is None:
+            return False
+        if e.type.endswith("started"):
+            box.status = "running"
+            return True
+        if e.type.endswith((".retrying", ".redelivered")):
+            return False  # the execution goes on: its outcome follows
+        box.status = "completed" if e.type.endswith("completed") else "failed"
+        duration = data.get("duration")
+        box.duration = float(duration) if isinstance(duration, int | float) else None
+        return True
 
 
 def diagram(events: Iterable[Event], *, from_start: bool = True) -> Diagram:
     """The drawing's boxes from a run's events, in ``seq`` order (``from_start``
     False: a page of them that starts later, drawn from an "earlier steps" box)."""
-    first = Box("start", "start") if from_start else Box("… earlier steps", "start")
-    d, index = Diagram([[first]]), dict[str, Box]()
+    drawing = Drawing(from_start=from_start)
     for e in events:
-        kind = e.type
-        if kind in ("node.execution.scheduled", "node.fanout.scheduled"):
-            _schedule(d, index, e)
-        elif kind.startswith(("node.execution.", "node.reducer.")):
-            _outcome(index, e)
-        elif kind in _ENDS:
-            d.columns.append([Box(kind.removeprefix("run."),
-                                  "end" if kind == "run.completed" else "failed")])
-    if len(d.columns) > MAX_COLUMNS:  # the first ones and the last
-        d.left_out = len(d.columns) - MAX_COLUMNS
-        d.columns = d.columns[:MAX_COLUMNS - 1] + d.columns[-1:]
-    return d
+        drawing.add(e)
+    return drawing.diagram()
 
 
 def _centre_y(col: list[Box], i: int, height: int) -> int:

@@ -4,6 +4,7 @@ runs them in its thread pool, where the store's blocking calls belong."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from itertools import islice
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,8 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from hypha_celery.console import auth
 from hypha_celery.console.content import shown
 from hypha_celery.console.filters import BadQuery, parse_query
-from hypha_celery.console.runpage import TIMELINE_PAGE, diff_rows, run_page
+from hypha_celery.console.overview import overview
+from hypha_celery.console.runpage import DEAD_LETTERS_SHOWN, TIMELINE_PAGE, diff_rows, run_page
 from hypha_celery.errors import AgentNotFound, NotPermitted, RunNotFound
 from hypha_celery.replay.store import FileFixtureStore
 from hypha_celery.store import RunFilter
@@ -23,13 +25,17 @@ from hypha_celery.store import RunFilter
 if TYPE_CHECKING:
     from hypha_celery.console.app import Console
 
-__all__ = ["agent", "agents", "dead_letters", "fail", "login", "logout", "readyz",
-           "redrive", "release", "run", "runs"]
+__all__ = ["DeadLetterNotFound", "agent", "agents", "dead_letter", "dead_letters", "fail",
+           "home", "login", "logout", "readyz", "redrive", "release", "run", "runs"]
 
 Endpoint = Callable[[Request], Any]
 #: Fixed notices an action's redirect may ask a page to show (never free text).
 NOTICES = {"redriven": "Dead letter redriven.", "released": "Run released: its node runs "
            "again.", "failed": "Run failed by you.", "signed-out": "Signed out."}
+
+
+class DeadLetterNotFound(LookupError):
+    """No dead letter of that id among the principal's (a 404 page)."""
 
 
 def _int(request: Request, name: str) -> int:
@@ -60,8 +66,8 @@ def readyz(console: Console) -> Endpoint:
 
 
 def _next(request: Request, form: Any) -> str:
-    target = str(form.get("next") or request.query_params.get("next") or "/runs")
-    return target if target.startswith("/") and not target.startswith("//") else "/runs"
+    target = str(form.get("next") or request.query_params.get("next") or "/")
+    return target if target.startswith("/") and not target.startswith("//") else "/"
 
 
 def login(console: Console) -> Endpoint:
@@ -97,6 +103,15 @@ def logout(console: Console) -> Endpoint:
     return endpoint
 
 
+def home(console: Console) -> Endpoint:
+    """The first page: the last hour's figures (:mod:`.overview`)."""
+    def page(request: Request) -> Response:
+        hypha = console.scoped(request)
+        return console.render(request, "overview.html", {
+            "page": overview(hypha, console.hypha, time.time())})
+    return page
+
+
 def runs(console: Console) -> Endpoint:
     def page(request: Request) -> Response:
         hypha = console.scoped(request)
@@ -123,7 +138,9 @@ def run(console: Console) -> Endpoint:
         after, content = _int(request, "after"), console.config.show_content
         window = hypha.store.events(run_id, after, TIMELINE_PAGE)
         prior = islice(hypha.store.history(run_id, batch=max(after, 1)), after)
-        data = run_page(view, prior, window, content=content)
+        letters = hypha.store.dead_letters(status=None, run_id=run_id,
+                                           limit=DEAD_LETTERS_SHOWN)
+        data = run_page(view, prior, window, content=content, letters=letters)
         fixtures, chosen = _fixtures(console), request.query_params.get("fixture", "")
         if chosen and fixtures is not None:
             fixture = fixtures.load(chosen)
@@ -179,6 +196,23 @@ def dead_letters(console: Console) -> Endpoint:
         return console.render(request, "dead.html", {
             "letters": letters, "quarantined": quarantined, "show_all": show_all,
             "notice": _notice(request)})
+    return page
+
+
+def dead_letter(console: Console) -> Endpoint:
+    """One dead letter (``hypha dlq show``), of the principal's runs: a run's page links
+    here; its arguments and error message shown only with content on."""
+    def page(request: Request) -> Response:
+        hypha = console.scoped(request)
+        letter_id = int(request.path_params["dead_letter_id"])
+        record = hypha.store.dead_letter(letter_id)
+        if record is None:
+            raise DeadLetterNotFound(f"no dead letter {letter_id}")
+        error = record["error"] if isinstance(record.get("error"), dict) else {}
+        return console.render(request, "dead_letter.html", {
+            "d": record, "args": shown(record["args"], console.config.show_content),
+            "error_type": str(error.get("type", "")),
+            "error_message": str(error.get("message", ""))})
     return page
 
 

@@ -3,6 +3,14 @@ its events -- at most :data:`TIMELINE_PAGE` -- and what happened in them: the ne
 timeline, the steps with the state each decision saw, the model and tool calls with
 their usage, the graph drawing; on request, the diff against a replay fixture.
 
+The timeline is in ``seq`` order, the order the store recorded the events in. Its times
+are each event's own stamp, from one of two clocks (:class:`Clock`): a node's start and
+outcome and its model and tool calls are stamped by the worker that ran the node, when
+they happened; every other event by the process that recorded it, when it did. So a
+time may be earlier than the one of the row before it (a call that happened before the
+decision recorded just ahead of it, or two machines' clocks apart): the row says so
+(:attr:`ShownRow.behind`) rather than being moved.
+
 A page reads only its own events as envelopes; the state before it comes from the
 store's cheaper ``history`` of the events before the page, folded. So a page of a
 10,000-event run costs what a page of a short one does, plus that fold. Bounds:
@@ -11,8 +19,9 @@ page."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from hypha_celery.console.content import Shown, shown
@@ -22,8 +31,9 @@ from hypha_celery.projections.timeline import TimelineRow, rows
 from hypha_celery.replay.compare import FAMILIES, TraceDiff, compare, describe
 from hypha_celery.replay.fixture import ReplayFixture
 
-__all__ = ["CALLS_SHOWN", "STEPS_PAGE", "TIMELINE_PAGE", "CallRow", "DiffRow", "Header",
-           "RunPage", "StepRow", "diff_rows", "run_page"]
+__all__ = ["CALLS_SHOWN", "DEAD_LETTERS_SHOWN", "NODE_CLOCK", "STEPS_PAGE", "TIMELINE_PAGE",
+           "CallRow", "Clock", "DeadLetterLink", "DiffRow", "Header", "RunPage", "ShownRow",
+           "StepRow", "diff_rows", "run_page", "shown_rows"]
 
 #: Timeline rows a page shows (then a link to the next page).
 TIMELINE_PAGE = 500
@@ -31,8 +41,63 @@ TIMELINE_PAGE = 500
 STEPS_PAGE = 50
 #: Model and tool calls a page lists at most.
 CALLS_SHOWN = 200
+#: Dead letters of the run a page links to at most (newest first).
+DEAD_LETTERS_SHOWN = 20
 #: Families whose diff lines carry content (outputs): shown only with content on.
 _CONTENT_FAMILIES = frozenset({"tool_calls", "output"})
+
+
+class Clock(StrEnum):
+    """Whose clock stamped an event's time, and when."""
+
+    #: The worker that ran the node, when it happened (it reports it with the outcome).
+    NODE = "node"
+    #: The process that recorded the event, when its transaction appended it.
+    RECORDED = "recorded"
+
+
+#: The kinds stamped by the worker that ran the node (``runtime/attempts.py``, the
+#: outcome's time in ``runtime/coordinator.py``); every other kind is stamped when it
+#: is recorded.
+NODE_CLOCK = frozenset({
+    "node.execution.started", "node.execution.completed", "node.execution.failed",
+    "model.call.started", "model.call.completed", "model.call.failed",
+    "tool.call.started", "tool.call.completed", "tool.call.failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class ShownRow:
+    """A timeline row as a page shows it: its time since the run was created, whose
+    clock that is, and by how much it is earlier than the row before it (None: not)."""
+
+    row: TimelineRow
+    offset: float
+    clock: Clock
+    behind: float | None
+    before_seq: int | None
+
+
+def shown_rows(timeline: Iterable[TimelineRow], t0: float,
+               previous: tuple[int, float] | None = None) -> Iterator[ShownRow]:
+    """``timeline`` (in ``seq`` order) as shown rows, times from ``t0``; ``previous``:
+    the ``(seq, ts)`` of the event before the first (a later page, a live stream)."""
+    for row in timeline:
+        e = row.event
+        behind = None
+        if previous is not None and e.ts < previous[1]:
+            behind = previous[1] - e.ts
+        yield ShownRow(row, e.ts - t0, Clock.NODE if e.type in NODE_CLOCK else Clock.RECORDED,
+                       behind, previous[0] if previous else None)
+        previous = (e.seq, e.ts)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterLink:
+    """A dead letter of the run, for a link to its record."""
+
+    id: int
+    status: str
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,9 +143,11 @@ class Header:
     error: str | None
     message: str | None
     done: bool
+    dead_letters: tuple[DeadLetterLink, ...] = ()
 
     @classmethod
-    def of(cls, view: View) -> Header:
+    def of(cls, view: View, letters: Iterable[Mapping[str, Any]] = ()) -> Header:
+        """The facts of ``view``, with ``letters``: the run's dead-letter records."""
         done = view["status"] in TERMINAL_STATUSES
         created = view["created_at"] or 0.0
         error = view["error"]
@@ -88,14 +155,16 @@ class Header:
                    view["session_id"], int(view["step"]), int(view.get("seq", 0)), created,
                    (view["updated_at"] or created) - created if done else None,
                    None if error is None else error["reason"],
-                   None if error is None else error["message"], done)
+                   None if error is None else error["message"], done,
+                   tuple(DeadLetterLink(int(d["id"]), str(d["status"]), str(d["reason"]))
+                         for d in letters))
 
 
 @dataclass
 class RunPage:
     view: Header
     t0: float
-    rows: list[TimelineRow]
+    rows: list[ShownRow]
     first_seq: int
     next_after: int | None
     steps: list[StepRow]
@@ -137,25 +206,29 @@ def _step_row(e: Event, folded: View, content: bool) -> StepRow:
                    ", ".join(map(str, d.get("node_ids") or [])), e.ts, state)
 
 
-def _fold(run_id: str, prior: Iterable[tuple[str, Mapping[str, Any], float]]) -> View:
-    folded = new_view(run_id)
+def _fold(run_id: str, prior: Iterable[tuple[str, Mapping[str, Any], float]]
+          ) -> tuple[View, float | None]:
+    """The view after ``prior``, and the time of its last event."""
+    folded, ts = new_view(run_id), None
     for kind, data, ts in prior:
         apply_event(folded, kind, data, ts)
-    return folded
+    return folded, ts
 
 
 def run_page(view: View, prior: Iterable[tuple[str, Mapping[str, Any], float]],
-             window: Sequence[Event], *, content: bool = False) -> RunPage:
+             window: Sequence[Event], *, content: bool = False,
+             letters: Iterable[Mapping[str, Any]] = ()) -> RunPage:
     """The page of a run whose projection row is ``view``: ``window`` is the page's
     events (at most :data:`TIMELINE_PAGE`, in ``seq`` order), ``prior`` the events
     before it as ``(kind, data, ts)`` (what the store's ``history`` gives: folded for
     the state the page's first decision saw). Every section shows what happened in the
     window: its timeline rows, its decisions with their state, its calls, its columns
-    of the drawing. Pure."""
-    folded = _fold(view["run_id"], prior)
-    shown_rows = list(rows(window))
+    of the drawing; ``letters`` are the run's dead-letter records, linked from its
+    facts. Pure."""
+    folded, last_ts = _fold(view["run_id"], prior)
+    timeline = list(rows(window))
     steps, calls = list[StepRow](), list[CallRow]()
-    for r in shown_rows:
+    for r in timeline:
         e = r.event
         if e.type == "decision.policy.recorded" and len(steps) < STEPS_PAGE:
             steps.append(_step_row(e, folded, content))
@@ -165,8 +238,10 @@ def run_page(view: View, prior: Iterable[tuple[str, Mapping[str, Any], float]],
     first = window[0].seq if window else 1
     last = int(view.get("seq", 0))
     more = bool(window) and window[-1].seq < last
-    header = Header.of(view)
-    return RunPage(header, header.created_at, shown_rows, first,
+    header = Header.of(view, letters)
+    previous = None if last_ts is None else (first - 1, last_ts)
+    return RunPage(header, header.created_at,
+                   list(shown_rows(timeline, header.created_at, previous)), first,
                    window[-1].seq if more else None, steps, calls,
                    svg(diagram(window, from_start=first == 1)),
                    shown(view["input"], content),

@@ -4,6 +4,7 @@ anything else is refused with a clear page and changes nothing."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from contextlib import closing
 from pathlib import Path
@@ -109,3 +110,30 @@ def test_release_and_fail_quarantined(t: Tokens, tmp_path: Path) -> None:
         assert released is not None and released.data["by"] == "ops"
         not_held = admin.post(f"/quarantine/{second}/release", data={"csrf": csrf(admin)})
         assert not_held.status_code == 409 and "not quarantined" in not_held.text
+
+
+def test_a_dead_lettered_runs_page_links_to_its_record(hypha: Hypha, t: Tokens,
+                                                       parked: tuple[str, int, Path]) -> None:
+    run_id, letter, _ = parked
+    app = app_for(hypha, t)
+    alice = client(app, t.alice)
+    page = alice.get(f"/runs/{run_id}").text
+    facts = page[page.index('id="facts"'):page.index("</dl>")]
+    assert f'<a href="/dead-letters/{letter}" class="dead-letter-link">#{letter}</a>' in facts
+    record = alice.get(f"/dead-letters/{letter}")
+    assert record.status_code == 200, record.text
+    text = record.text
+    assert f'id="dead-letter-run">{run_id}<' in text and 'id="dead-letter-status">open<' in text
+    assert 'id="dead-letter-args">array of 1' in text and "order" not in text  # hidden
+    assert 'class="redrive"' not in text  # hers, read-only
+    assert f'href="/dead-letters/{letter}"' in alice.get("/dead-letters").text
+    admin = client(app, t.admin)
+    assert 'class="redrive"' in admin.get(f"/dead-letters/{letter}").text
+    shown = client(app_for(hypha, t, show_content=True), t.admin).get(f"/dead-letters/{letter}")
+    assert "&#34;order&#34;: 7" in shown.text  # the node's input, escaped
+    bob = client(app, t.bob)
+    theirs, missing = bob.get(f"/dead-letters/{letter}"), bob.get("/dead-letters/999999999")
+    assert theirs.status_code == missing.status_code == 404
+    said = [re.search(r'id="error-message">no dead letter (\d+)<', r.text)
+            for r in (theirs, missing)]
+    assert [m.group(1) if m else None for m in said] == [str(letter), "999999999"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypha_celery.console.diagram import MAX_COLUMNS, diagram, svg
+from hypha_celery.console.diagram import MAX_COLUMNS, Drawing, diagram, svg
 from hypha_celery.events import Event
 
 
@@ -43,3 +43,20 @@ def test_names_are_escaped_and_columns_bounded() -> None:
     drawn = svg(d)
     assert "<b>" not in drawn and "&lt;b&gt;&amp;x" in drawn
     assert "11 more not drawn" in drawn
+
+
+def test_a_live_drawing_stays_bounded_however_long_it_is_fed() -> None:
+    drawing = Drawing()
+    for i in range(10 * MAX_COLUMNS):
+        drawing.add(ev(2 * i + 2, "node.execution.scheduled", execution_id=f"r.{i}",
+                       node_id=f"n{i}"))
+        drawing.add(ev(2 * i + 3, "node.execution.retrying", execution_id=f"r.{i}"))
+    assert len(drawing._d.columns) <= 2 * MAX_COLUMNS and len(drawing._index) <= 2 * MAX_COLUMNS
+    d = drawing.diagram()
+    assert len(d.columns) == MAX_COLUMNS and d.left_out == 10 * MAX_COLUMNS + 1 - MAX_COLUMNS
+    assert d.columns[-1][0].label == f"n{10 * MAX_COLUMNS - 1}"
+    assert d.columns[-1][0].status == "scheduled"  # retrying is not an outcome
+    assert drawing.add(ev(9999, "node.execution.completed", execution_id="r.599",
+                          duration=0.5)) is True
+    assert drawing.diagram().columns[-1][0].status == "completed"
+    assert drawing.add(ev(10000, "node.execution.completed", execution_id="r.70")) is False

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import threading
+from typing import Any
 
 from hypha_celery import Hypha
 from tests.console.support import GATE, Tokens, app_for, client
@@ -40,3 +42,57 @@ def test_a_finished_run_streams_what_is_left_and_ends(hypha: Hypha, t: Tokens) -
         body = "".join(r.iter_text())
     assert body.count("event: row") == 1 and "event: end" in body
     assert c.get(f"/runs/{run.id}/live?after=x").status_code == 400
+
+
+def _stream(c: Any, url: str) -> list[tuple[str, str]]:
+    """The stream's ``(event, data)`` messages up to its ``end``."""
+    messages: list[tuple[str, str]] = []
+    kind, data = "", list[str]()
+    with c.stream("GET", url) as r:
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                data.append(line[6:])
+            elif not line and kind:
+                messages.append((kind, "\n".join(data)))
+                if kind == "end":
+                    break
+                kind, data = "", []
+    return messages
+
+
+def test_the_facts_and_the_graph_follow_the_run(hypha: Hypha, t: Tokens) -> None:
+    """Not only the timeline: the status, step and event counts and the drawing of a
+    live page move with the run."""
+    run = hypha.as_user(t.alice_id).start("echo", {"hold": True})
+    c = client(app_for(hypha, t), t.alice)
+    page = c.get(f"/runs/{run.id}").text
+    live = re.search(r'data-live="([^"]+)"', page)
+    assert live is not None and "&amp;from=1" in live.group(1)
+    threading.Timer(0.5, GATE.set).start()
+    messages = _stream(c, live.group(1).replace("&amp;", "&"))
+    facts = [data for kind, data in messages if kind == "facts"]
+    graphs = [data for kind, data in messages if kind == "graph"]
+    assert facts and graphs and messages[-1][0] == "end"
+    assert 'id="run-status">completed<' in facts[-1]
+    total = len(hypha.store.events(run.id))
+    assert f'id="run-events">{total}<' in facts[-1] and 'id="run-steps">' in facts[-1]
+    assert graphs[-1].startswith("<svg") and ">completed<" in graphs[-1]  # the end box
+    assert graphs[-1].count(">work<") == 2  # both steps drawn, from the page's start
+    assert all("hold" not in data for _, data in messages)  # never the input
+
+
+def test_a_live_page_seeds_its_drawing_from_its_first_event(hypha: Hypha, t: Tokens) -> None:
+    run = hypha.start("echo", {"n": 1})
+    hypha.get_run(run.id).wait(15)
+    events = hypha.store.events(run.id)
+    last = events[-1].seq
+    c = client(app_for(hypha, t), t.admin)
+    messages = _stream(c, f"/runs/{run.id}/live?after={last - 1}&from=1")
+    (graph,) = [data for kind, data in messages if kind == "graph"]
+    assert graph.count(">work<") == 2 and ">start<" in graph
+    later = _stream(c, f"/runs/{run.id}/live?after={last - 1}&from={last - 2}")
+    (drawn,) = [data for kind, data in later if kind == "graph"]
+    assert "earlier steps" in drawn and ">work<" not in drawn
+    assert c.get(f"/runs/{run.id}/live?after=1&from=x").status_code == 400
