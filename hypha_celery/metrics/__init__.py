@@ -19,14 +19,30 @@ from typing import Any
 from hypha_celery.metrics.collector import HyphaCollector
 from hypha_celery.metrics.depth import queue_depths
 from hypha_celery.metrics.exporter import install
+from hypha_celery.metrics.initial import Initialized, built
 from hypha_celery.metrics.middleware import PrometheusMiddleware
 
 
 def export(hypha: Any) -> None:
     """With ``HYPHA_METRICS_PORT`` set, the workers of ``hypha`` (a
     :class:`~hypha_celery.Hypha`) serve ``/metrics`` there: the middleware's metrics
-    of every worker process, queue depths of ``hypha.queues()`` and agents by phase."""
-    install(hypha.celery, HyphaCollector(hypha.celery, hypha.queues, hypha.store))
+    of every worker process, queue depths of ``hypha.queues()`` and agents by phase.
+
+    Set or not, the series of ``hypha``'s graphs and nodes are made at 0 in every
+    ``PrometheusMiddleware``'s metrics of this process (:mod:`~hypha_celery.metrics.initial`):
+    call it once the graphs are registered; a graph registered later gets its series at
+    the next scrape."""
+    install(hypha.celery, collector_of(hypha))
 
 
-__all__ = ["HyphaCollector", "PrometheusMiddleware", "export", "queue_depths"]
+def collector_of(hypha: Any) -> HyphaCollector:
+    """What :func:`export` serves besides the recorded metrics: the gauges of ``hypha``
+    (a :class:`~hypha_celery.Hypha`), after the zero series of its graphs (made now, and
+    for graphs registered since at each scrape)."""
+    known = Initialized(built())
+    known.catch_up(hypha.graphs)
+    return HyphaCollector(hypha.celery, hypha.queues, hypha.store,
+                          before=lambda: known.catch_up(hypha.graphs))
+
+
+__all__ = ["HyphaCollector", "PrometheusMiddleware", "collector_of", "export", "queue_depths"]

@@ -22,13 +22,17 @@ log = logging.getLogger(__name__)
 class HyphaCollector:
     """A custom collector: ``hypha_queue_depth{queue}`` of the Celery app ``app``'s
     ``queues()``, and ``hypha_agents{phase}`` of ``store`` (when given). A broker or
-    store that does not answer leaves its gauge out of that scrape (logged)."""
+    store that does not answer leaves its gauge out of that scrape (logged). ``before``
+    runs first on each scrape (``export``: the zero series of graphs registered since)."""
 
     def __init__(self, app: Any, queues: Callable[[], Iterable[str]],
-                 store: EventStore | None = None) -> None:
-        self.app, self.queues, self.store = app, queues, store
+                 store: EventStore | None = None,
+                 before: Callable[[], None] | None = None) -> None:
+        self.app, self.queues, self.store, self.before = app, queues, store, before
 
     def collect(self) -> Iterator[Any]:
+        if self.before is not None:
+            self.before()
         families = core()
         try:
             depths = queue_depths(self.app, self.queues())

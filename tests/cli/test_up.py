@@ -365,7 +365,9 @@ def test_sigkilled_worker_is_restarted_and_each_worker_serves_its_metrics_port(
         while not (_scrape(base) and _scrape(base + 1)):  # both listen, each its own
             assert proc.poll() is None and time.monotonic() < deadline, output.text()
             time.sleep(0.5)
-        assert "hypha_queue_depth" in (_scrape(base) or "")
+        served = _scrape(base) or ""
+        assert "hypha_queue_depth" in served
+        assert 'hypha_runs_cancelled_total{graph="support"} 0.0' in served  # before any use
         os.kill(int(row.group(1)), signal.SIGKILL)
         output.wait_for(rf"worker-cpu-1 \(pid {row.group(1)}\) was killed by SIGKILL; "
                         r"restarting it in 0.5 s \(restart 1 of at most 5 within 10 min\)",
