@@ -51,8 +51,9 @@ when they arrive.
 
 **Rate limits.** :meth:`bind` gives the backend the runtime's
 :class:`~hypha_celery.backends.llm.client.BackendServices`: each turn takes room from the
-shared limiter before it opens its stream (waiting up to its bound, else the turn fails
-``rate_limited``), and a 429 with ``retry-after`` pauses the key for every worker.
+shared limiter before it opens its stream (a concurrency slot, held until the stream is
+closed, then rate room; waiting up to its bound, else the turn fails ``rate_limited``),
+and a 429 with ``retry-after`` pauses the key for every worker.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ from hypha_celery.backends.event import BackendEvent
 from hypha_celery.backends.llm import errors
 from hypha_celery.backends.llm.client import BackendServices
 from hypha_celery.backends.llm.keys import check_env_name, resolve_key
+from hypha_celery.backends.llm.ratelimit import Slot
 from hypha_celery.backends.llm.ref import PROVIDERS, ModelRef, Provider, provider
 from hypha_celery.backends.llm.stream import LLMStream
 from hypha_celery.backends.llm.types import LLMRequest, Message, ToolDecl, tool_decls
@@ -251,42 +253,46 @@ class _Turn:
         self._cancelled = False
 
     def events(self) -> Iterator[BackendEvent]:
-        vendor = self._module.VENDOR
-        stream: LLMStream | None = None
+        """The stream's events, then ``result`` or ``error``. The stream is closed and its
+        concurrency slot released before that last event (a reader may stop at it), or
+        when the reader closes the iterator early."""
         try:
-            stream = self._open()
-            yield from stream
+            slot, stream = self._open()
+            with slot, stream:
+                yield from stream
             result = stream.result
             if result is None:  # the stream returned without its terminal event
-                raise errors.incomplete_stream(vendor)
-            yield BackendEvent.new("result", {
-                "text": result.text, "usage": result.usage.to_json(), "model": result.model,
-                "stop_reason": result.stop_reason,
-                "tool_calls": [c.to_json() for c in result.tool_calls]})
+                raise errors.incomplete_stream(self._module.VENDOR)
         except BackendError as exc:
             yield BackendEvent.new("error", {"reason": exc.kind, "backend_error": exc.to_json()})
-        finally:
-            if stream is not None:
-                stream.close()
+            return
+        yield BackendEvent.new("result", {
+            "text": result.text, "usage": result.usage.to_json(), "model": result.model,
+            "stop_reason": result.stop_reason,
+            "tool_calls": [c.to_json() for c in result.tool_calls]})
 
-    def _open(self) -> LLMStream:
+    def _open(self) -> tuple[Slot, LLMStream]:
+        """The stream, and the concurrency slot it holds until it is closed."""
         vendor = self._module.VENDOR
         with self._lock:
             key, self._key = self._key, None
             if self._cancelled or key is None:
                 raise errors.cancelled(vendor)
-        self._services.admit(vendor, key, self._request)
+        slot, _ = self._services.admit(vendor, key, self._request)
         try:
             stream = self._module.open_stream(self._request, key=key, base_url=self._base_url,
                                               timeout=self._timeout)
-        except BackendError as exc:
-            self._services.report(vendor, key, exc)
+        except BaseException as exc:
+            slot.release()
+            if isinstance(exc, BackendError):
+                self._services.report(vendor, key, exc)
             raise
         with self._lock:
             if not self._cancelled:
                 self._stream = stream
-                return stream
+                return slot, stream
         stream.close()
+        slot.release()
         raise errors.cancelled(vendor)
 
     def cancel(self) -> None:

@@ -2,10 +2,12 @@
 
 ``client.call("openai:gpt-4.1-mini", messages, tools, **options)`` resolves the
 reference and the key (environment or callback, :mod:`.keys`), takes room from the rate
-limiter (:mod:`.ratelimit`; the key appears there only as a hash), streams the answer
-(text deltas go to a live topic when one is given), and returns an :class:`LLMCall`:
-the :class:`~hypha_celery.backends.llm.types.LLMResult`, the time waited for the
-limiter, the latency and the cost (:mod:`.pricing`; None when the model has no price).
+limiter (:mod:`.ratelimit`: a concurrency slot when the key has a concurrency limit,
+held until the stream is closed, then rate room; the key appears there only as a hash),
+streams the answer (text deltas go to a live topic when one is given), and returns an
+:class:`LLMCall`: the :class:`~hypha_celery.backends.llm.types.LLMResult`, the time
+waited for the limiter, the latency and the cost (:mod:`.pricing`; None when the model
+has no price).
 Failures are :class:`~hypha_celery.backends.BackendError` kinds (:mod:`.errors`); a 429
 with ``retry-after`` pauses the key for every worker sharing the limiter.
 
@@ -25,7 +27,7 @@ from hypha_celery.backends.error import BackendError
 from hypha_celery.backends.llm import errors
 from hypha_celery.backends.llm.keys import resolve_key
 from hypha_celery.backends.llm.pricing import PriceTable
-from hypha_celery.backends.llm.ratelimit import NO_LIMITS, Limiter, limit_key
+from hypha_celery.backends.llm.ratelimit import FREE, NO_LIMITS, Limiter, Slot, limit_key
 from hypha_celery.backends.llm.ref import PROVIDERS, ModelRef, provider
 from hypha_celery.backends.llm.types import (
     LLMRequest,
@@ -65,13 +67,23 @@ class BackendServices:
     limiter: Limiter = NO_LIMITS
     max_wait: float = DEFAULT_MAX_WAIT
 
-    def admit(self, vendor: str, key: str, request: LLMRequest) -> float:
-        """Wait for room for ``request`` on ``key``; seconds waited. Raises
-        ``BackendError(kind="rate_limited")`` past ``max_wait``."""
+    def admit(self, vendor: str, key: str, request: LLMRequest) -> tuple[Slot, float]:
+        """Wait for a concurrency slot, then for rate room, for ``request`` on ``key``
+        (within ``max_wait`` in all): the slot, to release once the call's stream is
+        closed, and the seconds waited. Raises ``BackendError(kind="rate_limited")``
+        past ``max_wait`` (holding nothing)."""
         if self.limiter is NO_LIMITS:
-            return 0.0
-        return self.limiter.acquire(limit_key(vendor, key), estimate_tokens(request),
-                                    self.max_wait)
+            return FREE, 0.0
+        limited = limit_key(vendor, key)
+        began = time.monotonic()
+        slot = self.limiter.hold(limited, self.max_wait)
+        try:
+            left = max(0.0, self.max_wait - (time.monotonic() - began))
+            waited = self.limiter.acquire(limited, estimate_tokens(request), left)
+        except BaseException:
+            slot.release()
+            raise
+        return slot, slot.waited + waited
 
     def report(self, vendor: str, key: str, error: BackendError) -> None:
         """A provider said 429 with ``retry-after``: pause ``key`` for every worker."""
@@ -181,7 +193,7 @@ class LLMClient:
         module = provider(ref.provider)
         vendor = module.VENDOR
         key = resolve_key(vendor, key_env)
-        wait = self.services.admit(vendor, key, request)
+        slot, wait = self.services.admit(vendor, key, request)
         began = time.perf_counter()
         try:
             stream = module.open_stream(request, key=key, base_url=self.base_url(ref),
@@ -192,6 +204,8 @@ class LLMClient:
         except BackendError as exc:
             self.services.report(vendor, key, exc)
             raise
+        finally:
+            slot.release()
         if result is None:
             raise errors.incomplete_stream(vendor)
         latency = (time.perf_counter() - began) * 1000.0

@@ -23,34 +23,65 @@ seconds in all; a call that would have to wait longer fails at once with
 in Redis with the key's expiry). Keys without a configured limit are still paused by a
 429; :data:`NO_LIMITS` decides nothing and never waits.
 
+**Concurrency.** Providers also bound requests in flight per key. ``Limit(concurrency=n)``
+lets at most ``n`` calls with a key run at once, across every worker: a call holds a
+*slot* (:meth:`Limiter.hold`, a :class:`Slot`) from before its request is sent until its
+stream is closed. :class:`RedisLimiter` keeps a key's slots in a sorted set (member: a
+random holder token, score: the end of its lease); taking one is one Lua round trip that
+first drops expired leases. A slot is a *lease* of ``slot_lease`` seconds (default
+:data:`SLOT_LEASE_S`, 30) that a thread of the holding process renews every third of it
+(one round trip per key, for all the slots the process holds), so a worker that crashes
+or is killed leaks its slots for one lease at most; the next taker reclaims them (counted
+as ``slots_reclaimed``). A call that finds every slot busy polls (every 20 ms at first,
+doubling to 250 ms; no fairness between waiters) within the same ``max_wait`` as the
+rates, then fails ``BackendError(kind="rate_limited")`` naming the concurrency limit.
+:class:`MemoryLimiter` holds slots in the process (a condition variable wakes a waiter
+when one is released; no lease: the process holds them all). A key without a
+``concurrency`` costs nothing: :meth:`Limiter.hold` returns :data:`FREE` without a round
+trip. :meth:`Limiter.in_flight` says how many slots of a key are held now.
+
 Counters (:meth:`Limiter.stats`): calls granted, calls that waited, seconds waited,
-calls refused, pauses.
+calls refused, pauses; slots granted, slot holders that waited, seconds waited for a
+slot, slots refused, expired leases reclaimed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import threading
 import time
+import uuid
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 from hypha_celery.backends.error import BackendError
 
-__all__ = ["NO_LIMITS", "Limit", "Limiter", "LimiterStats", "MemoryLimiter", "RedisLimiter",
-           "limit_key", "parse_limits"]
+__all__ = ["FREE", "NO_LIMITS", "SLOT_LEASE_S", "Limit", "Limiter", "LimiterStats",
+           "MemoryLimiter", "RedisLimiter", "Slot", "limit_key", "parse_limits"]
+
+log = logging.getLogger(__name__)
 
 _WINDOW = 60.0  # seconds: limits are per minute, a bucket holds a minute's allowance
+#: Seconds a concurrency slot is leased for; its holder renews it every third of that.
+SLOT_LEASE_S = 30.0
+_FIRST_POLL_S = 0.02  # a waiter for a slot asks again after this, doubling ...
+_MAX_POLL_S = 0.25  # ... up to this
 
 
 @dataclass(frozen=True, slots=True)
 class Limit:
-    """Requests and tokens per minute (None or 0: that dimension is not limited)."""
+    """Requests and tokens per minute, and calls in flight at once (None or 0: that
+    dimension is not limited)."""
 
     rpm: float | None = None
     tpm: float | None = None
+    concurrency: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("rpm", "tpm"):
@@ -58,18 +89,23 @@ class Limit:
             if value is not None and (isinstance(value, bool)
                                       or not isinstance(value, int | float) or value < 0):
                 raise ValueError(f"Limit.{name} must be a number >= 0 (per minute)")
+        value = self.concurrency
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 0):
+            raise ValueError("Limit.concurrency must be an integer >= 0 (calls at once)")
 
     @property
     def empty(self) -> bool:
-        return not self.rpm and not self.tpm
+        return not self.rpm and not self.tpm and not self.concurrency
 
     @classmethod
     def of(cls, value: Limit | Mapping[str, Any]) -> Limit:
         if isinstance(value, Limit):
             return value
-        if not isinstance(value, Mapping) or set(value) - {"rpm", "tpm"}:
-            raise ValueError("a limit is Limit(rpm=..., tpm=...) or {'rpm': n, 'tpm': n}")
-        return cls(value.get("rpm"), value.get("tpm"))
+        if not isinstance(value, Mapping) or set(value) - {"rpm", "tpm", "concurrency"}:
+            raise ValueError("a limit is Limit(rpm=..., tpm=..., concurrency=...) or "
+                             "{'rpm': n, 'tpm': n, 'concurrency': n}")
+        return cls(value.get("rpm"), value.get("tpm"), value.get("concurrency"))
 
 
 def limit_key(vendor: str, api_key: str) -> str:
@@ -95,11 +131,50 @@ class LimiterStats:
     wait_seconds: float = 0.0
     refused: int = 0
     paused: int = 0
+    slots_granted: int = 0
+    slots_waited: int = 0
+    slot_wait_seconds: float = 0.0
+    slots_refused: int = 0
+    slots_reclaimed: int = 0
 
     def to_json(self) -> dict[str, float | int]:
         return {"granted": self.granted, "waited": self.waited,
                 "wait_seconds": round(self.wait_seconds, 6), "refused": self.refused,
-                "paused": self.paused}
+                "paused": self.paused, "slots_granted": self.slots_granted,
+                "slots_waited": self.slots_waited,
+                "slot_wait_seconds": round(self.slot_wait_seconds, 6),
+                "slots_refused": self.slots_refused, "slots_reclaimed": self.slots_reclaimed}
+
+
+class Slot:
+    """One held concurrency slot of a limit key: :meth:`release` it (or leave its
+    ``with`` block) when the call's stream is closed; releasing twice is harmless.
+    ``waited``: seconds it took to get it."""
+
+    __slots__ = ("_limiter", "_released", "key", "token", "waited")
+
+    def __init__(self, limiter: Limiter | None, key: str, token: str, waited: float) -> None:
+        self._limiter = limiter
+        self.key, self.token, self.waited = key, token, waited
+        self._released = limiter is None
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        assert self._limiter is not None
+        self._limiter._release_slot(self.key, self.token)
+
+    def __enter__(self) -> Slot:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.release()
+
+
+#: The slot of a key without a concurrency limit: nothing to release.
+FREE = Slot(None, "", "", 0.0)
 
 
 class Limiter:
@@ -151,6 +226,44 @@ class Limiter:
             waited = True
             time.sleep(wait)
 
+    def hold(self, key: str, max_wait: float = 60.0) -> Slot:
+        """One of ``key``'s concurrent slots (its limit's ``concurrency``), waiting for a
+        release up to ``max_wait`` seconds, else ``BackendError(kind="rate_limited")``.
+        A key without a concurrency limit gets :data:`FREE` at once."""
+        limit = self.limit_for(key).concurrency
+        if not limit:
+            return FREE
+        began = time.monotonic()
+        deadline = began + max(0.0, max_wait)
+        token, poll, waited = uuid.uuid4().hex, _FIRST_POLL_S, False
+        while not self._take_slot(key, token, limit):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._count(slots_refused=1, slot_wait_seconds=time.monotonic() - began)
+                raise BackendError(key.partition(":")[0], "rate_limited", True,
+                                   message=f"concurrency limit of {key}: all {limit} slots "
+                                           f"busy for {max_wait:g}s")
+            self._await_release(key, min(poll, left))
+            poll, waited = min(poll * 2, _MAX_POLL_S), True
+        spent = time.monotonic() - began if waited else 0.0
+        self._count(slots_granted=1, slots_waited=int(waited), slot_wait_seconds=spent)
+        return Slot(self, key, token, spent)
+
+    def in_flight(self, key: str) -> int:
+        """Slots of ``key`` held now (by every worker sharing the limiter)."""
+        raise NotImplementedError
+
+    def _take_slot(self, key: str, token: str, limit: int) -> bool:
+        """Hold a slot for ``token`` if fewer than ``limit`` are held (True)."""
+        raise NotImplementedError
+
+    def _await_release(self, key: str, seconds: float) -> None:
+        """Wait up to ``seconds`` for a slot of ``key`` to be released (or just sleep)."""
+        time.sleep(seconds)
+
+    def _release_slot(self, key: str, token: str) -> None:
+        raise NotImplementedError
+
     def stats(self) -> dict[str, float | int]:
         with self._stats_lock:
             return self._stats.to_json()
@@ -175,6 +288,12 @@ class _NoLimits(Limiter):
 
     def acquire(self, key: str, tokens: int = 0, max_wait: float = 60.0) -> float:
         return 0.0
+
+    def hold(self, key: str, max_wait: float = 60.0) -> Slot:
+        return FREE
+
+    def in_flight(self, key: str) -> int:
+        return 0
 
 
 #: The limiter of a client that has none.
@@ -207,6 +326,8 @@ class MemoryLimiter(Limiter):
         super().__init__(limits)
         self._lock = threading.Lock()
         self._buckets: dict[str, _Bucket] = {}
+        self._released = threading.Condition(threading.Lock())
+        self._slots: dict[str, set[str]] = {}
 
     def decide(self, key: str, tokens: int) -> float:
         limit = self.limit_for(key)
@@ -229,6 +350,27 @@ class MemoryLimiter(Limiter):
             bucket = self._buckets.setdefault(key, _Bucket())
             bucket.paused_until = max(bucket.paused_until, time.time() + seconds)
         self._count(paused=1)
+
+    def in_flight(self, key: str) -> int:
+        with self._released:
+            return len(self._slots.get(key, ()))
+
+    def _take_slot(self, key: str, token: str, limit: int) -> bool:
+        with self._released:
+            held = self._slots.setdefault(key, set())
+            if len(held) >= limit:
+                return False
+            held.add(token)
+            return True
+
+    def _await_release(self, key: str, seconds: float) -> None:
+        with self._released:
+            self._released.wait(seconds)
+
+    def _release_slot(self, key: str, token: str) -> None:
+        with self._released:
+            self._slots.get(key, set()).discard(token)
+            self._released.notify_all()
 
 
 # KEYS[1]: the key's hash {req, tok, pause} (ms timestamps). ARGV: rpm, tpm, tokens.
@@ -273,13 +415,54 @@ return 1
 """
 
 
+# KEYS[1]: the key's slot set (member: holder token, score: lease end in ms).
+# ARGV: limit, token, lease ms. Returns {1 if taken else 0, expired leases removed}.
+_TAKE = """
+local now_t = redis.call('TIME')
+local now = tonumber(now_t[1]) * 1000 + math.floor(tonumber(now_t[2]) / 1000)
+local expired = redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return {0, expired} end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) + 1000)
+return {1, expired}
+"""
+
+# KEYS[1]: the key's slot set. ARGV[1]: lease ms, ARGV[2..]: tokens this process holds.
+# Extends the leases still there; returns how many were.
+_RENEW = """
+local now_t = redis.call('TIME')
+local now = tonumber(now_t[1]) * 1000 + math.floor(tonumber(now_t[2]) / 1000)
+local kept = 0
+for i = 2, #ARGV do
+  if redis.call('ZSCORE', KEYS[1], ARGV[i]) then
+    redis.call('ZADD', KEYS[1], now + tonumber(ARGV[1]), ARGV[i])
+    kept = kept + 1
+  end
+end
+if kept > 0 then redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]) + 1000) end
+return kept
+"""
+
+# KEYS[1]: the key's slot set. Returns the leases not expired.
+_COUNT = """
+local now_t = redis.call('TIME')
+local now = tonumber(now_t[1]) * 1000 + math.floor(tonumber(now_t[2]) / 1000)
+return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+"""
+
+
 class RedisLimiter(Limiter):
     """GCRA in Redis: one ``EVALSHA`` per decision, shared by every worker on the server.
-    ``client`` is a ``redis.Redis`` (or a URL); keys are ``<prefix><limit key>``."""
+    ``client`` is a ``redis.Redis`` (or a URL); keys are ``<prefix><limit key>``, and
+    ``<prefix><limit key>:slots`` for concurrency slots, leased for ``slot_lease``
+    seconds and renewed by a thread of this process while held (see the module
+    docstring)."""
 
     def __init__(self, client: Any, limits: Mapping[str, Limit | Mapping[str, Any]] | None = None,
-                 *, prefix: str = "hypha:ratelimit:") -> None:
+                 *, prefix: str = "hypha:ratelimit:", slot_lease: float = SLOT_LEASE_S) -> None:
         super().__init__(limits)
+        if not slot_lease > 0:
+            raise ValueError("slot_lease must be > 0 seconds")
         if isinstance(client, str):
             import redis
 
@@ -287,8 +470,22 @@ class RedisLimiter(Limiter):
                                           socket_connect_timeout=2.0)
         self.client = client
         self.prefix = prefix
+        self.slot_lease = float(slot_lease)
         self._decide = client.register_script(_DECIDE)
         self._pause = client.register_script(_PAUSE)
+        self._take = client.register_script(_TAKE)
+        self._renew = client.register_script(_RENEW)
+        self._count_slots = client.register_script(_COUNT)
+        self._held_lock = threading.Lock()
+        self._held: dict[str, str] = {}  # token -> limit key, the slots this process holds
+        self._renewer: threading.Thread | None = None
+        ref = weakref.WeakMethod(self._after_fork)
+        os.register_at_fork(after_in_child=lambda: (m := ref()) is not None and m())
+
+    def _after_fork(self) -> None:
+        """A forked child holds none of its parent's slots, nor its thread (or its lock)."""
+        self._held_lock = threading.Lock()
+        self._held, self._renewer = {}, None
 
     def decide(self, key: str, tokens: int) -> float:
         limit = self.limit_for(key)
@@ -301,6 +498,55 @@ class RedisLimiter(Limiter):
             return
         self._pause(keys=[self.prefix + key], args=[max(1, int(seconds * 1000))])
         self._count(paused=1)
+
+    # -- concurrency slots ---------------------------------------------------------------
+    def in_flight(self, key: str) -> int:
+        return int(self._count_slots(keys=[self._slots_key(key)]))
+
+    def _slots_key(self, key: str) -> str:
+        return f"{self.prefix}{key}:slots"
+
+    def _take_slot(self, key: str, token: str, limit: int) -> bool:
+        taken, expired = self._take(keys=[self._slots_key(key)],
+                                    args=[limit, token, int(self.slot_lease * 1000)])
+        if expired:
+            self._count(slots_reclaimed=int(expired))
+        if taken:
+            self._keep(key, token)
+        return bool(taken)
+
+    def _release_slot(self, key: str, token: str) -> None:
+        with self._held_lock:
+            self._held.pop(token, None)
+        self.client.zrem(self._slots_key(key), token)
+
+    def _keep(self, key: str, token: str) -> None:
+        """Renew ``token``'s lease while it is held (the renewing thread starts with the
+        first held slot and ends when none is held)."""
+        with self._held_lock:
+            self._held[token] = key
+            if self._renewer is None:
+                self._renewer = threading.Thread(target=self._renew_loop, daemon=True,
+                                                 name="hypha-slot-leases")
+                self._renewer.start()
+
+    def _renew_loop(self) -> None:
+        while True:
+            time.sleep(self.slot_lease / 3)
+            with self._held_lock:
+                if not self._held:
+                    self._renewer = None
+                    return
+                by_key: dict[str, list[str]] = {}
+                for token, key in self._held.items():
+                    by_key.setdefault(key, []).append(token)
+            for key, tokens in by_key.items():
+                try:
+                    self._renew(keys=[self._slots_key(key)],
+                                args=[int(self.slot_lease * 1000), *tokens])
+                except Exception as exc:  # Redis away: the leases may lapse; try next time
+                    log.warning("renewing %d concurrency slot lease(s) of %s failed: %s",
+                                len(tokens), key, type(exc).__name__)
 
     def close(self) -> None:
         self.client.close()

@@ -4,6 +4,7 @@ rate limits (a 429 pauses the key), and HostedBackend taking from the same limit
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -15,6 +16,7 @@ from hypha_celery.backends.llm.ratelimit import Limit, MemoryLimiter, limit_key
 from hypha_celery.live import MemoryLiveBus
 from tests.backends.llm.support import APIS, KEY, base_url
 from tests.fakes.llm_server import FakeLLM, Reply
+from tests.runtime.support import wait_until
 
 USER = [{"role": "user", "content": "hi"}]
 
@@ -105,6 +107,42 @@ def test_the_hosted_backend_pauses_its_key_on_a_429(fake: FakeLLM, keys: None) -
     events, _ = backend.prompt(session, "hi")
     assert getattr(collect("hi", events), "reason", None) == "rate_limited"
     assert limiter.decide(limit_key("openai", KEY), 0) > 25
+
+
+def test_a_call_holds_its_concurrency_slot_until_its_stream_is_closed(
+        fake: FakeLLM, keys: None) -> None:
+    """Concurrency 1: a second call waits for the first's stream to end (not just for its
+    headers), and an agent turn holds the same slot until its stream is closed."""
+    limiter = MemoryLimiter({"openai": Limit(concurrency=1)})
+    client = client_for(fake, limiter=limiter, max_wait=10)
+    key = limit_key("openai", KEY)
+    fake.script(Reply.hang(1), Reply.text("second"))  # a delta, 1 s of nothing, a cut
+    failed: list[str] = []
+
+    def slow() -> None:
+        try:
+            client.call("openai:gpt-test", USER)
+        except BackendError as exc:
+            failed.append(exc.kind)
+
+    first = threading.Thread(target=slow)
+    first.start()
+    wait_until(lambda: fake.open_streams == 1, what="the first call's stream")
+    assert limiter.in_flight(key) == 1
+    second = client.call("openai:gpt-test", USER)
+    first.join(10)
+    assert failed == ["incomplete_stream"]  # a failed call gives its slot back too
+    assert second.result.text == "second" and second.wait_ms > 200  # waited for the slot
+    assert limiter.in_flight(key) == 0 and limiter.stats()["slots_waited"] == 1
+    backend = OpenAIBackend()
+    backend.bind(BackendServices(limiter, max_wait=0.1))
+    session = backend.start_session({"model": "gpt-test", "base_url": fake.openai_url})
+    events, _ = backend.prompt(session, "hi")
+    assert next(events).kind == "text" and limiter.in_flight(key) == 1  # mid-stream
+    with pytest.raises(BackendError) as busy:
+        client.call("openai:gpt-test", USER)
+    assert busy.value.kind == "rate_limited" and "concurrency" in busy.value.message
+    assert collect("hi", events).text == "ok" and limiter.in_flight(key) == 0
 
 
 def test_unknown_options_and_references_fail_before_anything_is_sent(fake: FakeLLM,

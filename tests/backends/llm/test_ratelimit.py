@@ -1,17 +1,22 @@
-"""Shared rate limits: GCRA per key in Redis (one EVALSHA per decision) and in memory."""
+"""Shared rate limits: GCRA per key in Redis (one EVALSHA per decision) and in memory;
+concurrency slots per key, leased in Redis (across processes) and held in memory."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
 from hypha_celery.backends import BackendError
 from hypha_celery.backends.llm.ratelimit import (
+    FREE,
     NO_LIMITS,
     Limit,
     Limiter,
@@ -21,6 +26,8 @@ from hypha_celery.backends.llm.ratelimit import (
     parse_limits,
 )
 from hypha_celery.graph import classify
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -150,3 +157,114 @@ def test_a_redis_decision_is_one_evalsha(redis_url: str) -> None:
     finally:
         client.delete("test:rl:sha:openai:k")
         client.close()
+
+
+# -- concurrency: slots per key, across workers, leased ---------------------------------
+
+def test_concurrency_bounds_the_slots_held_at_once(make: type) -> None:
+    limiter = make({"openai": Limit(concurrency=2)})
+    one, two = limiter.hold("openai:k", 0), limiter.hold("openai:k", 0)
+    assert limiter.in_flight("openai:k") == 2
+    with pytest.raises(BackendError) as caught:
+        limiter.hold("openai:k", max_wait=0.1)
+    err = caught.value
+    assert (err.kind, err.retryable) == ("rate_limited", True)
+    assert "concurrency limit of openai:k" in err.message and classify(err) == "rate_limit"
+    assert limiter.hold("openai:other", 0).release() is None  # another key: its own slots
+    one.release()
+    one.release()  # twice is harmless
+    with limiter.hold("openai:k", 0) as three:
+        assert three.waited == 0.0 and limiter.in_flight("openai:k") == 2
+    two.release()
+    assert limiter.in_flight("openai:k") == 0
+    stats = limiter.stats()
+    assert (stats["slots_granted"], stats["slots_refused"], stats["slots_waited"]) == (4, 1, 0)
+
+
+def test_a_waiter_gets_the_slot_a_release_frees(make: type) -> None:
+    limiter = make({"openai": Limit(concurrency=1)})
+    held = limiter.hold("openai:k", 0)
+    threading.Timer(0.3, held.release).start()
+    began = time.monotonic()
+    with limiter.hold("openai:k", max_wait=5) as slot:
+        assert 0.25 < time.monotonic() - began < 1.0 and slot.waited > 0.25
+    stats = limiter.stats()
+    assert stats["slots_waited"] == 1 and stats["slot_wait_seconds"] > 0.25
+
+
+def test_no_concurrency_limit_holds_nothing(make: type) -> None:
+    limiter = make({"openai": Limit(rpm=100)})
+    assert limiter.hold("openai:k", 0) is FREE and NO_LIMITS.hold("openai:k", 0) is FREE
+    assert limiter.stats()["slots_granted"] == 0
+    assert Limit.of({"concurrency": 3}) == Limit(concurrency=3) and not Limit(concurrency=3).empty
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError):
+            Limit(concurrency=bad)  # type: ignore[arg-type]
+
+
+def _worker(*args: object) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "tests.backends.llm.slots_worker",
+                             *map(str, args)], stdout=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+
+
+def test_two_processes_share_the_slots_of_a_key(redis_url: str) -> None:
+    """Two worker processes, four threads each, 50 ms calls under a limit of 3: never
+    more than 3 in flight, and all 40 calls go through."""
+    prefix = f"test:slots:{uuid.uuid4().hex[:8]}:"
+    client = redis.Redis.from_url(redis_url)
+    workers = [_worker("calls", redis_url, prefix, 4, 5, 3) for _ in range(2)]
+    try:
+        outs = [w.communicate(timeout=60)[0] for w in workers]
+        assert [w.returncode for w in workers] == [0, 0] and outs == ["done\n"] * 2
+        assert 2 <= int(client.get(f"{prefix}max") or 0) <= 3
+        assert int(client.get(f"{prefix}live") or 0) == 0
+        assert client.zcard(f"{prefix}openai:k1:slots") == 0  # every slot released
+    finally:
+        for w in workers:
+            w.kill()
+        for key in client.scan_iter(f"{prefix}*"):
+            client.delete(key)
+        client.close()
+
+
+def test_a_killed_holder_leaks_its_slot_for_one_lease_at_most(redis_url: str) -> None:
+    prefix = f"test:slots:{uuid.uuid4().hex[:8]}:"
+    holder = _worker("hold", redis_url, prefix, 1.5)
+    limiter = RedisLimiter(redis_url, {"openai": Limit(concurrency=1)}, prefix=prefix)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        assert limiter.in_flight("openai:k1") == 1
+        with pytest.raises(BackendError):  # the holder lives: its lease is renewed
+            limiter.hold("openai:k1", max_wait=2.0)
+        holder.kill()  # SIGKILL: no release
+        holder.wait(10)
+        began = time.monotonic()
+        with limiter.hold("openai:k1", max_wait=5.0):
+            assert time.monotonic() - began < 1.5 + 0.5
+        assert limiter.stats()["slots_reclaimed"] == 1
+    finally:
+        holder.kill()
+        holder.communicate()  # closes its pipe
+        limiter.client.delete(f"{prefix}openai:k1:slots")
+        limiter.close()
+
+
+def test_a_slot_held_past_its_lease_is_renewed(redis_url: str) -> None:
+    prefix = f"test:slots:{uuid.uuid4().hex[:8]}:"
+    mine = RedisLimiter(redis_url, {"openai": Limit(concurrency=1)}, prefix=prefix,
+                        slot_lease=0.3)
+    other = RedisLimiter(redis_url, {"openai": Limit(concurrency=1)}, prefix=prefix)
+    try:
+        with mine.hold("openai:k", 0):
+            time.sleep(1.0)  # three leases long
+            with pytest.raises(BackendError):
+                other.hold("openai:k", 0)
+            assert other.in_flight("openai:k") == 1
+        assert other.in_flight("openai:k") == 0
+        with other.hold("openai:k", 0):
+            pass
+        assert other.stats()["slots_reclaimed"] == 0
+    finally:
+        mine.close()
+        other.close()
