@@ -15,6 +15,11 @@ loudly against a library version that changed it:
   tracing sink's processor goes first among a provider's;
 - prometheus_client's value class (:func:`use_multiprocess_values`): chosen when the
   library is first imported, chosen again once multiprocess mode is set.
+
+(Celery's current task is read through the public ``celery.current_task``. Two private
+APIs of the standard library stay with the module that uses them, each with its own
+fallback and test: ``_json.make_encoder`` in :mod:`hypha_celery.events.jsontext` and
+``re._parser`` in :mod:`hypha_celery.guards._patterns`.)
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ from celery.worker.consumer import Consumer
 
 from hypha_celery.errors import PrivateApiChanged
 
-__all__ = ["CONSUMER_ATTRIBUTES", "CONSUMER_HOOKS", "check_celery_consumer", "consumer_steps_without",
-           "put_span_processor_first", "use_multiprocess_values"]
+__all__ = ["CONSUMER_ATTRIBUTES", "CONSUMER_HOOKS", "check_celery_consumer",
+           "consumer_steps_without", "put_span_processor_first", "use_multiprocess_values"]
 
 #: The consumer hooks ``HyphaConsumer`` overrides, with the parameters it passes on.
 CONSUMER_HOOKS: dict[str, tuple[str, ...]] = {

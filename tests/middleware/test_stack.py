@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
+from pathlib import Path
 
 import pytest
+from mypy import api as mypy_api
 
+from hypha_celery.errors import MiddlewareSignatureError
 from hypha_celery.middleware import (
     EMPTY,
     HOOKS,
@@ -84,3 +88,41 @@ def test_every_hook_has_a_no_op_default() -> None:
         "after_attempt", "after_retry_scheduled", "after_dead_letter", "after_late_result",
         "before_turn", "after_turn"}
     base.before_step(Step("r", "r.0"))  # does nothing
+
+
+class WrongArity(Middleware):
+    def after_attempt(self, attempt: Attempt) -> None:  # type: ignore[override]
+        pass
+
+
+class Flexible(Middleware):
+    def after_attempt(self, *args: object) -> None:
+        pass
+
+
+def test_a_hook_overridden_with_a_wrong_signature_is_refused_when_the_stack_is_built() -> None:
+    with pytest.raises(MiddlewareSignatureError, match=r"WrongArity\.after_attempt"):
+        MiddlewareStack([WrongArity()])
+    assert MiddlewareStack([Flexible()]).wants("after_attempt")  # it takes the arguments
+
+
+def test_every_hook_is_a_stack_method_with_the_hooks_signature() -> None:
+    for hook in HOOKS:
+        assert inspect.signature(getattr(MiddlewareStack, hook)) == \
+            inspect.signature(getattr(Middleware, hook)), hook
+
+
+def test_mypy_reports_a_wrong_override_and_a_wrong_hook_argument(
+        cache: pytest.Cache, tmp_path: Path) -> None:
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(
+        "from hypha_celery.middleware import Attempt, Middleware, MiddlewareStack\n\n\n"
+        "class Wrong(Middleware):\n"
+        "    def after_attempt(self, attempt: Attempt) -> None: ...\n\n\n"
+        "MiddlewareStack([]).before_step('not a step')\n")
+    out, _, status = mypy_api.run(["--strict", "--follow-imports", "silent", "--cache-dir",
+                                   str(cache.mkdir("mypy")), str(snippet)])
+    assert status == 1
+    assert 'snippet.py:5: error: Signature of "after_attempt" incompatible' in out
+    assert 'snippet.py:8: error: Argument 1 to "before_step" of "MiddlewareStack" has ' \
+           'incompatible type "str"; expected "Step"' in out

@@ -27,6 +27,7 @@ from hypha_celery.middleware import (
     Middleware,
     RunEnd,
     RunStart,
+    Settling,
     Step,
 )
 from hypha_celery.runtime.leases import LeaseMiddleware
@@ -282,3 +283,70 @@ def test_a_node_cancelled_while_running_is_told_late_once(
     assert len(told()) == 1
     late = [e for e in run.events() if e.kind == "node.execution.late_result"]
     assert [e.data["reason"] for e in late] == ["cancelled"]
+
+
+class Decides(Middleware):
+    """Changes what becomes of failed attempts (the runtime's ``Retries`` decides after
+    it): dead-letters a ``validation`` error at once, retries a ``policy`` error the
+    node's retry policy would not."""
+
+    def __init__(self) -> None:
+        self.told: list[tuple[int, str | None]] = []
+
+    def after_attempt_outcome(self, outcome: Settling) -> None:
+        error = outcome.error
+        self.told.append((outcome.attempt.attempt, None if error is None else error["class"]))
+        if error is not None and error["class"] == "validation":
+            outcome.dead_letter("refused_by_middleware")
+        elif error is not None and error["class"] == "policy" and outcome.attempt.attempt < 3:
+            outcome.retry(0.01)
+
+
+class Failing:
+    """Raises ``exc`` for the first ``failures`` attempts, then returns."""
+
+    def __init__(self, exc: Exception, failures: int) -> None:
+        self.exc, self.failures, self.attempts = exc, failures, 0
+
+    def __call__(self, state: dict[str, Any], inp: Any) -> dict[str, Any]:
+        self.attempts += 1
+        if self.attempts <= self.failures:
+            raise self.exc
+        return {"ok": self.attempts}
+
+
+def test_a_middleware_may_retry_an_attempt_the_policy_would_not(sqlite_url: str) -> None:
+    decides = Decides()
+    app = embedded(sqlite_url, [decides])
+    try:
+        node = Failing(PermissionError("denied"), 2)  # class policy: never retried by FAST
+        app.register(Graph("mw_retry", {"a": Node(node, retry=FAST)}, once_a))
+        run = app.start("mw_retry")
+        assert run.wait(WAIT) == {"ok": 3}
+        assert decides.told == [(1, "policy"), (2, "policy"), (3, None)]
+        retries = [e for e in run.events() if e.type == "node.execution.retrying"]
+        assert [e.data["attempt"] for e in retries] == [1, 2]
+    finally:
+        app.close()
+
+
+def test_a_middleware_may_dead_letter_an_attempt_the_policy_would_retry(
+        sqlite_url: str) -> None:
+    app = embedded(sqlite_url, [Decides()])
+    try:
+        node = Failing(ValueError("bad"), 5)
+        policy = RetryPolicy(max_attempts=3, backoff=0.01, retry_on=("validation",))
+        app.register(Graph("mw_dead", {"a": Node(node, retry=policy)}, once_a))
+        run = app.start("mw_dead")
+        with pytest.raises(RunFailed) as info:
+            run.wait(WAIT)
+        assert info.value.reason == "dead_lettered" and node.attempts == 1
+        (record,) = app.store.dead_letters(run_id=run.id)
+        assert record["reason"] == "refused_by_middleware"
+        assert not [e for e in run.events() if e.type == "node.execution.retrying"]
+    finally:
+        app.close()
+
+
+def once_a(ctx: Context) -> Next | Finish:
+    return Next("a", ctx.input) if ctx.step == 0 else Finish(ctx.state)
