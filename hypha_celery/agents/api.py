@@ -26,7 +26,7 @@ from celery.canvas import Signature
 from hypha_celery.agents import effects, machine, rows, telemetry
 from hypha_celery.agents.behaviour import Agent, acting_as, current_name
 from hypha_celery.agents.callers import CallerLease
-from hypha_celery.agents.channels import Channel, Target, target
+from hypha_celery.agents.channels import Channel, ChannelMessage, Target, target
 from hypha_celery.agents.doc import (
     AgentDoc,
     Answered,
@@ -365,7 +365,7 @@ class Agents:
         """A fresh channel for completions and streamed events."""
         return Channel.new()
 
-    def receive(self, channel: Channel, timeout: float = 5.0) -> dict[str, Any] | None:
+    def receive(self, channel: Channel, timeout: float = 5.0) -> ChannelMessage | None:
         """The next message on ``channel`` (see :mod:`.channels`), or None after
         ``timeout`` seconds."""
         return self._rt.transport.receive(channel, timeout)

@@ -21,7 +21,7 @@ import logging
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypedDict, cast
 
 from celery import Celery, signature
 from celery.canvas import Signature
@@ -79,6 +79,28 @@ def target_from(data: Any) -> Target | None:
     return SignatureTarget(data["signature"])
 
 
+class CompletionMessage(TypedDict):
+    """A request's completion on a channel (:meth:`Completion.to_json`)."""
+
+    type: Literal["completion"]
+    agent: str
+    ref: str
+    outcome: object  # JSON: {"ok": <Response JSON>} or {"error": reason, "info": {...}}
+
+
+class EventMessage(TypedDict):
+    """One streamed event of a request on a channel (:meth:`Streamed.to_json`)."""
+
+    type: Literal["event"]
+    agent: str
+    ref: str
+    event: object  # a BackendEvent's JSON
+
+
+#: What :meth:`Transport.receive` (``agents.receive``) returns: tell them apart by ``type``.
+ChannelMessage = CompletionMessage | EventMessage
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
     """The one completion of a request: ``outcome`` is its JSON (``{"ok": ...}`` or
@@ -88,7 +110,7 @@ class Completion:
     ref: str
     outcome: object
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> CompletionMessage:
         return {"type": "completion", "agent": self.agent, "ref": self.ref,
                 "outcome": self.outcome}
 
@@ -105,7 +127,7 @@ class Streamed:
     ref: str
     event: object
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> EventMessage:
         return {"type": "event", "agent": self.agent, "ref": self.ref, "event": self.event}
 
 
@@ -179,8 +201,9 @@ class Transport:
             if ref not in self._fences:
                 self._queues.push(channel, message.to_json())
 
-    def receive(self, channel: Channel, timeout: float) -> dict[str, Any] | None:
-        return self._queues.pop(channel.name, timeout)
+    def receive(self, channel: Channel, timeout: float) -> ChannelMessage | None:
+        # a channel carries only what deliver and relay pushed
+        return cast(ChannelMessage | None, self._queues.pop(channel.name, timeout))
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -25,7 +25,7 @@ from hypha_celery.agents.api import (
     Poll,
 )
 from hypha_celery.agents.behaviour import Agent
-from hypha_celery.agents.channels import Channel
+from hypha_celery.agents.channels import Channel, ChannelMessage
 from hypha_celery.backends import Backend, Response
 from hypha_celery.errors import AgentNotFound, AgentSpecError, Overloaded
 from hypha_celery.live import LiveStream
@@ -143,7 +143,7 @@ class ScopedAgents:
     def channel() -> Channel:
         return Channel.new()
 
-    def receive(self, channel: Channel, timeout: float = 5.0) -> dict[str, Any] | None:
+    def receive(self, channel: Channel, timeout: float = 5.0) -> ChannelMessage | None:
         """The next message on ``channel``: a channel is a capability (its name is a
         random token), so whoever holds it reads it."""
         return self._agents.receive(channel, timeout)

@@ -34,7 +34,15 @@ from typing import Any
 
 from hypha_celery.agents.behaviour import Agent, acting_as
 from hypha_celery.agents.options import Limits
-from hypha_celery.backends import Backend, BackendError, BackendEvent, Response, TurnError, collect
+from hypha_celery.backends import (
+    Backend,
+    BackendError,
+    BackendEvent,
+    Response,
+    Session,
+    TurnError,
+    collect,
+)
 from hypha_celery.backends.event import monotonic_ms
 
 log = logging.getLogger(__name__)
@@ -46,7 +54,6 @@ _KEEPS_STREAM_STATE = frozenset({"ok", "error_event", "no_terminal_event",
                                  "event_capture_overflow"})
 #: What a provider session id may look like (a UUID, a ``thread_...`` id).
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
-Session = dict[str, Any]
 #: Writes a session to the agent's row for the running turn; raises BackendError.
 Persist = Callable[[Session], None]
 

@@ -1,9 +1,9 @@
 """Backends for long-running conversational agents (GenAgent's backend contract): the
-``Backend`` base, stream ``BackendEvent`` s (formerly ``Event``), the turn ``Response`` and its builder ``collect``,
-the normalized ``BackendError``, the scriptable ``MockBackend`` and the hosted-model
-backends ``OpenAIBackend`` and ``AnthropicBackend`` (their SDKs load at the first session).
-``ClaudeCodeBackend`` and ``CodexBackend`` run those CLIs as subprocesses (no Python
-dependency; the CLI must be installed)."""
+``Backend`` base, stream ``BackendEvent`` s (formerly ``Event``), the turn ``Response``
+and its builder ``collect``, the normalized ``BackendError``, the scriptable
+``MockBackend`` and the hosted-model backends ``OpenAIBackend`` and ``AnthropicBackend``
+(their SDKs load at the first session). ``ClaudeCodeBackend`` and ``CodexBackend`` run
+those CLIs as subprocesses (no Python dependency; the CLI must be installed)."""
 
 import warnings
 from typing import Any

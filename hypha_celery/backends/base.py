@@ -18,15 +18,19 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeAlias
 
 from hypha_celery.backends.error import BackendError
 from hypha_celery.backends.event import BackendEvent
+from hypha_celery.jsontypes import JsonObject
 
 if TYPE_CHECKING:
     from hypha_celery.backends.llm.client import BackendServices
 
-Session = dict[str, Any]
+#: A backend's session: its own JSON (an id, a URL, its options -- never a live object),
+#: which the runtime stores between turns and hands to any worker. Each backend reads it
+#: back (``isinstance`` checks or its own TypedDict); the runtime never looks inside.
+Session: TypeAlias = JsonObject
 # Acknowledges a provider session id mid-turn: the first id wins, a repeat is fine; an
 # invalid, conflicting or stale id raises BackendError, which must fail the turn.
 Checkpoint = Callable[[str], None]
@@ -42,7 +46,7 @@ class Backend(ABC):
     durable_dispatch: ClassVar[bool] = True
 
     @abstractmethod
-    def start_session(self, opts: dict[str, Any]) -> Session:
+    def start_session(self, opts: JsonObject) -> Session:
         """Once, when the agent starts. Returns a JSON-serializable session dict or raises
         :class:`BackendError` (the agent then fails to start)."""
 
@@ -69,7 +73,7 @@ class Backend(ABC):
         (a backend whose stream holds no external resource)."""
         return None
 
-    def update_session(self, session: Session, result_data: dict[str, Any]) -> Session:
+    def update_session(self, session: Session, result_data: JsonObject) -> Session:
         """Once per successful turn with the ``result`` event's data (e.g. a session id)."""
         return session
 
@@ -81,6 +85,6 @@ class Backend(ABC):
         """Idle-only context reset (optional); the default is unsupported."""
         raise BackendError(self.provider, "unsupported", False)
 
-    def resume_session(self, session_id: str, opts: dict[str, Any]) -> Session:
+    def resume_session(self, session_id: str, opts: JsonObject) -> Session:
         """Reserved: the core never calls it (kept for parity with GenAgent)."""
         raise NotImplementedError("resume_session is reserved; the runtime never calls it")

@@ -68,6 +68,7 @@ from hypha_celery.backends.cli import CliBackend, LineParser, Turn, check_string
 from hypha_celery.backends.error import BackendError, classify_status
 from hypha_celery.backends.event import BackendEvent
 from hypha_celery.backends.process import CliCommand
+from hypha_celery.jsontypes import json_object
 
 __all__ = ["ClaudeCodeBackend"]
 
@@ -168,7 +169,7 @@ class _Parser(LineParser):
             terminal = self.turn.terminal = self._result(line)
             if terminal.kind != "result":
                 return []
-            return [BackendEvent.new("usage", terminal.data["usage"])]
+            return [BackendEvent.new("usage", json_object(terminal.data["usage"]))]
         return []
 
     def _system(self, line: dict[str, Any]) -> list[BackendEvent]:

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from hypha_celery.backends.base import Backend, Checkpoint, Session
-from hypha_celery.backends.error import BackendError
+from hypha_celery.backends.error import BackendError, BackendErrorJson
 from hypha_celery.backends.event import BackendEvent
 from hypha_celery.backends.llm.keys import check_env_name, resolve_key
 from hypha_celery.backends.process import (
@@ -53,6 +53,10 @@ _PASS_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ
              "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 
 
+class CliExitJson(BackendErrorJson):
+    exit_code: int
+
+
 class CliExit(BackendError):
     """The CLI exited with a non-zero code (``kind="cli_exit"``)."""
 
@@ -60,7 +64,7 @@ class CliExit(BackendError):
         super().__init__(provider, "cli_exit", False, message=message)
         self.exit_code = exit_code
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CliExitJson:
         return {**super().to_json(), "exit_code": self.exit_code}
 
 

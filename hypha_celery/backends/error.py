@@ -9,7 +9,7 @@ kind, retryable and status (plus ``retry_after`` in JSON) do. Never retried auto
 from __future__ import annotations
 
 import errno
-from typing import Any
+from typing import Any, TypedDict
 
 from hypha_celery.errors import HyphaRuntimeError
 
@@ -24,6 +24,16 @@ _ERROR_CLASSES = {"rate_limited": "rate_limit", "server_error": "transient",
                   "invalid_request": "validation", "malformed_stream": "validation",
                   "invalid_option": "validation", "invalid_model": "validation",
                   "invalid_tool": "validation"}
+
+
+class BackendErrorJson(TypedDict):
+    """A :class:`BackendError` as JSON (``to_json``): what events and logs carry."""
+
+    provider: str
+    kind: str
+    retryable: bool
+    status: int | None
+    retry_after: str | int | float | None
 
 
 class BackendError(HyphaRuntimeError):
@@ -61,13 +71,13 @@ class BackendError(HyphaRuntimeError):
             return "transient"
         return found
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> BackendErrorJson:
         """Content-free: safe for events, logs and metrics."""
         return {"provider": self.provider, "kind": self.kind, "retryable": self.retryable,
                 "status": self.status, "retry_after": self.retry_after}
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> BackendError:
+    def from_json(cls, doc: BackendErrorJson) -> BackendError:
         return cls(doc["provider"], doc["kind"], bool(doc["retryable"]), doc.get("status"),
                    doc.get("retry_after"))
 

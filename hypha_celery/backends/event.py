@@ -16,10 +16,12 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from hypha_celery.errors import HyphaRuntimeError
+from hypha_celery.jsontypes import JsonObject
 
 TERMINAL_KINDS = frozenset({"result", "error"})
 
@@ -40,7 +42,7 @@ def monotonic_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-def data_bytes(data: dict[str, Any]) -> int:
+def data_bytes(data: JsonObject) -> int:
     """Length of the compact, ASCII-escaped JSON encoding of ``data`` (as
     ``graph/jsonsafe.json_size``): the unit of the per-turn byte bound."""
     try:
@@ -56,7 +58,7 @@ def data_bytes(data: dict[str, Any]) -> int:
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-def _flat(data: dict[str, Any]) -> bool:
+def _flat(data: JsonObject) -> bool:
     """String keys and plain scalar values (a text delta): such data always survives a
     JSON round trip once it encoded (NaN and infinities do not encode), so the costly
     decode check is skipped -- it runs once per streamed token."""
@@ -64,10 +66,18 @@ def _flat(data: dict[str, Any]) -> bool:
                                                      for v in data.values())
 
 
+class BackendEventJson(TypedDict):
+    """A :class:`BackendEvent` as JSON (``to_json``): what the event log stores."""
+
+    kind: str
+    data: JsonObject
+    timestamp_ms: float
+
+
 @dataclass(frozen=True, slots=True)
 class BackendEvent:
     kind: str
-    data: dict[str, Any]
+    data: JsonObject
     timestamp_ms: float
     size: int = field(init=False, repr=False, compare=False)  # bytes of ``data`` as JSON
 
@@ -82,8 +92,11 @@ class BackendEvent:
         object.__setattr__(self, "size", data_bytes(self.data))
 
     @classmethod
-    def new(cls, kind: str, data: dict[str, Any] | None = None) -> BackendEvent:
-        return cls(kind, {} if data is None else data, monotonic_ms())
+    def new(cls, kind: str, data: Mapping[str, object] | None = None) -> BackendEvent:
+        """An event of ``kind`` now; ``data`` is kept as given (a dict is not copied) and
+        checked to be JSON here (:class:`InvalidEvent` otherwise)."""
+        doc = {} if data is None else data if isinstance(data, dict) else dict(data)
+        return cls(kind, cast(JsonObject, doc), monotonic_ms())
 
     @classmethod
     def text(cls, delta: str) -> BackendEvent:
@@ -102,7 +115,7 @@ class BackendEvent:
     def terminal(self) -> bool:
         return self.kind in TERMINAL_KINDS
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> BackendEventJson:
         return {"kind": self.kind, "data": self.data, "timestamp_ms": self.timestamp_ms}
 
     @classmethod

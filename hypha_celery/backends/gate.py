@@ -19,29 +19,32 @@ import os
 import threading
 import time
 from collections import defaultdict, deque
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 GATE_URL_ENV = "HYPHA_MOCK_GATE_URL"
+#: What a gate channel carries: a JSON object (sent as JSON between processes).
+Payload = Mapping[str, object]
 _KEY_TTL_S = 3600
 
 
 class GateChannel(Protocol):
-    def push(self, key: str, payload: dict[str, Any]) -> None: ...
+    def push(self, key: str, payload: Payload) -> None: ...
 
-    def pop(self, key: str, timeout: float) -> dict[str, Any] | None: ...
+    def pop(self, key: str, timeout: float) -> Payload | None: ...
 
 
 class InProcessGateChannel:
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._queues: defaultdict[str, deque[dict[str, Any]]] = defaultdict(deque)
+        self._queues: defaultdict[str, deque[Payload]] = defaultdict(deque)
 
-    def push(self, key: str, payload: dict[str, Any]) -> None:
+    def push(self, key: str, payload: Payload) -> None:
         with self._cond:
             self._queues[key].append(payload)
             self._cond.notify_all()
 
-    def pop(self, key: str, timeout: float) -> dict[str, Any] | None:
+    def pop(self, key: str, timeout: float) -> Payload | None:
         deadline = time.monotonic() + max(timeout, 0.0)
         with self._cond:
             while not self._queues.get(key):
@@ -65,13 +68,13 @@ class RedisGateChannel:
     def _key(self, key: str) -> str:
         return f"{self._prefix}{key}"
 
-    def push(self, key: str, payload: dict[str, Any]) -> None:
+    def push(self, key: str, payload: Payload) -> None:
         with self._client.pipeline() as pipe:
             pipe.rpush(self._key(key), json.dumps(payload))
             pipe.expire(self._key(key), _KEY_TTL_S)
             pipe.execute()
 
-    def pop(self, key: str, timeout: float) -> dict[str, Any] | None:
+    def pop(self, key: str, timeout: float) -> Payload | None:
         raw: Any
         if timeout <= 0:  # BLPOP 0 would block forever
             raw = self._client.lpop(self._key(key))

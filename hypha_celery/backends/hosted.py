@@ -134,7 +134,7 @@ class HostedBackend(Backend):
                      float(opts.get("timeout", DEFAULT_TIMEOUT)), self._services)
         with self._lock:
             self._turn = turn
-        return turn.events(), {"opts": opts, "messages": messages}
+        return turn.events(), {"opts": opts, "messages": [*messages]}
 
     def update_session(self, session: Session, result_data: dict[str, Any]) -> Session:
         opts, history = self._read(session)

@@ -35,16 +35,70 @@ import os
 import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar, Literal, TypedDict, cast
 
 from hypha_celery.backends.base import Backend, Checkpoint, Session
 from hypha_celery.backends.error import BackendError
-from hypha_celery.backends.event import BackendEvent
-from hypha_celery.backends.gate import gate_channel
+from hypha_celery.backends.event import BackendEvent, BackendEventJson
+from hypha_celery.backends.gate import Payload, gate_channel
+from hypha_celery.jsontypes import JsonObject
 
 ScriptFn = Callable[[str], Iterable[BackendEvent]]
 _DATA_SCRIPTS = frozenset({"events", "error", "raise", "gate", "echo_session"})
-Step = BackendEvent | dict[str, Any]
+
+
+class AckStep(TypedDict):
+    """A step of an event list: acknowledge ``session_id`` mid-turn."""
+
+    type: Literal["checkpoint"]
+    session_id: str
+
+
+#: One step of a script's event list: an event (or its JSON), or an acknowledgement.
+ScriptStep = BackendEvent | JsonObject | AckStep
+_StepJson = BackendEventJson | AckStep  # an event's to_json() or an AckStep, as stored
+
+
+class ErrorScript(TypedDict):
+    type: Literal["error", "raise"]
+    reason: str
+
+
+class EventsScript(TypedDict):
+    type: Literal["events"]
+    events: list[_StepJson]
+
+
+class GateScript(TypedDict):
+    type: Literal["gate"]
+    tag: str
+    events: list[_StepJson]
+    timeout: float
+    ack: str | None
+
+
+class EchoScript(TypedDict):
+    type: Literal["echo_session"]
+
+
+class CallableScript(TypedDict):
+    type: Literal["callable"]
+    ref: str
+
+
+#: A script as the session stores it (JSON, on ``type``).
+Script = ErrorScript | EventsScript | GateScript | EchoScript | CallableScript
+
+
+class MockSession(TypedDict):
+    """A MockBackend session: JSON, stored by the runtime between turns."""
+
+    backend: Literal["mock"]
+    script_set: str
+    scripts: list[Script]
+    history: list[str]
+    session_id: str | None
+
 _registry: dict[str, ScriptFn] = {}
 _registry_lock = threading.Lock()
 
@@ -58,26 +112,26 @@ class MockBackend(Backend):
 
     # -- scripts that are plain data -------------------------------------------------
     @staticmethod
-    def error(reason: str) -> dict[str, Any]:
+    def error(reason: str) -> ErrorScript:
         return {"type": "error", "reason": reason}
 
     @staticmethod
-    def raising(reason: str) -> dict[str, Any]:
+    def raising(reason: str) -> ErrorScript:
         return {"type": "raise", "reason": reason}
 
     @staticmethod
-    def gate(tag: str, events: Sequence[Step], timeout: float = 5.0,
-             ack: str | None = None) -> dict[str, Any]:
+    def gate(tag: str, events: Sequence[ScriptStep], timeout: float = 5.0,
+             ack: str | None = None) -> GateScript:
         return {"type": "gate", "tag": tag, "events": _events_json(events),
                 "timeout": float(timeout), "ack": ack}
 
     @staticmethod
-    def ack(session_id: str) -> dict[str, Any]:
+    def ack(session_id: str) -> AckStep:
         """A step of an event list: acknowledge ``session_id`` mid-turn."""
         return {"type": "checkpoint", "session_id": session_id}
 
     @staticmethod
-    def echo_session() -> dict[str, Any]:
+    def echo_session() -> EchoScript:
         return {"type": "echo_session"}
 
     # -- gate control (from the test) ------------------------------------------------
@@ -86,7 +140,7 @@ class MockBackend(Backend):
         gate_channel().push(f"{tag}:release", {"tag": tag})
 
     @staticmethod
-    def wait_blocked(tag: str, timeout: float = 5.0) -> dict[str, Any] | None:
+    def wait_blocked(tag: str, timeout: float = 5.0) -> Payload | None:
         """The announcement (``tag``, ``pid``, ``thread``) of a stream blocked at ``tag``,
         or None after ``timeout`` seconds. Each announcement is returned once."""
         return gate_channel().pop(f"{tag}:blocked", timeout)
@@ -101,7 +155,7 @@ class MockBackend(Backend):
         return len(_state(session)["scripts"])
 
     # -- the Backend contract --------------------------------------------------------
-    def start_session(self, opts: dict[str, Any]) -> Session:
+    def start_session(self, opts: JsonObject) -> Session:
         start_error = opts.get("start_error")
         if start_error is not None:
             if isinstance(start_error, str):
@@ -111,9 +165,12 @@ class MockBackend(Backend):
         if session_id is not None and not isinstance(session_id, str):
             raise _fail("invalid_option", "session_id must be a string")
         set_id = uuid.uuid4().hex
-        scripts = [_describe(s, f"{set_id}:{i}") for i, s in enumerate(opts.get("scripts", []))]
-        return {"backend": "mock", "script_set": set_id, "scripts": scripts, "history": [],
-                "session_id": session_id}
+        found = opts.get("scripts")
+        scripts = [_describe(s, f"{set_id}:{i}") for i, s in enumerate(
+            found if isinstance(found, list) else [])]
+        session: MockSession = {"backend": "mock", "script_set": set_id, "scripts": scripts,
+                                "history": [], "session_id": session_id}
+        return cast(Session, session)
 
     def prompt(self, session: Session, prompt: str,
                checkpoint: Checkpoint | None = None) -> tuple[Iterator[BackendEvent], Session]:
@@ -140,7 +197,7 @@ class MockBackend(Backend):
         state["session_id"] = session_id
         return session
 
-    def update_session(self, session: Session, result_data: dict[str, Any]) -> Session:
+    def update_session(self, session: Session, result_data: JsonObject) -> Session:
         session_id = result_data.get("session_id")
         if isinstance(session_id, str):
             _state(session)["session_id"] = session_id
@@ -157,19 +214,20 @@ class MockBackend(Backend):
                 del _registry[ref]
 
 
-def _state(session: Any) -> Session:
+def _state(session: object) -> MockSession:
+    """The session, typed: a MockBackend's own JSON (the runtime stores it as it is)."""
     if not isinstance(session, dict) or session.get("backend") != "mock":
         raise _fail("not_mock_backend", "not a MockBackend session")
-    return session
+    return cast(MockSession, session)
 
 
-def _events_json(events: Iterable[Step]) -> list[dict[str, Any]]:
-    return [e if isinstance(e, dict) and e.get("type") == "checkpoint" else
+def _events_json(events: Iterable[object]) -> list[_StepJson]:
+    return [cast(AckStep, e) if isinstance(e, dict) and e.get("type") == "checkpoint" else
             (e if isinstance(e, BackendEvent) else BackendEvent.from_json(e)).to_json()
             for e in events]
 
 
-def _describe(script: Any, ref: str) -> dict[str, Any]:
+def _describe(script: object, ref: str) -> Script:
     """A script as JSON; callables are registered under ``ref``."""
     if isinstance(script, list | tuple):
         return {"type": "events", "events": _events_json(script)}
@@ -177,7 +235,7 @@ def _describe(script: Any, ref: str) -> dict[str, Any]:
         desc = dict(script)
         if "events" in desc:
             desc["events"] = _events_json(desc["events"])
-        return desc
+        return cast(Script, desc)
     if callable(script):
         with _registry_lock:
             _registry[ref] = script
@@ -189,7 +247,7 @@ def _call(fn: ScriptFn, prompt: str) -> Iterator[BackendEvent]:
     yield from fn(prompt)
 
 
-def _play(script: dict[str, Any], session: Session,
+def _play(script: ErrorScript | EventsScript | GateScript | EchoScript, session: Session,
           checkpoint: Checkpoint | None) -> Iterator[BackendEvent]:
     def ack(session_id: str) -> None:
         if checkpoint is None:
@@ -197,18 +255,18 @@ def _play(script: dict[str, Any], session: Session,
         else:
             checkpoint(session_id)
 
-    if script["type"] == "raise":
+    if script["type"] == "error" or script["type"] == "raise":
         raise _fail(script["reason"])
     if script["type"] == "echo_session":
         yield BackendEvent.new("result", {"text": _state(session)["session_id"] or ""})
         return
     if script["type"] == "gate":
         if script.get("ack") is not None:
-            ack(script["ack"])
+            ack(str(script["ack"]))
         _wait_gate(script["tag"], script["timeout"])
     for doc in script["events"]:
         if doc.get("type") == "checkpoint":
-            ack(doc["session_id"])
+            ack(cast(AckStep, doc)["session_id"])
         else:
             yield BackendEvent.from_json(doc)
 

@@ -24,17 +24,63 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
-from hypha_celery.backends.error import BackendError
-from hypha_celery.backends.event import BackendEvent, monotonic_ms
+from hypha_celery.backends.error import BackendError, BackendErrorJson
+from hypha_celery.backends.event import BackendEvent, BackendEventJson, monotonic_ms
+from hypha_celery.jsontypes import JsonObject
 
 Retention = Literal["compact", "lossless"]
 MAX_EVENTS_PER_TURN = 1_000
 MAX_EVENT_BYTES_PER_TURN = 1_048_576
+
+
+class FirstOmission(TypedDict):
+    limit: Literal["events", "bytes"]
+    event_kind: str
+
+
+class EventCoverage(TypedDict):
+    """How much of a turn's stream a :class:`Response` kept (stored with the turn)."""
+
+    mode: Literal["exact", "compact"]
+    observed_events: int
+    retained_events: int
+    omitted_events: int
+    retained_bytes: int
+    first_omission: FirstOmission | None
+
+
+class ResponseJson(TypedDict):
+    """A :class:`Response` as stored with its turn (``to_json``)."""
+
+    prompt: str
+    text: str
+    final_message: str
+    events: list[BackendEventJson]
+    terminal: BackendEventJson
+    event_coverage: EventCoverage
+    usage: JsonObject | None
+    duration_ms: float
+    metadata: JsonObject
+    session_id: str | None
+    model: str | None
+
+
+class TurnErrorJson(TypedDict):
+    reason: str
+    info: Mapping[str, object]
+    terminal: BackendEventJson | None
+
+
+class CrashInfo(TypedDict, total=False):
+    """The content-free ``info`` of a ``task_crashed`` :class:`TurnError`."""
+
+    exception: str
+    backend_error: BackendErrorJson
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,14 +90,14 @@ class Response:
     final_message: str
     events: tuple[BackendEvent, ...]
     terminal: BackendEvent
-    event_coverage: dict[str, Any]
-    usage: dict[str, Any] | None = None
+    event_coverage: EventCoverage
+    usage: JsonObject | None = None  # the last ``usage`` event's data (the backend's)
     duration_ms: float = 0.0
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: JsonObject = field(default_factory=dict)
     session_id: str | None = None
     model: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ResponseJson:
         return {"prompt": self.prompt, "text": self.text, "final_message": self.final_message,
                 "events": [e.to_json() for e in self.events],
                 "terminal": self.terminal.to_json(), "event_coverage": self.event_coverage,
@@ -59,7 +105,7 @@ class Response:
                 "metadata": self.metadata, "session_id": self.session_id, "model": self.model}
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Response:
+    def from_json(cls, doc: Mapping[str, Any]) -> Response:
         return cls(**{**doc, "events": tuple(BackendEvent.from_json(e) for e in doc["events"]),
                       "terminal": BackendEvent.from_json(doc["terminal"])})
 
@@ -70,10 +116,10 @@ class TurnError:
     terminal ``error`` event when there was one (its data is the backend's, not redacted)."""
 
     reason: str
-    info: dict[str, Any] = field(default_factory=dict)
+    info: Mapping[str, object] = field(default_factory=dict)  # content free, JSON
     terminal: BackendEvent | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> TurnErrorJson:
         return {"reason": self.reason, "info": self.info,
                 "terminal": None if self.terminal is None else self.terminal.to_json()}
 
@@ -85,7 +131,7 @@ class _Capture:
     retained: list[BackendEvent] = field(default_factory=list)
     retained_bytes: int = 0
     observed: int = 0
-    first_omission: dict[str, str] | None = None
+    first_omission: FirstOmission | None = None
 
     def offer(self, event: BackendEvent) -> str | None:
         """Count ``event``; retain it while the prefix fits. Returns the limit the first
@@ -93,6 +139,7 @@ class _Capture:
         self.observed += 1
         if self.first_omission is not None:
             return None
+        limit: Literal["events", "bytes"]
         if len(self.retained) + 1 > self.max_events:
             limit = "events"
         elif self.retained_bytes + event.size > self.max_bytes:
@@ -104,7 +151,7 @@ class _Capture:
         self.first_omission = {"limit": limit, "event_kind": event.kind}
         return limit
 
-    def coverage(self) -> dict[str, Any]:
+    def coverage(self) -> EventCoverage:
         return {"mode": "exact" if self.first_omission is None else "compact",
                 "observed_events": self.observed, "retained_events": len(self.retained),
                 "omitted_events": self.observed - len(self.retained),
@@ -116,7 +163,7 @@ class _Text:
     parts: list[str] = field(default_factory=list)
     last_start: int = 0  # index in parts where the last message starts
 
-    def add(self, data: dict[str, Any]) -> None:
+    def add(self, data: JsonObject) -> None:
         delta = data.get("text")
         if not isinstance(delta, str):
             return
@@ -136,7 +183,7 @@ class _Text:
 def collect(prompt: str, events: Iterable[BackendEvent], *, max_events: int = MAX_EVENTS_PER_TURN,
             max_bytes: int = MAX_EVENT_BYTES_PER_TURN, retention: Retention = "compact",
             clock: Callable[[], float] = monotonic_ms, started_ms: float | None = None,
-            session_id: str | None = None, metadata: dict[str, Any] | None = None,
+            session_id: str | None = None, metadata: JsonObject | None = None,
             on_event: Callable[[BackendEvent], None] | None = None,
             propagate: tuple[type[BaseException], ...] = ()) -> Response | TurnError:
     """Consume one turn's stream. ``clock`` returns milliseconds; ``duration_ms`` runs from
@@ -148,7 +195,7 @@ def collect(prompt: str, events: Iterable[BackendEvent], *, max_events: int = MA
     _check_bounds(max_events, max_bytes, retention)
     start = clock() if started_ms is None else started_ms
     capture, text = _Capture(max_events, max_bytes), _Text()
-    usage: dict[str, Any] | None = None
+    usage: JsonObject | None = None
     iterator = iter(events)
     try:
         for event in iterator:
@@ -196,8 +243,8 @@ def _overflow(capture: _Capture, limit: str, event: BackendEvent) -> TurnError:
 
 
 def _finish(prompt: str, terminal: BackendEvent, capture: _Capture, text: _Text,
-            usage: dict[str, Any] | None, duration_ms: float, session_id: str | None,
-            metadata: dict[str, Any]) -> Response | TurnError:
+            usage: JsonObject | None, duration_ms: float, session_id: str | None,
+            metadata: JsonObject) -> Response | TurnError:
     data = terminal.data
     if terminal.kind == "error":
         reason = data.get("reason")
@@ -215,8 +262,8 @@ def _finish(prompt: str, terminal: BackendEvent, capture: _Capture, text: _Text,
         model=model if isinstance(model, str) else None)
 
 
-def _crash_info(exc: Exception) -> dict[str, Any]:
-    info: dict[str, Any] = {"exception": type(exc).__name__}
+def _crash_info(exc: Exception) -> CrashInfo:
+    info: CrashInfo = {"exception": type(exc).__name__}
     if isinstance(exc, BackendError):
         info["backend_error"] = exc.to_json()
     return info
