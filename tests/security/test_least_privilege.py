@@ -237,7 +237,8 @@ def test_redis_acl_recipe_runs_worker_beat_and_client_and_refuses_the_rest(
     db = claimed_redis.rsplit("/", 1)[1]
     user = f"hypha_lp_{uuid.uuid4().hex[:10]}"
     names = {"hypha_app": user, "redis.internal:6379/0": f"127.0.0.1:6379/{db}",
-             "/0.celery.pidbox": f"/{db}.celery.pidbox", "/0.celeryev": f"/{db}.celeryev"}
+             "/0.celery.pidbox": f"/{db}.celery.pidbox", "/0.celeryev": f"/{db}.celeryev",
+             "+select|0": f"+select|{db}"}
     setuser, urls = (doc.substitute(b.text, names) for b in doc.blocks("Redis", "bash"))
     (argv,) = doc.commands(doc.Block("", "bash", setuser))
     assert argv[:3] == ["redis-cli", "ACL", "SETUSER"] and argv[3] == user
