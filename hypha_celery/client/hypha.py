@@ -84,9 +84,9 @@ class Hypha:
     thread on the memory transport and a SQLite store under ``./.hypha/``.
 
     ``middleware``: the hooks of runs, steps, node attempts, their model and tool calls
-    and agent turns (:mod:`hypha_celery.middleware`), after the built-in lease
-    middleware. A worker runs the hooks of the ``Hypha`` its app module builds: pass the
-    same list there.
+    and agent turns (:mod:`hypha_celery.middleware`), after the built-in ones (retries,
+    leases, the agents' telemetry, the ends of live streams). A worker runs the hooks of
+    the ``Hypha`` its app module builds: pass the same list there.
 
     ``live``: where token streams go (:class:`~hypha_celery.live.LiveBus`); by default
     Redis pub/sub when the app has Redis, in-process when embedded, else nowhere.
