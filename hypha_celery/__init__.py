@@ -2,7 +2,7 @@
 
 from hypha_celery.beat import RecoveryPolicy
 from hypha_celery.client.hypha import Hypha
-from hypha_celery.client.run import RunHandle, RunStatus
+from hypha_celery.client.run import RunHandle, RunSnapshot
 from hypha_celery.client.scoped import ScopedHypha
 from hypha_celery.errors import (
     BrokerUnavailable,
@@ -24,7 +24,7 @@ from hypha_celery.errors import (
     UnknownGraph,
     WaitTimeout,
 )
-from hypha_celery.events import Event
+from hypha_celery.events import Event, RunStatus
 from hypha_celery.graph import (
     Context,
     ErrorInfo,
@@ -49,6 +49,7 @@ __all__ = [
     # application
     "Hypha",
     "RunHandle",
+    "RunSnapshot",
     "RunStatus",
     "Settings",
     # principals: scoped clients

@@ -8,11 +8,12 @@ decides; redrive and release give it a fresh ``execution_timeout``."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from hypha_celery.beat.supervisor import scheduled_message
 from hypha_celery.errors import FailureReason, NotRedrivable, RunNotFound
-from hypha_celery.events import Status, View
+from hypha_celery.events import RunStatus, View
+from hypha_celery.events import payloads as ev
 from hypha_celery.runtime import canvas, lifecycle
 from hypha_celery.runtime.coordinator import fanout_calls, node_call, publish_fanout, terminal
 from hypha_celery.runtime.core import Runtime, awaits
@@ -45,14 +46,13 @@ def redrive(rt: Runtime, dead_letter_id: int, by: str | None = None) -> str:
         if view is None:
             raise RunNotFound(f"no run {record['run_id']!r} in the event store")
         parked = view["parked"]
-        if view["status"] == Status.PARKED and parked is not None \
+        if view["status"] == RunStatus.PARKED and parked is not None \
                 and parked["dead_letter_id"] == dead_letter_id:
             return _unpark(tx, rt, view, parked["execution_id"], record, by)
         if record["execution_id"] and awaits(view, record["execution_id"]):
             rt.store.mark_redriven(dead_letter_id, tx)
-            tx.append(view["run_id"], "recovery.dead_letter.redriven",
-                      _by({"dead_letter_id": dead_letter_id,
-                           "execution_id": record["execution_id"]}, by))
+            tx.emit(view["run_id"], ev.RecoveryDeadLetterRedriven(
+                dead_letter_id=dead_letter_id, execution_id=record["execution_id"], **_by(by)))
             tx.after_commit(lambda: None if _send(rt, record) else None)
             return str(record["execution_id"])
         raise NotRedrivable(
@@ -60,8 +60,13 @@ def redrive(rt: Runtime, dead_letter_id: int, by: str | None = None) -> str:
             "a redrive would be stale (use on_dead_letter='park' to hold runs for a redrive)")
 
 
-def _by(data: dict[str, Any], by: str | None) -> dict[str, Any]:
-    return data if by is None else {**data, "by": by}
+class _By(TypedDict, total=False):
+    by: str
+
+
+def _by(by: str | None) -> _By:
+    """``by`` as a payload's keyword: none when no one is named (the key is not written)."""
+    return {} if by is None else {"by": by}
 
 
 def _unpark(tx: Tx, rt: Runtime, view: View, parked_id: str, record: dict[str, Any],
@@ -73,10 +78,9 @@ def _unpark(tx: Tx, rt: Runtime, view: View, parked_id: str, record: dict[str, A
     node_id = env["node_id"]
     eid = f"{parked_id}.r{record['id']}"
     rt.store.mark_redriven(record["id"], tx)
-    lifecycle.record(tx, view["run_id"], "run.redriven",
-                     _by({"dead_letter_id": record["id"], "execution_id": eid,
-                          "node_id": node_id, "input": env.get("input"),
-                          "deadline": time.time() + graph.execution_timeout}, by))
+    lifecycle.emit(tx, view["run_id"], ev.RunRedriven(
+        dead_letter_id=record["id"], execution_id=eid, node_id=node_id, input=env.get("input"),
+        deadline=time.time() + graph.execution_timeout, **_by(by)))
     call = node_call(rt, graph, NodeMessage(view["run_id"], eid, node_id, env.get("input")))
     tx.after_commit(lambda: canvas.step(rt.app, call))
     return eid
@@ -101,7 +105,7 @@ def _quarantined(tx: Tx, run_id: str) -> View:
     view = tx.lock(run_id)
     if view is None:
         raise RunNotFound(f"no run {run_id!r} in the event store")
-    if view["status"] != Status.QUARANTINED:
+    if view["status"] != RunStatus.QUARANTINED:
         raise NotRedrivable(f"run {run_id} is {view['status']}, not quarantined")
     return view
 
@@ -117,10 +121,9 @@ def release(rt: Runtime, run_id: str, by: str | None = None) -> None:
         q = view["quarantine"]
         assert q is not None
         attempt = int(q["attempt"] or 1) + 1
-        lifecycle.record(tx, run_id, "run.released",
-                         _by({"execution_id": q["execution_id"], "attempt": attempt,
-                              "action": "rerun",
-                              "deadline": time.time() + graph.execution_timeout}, by))
+        lifecycle.emit(tx, run_id, ev.RunReleased(
+            execution_id=q["execution_id"], attempt=attempt, action="rerun",
+            deadline=time.time() + graph.execution_timeout, **_by(by)))
         tx.after_commit(_rerun(rt, view, graph, q["execution_id"], attempt))
 
 
@@ -141,5 +144,5 @@ def fail_quarantined(rt: Runtime, run_id: str, message: str, by: str | None = No
     """End a quarantined run ``run.failed`` (reason ``quarantined``)."""
     with rt.store.transaction() as tx:
         view = _quarantined(tx, run_id)
-        terminal(tx, rt, view, "run.failed", _by({"reason": FailureReason.QUARANTINED.value,
-                                                  "message": message[:500]}, by))
+        terminal(tx, rt, view, ev.RunFailed(reason=FailureReason.QUARANTINED.value,
+                                            message=message[:500], **_by(by)))

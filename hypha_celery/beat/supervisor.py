@@ -20,6 +20,7 @@ from typing import Any
 from hypha_celery.beat import singleton
 from hypha_celery.errors import FailureReason
 from hypha_celery.events import View
+from hypha_celery.events import payloads as ev
 from hypha_celery.graph import Graph, NodeContext
 from hypha_celery.middleware import Sweep
 from hypha_celery.reviews import expire_due
@@ -266,9 +267,9 @@ def _act_step(rt: Runtime, view: View, action: str,
 
 def _fail_deadline(tx: Tx, rt: Runtime, view: View) -> None:
     ids = awaited_task_ids(view)
-    terminal(tx, rt, view, "run.failed", {
-        "reason": FailureReason.DEADLINE_EXCEEDED.value, "by": "supervisor",
-        "message": "execution_timeout passed (enforced by the recovery supervisor)"})
+    terminal(tx, rt, view, ev.RunFailed(
+        reason=FailureReason.DEADLINE_EXCEEDED.value, by="supervisor",
+        message="execution_timeout passed (enforced by the recovery supervisor)"))
     tx.after_commit(lambda: canvas.revoke(rt.app, ids))
 
 
@@ -279,8 +280,8 @@ def _timeout_error(running: float) -> ErrorJson:
 
 def _time_out(tx: Tx, rt: Runtime, view: View, node_id: str, running: float) -> None:
     eid = _waiting(view)
-    tx.append(view["run_id"], "recovery.node.timed_out",
-              {"execution_id": eid, "node_id": node_id, "running": round(running, 3)})
+    tx.emit(view["run_id"], ev.RecoveryNodeTimedOut(execution_id=eid, node_id=node_id,
+                                                    running=round(running, 3)))
     step_locked(tx, rt, view, NodeOutcome(view["run_id"], eid, node_id,
                                           error=_timeout_error(running),
                                           duration=round(running, 3)))
@@ -308,10 +309,11 @@ def _redrive(rt: Runtime, view: View, graph: Graph, why: str, policy: RecoveryPo
     publish = _publisher(rt, view, graph, node_attempt)
 
     def record(tx: Tx, v: View) -> None:
-        data: dict[str, Any] = {"execution_id": v["waiting"], "attempt": attempt, "why": why}
+        redriven = ev.RecoveryRunRedriven(execution_id=v["waiting"], attempt=attempt, why=why)
         if node_attempt:
-            data["node_attempt"] = node_attempt
-        tx.append(v["run_id"], "recovery.run.redriven", data)
+            redriven = ev.RecoveryRunRedriven(execution_id=v["waiting"], attempt=attempt,
+                                              why=why, node_attempt=node_attempt)
+        tx.emit(v["run_id"], redriven)
         # published before the commit: if the broker is down nothing is recorded and the
         # next sweep tries again (no re-drive attempt burned); if the commit fails after
         # a publish, the message is a duplicate with the same ids, which is fenced
@@ -365,8 +367,8 @@ def _edges(rt: Runtime, view: View) -> list[NodeMessage]:
 def _exhaust(tx: Tx, rt: Runtime, view: View, graph: Graph, node_id: str) -> None:
     msg = scheduled_message(rt, view)
     attempts = int(view["recoveries"] or 0)
-    tx.append(view["run_id"], "recovery.redrive.exhausted",
-              {"execution_id": view["waiting"], "attempts": attempts})
+    tx.emit(view["run_id"], ev.RecoveryRedriveExhausted(execution_id=view["waiting"],
+                                                        attempts=attempts))
     error: ErrorJson = {"type": "RecoveryExhausted", "class": "unknown",
                         "message": f"no progress after {attempts} re-drives"}
     queue = node_call(rt, graph, msg).queue
@@ -377,8 +379,8 @@ def _exhaust(tx: Tx, rt: Runtime, view: View, graph: Graph, node_id: str) -> Non
 
 def _exhaust_fanout(tx: Tx, rt: Runtime, view: View) -> None:
     attempts = int(view["recoveries"] or 0)
-    tx.append(view["run_id"], "recovery.redrive.exhausted",
-              {"execution_id": view["waiting"], "attempts": attempts})
+    tx.emit(view["run_id"], ev.RecoveryRedriveExhausted(execution_id=view["waiting"],
+                                                        attempts=attempts))
     scheduled = rt.store.last_event(view["run_id"], "node.fanout.scheduled")
     reducer = scheduled.data["reducer"] if scheduled else "?"
     step_locked(tx, rt, view, ReducerOutcome(
@@ -418,8 +420,8 @@ def _unknown_effect(rt: Runtime, view: View, graph: Graph, node_id: str) -> Deci
 def _reconcile(rt: Runtime, view: View, outcome: NodeOutcome, source: str
                ) -> Decision | None:
     def record(tx: Tx, v: View) -> None:
-        tx.append(v["run_id"], "recovery.outcome.reconciled",
-                  {"execution_id": v["waiting"], "committed": True, "source": source})
+        tx.emit(v["run_id"], ev.RecoveryOutcomeReconciled(execution_id=v["waiting"],
+                                                          committed=True, source=source))
         step_locked(tx, rt, v, outcome)
 
     return _act_step(rt, view, "reconciled", record)
@@ -428,9 +430,9 @@ def _reconcile(rt: Runtime, view: View, outcome: NodeOutcome, source: str
 def _quarantine(rt: Runtime, view: View, node_id: str, attempt: int, reason: str,
                 execution_id: str | None = None) -> Decision | None:
     def record(tx: Tx, v: View) -> None:
-        lifecycle.record(tx, v["run_id"], "run.quarantined",
-                         {"execution_id": execution_id or v["waiting"], "node_id": node_id,
-                          "attempt": attempt, "reason": reason})
+        lifecycle.emit(tx, v["run_id"], ev.RunQuarantined(
+            execution_id=execution_id or _waiting(v), node_id=node_id, attempt=attempt,
+            reason=reason))
 
     return _act(rt, view, "quarantined", record)
 

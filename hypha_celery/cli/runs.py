@@ -12,7 +12,7 @@ import click
 
 from hypha_celery.cli.common import AS_USER, app_option, echo_line, opened
 from hypha_celery.cli.selection import parse_since
-from hypha_celery.events import Status
+from hypha_celery.events import RunStatus
 from hypha_celery.store import MAX_LIST, RunFilter, RunRow
 
 __all__ = ["COMMANDS", "parse_cursor", "runs_table"]
@@ -73,7 +73,7 @@ def _next_command(ctx: click.Context, cursor: int) -> str:
 
 @click.command("runs")
 @click.option("--graph", metavar="GRAPH_ID", help="only runs of this graph")
-@click.option("--status", type=click.Choice([s.value for s in Status]),
+@click.option("--status", type=click.Choice([s.value for s in RunStatus]),
               help="only runs in this status")
 @click.option("--user", metavar="USER_ID", help="only runs of this user")
 @click.option("--session", metavar="SESSION_ID", help="only runs of this session")

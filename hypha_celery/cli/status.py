@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from hypha_celery.client.run import RunStatus
+from hypha_celery.client.run import RunSnapshot
 
 
 def _when(ts: float | None) -> str:
@@ -16,7 +16,7 @@ def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + f".{int(ts % 1 * 1000):03d}Z"
 
 
-def status_lines(status: RunStatus) -> list[str]:
+def status_lines(status: RunSnapshot) -> list[str]:
     """Aligned ``key  value`` lines (the error shows its reason and message)."""
     err = status.error
     error = f"{err.get('reason')}: {err.get('message')}" if err else "-"
@@ -39,5 +39,5 @@ def status_lines(status: RunStatus) -> list[str]:
     return [f"{key:<8} {value}" for key, value in rows]
 
 
-def status_json(status: RunStatus) -> str:
+def status_json(status: RunSnapshot) -> str:
     return json.dumps(dataclasses.asdict(status), sort_keys=True)

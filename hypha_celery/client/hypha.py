@@ -39,6 +39,7 @@ from hypha_celery.errors import (
     UnknownGraph,
 )
 from hypha_celery.events import TERMINAL_STATUSES, new_view
+from hypha_celery.events import payloads as ev
 from hypha_celery.graph import Graph
 from hypha_celery.graph.jsonsafe import is_json, json_size_or_none
 from hypha_celery.live import LiveBus, MemoryLiveBus, NullBus, RedisLiveBus
@@ -198,13 +199,14 @@ class Hypha:
             if existing is not None:
                 return RunHandle(self, existing)
         run_id = new_run_id()
-        data = {"graph_id": g.id, "input": input, "user_id": user_id, "session_id": session_id,
-                "lane": lane_key(user_id, session_id),
-                "deadline": time.time() + g.execution_timeout, "max_steps": g.max_steps,
-                "notify": dict(notify) if notify is not None else None,
-                "idempotency_key": idempotency_key}
+        created = ev.RunCreated(graph_id=g.id, input=input, user_id=user_id,
+                             session_id=session_id, lane=lane_key(user_id, session_id),
+                             deadline=time.time() + g.execution_timeout,
+                             max_steps=g.max_steps,
+                             notify=dict(notify) if notify is not None else None,
+                             idempotency_key=idempotency_key)
         try:
-            started = self._create(run_id, data, on_busy, size)
+            started = self._create(run_id, created, on_busy, size)
         except StoreConflict:
             if idempotency_key is None:
                 raise
@@ -225,34 +227,34 @@ class Hypha:
             with self.store.transaction() as tx:
                 view = tx.lock(run_id)
                 if view is not None and view["status"] == "running":
-                    terminal(tx, self._rt, view, "run.failed",
-                             {"reason": FailureReason.ENQUEUE_FAILED.value,
-                              "message": f"broker unavailable: {type(exc).__name__}"})
+                    terminal(tx, self._rt, view, ev.RunFailed(
+                        reason=FailureReason.ENQUEUE_FAILED.value,
+                        message=f"broker unavailable: {type(exc).__name__}"))
             raise BrokerUnavailable(
                 f"broker unavailable: could not enqueue run {run_id} ({type(exc).__name__}); "
                 "it was recorded as run.failed (enqueue_failed)"
             ) from None
 
-    def _create(self, run_id: str, data: dict[str, Any], on_busy: OnBusy, size: int) -> bool:
-        lane = data["lane"]
+    def _create(self, run_id: str, created: ev.RunCreated, on_busy: OnBusy, size: int) -> bool:
+        lane = created.lane
         with self.store.transaction() as tx:
             tx.create(new_view(run_id))
-            lifecycle.record(tx, run_id, "run.created", data)
+            lifecycle.emit(tx, run_id, created)
             active = lanes.lock(tx, lane).active if lane is not None else None
-            if active is not None:
+            if lane is not None and active is not None:
                 if on_busy == "reject":
                     raise LaneBusy(lane, active)
                 refused = lanes.push(tx, lane, run_id, size, bound=self.settings.lane_bound,
                                      queue="runs")
                 if refused is not None:
                     raise Overloaded(refused)
-                lifecycle.record(tx, run_id, "run.queued", {"behind": active})
-                seams.run_started(tx, self._rt, run_id, data["graph_id"], queued=True)
+                lifecycle.emit(tx, run_id, ev.RunQueued(behind=active))
+                seams.run_started(tx, self._rt, run_id, created.graph_id, queued=True)
                 return False
             if lane is not None:
                 lanes.set_active(tx, lane, run_id)
-            lifecycle.record(tx, run_id, "run.started", {"execution_id": kickoff_id(run_id)})
-            seams.run_started(tx, self._rt, run_id, data["graph_id"], queued=False)
+            lifecycle.emit(tx, run_id, ev.RunStarted(execution_id=kickoff_id(run_id)))
+            seams.run_started(tx, self._rt, run_id, created.graph_id, queued=False)
         return True
 
     def get_run(self, run_id: str) -> RunHandle:
@@ -274,9 +276,9 @@ class Hypha:
             if view["status"] in TERMINAL_STATUSES:
                 return False
             awaited = awaited_task_ids(view)
-            lifecycle.record(tx, run_id, "run.cancel.requested", {"revoked": awaited})
-            terminal(tx, self._rt, view, "run.cancelled", {"reason": "cancelled",
-                                                           "message": "cancelled by request"})
+            lifecycle.emit(tx, run_id, ev.RunCancelRequested(revoked=awaited))
+            terminal(tx, self._rt, view, ev.RunCancelled(reason="cancelled",
+                                                           message="cancelled by request"))
             tx.after_commit(lambda: canvas.revoke(self.celery, awaited))
         return True
 

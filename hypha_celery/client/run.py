@@ -15,7 +15,7 @@ from hypha_celery.errors import (
     RunTimeout,
     WaitTimeout,
 )
-from hypha_celery.events import TERMINAL_STATUSES, Event, Status, View
+from hypha_celery.events import TERMINAL_STATUSES, Event, RunStatus, View
 from hypha_celery.events.view import Parked, Quarantine, TerminalError
 from hypha_celery.live import (
     LiveBus,
@@ -44,13 +44,13 @@ class RunHost(Protocol):
 
 
 @dataclass(frozen=True)
-class RunStatus:
+class RunSnapshot:
     """A snapshot of the run projection, without state or input (which may hold
-    prompt text): safe to log and print."""
+    prompt text): safe to log and print (:meth:`RunHandle.status`)."""
 
     run_id: str
     graph_id: str
-    status: str
+    status: RunStatus
     step: int
     waiting_nodes: list[str]
     error: TerminalError | None
@@ -78,9 +78,9 @@ class RunHandle:
     def __repr__(self) -> str:
         return f"RunHandle({self.id!r})"
 
-    def status(self) -> RunStatus:
+    def status(self) -> RunSnapshot:
         v = self._hypha.store.get(self.id)
-        return RunStatus(run_id=v["run_id"], graph_id=v["graph_id"] or "", status=v["status"],
+        return RunSnapshot(run_id=v["run_id"], graph_id=v["graph_id"] or "", status=v["status"],
                          step=v["step"], waiting_nodes=list(v["waiting_nodes"]),
                          error=v["error"], created_at=v["created_at"] or 0.0,
                          updated_at=v["updated_at"] or 0.0, seq=v["seq"],
@@ -179,11 +179,11 @@ def _end_of(view: View) -> LiveItem:
 
 
 def _result(view: View) -> Any:
-    if view["status"] == Status.COMPLETED:
+    if view["status"] == RunStatus.COMPLETED:
         return view["result"]
     err = view["error"]
     reason, message = (err["reason"], err["message"]) if err else (str(view["status"]), "")
-    if view["status"] == Status.CANCELLED:
+    if view["status"] == RunStatus.CANCELLED:
         raise RunCancelled(view["run_id"], reason, message)
     if reason == FailureReason.DEADLINE_EXCEEDED:
         raise RunTimeout(view["run_id"], reason, message)

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from hypha_celery.events import Status
+from hypha_celery.events import RunStatus
 from hypha_celery.store import RunFilter, parse_time
 
 __all__ = ["MAX_ID", "MAX_LIMIT", "BadQuery", "RunQuery", "parse_query"]
 
 MAX_ID = 200
 MAX_LIMIT = 200
-_STATUSES = tuple(s.value for s in Status if s is not Status.NEW)
+_STATUSES = tuple(s.value for s in RunStatus if s is not RunStatus.NEW)
 
 
 class BadQuery(ValueError):

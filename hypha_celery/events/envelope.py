@@ -1,7 +1,7 @@
 """The event envelope stored in the log and written to JSONL exports.
 
-Event types follow hypha's ``<area>.<noun>.<past-tense>`` taxonomy (run lifecycle events
-keep hypha's own two-part names: ``run.created`` ... ``run.cancelled``). The store keeps
+Event types are :mod:`hypha_celery.events.kinds`'s taxonomy; each has one payload model
+(:mod:`hypha_celery.events.payloads`, what :attr:`Event.body` gives). The store keeps
 ``run_id``, ``seq``, ``type``, ``timestamp``, ``payload`` and the idempotency key; every
 other envelope field is a pure function of a run's events and its row (:func:`enrich`):
 
@@ -18,114 +18,29 @@ other envelope field is a pure function of a run's events and its row (:func:`en
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from typing import Any, Literal, cast
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from hypha_celery.errors import UnknownEventKind
 from hypha_celery.events.jsontext import prebuilt
+from hypha_celery.events.kinds import (
+    AGENT_KINDS,
+    KINDS,
+    META_PREFIXES,
+    TERMINAL_KINDS,
+    EventType,
+    Kind,
+    as_kind,
+)
+from hypha_celery.events.payloads import P, Payload, payload_as, payload_of
 
-EventType = Literal[
-    "run.created",
-    "run.queued",
-    "run.started",
-    "decision.policy.recorded",
-    "node.execution.scheduled",
-    "node.fanout.scheduled",
-    "node.execution.started",
-    "node.execution.completed",
-    "node.execution.failed",
-    "node.execution.late_result",
-    "node.reducer.completed",
-    "node.reducer.failed",
-    "node.execution.retrying",
-    "node.execution.redelivered",
-    "node.execution.dead_lettered",
-    "recovery.run.redriven",
-    "recovery.node.timed_out",
-    "recovery.outcome.reconciled",
-    "recovery.redrive.exhausted",
-    "recovery.circuit.opened",
-    "recovery.dead_letter.redriven",
-    "run.quarantined",
-    "run.released",
-    "run.parked",
-    "run.redriven",
-    "run.cancel.requested",
-    "run.completed",
-    "run.failed",
-    "run.cancelled",
-    # model and tool calls made through a node's context (recorded, replayable)
-    "model.call.started",
-    "model.call.completed",
-    "model.call.failed",
-    "tool.call.started",
-    "tool.call.completed",
-    "tool.call.failed",
-    "tool.call.rejected",
-    "tool.policy.checked",
-    # governed tools (hypha_celery.tools): request, approval, output contract
-    "tool.call.requested",
-    "tool.call.approved",
-    "tool.output.validated",
-    "tool.output.invalid",
-    # workflows compiled to an FSM (hypha_celery.fsm); the snapshot is projected from these
-    "fsm.state.entered",
-    "fsm.transition.accepted",
-    "fsm.transition.rejected",
-    # human review, messages, evaluation
-    "human.review.requested",
-    "human.review.approved",
-    "human.review.rejected",
-    "human.review.expired",
-    "human.review.cancelled",
-    "run.waiting_human",
-    "message.enqueued",
-    "message.delivered",
-    "message.dead_lettered",
-    "memory.read.completed",
-    "eval.started",
-    "eval.completed",
-    "eval.failed",
-    "replay.started",
-    "replay.completed",
-    "replay.failed",
-    "regression.started",
-    "regression.completed",
-    "regression.failed",
-    # conversational agents (hypha_celery.agents): the stream of one incarnation, whose id
-    # is the ``run_id``; content free (ids, origins, reasons; never prompts or state)
-    "agent.started",
-    "agent.turn.started",
-    "agent.turn.completed",
-    "agent.turn.failed",
-    "agent.turn.late_result",
-    "agent.request.cancelled",
-    "agent.halted",
-    "agent.resumed",
-    "agent.draining",
-    "agent.stopped",
-]
-
-Kind = EventType
-KINDS: frozenset[str] = frozenset(EventType.__args__)  # type: ignore[attr-defined]
-AGENT_KINDS: frozenset[str] = frozenset(k for k in KINDS if k.startswith("agent."))
-TERMINAL_KINDS: frozenset[str] = frozenset({"run.completed", "run.failed", "run.cancelled"})
-
-
-def as_kind(kind: str) -> EventType:
-    """``kind`` as an :data:`EventType` (a kind known only at run time: a fact a node
-    or a policy recorded); :class:`~hypha_celery.errors.UnknownEventKind` if it is none."""
-    if kind not in KINDS:
-        raise UnknownEventKind(f"{kind!r} is not an event type of the taxonomy")
-    return cast(EventType, kind)
-
-
-#: Families whose events never count as the run's own trace (replay excludes them).
-META_PREFIXES = ("eval.", "replay.", "regression.")
+__all__ = ["AGENT_KINDS", "KINDS", "META_PREFIXES", "TERMINAL_KINDS", "Event", "EventType",
+           "Kind", "Row", "as_kind", "bodies", "canonical", "checksum", "derive", "deriver",
+           "enrich", "event_id"]
 
 
 class Event(BaseModel):
@@ -161,6 +76,17 @@ class Event(BaseModel):
     @property
     def ts(self) -> float:
         return self.timestamp
+
+    @property
+    def body(self) -> Payload:
+        """The payload as its type's model (:func:`~hypha_celery.events.payloads.
+        payload_of`): ``match event.body: case RunFailed(reason=r): ...``."""
+        return payload_of(self.type, self.payload)
+
+    def body_as(self, model: builtins.type[P]) -> P:
+        """The payload as ``model``, this event's type's model
+        (:class:`~hypha_celery.errors.UnknownEventKind` when it is another's)."""
+        return payload_as(model, self.type, self.payload)
 
     def sealed(self) -> Event:
         """This event with its ``checksum`` set."""

@@ -10,20 +10,52 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
-from hypha_celery.events.envelope import AGENT_KINDS, KINDS
-from hypha_celery.events.status import TERMINAL_STATUSES, Status
+from hypha_celery.events.kinds import KINDS
+from hypha_celery.events.payloads import (
+    PAYLOADS,
+    FsmStateEntered,
+    HumanReviewApproved,
+    HumanReviewCancelled,
+    HumanReviewExpired,
+    HumanReviewRejected,
+    HumanReviewRequested,
+    NodeExecutionCompleted,
+    NodeExecutionFailed,
+    NodeExecutionRedelivered,
+    NodeExecutionRetrying,
+    NodeExecutionScheduled,
+    NodeFanoutScheduled,
+    NodeReducerCompleted,
+    NodeReducerFailed,
+    P,
+    Payload,
+    RecoveryRunRedriven,
+    RunCancelled,
+    RunCancelRequested,
+    RunCompleted,
+    RunCreated,
+    RunFailed,
+    RunParked,
+    RunQuarantined,
+    RunRedriven,
+    RunReleased,
+    RunStarted,
+    RunWaitingHuman,
+    payload_as,
+)
+from hypha_celery.events.status import TERMINAL_STATUSES, RunStatus
 from hypha_celery.events.view import FsmPosition, LastOutcome, View
 
-__all__ = ["PASSIVE_KINDS", "View", "apply_event", "fold", "new_view"]
+__all__ = ["PASSIVE_KINDS", "View", "apply_event", "apply_payload", "fold", "new_view"]
 
-_Handler = Callable[[View, Mapping[str, Any]], None]
+_Handler = Callable[[View, Payload], None]
 
 
 def new_view(run_id: str) -> View:
     return {
         "run_id": run_id,
         "graph_id": None,
-        "status": Status.NEW,
+        "status": RunStatus.NEW,
         "user_id": None,
         "session_id": None,
         "lane": None,
@@ -58,17 +90,17 @@ def new_view(run_id: str) -> View:
     }
 
 
-def _created(v: View, d: Mapping[str, Any]) -> None:
-    v["graph_id"] = d.get("graph_id")
-    v["user_id"] = d.get("user_id")
-    v["session_id"] = d.get("session_id")
-    v["lane"] = d.get("lane")
-    v["input"] = d.get("input")
-    v["deadline"] = d.get("deadline")
-    v["max_steps"] = d.get("max_steps")
-    v["notify"] = d.get("notify")
-    v["idempotency_key"] = d.get("idempotency_key")
-    v["status"] = Status.QUEUED
+def _created(v: View, p: RunCreated) -> None:
+    v["graph_id"] = p.graph_id
+    v["user_id"] = p.user_id
+    v["session_id"] = p.session_id
+    v["lane"] = p.lane
+    v["input"] = p.input
+    v["deadline"] = p.deadline
+    v["max_steps"] = p.max_steps
+    v["notify"] = p.notify
+    v["idempotency_key"] = p.idempotency_key
+    v["status"] = RunStatus.QUEUED
 
 
 def _await(v: View, execution_id: str, nodes: list[str], edges: int = 0) -> None:
@@ -81,202 +113,242 @@ def _await(v: View, execution_id: str, nodes: list[str], edges: int = 0) -> None
     v["fanout"] = edges
 
 
-def _started(v: View, d: Mapping[str, Any]) -> None:
-    v["status"] = Status.RUNNING
-    _await(v, d["execution_id"], [])
+def _started(v: View, p: RunStarted) -> None:
+    v["status"] = RunStatus.RUNNING
+    _await(v, p.execution_id, [])
 
 
-def _scheduled(v: View, d: Mapping[str, Any]) -> None:
-    v["step"] = d["step"]
-    _await(v, d["execution_id"], [d["node_id"]])
+def _scheduled(v: View, p: NodeExecutionScheduled) -> None:
+    v["step"] = p.step
+    _await(v, p.execution_id, [p.node_id])
 
 
-def _fanout(v: View, d: Mapping[str, Any]) -> None:
-    v["step"] = d["step"]
-    _await(v, d["execution_id"], [e["node_id"] for e in d["edges"]], len(d["edges"]))
+def _fanout(v: View, p: NodeFanoutScheduled) -> None:
+    v["step"] = p.step
+    _await(v, p.execution_id, [e["node_id"] for e in p.edges], len(p.edges))
 
 
-def _retrying(v: View, d: Mapping[str, Any]) -> None:
-    if d["execution_id"] == v["waiting"]:  # an edge retry keeps the fan-out's counters
-        v["attempt"] = d["attempt"] + 1
+def _retrying(v: View, p: NodeExecutionRetrying) -> None:
+    if p.execution_id == v["waiting"]:  # an edge retry keeps the fan-out's counters
+        v["attempt"] = p.attempt + 1
         v["deliveries"] = 1
-    v["retry_at"] = d.get("at")
+    v["retry_at"] = p.at
 
 
-def _redelivered(v: View, d: Mapping[str, Any]) -> None:
-    if d["execution_id"] == v["waiting"]:  # an edge's count is its own
-        v["deliveries"] = max(int(v["deliveries"] or 1), int(d["delivery"]))
+def _redelivered(v: View, p: NodeExecutionRedelivered) -> None:
+    if p.execution_id == v["waiting"]:  # an edge's count is its own
+        v["deliveries"] = max(int(v["deliveries"] or 1), int(p.delivery))
 
 
-def _redriven(v: View, d: Mapping[str, Any]) -> None:
-    v["recoveries"] = int(d["attempt"])
-    if d.get("node_attempt"):
-        v["attempt"] = int(d["node_attempt"])
+def _redriven(v: View, p: RecoveryRunRedriven) -> None:
+    v["recoveries"] = int(p.attempt)
+    if p.node_attempt:
+        v["attempt"] = int(p.node_attempt)
 
 
-def _quarantined(v: View, d: Mapping[str, Any]) -> None:
-    v["status"] = Status.QUARANTINED
-    v["quarantine"] = {"execution_id": d["execution_id"], "node_id": d.get("node_id"),
-                       "reason": d.get("reason"), "attempt": d.get("attempt", 1)}
+def _quarantined(v: View, p: RunQuarantined) -> None:
+    v["status"] = RunStatus.QUARANTINED
+    v["quarantine"] = {"execution_id": p.execution_id, "node_id": p.node_id,
+                       "reason": p.reason, "attempt": p.attempt}
 
 
-def _released(v: View, d: Mapping[str, Any]) -> None:
-    v["status"] = Status.RUNNING
-    v["deadline"] = d.get("deadline", v["deadline"])
+def _released(v: View, p: RunReleased) -> None:
+    v["status"] = RunStatus.RUNNING
+    if p.deadline is not None:
+        v["deadline"] = p.deadline
     v["quarantine"] = None
-    v["attempt"] = int(d.get("attempt") or v["attempt"] or 1)
+    v["attempt"] = int(p.attempt or v["attempt"] or 1)
 
 
-def _parked(v: View, d: Mapping[str, Any]) -> None:
-    v["status"] = Status.PARKED
-    v["parked"] = {"execution_id": d["execution_id"], "dead_letter_id": d["dead_letter_id"]}
+def _parked(v: View, p: RunParked) -> None:
+    v["status"] = RunStatus.PARKED
+    v["parked"] = {"execution_id": p.execution_id,
+                   "dead_letter_id": cast(int, p.dead_letter_id)}
 
 
-def _unparked(v: View, d: Mapping[str, Any]) -> None:
-    v["status"] = Status.RUNNING
-    v["deadline"] = d.get("deadline", v["deadline"])
+def _unparked(v: View, p: RunRedriven) -> None:
+    v["status"] = RunStatus.RUNNING
+    if p.deadline is not None:
+        v["deadline"] = p.deadline
     v["parked"] = None
-    _await(v, d["execution_id"], [d["node_id"]])
+    _await(v, p.execution_id, [p.node_id])
 
 
-def _outcome(v: View, d: Mapping[str, Any]) -> None:
-    if d.get("edge_of"):
-        return  # edge outcomes reach the state only through the reducer
-    ok = "error" not in d
-    name = cast(str, d.get("node_id") or d.get("reducer"))
+def _applied(v: View, name: str, p: NodeExecutionCompleted | NodeExecutionFailed
+             | NodeReducerCompleted | NodeReducerFailed, dead_letter_id: int | None) -> None:
+    ok = p.error is None
     if ok:
-        v["state"].update(d["update"])
-    last: LastOutcome = {
-        "node_id": name,
-        "execution_id": d["execution_id"],
-        "ok": ok,
-        "value": d.get("update") if ok else None,
-        "error": d.get("error"),
-    }
-    if d.get("dead_letter_id") is not None:
-        last["dead_letter_id"] = d["dead_letter_id"]
+        v["state"].update(p.update)
+    last: LastOutcome = {"node_id": name, "execution_id": p.execution_id, "ok": ok,
+                         "value": p.update if ok else None, "error": p.error}
+    if dead_letter_id is not None:
+        last["dead_letter_id"] = dead_letter_id
     v["last"] = last
     v["waiting"] = None
     v["waiting_nodes"] = []
     v["retry_at"] = None
 
 
-def _cancel_requested(v: View, d: Mapping[str, Any]) -> None:
+def _node_outcome(v: View, p: NodeExecutionCompleted | NodeExecutionFailed) -> None:
+    if p.edge_of:
+        return  # edge outcomes reach the state only through the reducer
+    _applied(v, p.node_id, p, p.dead_letter_id)
+
+
+def _reducer_outcome(v: View, p: NodeReducerCompleted | NodeReducerFailed) -> None:
+    _applied(v, p.reducer, p, None)
+
+
+def _cancel_requested(v: View, p: RunCancelRequested) -> None:
     v["cancel_requested"] = True
 
 
-def _terminal(status: Status) -> _Handler:
-    def handler(v: View, d: Mapping[str, Any]) -> None:
-        v["status"] = status
-        v["waiting"] = None
-        v["waiting_nodes"] = []
-        v["quarantine"] = v["parked"] = None
-        if status == Status.COMPLETED:
-            v["result"] = d.get("result")
-        else:
-            v["error"] = {"reason": d.get("reason", status), "message": d.get("message", "")}
-
-    return handler
+def _ended(v: View, status: RunStatus) -> None:
+    v["status"] = status
+    v["waiting"] = None
+    v["waiting_nodes"] = []
+    v["quarantine"] = v["parked"] = None
 
 
-def _nothing(v: View, d: Mapping[str, Any]) -> None:
-    return None
+def _completed(v: View, p: RunCompleted) -> None:
+    _ended(v, RunStatus.COMPLETED)
+    v["result"] = p.result
 
 
-def _waiting_human(v: View, d: Mapping[str, Any]) -> None:
+def _failed(v: View, p: RunFailed) -> None:
+    _ended(v, RunStatus.FAILED)
+    v["error"] = {"reason": p.reason if p.reason is not None else RunStatus.FAILED,
+                  "message": p.message}
+
+
+def _cancelled(v: View, p: RunCancelled) -> None:
+    _ended(v, RunStatus.CANCELLED)
+    v["error"] = {"reason": p.reason if p.reason is not None else RunStatus.CANCELLED,
+                  "message": p.message}
+
+
+def _waiting_human(v: View, p: RunWaitingHuman) -> None:
     if v["status"] not in TERMINAL_STATUSES:
-        v["status"] = Status.WAITING_HUMAN
-        if d.get("review_id"):  # the coordinator's resume message is awaited under its id
-            v["waiting"] = d["review_id"]
+        v["status"] = RunStatus.WAITING_HUMAN
+        if p.review_id:  # the coordinator's resume message is awaited under its id
+            v["waiting"] = p.review_id
             v["waiting_nodes"] = []
-        v["held_since"] = d.get("at")
+        v["held_since"] = p.at
 
 
-def _review_requested(v: View, d: Mapping[str, Any]) -> None:
-    if not d.get("review_id"):
+def _review_requested(v: View, p: HumanReviewRequested) -> None:
+    if not p.review_id:
         return
-    v["reviews"][d["review_id"]] = {
-        "status": "pending", "subject": d.get("subject"), "reason": d.get("reason"),
-        "expires_at": d.get("expires_at"), "step": d.get("step")}
+    v["reviews"][p.review_id] = {"status": "pending", "subject": p.subject, "reason": p.reason,
+                                 "expires_at": p.expires_at, "step": p.step}
 
 
-def _reviewed(v: View, d: Mapping[str, Any], status: str) -> None:
-    review = v["reviews"].get(d.get("review_id") or "")
+def _reviewed(v: View, p: HumanReviewApproved | HumanReviewRejected | HumanReviewExpired
+              | HumanReviewCancelled, status: str) -> None:
+    review = v["reviews"].get(p.review_id or "")
     if review is not None:
         review["status"] = status
-        review["by"] = d.get("by")
-    if v["status"] == Status.WAITING_HUMAN:
-        v["status"] = Status.RUNNING
-        held, at, deadline = v["held_since"], d.get("at"), v["deadline"]
+        review["by"] = p.by
+    if v["status"] == RunStatus.WAITING_HUMAN:
+        v["status"] = RunStatus.RUNNING
+        held, at, deadline = v["held_since"], p.at, v["deadline"]
         if deadline is not None and held is not None and at is not None:
             # the time spent with a human is not counted
             v["deadline"] = deadline + max(0.0, at - held)
         v["held_since"] = None
 
 
-def _review_outcome(status: str) -> _Handler:
-    return lambda v, d: _reviewed(v, d, status)
+def _approved(v: View, p: HumanReviewApproved) -> None:
+    _reviewed(v, p, "approved")
 
 
-def _fsm_entered(v: View, d: Mapping[str, Any]) -> None:
-    if not d.get("state"):
+def _rejected(v: View, p: HumanReviewRejected) -> None:
+    _reviewed(v, p, "rejected")
+
+
+def _expired(v: View, p: HumanReviewExpired) -> None:
+    _reviewed(v, p, "expired")
+
+
+def _review_cancelled(v: View, p: HumanReviewCancelled) -> None:
+    _reviewed(v, p, "cancelled")
+
+
+def _fsm_entered(v: View, p: FsmStateEntered) -> None:
+    if not p.state:
         return
-    fsm: FsmPosition = v["fsm"] or {"workflow": d.get("workflow"), "state": None, "path": []}
-    fsm["state"] = d["state"]
-    fsm["path"] = [*fsm["path"], d["state"]]
-    fsm["step"] = d.get("step")  # the run's step when entered: its node has run once it moved
+    fsm: FsmPosition = v["fsm"] or {"workflow": p.workflow, "state": None, "path": []}
+    fsm["state"] = p.state
+    fsm["path"] = [*fsm["path"], p.state]
+    fsm["step"] = p.step  # the run's step when entered: its node has run once it moved
     v["fsm"] = fsm
 
 
-_HANDLERS: dict[str, _Handler] = {
-    "run.created": _created,
-    "run.queued": _nothing,
-    "run.started": _started,
-    "decision.policy.recorded": _nothing,
-    "node.execution.scheduled": _scheduled,
-    "node.fanout.scheduled": _fanout,
-    "node.execution.started": _nothing,
-    "node.execution.completed": _outcome,
-    "node.execution.failed": _outcome,
-    "node.execution.late_result": _nothing,
-    "node.reducer.completed": _outcome,
-    "node.reducer.failed": _outcome,
-    "node.execution.retrying": _retrying,
-    "node.execution.redelivered": _redelivered,
-    "node.execution.dead_lettered": _nothing,
-    "recovery.run.redriven": _redriven,
-    "recovery.node.timed_out": _nothing,
-    "recovery.outcome.reconciled": _nothing,
-    "recovery.redrive.exhausted": _nothing,
-    "recovery.circuit.opened": _nothing,
-    "run.quarantined": _quarantined,
-    "run.released": _released,
-    "run.parked": _parked,
-    "run.redriven": _unparked,
-    "run.cancel.requested": _cancel_requested,
-    "run.completed": _terminal(Status.COMPLETED),
-    "run.failed": _terminal(Status.FAILED),
-    "run.cancelled": _terminal(Status.CANCELLED),
-    "run.waiting_human": _waiting_human,
-    "human.review.requested": _review_requested,
-    "human.review.approved": _review_outcome("approved"),
-    "human.review.rejected": _review_outcome("rejected"),
-    "human.review.expired": _review_outcome("expired"),
-    "human.review.cancelled": _review_outcome("cancelled"),
-    "fsm.state.entered": _fsm_entered,
-    **{kind: _nothing for kind in AGENT_KINDS},  # an agent's stream is not a run
-}
-# the other families (model and tool calls, messages, evaluation, ...) are facts about
-# the run that leave its projection as it is
-_HANDLERS.update({kind: _nothing for kind in KINDS if kind not in _HANDLERS})
+#: The handler of each kind that changes the projection, by its payload model.
+_FOLDS: dict[str, _Handler] = {}
 
-#: Kinds that leave the projection document unchanged (only ``seq`` moves).
-PASSIVE_KINDS = frozenset(k for k, h in _HANDLERS.items() if h is _nothing)
+
+def _on(model: type[P]) -> Callable[[Callable[[View, P], None]], None]:
+    def register(handler: Callable[[View, P], None]) -> None:
+        _FOLDS[model.kind] = cast(_Handler, handler)
+    return register
+
+
+_on(RunCreated)(_created)
+_on(RunStarted)(_started)
+_on(NodeExecutionScheduled)(_scheduled)
+_on(NodeFanoutScheduled)(_fanout)
+_on(NodeExecutionCompleted)(_node_outcome)
+_on(NodeExecutionFailed)(_node_outcome)
+_on(NodeReducerCompleted)(_reducer_outcome)
+_on(NodeReducerFailed)(_reducer_outcome)
+_on(NodeExecutionRetrying)(_retrying)
+_on(NodeExecutionRedelivered)(_redelivered)
+_on(RecoveryRunRedriven)(_redriven)
+_on(RunQuarantined)(_quarantined)
+_on(RunReleased)(_released)
+_on(RunParked)(_parked)
+_on(RunRedriven)(_unparked)
+_on(RunCancelRequested)(_cancel_requested)
+_on(RunCompleted)(_completed)
+_on(RunFailed)(_failed)
+_on(RunCancelled)(_cancelled)
+_on(RunWaitingHuman)(_waiting_human)
+_on(HumanReviewRequested)(_review_requested)
+_on(HumanReviewApproved)(_approved)
+_on(HumanReviewRejected)(_rejected)
+_on(HumanReviewExpired)(_expired)
+_on(HumanReviewCancelled)(_review_cancelled)
+_on(FsmStateEntered)(_fsm_entered)
+
+#: Kinds that leave the projection document unchanged (only ``seq`` moves): the other
+#: families (decisions, calls, messages, evaluation, an agent's stream, ...) are facts
+#: about the run that leave its projection as it is.
+PASSIVE_KINDS = frozenset(KINDS - _FOLDS.keys())
+_MODELS = {kind: PAYLOADS[kind] for kind in _FOLDS}
 
 
 def apply_event(view: View, kind: str, data: Mapping[str, Any], ts: float) -> None:
-    """Apply one event to ``view`` in place."""
-    _HANDLERS[kind](view, data)
+    """Apply one event to ``view`` in place: ``kind`` and its stored ``data`` (read as
+    its payload model, trusted: :func:`~hypha_celery.events.payloads.payload_of`);
+    ``KeyError`` for a kind of no taxonomy."""
+    handler = _FOLDS.get(kind)
+    if handler is not None:
+        handler(view, payload_as(_MODELS[kind], kind, data))
+    elif kind not in PASSIVE_KINDS:
+        raise KeyError(kind)
+    _touch(view, ts)
+
+
+def apply_payload(view: View, payload: Payload, ts: float) -> None:
+    """:func:`apply_event` for a payload a writer built (no read of its JSON)."""
+    handler = _FOLDS.get(payload.kind)
+    if handler is not None:
+        handler(view, payload)
+    _touch(view, ts)
+
+
+def _touch(view: View, ts: float) -> None:
     if view["created_at"] is None:
         view["created_at"] = ts
     view["updated_at"] = ts

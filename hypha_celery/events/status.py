@@ -1,16 +1,24 @@
-"""A run's status as its projection (:func:`~hypha_celery.events.fold.fold`) says it,
-and the one set of statuses a run ends in."""
+"""A run's status: the one vocabulary the store's projection
+(:func:`~hypha_celery.events.fold.fold`), the event-only view
+(:func:`~hypha_celery.projections.run.run_view`), the CLI and the console use, and the
+statuses a run ends in."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["TERMINAL_STATUSES", "Status"]
+__all__ = ["HELD_STATUSES", "TERMINAL_STATUSES", "RunStatus"]
 
 
-class Status(StrEnum):
-    """Where a run is. A ``StrEnum``: stored and sent as the plain string it always was
-    (``"running"``), and equal to it."""
+class RunStatus(StrEnum):
+    """Where a run is. A ``StrEnum``: stored, printed and sent as the plain string it
+    always was (``"running"``), and equal to it.
+
+    The store's projection uses all nine. The event-only view
+    (:class:`~hypha_celery.projections.run.RunView`) never says ``new`` (a run has
+    events), and says ``running`` for a run held by ``quarantined`` / ``parked`` (hypha's
+    rule), naming the hold in ``held``.
+    """
 
     NEW = "new"
     QUEUED = "queued"
@@ -23,7 +31,7 @@ class Status(StrEnum):
     CANCELLED = "cancelled"
 
     @classmethod
-    def terminal(cls) -> frozenset[Status]:
+    def terminal(cls) -> frozenset[RunStatus]:
         """The statuses a run ends in (:data:`TERMINAL_STATUSES`)."""
         return TERMINAL_STATUSES
 
@@ -33,5 +41,10 @@ class Status(StrEnum):
 
 
 #: The statuses a run ends in: nothing follows them (but late results).
-TERMINAL_STATUSES: frozenset[Status] = frozenset(
-    {Status.COMPLETED, Status.FAILED, Status.CANCELLED})
+TERMINAL_STATUSES: frozenset[RunStatus] = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+#: The statuses of a run an operator must look at (a node's effect unknown, a dead letter).
+HELD_STATUSES: frozenset[RunStatus] = frozenset({RunStatus.QUARANTINED, RunStatus.PARKED})
+
+#: The name this enum had before it was the one vocabulary; new code says ``RunStatus``.
+Status = RunStatus

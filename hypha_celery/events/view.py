@@ -11,9 +11,11 @@ type — the fold is its one writer. Every key is always present (no presence re
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any, NotRequired, cast
 
-from hypha_celery.events.status import Status
+from typing_extensions import TypedDict
+
+from hypha_celery.events.status import RunStatus
 
 __all__ = ["ErrorJson", "FsmPosition", "LastOutcome", "Parked", "Quarantine", "ReviewDoc",
            "TerminalError", "View", "view_of_row"]
@@ -80,7 +82,7 @@ class View(TypedDict):
 
     run_id: str
     graph_id: str | None
-    status: Status
+    status: RunStatus
     user_id: str | None
     session_id: str | None
     lane: str | None
@@ -114,9 +116,9 @@ class View(TypedDict):
 
 def view_of_row(doc: Any, seq: int, updated_at: float | None) -> View:
     """The view of a ``hypha_runs`` row: its document (as any version wrote it) with
-    the row's ``seq`` and ``updated_at``; the status as a :class:`Status`."""
+    the row's ``seq`` and ``updated_at``; the status as a :class:`RunStatus`."""
     view = cast(View, dict(doc))
     view["seq"] = seq
     view["updated_at"] = updated_at
-    view["status"] = Status(view["status"])
+    view["status"] = RunStatus(view["status"])
     return view

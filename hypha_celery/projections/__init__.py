@@ -15,7 +15,7 @@ from hypha_celery.projections.audit import (
     ToolCall,
     audit_view,
 )
-from hypha_celery.projections.run import RunError, RunView, Status, run_view
+from hypha_celery.projections.run import RunError, RunStatus, RunView, run_view
 from hypha_celery.projections.session import (
     SessionRun,
     SessionStatus,
@@ -28,8 +28,8 @@ from hypha_celery.projections.stored import runs_of_session, stored_session
 __all__ = [
     # a run
     "RunError",
+    "RunStatus",
     "RunView",
-    "Status",
     "run_view",
     # a session
     "SessionRun",

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from hypha_celery.events.envelope import TERMINAL_KINDS, Event
-from hypha_celery.projections.run import Status, status_of
+from hypha_celery.projections.run import RunStatus, status_of
 from hypha_celery.projections.trace import last_of, run_trace
 
 __all__ = ["AuditView", "Counts", "Decision", "ModelCall", "Outcome", "PolicyDecision",
@@ -111,7 +111,7 @@ class Outcome(_Frozen):
 class AuditView(_Frozen):
     run_id: str
     graph_id: str | None
-    status: Status
+    status: RunStatus
     state_path: tuple[str, ...]
     decisions: tuple[Decision, ...]
     tool_calls: tuple[ToolCall, ...]

@@ -13,26 +13,37 @@ The status follows hypha's projection rules, in priority order:
 
 A run an operator must look at (``run.quarantined`` or ``run.parked`` and not yet
 released or re-driven) keeps hypha's status ``running`` and says why in ``held``; the
-store's projection names those two states as statuses of their own.
+store's projection names those two states as statuses of their own. Both say them in
+one vocabulary, :class:`~hypha_celery.events.status.RunStatus`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from hypha_celery.events.envelope import TERMINAL_KINDS, Event
-from hypha_celery.events.status import TERMINAL_STATUSES
+from hypha_celery.events.payloads import (
+    NodeExecutionScheduled,
+    NodeFanoutScheduled,
+    RunCancelled,
+    RunCompleted,
+    RunCreated,
+    RunFailed,
+)
+from hypha_celery.events.status import TERMINAL_STATUSES, RunStatus
 from hypha_celery.projections.trace import last_of, run_trace
 
-__all__ = ["STATUSES", "TERMINAL_STATUSES", "Held", "RunError", "RunView", "Status", "run_view",
-           "status_of"]
+__all__ = ["STATUSES", "TERMINAL_STATUSES", "Held", "RunError", "RunStatus", "RunView",
+           "run_view", "status_of"]
 
-Status = Literal["queued", "running", "waiting_human", "completed", "failed", "cancelled"]
 Held = Literal["quarantined", "parked"]
-STATUSES: tuple[Status, ...] = get_args(Status)
+#: The statuses :func:`status_of` gives (a run held is ``running``, see :data:`Held`).
+STATUSES: tuple[RunStatus, ...] = (
+    RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING_HUMAN, RunStatus.COMPLETED,
+    RunStatus.FAILED, RunStatus.CANCELLED)
 
 _REVIEWED = frozenset({"human.review.approved", "human.review.rejected",
                        "human.review.expired", "human.review.cancelled"})
@@ -65,7 +76,7 @@ class RunView(BaseModel):
     graph_id: str | None
     user_id: str | None
     session_id: str | None
-    status: Status
+    status: RunStatus
     held: Held | None = None
     cancel_requested: bool = False
     output: Any = None
@@ -88,21 +99,20 @@ def run_view(events: Iterable[Event]) -> RunView:
     mixed). Pure: the same events always give the same view."""
     trace = run_trace(events)
     created = last_of(trace, ("run.created",))
-    owner: dict[str, Any] = dict(created.payload) if created is not None else {}
+    owner = created.body_as(RunCreated) if created is not None else None
     first, end = trace[0], last_of(trace, TERMINAL_KINDS)
     started = next((e.timestamp for e in trace if e.type == "run.started"), None)
     return RunView(
         run_id=first.run_id,
-        graph_id=owner.get("graph_id") or first.agent_id,
-        user_id=owner.get("user_id", first.user_id),
-        session_id=owner.get("session_id", first.session_id),
+        graph_id=(owner.graph_id if owner else None) or first.agent_id,
+        user_id=owner.user_id if owner else first.user_id,
+        session_id=owner.session_id if owner else first.session_id,
         status=status_of(trace),
         held=_held(trace),
         cancel_requested=any(e.type == "run.cancel.requested" for e in trace),
-        output=end.payload.get("result") if end and end.type == "run.completed" else None,
+        output=end.body_as(RunCompleted).result if end and end.type == "run.completed" else None,
         error=_error(end),
-        steps=max((int(e.payload.get("step") or 0) for e in trace if e.type in _SCHEDULED),
-                  default=0),
+        steps=max((_step(e) for e in trace if e.type in _SCHEDULED), default=0),
         events=len(trace),
         created_at=(created or first).timestamp,
         started_at=started,
@@ -112,20 +122,28 @@ def run_view(events: Iterable[Event]) -> RunView:
     )
 
 
-def status_of(trace: Sequence[Event]) -> Status:
-    """hypha's status of a run whose events ``trace`` holds in ``seq`` order."""
+def _step(scheduled: Event) -> int:
+    body = scheduled.body
+    assert isinstance(body, NodeExecutionScheduled | NodeFanoutScheduled)
+    return int(body.step or 0)
+
+
+def status_of(trace: Sequence[Event]) -> RunStatus:
+    """hypha's status of a run whose events ``trace`` holds in ``seq`` order (one of
+    :data:`STATUSES`)."""
     end = last_of(trace, TERMINAL_KINDS)
     if end is not None:
         return _TERMINAL_STATUS[end.type]
     if _awaits_human(trace):
-        return "waiting_human"
+        return RunStatus.WAITING_HUMAN
     if any(_executing(e.type) for e in trace):
-        return "running"
-    return "queued"
+        return RunStatus.RUNNING
+    return RunStatus.QUEUED
 
 
-_TERMINAL_STATUS: dict[str, Status] = {
-    "run.completed": "completed", "run.failed": "failed", "run.cancelled": "cancelled"}
+_TERMINAL_STATUS: dict[str, RunStatus] = {
+    "run.completed": RunStatus.COMPLETED, "run.failed": RunStatus.FAILED,
+    "run.cancelled": RunStatus.CANCELLED}
 
 
 def _awaits_human(trace: Sequence[Event]) -> bool:
@@ -147,6 +165,7 @@ def _held(trace: Sequence[Event]) -> Held | None:
 def _error(end: Event | None) -> RunError | None:
     if end is None or end.type == "run.completed":
         return None
-    status = _TERMINAL_STATUS[end.type]
-    return RunError(reason=str(end.payload.get("reason") or status),
-                    message=str(end.payload.get("message") or ""))
+    body = end.body
+    assert isinstance(body, RunFailed | RunCancelled)
+    return RunError(reason=str(body.reason or _TERMINAL_STATUS[end.type]),
+                    message=str(body.message or ""))

@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from hypha_celery.events.envelope import Event
-from hypha_celery.projections.run import TERMINAL_STATUSES, RunView, Status, run_view
+from hypha_celery.projections.run import TERMINAL_STATUSES, RunStatus, RunView, run_view
 
 __all__ = ["SessionRun", "SessionStatus", "SessionView", "StatusCounts", "session_view"]
 
@@ -30,7 +30,7 @@ class SessionRun(BaseModel):
 
     run_id: str
     graph_id: str | None
-    status: Status
+    status: RunStatus
     created_at: float
     ended_at: float | None = None
 

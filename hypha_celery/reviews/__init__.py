@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hypha_celery.errors import NoPendingReview, RunNotFound
-from hypha_celery.events import EventType, Status, View
+from hypha_celery.events import EventType, RunStatus, View
 from hypha_celery.events.view import ReviewDoc
 from hypha_celery.runtime import canvas
 from hypha_celery.runtime.core import Runtime
@@ -48,7 +48,7 @@ class PendingReview:
 
 def pending(store: EventStore, limit: int = 100) -> list[PendingReview]:
     """Runs waiting for a human, oldest first, with their pending review."""
-    found = (_pending_review(view) for view in store.by_status(Status.WAITING_HUMAN, limit))
+    found = (_pending_review(view) for view in store.by_status(RunStatus.WAITING_HUMAN, limit))
     return [r for r in found if r is not None]
 
 
@@ -79,7 +79,7 @@ def expire_due(rt: Runtime, now: float | None = None, limit: int = 100,
     this); returns ``(run_id, review_id)`` of each review expired."""
     now = time.time() if now is None else now
     done: list[tuple[str, str]] = []
-    for view in rt.store.by_status(Status.WAITING_HUMAN, limit):
+    for view in rt.store.by_status(RunStatus.WAITING_HUMAN, limit):
         review_id, review = _pending_of(view)
         expires = review["expires_at"] if review is not None else None
         if review_id is None or expires is None or expires > now:
@@ -107,7 +107,7 @@ def _pending_review(view: View) -> PendingReview | None:
 def _pending_of(view: View) -> tuple[str | None, ReviewDoc | None]:
     waiting = view["waiting"]
     review = view["reviews"].get(waiting) if waiting is not None else None
-    if view["status"] != Status.WAITING_HUMAN or not review or review["status"] != "pending":
+    if view["status"] != RunStatus.WAITING_HUMAN or not review or review["status"] != "pending":
         return None, None
     return waiting, review
 

@@ -13,7 +13,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from hypha_celery.errors import FailureReason, StoreConflict
-from hypha_celery.events import EventType, Status, View, as_kind
+from hypha_celery.events import EventType, RunStatus, View, as_kind
+from hypha_celery.events.payloads import (
+    DecisionPolicyRecorded,
+    FanoutEdge,
+    HumanReviewRequested,
+    NodeExecutionDeadLettered,
+    NodeExecutionLateResult,
+    NodeExecutionScheduled,
+    NodeFanoutScheduled,
+    RunCompleted,
+    RunFailed,
+    RunParked,
+    RunWaitingHuman,
+    TerminalPayload,
+)
 from hypha_celery.graph import Decision, Fail, FanOut, Finish, Graph, Next, Review
 from hypha_celery.graph.jsonsafe import error_json, is_json, json_size
 from hypha_celery.runtime import canvas, lifecycle, seams
@@ -22,7 +36,6 @@ from hypha_celery.runtime.config import EFFECTS_QUEUE, IO_QUEUE, NODES_QUEUE
 from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.lanes import kickoff_id, release
 from hypha_celery.runtime.late import log_late
-from hypha_celery.runtime.lifecycle import TerminalKind
 from hypha_celery.runtime.protocol import (
     FATAL_ERRORS,
     FanoutMeta,
@@ -115,10 +128,9 @@ def _record_dead_letter(tx: Tx, rt: Runtime, run_id: str, outcome: NodeOutcome) 
     dlid = rt.store.add_dead_letter({**record, "run_id": run_id,
                                      "execution_id": outcome.execution_id,
                                      "error": outcome.error or {}}, tx=tx)
-    tx.append(run_id, "node.execution.dead_lettered",
-              {"execution_id": outcome.execution_id, "node_id": outcome.node_id,
-               "dead_letter_id": dlid, "reason": record["reason"],
-               "attempts": record["attempts"], "error": outcome.error})
+    tx.emit(run_id, NodeExecutionDeadLettered(
+        execution_id=outcome.execution_id, node_id=outcome.node_id, dead_letter_id=dlid,
+        reason=record["reason"], attempts=record["attempts"], error=outcome.error))
     return dlid
 
 
@@ -129,9 +141,8 @@ def _record_node(tx: Tx, rt: Runtime, run_id: str, outcome: NodeOutcome,
     dead letter, then the outcome — once per execution (idempotency key)."""
     record_attempt(tx, run_id, outcome)
     if outcome.late:
-        tx.append(run_id, "node.execution.late_result",
-                  {"execution_id": outcome.execution_id, "node_id": outcome.node_id,
-                   "reason": "timeout"})
+        tx.emit(run_id, NodeExecutionLateResult(execution_id=outcome.execution_id,
+                                                node_id=outcome.node_id, reason="timeout"))
         seams.late_result(tx, rt, seams.late_attempt(outcome, attempt), "timeout")
     dlid = _record_dead_letter(tx, rt, run_id, outcome)
     kind: EventType = "node.execution.completed" if outcome.ok else "node.execution.failed"
@@ -165,25 +176,24 @@ def _decide_and_record(
                         f"graph {view['graph_id']!r} is not registered on this worker")
         decision, facts = _decide(graph, view)
     except _Fail as fail:
-        terminal(tx, rt, view, "run.failed", {"reason": fail.reason.value,
-                                               "message": fail.message})
+        terminal(tx, rt, view, RunFailed(reason=fail.reason.value, message=fail.message))
         return
     except _Park:
         last = view["last"]
         assert last is not None
-        lifecycle.record(tx, run_id, "run.parked",
-                         {"execution_id": last["execution_id"], "node_id": last["node_id"],
-                          "dead_letter_id": last.get("dead_letter_id")})
+        lifecycle.emit(tx, run_id, RunParked(execution_id=last["execution_id"],
+                                             node_id=last["node_id"],
+                                             dead_letter_id=last.get("dead_letter_id")))
         return
     step = int(view["step"])
-    tx.append(run_id, "decision.policy.recorded", {"step": step, **summary(decision)})
+    tx.emit(run_id, DecisionPolicyRecorded(step=step, **summary(decision)))
     for kind, data in facts:  # after the decision: a replay decides on the view before them
         tx.append(run_id, as_kind(kind), data)
     if isinstance(decision, Finish):
-        terminal(tx, rt, view, "run.completed", {"result": decision.result})
+        terminal(tx, rt, view, RunCompleted(result=decision.result))
     elif isinstance(decision, Fail):
-        terminal(tx, rt, view, "run.failed", {"reason": decision.reason,
-                                               "message": decision.message[:500]})
+        terminal(tx, rt, view, RunFailed(reason=decision.reason,
+                                         message=decision.message[:500]))
     elif isinstance(decision, Review):
         _park_for_review(tx, view, decision)
     elif isinstance(decision, Next):
@@ -280,11 +290,10 @@ def _park_for_review(tx: Tx, view: View, d: Review) -> None:
     with a coordinator message whose execution id is the review id."""
     run_id, now = view["run_id"], time.time()
     review_id = f"{run_id}.r{len(view['reviews']) + 1}"
-    tx.append(run_id, "human.review.requested",
-              {"review_id": review_id, "reason": d.reason, "subject": d.subject,
-               "step": int(view["step"]),
-               "expires_at": None if d.expires_in is None else now + d.expires_in})
-    lifecycle.record(tx, run_id, "run.waiting_human", {"review_id": review_id, "at": now})
+    tx.emit(run_id, HumanReviewRequested(
+        review_id=review_id, reason=d.reason, subject=d.subject, step=int(view["step"]),
+        expires_at=None if d.expires_in is None else now + d.expires_in))
+    lifecycle.emit(tx, run_id, RunWaitingHuman(review_id=review_id, at=now))
 
 
 def node_call(rt: Runtime, graph: Graph, msg: NodeMessage) -> canvas.NodeCall:
@@ -303,9 +312,8 @@ def _schedule_next(tx: Tx, rt: Runtime, graph: Graph, view: View, d: Next,
                    local: canvas.LocalSteps | None) -> None:
     run_id, step = view["run_id"], int(view["step"]) + 1
     execution_id = f"{run_id}.{step}"
-    tx.append(run_id, "node.execution.scheduled",
-              {"execution_id": execution_id, "node_id": d.node_id, "input": d.input,
-               "step": step})
+    tx.emit(run_id, NodeExecutionScheduled(execution_id=execution_id, node_id=d.node_id,
+                                           input=d.input, step=step))
     call = node_call(rt, graph, NodeMessage(run_id, execution_id, d.node_id, d.input))
     if local is None or not local.offer(call):
         tx.after_commit(lambda: canvas.step(rt.app, call))
@@ -329,21 +337,20 @@ def publish_fanout(rt: Runtime, graph: Graph, run_id: str, fid: str, reducer: st
 def _schedule_fanout(tx: Tx, rt: Runtime, graph: Graph, view: View, d: FanOut) -> None:
     run_id, step = view["run_id"], int(view["step"]) + 1
     fid = f"{run_id}.{step}"
-    edges = [{"execution_id": f"{fid}.{i}", "node_id": e.node_id, "input": e.input}
-             for i, e in enumerate(d.edges)]
-    tx.append(run_id, "node.fanout.scheduled",
-              {"execution_id": fid, "step": step, "reducer": d.reducer, "edges": edges})
+    edges: list[FanoutEdge] = [{"execution_id": f"{fid}.{i}", "node_id": e.node_id,
+                                "input": e.input} for i, e in enumerate(d.edges)]
+    tx.emit(run_id, NodeFanoutScheduled(execution_id=fid, step=step, reducer=d.reducer,
+                                        edges=edges))
     calls = fanout_calls(rt, graph, run_id, fid, edges)
     tx.after_commit(lambda: publish_fanout(rt, graph, run_id, fid, d.reducer, calls))
 
 
-def terminal(tx: Tx, rt: Runtime, view: View, kind: TerminalKind,
-             data: Mapping[str, Any]) -> None:
+def terminal(tx: Tx, rt: Runtime, view: View, end: TerminalPayload) -> None:
     """Append the one terminal event, hand the lane on, notify after commit."""
     run_id = view["run_id"]
-    lifecycle.record(tx, run_id, kind, data, idem=f"{run_id}:terminal")
+    lifecycle.emit(tx, run_id, end, idem=f"{run_id}:terminal")
     nxt = release(tx, run_id, view["lane"])
-    seams.run_ended(tx, rt, view, kind, data, nxt)
+    seams.run_ended(tx, rt, view, end, nxt)
     outcome = run_outcome(view)
     sig = view["notify"]
     actions: list[Callable[[], None]] = [lambda: rt.notifier.publish(run_id)]
@@ -378,7 +385,7 @@ class RunOutcome(TypedDict, total=False):
 def run_outcome(view: View) -> RunOutcome:
     """The terminal outcome handed to ``notify`` subscribers."""
     out: RunOutcome = {"run_id": view["run_id"], "status": str(view["status"])}
-    if view["status"] == Status.COMPLETED:
+    if view["status"] == RunStatus.COMPLETED:
         out["result"] = view["result"]
     else:
         out["error"] = view["error"]

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from celery import Celery
 
 from hypha_celery.backends.llm.client import LLMClient
-from hypha_celery.events import Status, View
+from hypha_celery.events import RunStatus, View
 from hypha_celery.graph import Graph
 from hypha_celery.live import LiveBus, NullBus
 from hypha_celery.middleware import EMPTY, MiddlewareStack
@@ -21,7 +21,7 @@ from hypha_celery.store import EventStore
 
 def awaits(view: View | None, execution_id: str) -> bool:
     """Whether the run is running and waiting for exactly ``execution_id`` (fencing)."""
-    return view is not None and view["status"] == Status.RUNNING \
+    return view is not None and view["status"] == RunStatus.RUNNING \
         and view["waiting"] == execution_id
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from hypha_celery import lanes
-from hypha_celery.events import Status
+from hypha_celery.events import RunStatus
+from hypha_celery.events.payloads import RunStarted
 from hypha_celery.runtime import lifecycle
 from hypha_celery.store import Tx
 
@@ -33,8 +34,8 @@ def release(tx: Tx, run_id: str, lane: str | None) -> str | None:
         return None
     while (item := lanes.pop(tx, lane)) is not None:
         view = tx.lock(item.ref)
-        if view is not None and view["status"] == Status.QUEUED:
-            lifecycle.record(tx, item.ref, "run.started", {"execution_id": kickoff_id(item.ref)})
+        if view is not None and view["status"] == RunStatus.QUEUED:
+            lifecycle.emit(tx, item.ref, RunStarted(execution_id=kickoff_id(item.ref)))
             lanes.set_active(tx, lane, item.ref)
             return item.ref
     lanes.set_active(tx, lane, None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hypha_celery.errors import StoreConflict
-from hypha_celery.events import Status, View
+from hypha_celery.events import RunStatus, View
 from hypha_celery.middleware import Attempt
 from hypha_celery.runtime import seams
 from hypha_celery.runtime.core import Runtime, awaits
@@ -16,8 +16,8 @@ from hypha_celery.store import Tx
 
 __all__ = ["log_late", "record_late"]
 
-_REASONS = {Status.CANCELLED: "cancelled", Status.RUNNING: "superseded",
-            Status.QUARANTINED: "quarantined", Status.PARKED: "parked"}
+_REASONS = {RunStatus.CANCELLED: "cancelled", RunStatus.RUNNING: "superseded",
+            RunStatus.QUARANTINED: "quarantined", RunStatus.PARKED: "parked"}
 
 
 def log_late(tx: Tx, rt: Runtime, view: View, late: Sequence[Attempt]) -> None:

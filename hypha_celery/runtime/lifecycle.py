@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from hypha_celery.errors import NotTheLifecycleWriter
 from hypha_celery.events import TERMINAL_KINDS, TERMINAL_STATUSES, View
+from hypha_celery.events.payloads import RunPayload
 from hypha_celery.store import LIFECYCLE_WRITER, Tx
 
 #: The run lifecycle's event types: the ones only this module appends.
@@ -31,12 +32,24 @@ RunKind = Literal["run.created", "run.queued", "run.started", "run.cancel.reques
 TerminalKind = Literal["run.completed", "run.failed", "run.cancelled"]
 
 
+def emit(tx: Tx, run_id: str, payload: RunPayload, *, idem: str | None = None,
+         ts: float | None = None) -> View:
+    """Append the lifecycle event ``payload`` (a ``run.*`` payload model) to ``run_id``."""
+    _check(tx, run_id, payload.kind)
+    return tx.emit(run_id, payload, idem=idem, ts=ts, writer=LIFECYCLE_WRITER)
+
+
 def record(tx: Tx, run_id: str, kind: RunKind, data: Mapping[str, Any], *,
            idem: str | None = None, ts: float | None = None) -> View:
-    """Append the lifecycle event ``kind`` (a ``run.*`` type) to ``run_id``."""
+    """Append the lifecycle event ``kind`` (a ``run.*`` type) with the JSON ``data`` (a
+    recorded or imported event: the runtime :func:`emit` s its own)."""
+    _check(tx, run_id, kind)
+    return tx.append(run_id, kind, data, idem=idem, ts=ts, writer=LIFECYCLE_WRITER)
+
+
+def _check(tx: Tx, run_id: str, kind: str) -> None:
     if not kind.startswith("run."):
         raise NotTheLifecycleWriter(f"{kind} is not a run lifecycle event")
     view = tx.lock(run_id) if kind != "run.created" else None
     if view is not None and view["status"] in TERMINAL_STATUSES and kind not in TERMINAL_KINDS:
         raise NotTheLifecycleWriter(f"run {run_id} has ended; {kind} cannot follow")
-    return tx.append(run_id, kind, data, idem=idem, ts=ts, writer=LIFECYCLE_WRITER)

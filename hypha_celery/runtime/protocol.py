@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal, TypedDict
 
+from hypha_celery.events.payloads import DecisionType
 from hypha_celery.events.view import ErrorJson
 from hypha_celery.graph import Decision, ErrorInfo, Fail, FanOut, Next, Outcome, Review
 
@@ -383,7 +384,7 @@ def parse_payload(data: Mapping[str, Any]) -> Payload:
 class DecisionSummary(TypedDict, total=False):
     """The data of ``decision.policy.recorded`` (with its ``step``)."""
 
-    type: str
+    type: DecisionType
     node_ids: list[str]
     reducer: str
     reason: str

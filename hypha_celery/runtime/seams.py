@@ -12,10 +12,11 @@ one dict lookup per hook.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from hypha_celery.events import View
+from hypha_celery.events.payloads import RunCompleted, TerminalPayload
 from hypha_celery.middleware import Attempt, AttemptEnd, MiddlewareStack, RunEnd, RunStart, Step
 from hypha_celery.runtime.core import Runtime
 from hypha_celery.runtime.protocol import NodeMessage, NodeOutcome
@@ -32,13 +33,14 @@ def run_started(tx: Tx, rt: Runtime, run_id: str, graph_id: str, *, queued: bool
         tx.after_commit(lambda: stack.after_run_start(start))
 
 
-def run_ended(tx: Tx, rt: Runtime, view: View, kind: str, data: Mapping[str, Any],
+def run_ended(tx: Tx, rt: Runtime, view: View, ended: TerminalPayload,
               next_run: str | None) -> None:
-    """After the commit of the terminal event ``kind``: ``after_run_end``, then
+    """After the commit of the terminal event ``ended``: ``after_run_end``, then
     ``after_run_start`` of the run the lane was handed to (``next_run``)."""
     stack = rt.middleware
     if stack.wants("after_run_end"):
-        end = RunEnd(view["run_id"], kind.removeprefix("run."), data.get("reason"),
+        reason = None if isinstance(ended, RunCompleted) else ended.reason
+        end = RunEnd(view["run_id"], ended.kind.removeprefix("run."), reason,
                      view.get("graph_id") or "")
         tx.after_commit(lambda: stack.after_run_end(end))
     if next_run is not None:

@@ -18,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from hypha_celery.errors import RunNotFound, StoreConflict
 from hypha_celery.events.envelope import Event, EventType, enrich
 from hypha_celery.events.fold import PASSIVE_KINDS, fold
+from hypha_celery.events.payloads import Payload
 from hypha_celery.events.view import View
 from hypha_celery.store.engine import as_raised, dumps
 from hypha_celery.store.projection import Runs, owned
@@ -81,6 +82,12 @@ class EventLog(Transactions, Runs):
         if seq is None:
             raise RunNotFound(f"no run {run_id!r} in the event store")
         return seq
+
+    def emit(self, run_id: str, payload: Payload, *, idem: str | None = None,
+             ts: float | None = None) -> int:
+        """:meth:`append` the event ``payload`` (its type the model's ``kind``, its JSON
+        :meth:`~hypha_celery.events.payloads.Payload.dump`); its ``seq``."""
+        return self.append(run_id, payload.kind, payload.dump(), idem=idem, ts=ts)
 
     def _append_folded(self, run_id: str, kind: EventType, data: Mapping[str, Any],
                        idem: str | None, ts: float | None) -> int:

@@ -21,7 +21,8 @@ from sqlalchemy.exc import IntegrityError
 
 from hypha_celery.errors import NotTheLifecycleWriter, StoreConflict, UnknownEventKind
 from hypha_celery.events.envelope import KINDS, EventType
-from hypha_celery.events.fold import PASSIVE_KINDS, apply_event
+from hypha_celery.events.fold import PASSIVE_KINDS, apply_event, apply_payload
+from hypha_celery.events.payloads import Payload
 from hypha_celery.events.view import View
 from hypha_celery.store.engine import Engines
 from hypha_celery.store.lanes import LaneRows
@@ -107,10 +108,27 @@ class Tx(LaneRows):
         self, run_id: str, kind: EventType, data: Mapping[str, Any], idem: str | None = None,
         ts: float | None = None, *, writer: object = None,
     ) -> View:
+        """Append an event of type ``kind`` whose payload is the JSON object ``data``
+        (one a node or a policy recorded; the runtime's own writers :meth:`emit`)."""
         check_append(kind, writer)
         view = self._views[run_id]
         ts = time.time() if ts is None else ts
         apply_event(view, kind, data, ts)
+        return self._row(view, run_id, kind, data, idem, ts)
+
+    def emit(self, run_id: str, payload: Payload, idem: str | None = None,
+             ts: float | None = None, *, writer: object = None) -> View:
+        """Append the event ``payload`` (its type is the model's ``kind``; its JSON
+        :meth:`~hypha_celery.events.payloads.Payload.dump`)."""
+        kind = payload.kind
+        check_append(kind, writer)
+        view = self._views[run_id]
+        ts = time.time() if ts is None else ts
+        apply_payload(view, payload, ts)
+        return self._row(view, run_id, kind, payload.dump(), idem, ts)
+
+    def _row(self, view: View, run_id: str, kind: str, data: Mapping[str, Any],
+             idem: str | None, ts: float) -> View:
         view["seq"] += 1
         if kind not in PASSIVE_KINDS:
             self._active.add(run_id)

@@ -17,6 +17,7 @@ from hypha_celery.events.envelope import AGENT_KINDS
 from hypha_celery.events.fold import PASSIVE_KINDS
 from hypha_celery.runtime import lifecycle
 from hypha_celery.store import EventStore
+from tests.events.test_payloads import RECORDED
 
 R = "run1"
 
@@ -133,13 +134,28 @@ def test_passive_kinds_change_only_updated_at(kind: str) -> None:
     assert v == before
 
 
-def test_every_kind_has_a_handler() -> None:
-    for kind in KINDS:
-        v = new_view(R)
-        data: dict[str, Any] = {"execution_id": "e", "node_id": "a", "step": 1, "edges": [],
-                                "update": {}, "reason": "r", "result": None, "attempt": 1,
-                                "delivery": 2, "dead_letter_id": 1}
-        apply_event(v, kind, data, 1.0)
+def test_every_kind_folds_and_only_the_passive_ones_change_nothing() -> None:
+    """Each recorded payload of each kind, applied to a running run awaiting its
+    execution: a passive kind moves only ``updated_at``; every other kind changes the
+    document (the kinds of the run's own lifecycle, of its executions, reviews and
+    workflow) but an edge's outcome (its reducer's does); an unknown kind is a
+    ``KeyError``."""
+    for row in RECORDED:
+        kind, data = row["type"], row["payload"]
+        v = fold(R, [*LINEAR[:2], ("run.waiting_human", {"review_id": None, "at": 3.5}, 3.5)]
+                 if kind.startswith("human.review.") and kind != "human.review.requested"
+                 else LINEAR[:2])
+        if kind in ("node.execution.retrying", "node.execution.redelivered"):
+            v["waiting"] = data["execution_id"]  # what they count is the awaited one's
+        before = copy.deepcopy(v)
+        apply_event(v, kind, data, 50.0)
+        assert v.pop("updated_at") == 50.0
+        before.pop("updated_at")
+        changes = kind not in PASSIVE_KINDS and not data.get("edge_of")  # via the reducer
+        assert (v != before) == changes, (kind, data)
+    assert PASSIVE_KINDS < KINDS
+    with pytest.raises(KeyError):
+        apply_event(new_view(R), "run.exploded", {}, 1.0)
 
 
 def test_event_envelope_is_strict() -> None:

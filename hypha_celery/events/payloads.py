@@ -1,0 +1,788 @@
+"""One payload model per event type: what each event of the log carries, typed.
+
+:data:`PAYLOADS` maps every :data:`~hypha_celery.events.kinds.EventType` to its model (a
+frozen pydantic model with a ``kind`` class variable). Writers build a model and append
+it (:meth:`Tx.emit <hypha_celery.store.tx.Tx.emit>`, :meth:`EventLog.emit
+<hypha_celery.store.events.EventLog.emit>`, :func:`hypha_celery.runtime.lifecycle.emit`):
+a misspelt or missing field is a mypy error, an unknown keyword a ``ValidationError``.
+Readers take :attr:`Event.body <hypha_celery.events.envelope.Event.body>` or
+:func:`payload_as` and read attributes.
+
+The JSON is the one the log always held: :meth:`Payload.dump` gives the fields the
+writer set, under their JSON names, in field order (a field left to its default is not
+written, as the hand-built dicts never wrote it), so the rows of earlier versions are
+these models' JSON too (``tests/events/test_payloads.py`` loads recorded rows of each
+type). User data (a node's input and output, a run's result, a model or tool call's
+output, a review's subject) is a field of type ``Any`` holding the JSON value as it is,
+never turned into fields; nested records the runtime built (errors, fan-out edges) are
+``TypedDict`` s passed through unvalidated: their writer typed them already.
+
+Reading is trusted (:func:`payload_of`): the store checked the JSON when it was
+appended or imported, so the model is built without validation (no per-field checks on
+the fold's hot path); a key the model does not know is not one of its fields, and a
+field the row lacks takes its default (a required one is missing: reading it raises
+``AttributeError``, as a missing key raised ``KeyError``). :func:`parse_payload`
+validates (an unknown field is an error), for input from outside.
+
+Facts anyone may record (:func:`hypha_celery.replay.record`: model and tool calls,
+workflow steps, human review, messages, memory, evaluation) come in more shapes than the
+runtime writes (an import of hypha's exports, an application's own): their fields are
+optional but for what every reader needs. The runtime's own families (``run.``,
+``node.``, ``decision.``, ``recovery.``, ``agent.``) have one writer, and their models
+say exactly what it writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal, NotRequired, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
+from pydantic.fields import FieldInfo
+from typing_extensions import TypedDict
+
+from hypha_celery.errors import UnknownEventKind
+from hypha_celery.events.kinds import KINDS, EventType
+from hypha_celery.events.view import ErrorJson
+
+__all__ = [
+    "PAYLOADS", "AgentDraining", "AgentHalted", "AgentRequestCancelled", "AgentResumed",
+    "AgentStarted", "AgentStopped", "AgentTurnCompleted", "AgentTurnFailed",
+    "AgentTurnLateResult", "AgentTurnStarted", "DecisionPolicyRecorded", "DecisionType", "Error",
+    "EvalCompleted", "EvalFailed", "EvalStarted", "FanoutEdge", "FsmStateEntered",
+    "FsmTransitionAccepted", "FsmTransitionRejected", "HumanReviewApproved",
+    "HumanReviewCancelled", "HumanReviewExpired", "HumanReviewRejected",
+    "HumanReviewRequested", "MemoryReadCompleted", "MessageDeadLettered",
+    "MessageDelivered", "MessageEnqueued", "ModelCallCompleted", "ModelCallFailed",
+    "ModelCallStarted", "NodeExecutionCompleted", "NodeExecutionDeadLettered",
+    "NodeExecutionFailed", "NodeExecutionLateResult", "NodeExecutionRedelivered",
+    "NodeExecutionRetrying", "NodeExecutionScheduled", "NodeExecutionStarted",
+    "NodeFanoutScheduled", "NodeReducerCompleted", "NodeReducerFailed", "Payload",
+    "RecoveryCircuitOpened", "RecoveryDeadLetterRedriven", "RecoveryNodeTimedOut",
+    "RecoveryOutcomeReconciled", "RecoveryRedriveExhausted", "RecoveryRunRedriven",
+    "RegressionCompleted", "RegressionFailed", "RegressionStarted", "ReplayCompleted",
+    "ReplayFailed", "ReplayStarted", "RunCancelRequested", "RunCancelled", "RunCompleted",
+    "RunCreated", "RunFailed", "RunParked", "RunPayload", "RunQuarantined", "RunQueued",
+    "RunRedriven", "RunReleased", "RunStarted", "RunWaitingHuman", "TerminalPayload",
+    "ToolCallApproved", "ToolCallCompleted", "ToolCallFailed", "ToolCallRejected",
+    "ToolCallRequested", "ToolCallStarted", "ToolOutputInvalid", "ToolOutputValidated",
+    "ToolPolicyChecked", "model_of", "parse_payload", "payload_as", "payload_of",
+]
+
+P = TypeVar("P", bound="Payload")
+
+#: What a decision policy decided (``decision.policy.recorded``'s ``type``).
+DecisionType = Literal["next", "fanout", "fail", "review", "finish"]
+#: An error as data (``type``, ``message``, ``class``, ...), written as its writer built it.
+Error = Annotated[ErrorJson, SkipValidation]
+
+
+class FanoutEdge(TypedDict):
+    """One edge of ``node.fanout.scheduled``: its execution, node and input (user data);
+    ``attempt`` from the second attempt on (a released quarantine)."""
+
+    execution_id: str
+    node_id: str
+    input: Any
+    attempt: NotRequired[int]
+
+
+class Payload(BaseModel):
+    """The payload of one event type (:attr:`kind`). Frozen; an unknown keyword is an
+    error; :meth:`dump` is its JSON as the log stores it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_by_name=True,
+                              validate_by_alias=True)
+
+    kind: ClassVar[EventType]
+    #: ``(attribute, JSON name)`` of each field, in field order (set per class).
+    _names: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: The defaults a trusted read fills in (:func:`payload_of`).
+    _defaults: ClassVar[dict[str, Any]] = {}
+    #: JSON name -> attribute, for the fields whose names differ.
+    _renamed: ClassVar[dict[str, str]] = {}
+    #: The attribute names, when unknown keys are kept (``extra="allow"``); else empty.
+    _kept: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        fields: dict[str, FieldInfo] = cls.model_fields
+        cls._names = tuple((name, f.serialization_alias or name) for name, f in fields.items())
+        cls._defaults = {name: f.default for name, f in fields.items()
+                         if not f.is_required() and f.default_factory is None}
+        cls._renamed = {json: name for name, json in cls._names if json != name}
+        if cls.model_config.get("extra") == "allow":
+            cls._kept = frozenset(fields)
+
+    def dump(self) -> dict[str, Any]:
+        """The event's JSON object: the fields set, under their JSON names, in order."""
+        values, given = self.__dict__, self.__pydantic_fields_set__
+        return {json: values[name] for name, json in self._names if name in given}
+
+
+def _alias(name: str) -> Any:
+    """A field whose JSON name (``from``) is a Python keyword: ``from_`` in Python."""
+    return Field(default=None, validation_alias=name, serialization_alias=name)
+
+
+class _Reserved(Payload):
+    """A type of the taxonomy that no writer of this package appends yet (an
+    application may): the fields its readers use, and any others kept as they are."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def dump(self) -> dict[str, Any]:
+        return {**super().dump(), **(self.__pydantic_extra__ or {})}
+
+
+# -- the run lifecycle (only hypha_celery.runtime.lifecycle appends these) ----------------
+class RunCreated(Payload):
+    """A run begins: its graph, its input (user data) and its owner."""
+
+    kind: ClassVar[EventType] = "run.created"
+    graph_id: str
+    input: Any = None
+    user_id: str | None = None
+    session_id: str | None = None
+    lane: str | None = None
+    deadline: float | None = None
+    max_steps: int | None = None
+    notify: dict[str, Any] | None = None
+    idempotency_key: str | None = None
+
+
+class RunQueued(Payload):
+    kind: ClassVar[EventType] = "run.queued"
+    behind: str | None  # the lane's active run
+
+
+class RunStarted(Payload):
+    kind: ClassVar[EventType] = "run.started"
+    execution_id: str  # the kickoff's
+
+
+class RunCancelRequested(Payload):
+    kind: ClassVar[EventType] = "run.cancel.requested"
+    revoked: list[str]  # the task ids revoked
+
+
+class RunParked(Payload):
+    """A dead-lettered node holds the run until a redrive."""
+
+    kind: ClassVar[EventType] = "run.parked"
+    execution_id: str
+    node_id: str
+    dead_letter_id: int | None
+
+
+class RunQuarantined(Payload):
+    """An at-most-once node's effect is unknown: a human decides."""
+
+    kind: ClassVar[EventType] = "run.quarantined"
+    execution_id: str
+    node_id: str | None = None
+    attempt: int = 1
+    reason: str | None = None
+
+
+class RunReleased(Payload):
+    kind: ClassVar[EventType] = "run.released"
+    execution_id: str
+    attempt: int | None = None
+    action: str | None = None
+    deadline: float | None = None
+    by: str | None = None
+
+
+class RunRedriven(Payload):
+    """A parked run's dead letter sent again, as a new execution."""
+
+    kind: ClassVar[EventType] = "run.redriven"
+    dead_letter_id: int
+    execution_id: str
+    node_id: str
+    input: Any = None
+    deadline: float | None = None
+    by: str | None = None
+
+
+class RunWaitingHuman(Payload):
+    kind: ClassVar[EventType] = "run.waiting_human"
+    review_id: str | None = None
+    at: float | None = None
+
+
+class RunCompleted(Payload):
+    kind: ClassVar[EventType] = "run.completed"
+    result: Any = None  # the run's answer (user data)
+
+
+class RunFailed(Payload):
+    """Why the run failed (a ``FailureReason``'s value, or the policy's); ``None`` only in
+    a log written elsewhere (hypha's exports): readers say ``failed``."""
+
+    kind: ClassVar[EventType] = "run.failed"
+    reason: str | None = None
+    message: str = ""
+    by: str | None = None
+
+
+class RunCancelled(Payload):
+    kind: ClassVar[EventType] = "run.cancelled"
+    reason: str | None = None
+    message: str = ""
+    by: str | None = None
+
+
+RunPayload = (RunCreated | RunQueued | RunStarted | RunCancelRequested | RunParked
+              | RunQuarantined | RunReleased | RunRedriven | RunWaitingHuman | RunCompleted
+              | RunFailed | RunCancelled)
+TerminalPayload = RunCompleted | RunFailed | RunCancelled
+
+
+# -- decisions and node executions ----------------------------------------------------------
+class DecisionPolicyRecorded(Payload):
+    """What the decision policy decided at ``step``: its ``type`` and the nodes next."""
+
+    kind: ClassVar[EventType] = "decision.policy.recorded"
+    step: int
+    type: DecisionType
+    reducer: str | None = None
+    node_ids: list[str] | None = None
+    reason: str | None = None
+
+
+class NodeExecutionScheduled(Payload):
+    kind: ClassVar[EventType] = "node.execution.scheduled"
+    execution_id: str
+    node_id: str
+    input: Any = None  # user data
+    step: int
+
+
+class NodeFanoutScheduled(Payload):
+    kind: ClassVar[EventType] = "node.fanout.scheduled"
+    execution_id: str
+    step: int
+    reducer: str
+    edges: Annotated[list[FanoutEdge], SkipValidation]
+
+
+class NodeExecutionStarted(Payload):
+    kind: ClassVar[EventType] = "node.execution.started"
+    execution_id: str
+    node_id: str
+    attempt: int = 1
+    worker: str | None = None
+    at_most_once: bool = False
+
+
+class _NodeOutcome(Payload):
+    """A node's (or a fan-out edge's) outcome: its ``update`` (user data) or ``error``."""
+
+    execution_id: str
+    node_id: str
+    edge_of: str | None = None  # the fan-out of an edge (reaches the state via the reducer)
+    index: int | None = None
+    error: Error | None = None
+    duration: float | None = None
+    update: Any = None
+    dead_letter_id: int | None = None
+
+
+class NodeExecutionCompleted(_NodeOutcome):
+    kind: ClassVar[EventType] = "node.execution.completed"
+
+
+class NodeExecutionFailed(_NodeOutcome):
+    kind: ClassVar[EventType] = "node.execution.failed"
+
+
+class _ReducerOutcome(Payload):
+    execution_id: str
+    reducer: str
+    duration: float | None = None
+    error: Error | None = None
+    update: Any = None
+
+
+class NodeReducerCompleted(_ReducerOutcome):
+    kind: ClassVar[EventType] = "node.reducer.completed"
+
+
+class NodeReducerFailed(_ReducerOutcome):
+    kind: ClassVar[EventType] = "node.reducer.failed"
+
+
+class NodeExecutionLateResult(Payload):
+    kind: ClassVar[EventType] = "node.execution.late_result"
+    execution_id: str
+    node_id: str
+    reason: str
+
+
+class NodeExecutionRetrying(Payload):
+    kind: ClassVar[EventType] = "node.execution.retrying"
+    execution_id: str
+    node_id: str
+    attempt: int  # the attempt that failed
+    delay: float | None = None
+    at: float | None = None  # when the next attempt runs
+    error: Error | None = None
+
+
+class NodeExecutionRedelivered(Payload):
+    kind: ClassVar[EventType] = "node.execution.redelivered"
+    execution_id: str
+    node_id: str
+    delivery: int
+
+
+class NodeExecutionDeadLettered(Payload):
+    kind: ClassVar[EventType] = "node.execution.dead_lettered"
+    execution_id: str
+    node_id: str
+    dead_letter_id: int | None
+    reason: str
+    attempts: int
+    error: Error | None = None
+
+
+# -- recovery (the supervisor and its operators) --------------------------------------------
+class RecoveryRunRedriven(Payload):
+    kind: ClassVar[EventType] = "recovery.run.redriven"
+    execution_id: str | None
+    attempt: int  # the run's re-drives so far
+    why: str
+    node_attempt: int | None = None
+
+
+class RecoveryNodeTimedOut(Payload):
+    kind: ClassVar[EventType] = "recovery.node.timed_out"
+    execution_id: str
+    node_id: str
+    running: float
+
+
+class RecoveryOutcomeReconciled(Payload):
+    kind: ClassVar[EventType] = "recovery.outcome.reconciled"
+    execution_id: str | None
+    committed: bool
+    source: str
+
+
+class RecoveryRedriveExhausted(Payload):
+    kind: ClassVar[EventType] = "recovery.redrive.exhausted"
+    execution_id: str | None
+    attempts: int
+
+
+class RecoveryCircuitOpened(Payload):
+    kind: ClassVar[EventType] = "recovery.circuit.opened"
+    key: str
+    until: float
+
+
+class RecoveryDeadLetterRedriven(Payload):
+    kind: ClassVar[EventType] = "recovery.dead_letter.redriven"
+    dead_letter_id: int
+    execution_id: str | None
+    by: str | None = None
+
+
+# -- model and tool calls -------------------------------------------------------------------
+class _Call(Payload):
+    """A call a node made through its context: its id, execution and request's hash."""
+
+    call_id: str | None = None
+    execution_id: str | None = None
+    step: int | None = None
+    node_id: str | None = None
+    attempt: int = 1
+
+
+class _ModelCall(_Call):
+    model: str | None = None
+    request_hash: str | None = None
+    side_effect: str | None = None
+    provider: str | None = None
+    request_bytes: int | None = None
+
+
+class ModelCallStarted(_ModelCall):
+    kind: ClassVar[EventType] = "model.call.started"
+
+
+class _ModelCallEnded(_ModelCall):
+    usage: dict[str, int] | None = None
+    latency_ms: float | None = None
+    wait_ms: float | None = None
+    cost_usd: float | None = None
+
+
+class ModelCallCompleted(_ModelCallEnded):
+    kind: ClassVar[EventType] = "model.call.completed"
+    output: Any = None  # user data
+
+
+class ModelCallFailed(_ModelCallEnded):
+    kind: ClassVar[EventType] = "model.call.failed"
+    error: Error | None = None
+    error_kind: str | None = None  # incomplete_stream, rate_limited, ...
+
+
+class _ToolCall(_Call):
+    """A tool call: through ``ctx.tool`` (execution, request hash, output or error), or a
+    governed tool's step (its source and side effect, code, phase, message)."""
+
+    tool: str | None = None
+    source: str | None = None
+    side_effect: str | None = None
+    request_hash: str | None = None
+    permission_scope: str | None = None
+
+
+class ToolCallRequested(_ToolCall):
+    kind: ClassVar[EventType] = "tool.call.requested"
+    input_hash: str | None = None
+
+
+class ToolPolicyChecked(_ToolCall):
+    kind: ClassVar[EventType] = "tool.policy.checked"
+    decision: Any = None  # the policy's verdict (a JSON object; a word in hypha's exports)
+
+
+class ToolCallApproved(_ToolCall):
+    kind: ClassVar[EventType] = "tool.call.approved"
+    review_id: str | None = None
+    approved_by: str | None = None
+
+
+class ToolCallStarted(_ToolCall):
+    kind: ClassVar[EventType] = "tool.call.started"
+    input_hash: str | None = None
+
+
+class _ToolCallEnded(_ToolCall):
+    usage: dict[str, int] | None = None
+    latency_ms: float | None = None
+    wait_ms: float | None = None
+    cost_usd: float | None = None
+
+
+class ToolCallCompleted(_ToolCallEnded):
+    kind: ClassVar[EventType] = "tool.call.completed"
+    output: Any = None  # user data
+    output_hash: str | None = None
+
+
+class ToolCallFailed(_ToolCallEnded):
+    kind: ClassVar[EventType] = "tool.call.failed"
+    error: Error | None = None
+    code: str | None = None
+    phase: str | None = None
+    message: str | None = None
+    issues: list[str] | None = None
+
+
+class ToolCallRejected(_ToolCall):
+    kind: ClassVar[EventType] = "tool.call.rejected"
+    code: str | None = None
+    phase: str | None = None
+    message: str | None = None
+
+
+class ToolOutputValidated(_ToolCall):
+    kind: ClassVar[EventType] = "tool.output.validated"
+    output_hash: str | None = None
+
+
+class ToolOutputInvalid(_ToolCall):
+    kind: ClassVar[EventType] = "tool.output.invalid"
+    issues: list[str] = []
+
+
+# -- workflows (hypha_celery.fsm) -----------------------------------------------------------
+class FsmStateEntered(Payload):
+    kind: ClassVar[EventType] = "fsm.state.entered"
+    workflow: str | None = None
+    state: str | None = None
+    from_: str | None = _alias("from")
+    step: int | None = None
+
+
+class FsmTransitionAccepted(Payload):
+    kind: ClassVar[EventType] = "fsm.transition.accepted"
+    workflow: str | None = None
+    from_: str | None = _alias("from")
+    to: str
+    guard: str | None = None
+
+
+class FsmTransitionRejected(Payload):
+    kind: ClassVar[EventType] = "fsm.transition.rejected"
+    workflow: str | None = None
+    from_: str | None = _alias("from")
+    to: str
+    reason: str
+    message: str = ""
+
+
+# -- human review ---------------------------------------------------------------------------
+class HumanReviewRequested(Payload):
+    """A review the run waits for (``subject``: user data); a governed tool's approval
+    request also names its call (``call_id``, ``tool``, ...)."""
+
+    kind: ClassVar[EventType] = "human.review.requested"
+    review_id: str | None = None
+    reason: str | None = None
+    subject: Any = None
+    step: int | None = None
+    expires_at: float | None = None
+    call_id: str | None = None
+    tool: str | None = None
+    source: str | None = None
+    side_effect: str | None = None
+    input_hash: str | None = None
+
+
+class _ReviewDecided(Payload):
+    review_id: str | None = None
+    by: str | None = None
+    at: float | None = None
+
+
+class HumanReviewApproved(_ReviewDecided):
+    kind: ClassVar[EventType] = "human.review.approved"
+    note: str = ""
+
+
+class HumanReviewRejected(_ReviewDecided):
+    kind: ClassVar[EventType] = "human.review.rejected"
+    reason: str = ""
+
+
+class HumanReviewExpired(_ReviewDecided):
+    kind: ClassVar[EventType] = "human.review.expired"
+    expires_at: float | None = None
+
+
+class HumanReviewCancelled(_ReviewDecided):
+    kind: ClassVar[EventType] = "human.review.cancelled"
+    reason: str = ""
+
+
+# -- messages and memory (reserved: no writer here yet) -------------------------------------
+class MessageEnqueued(_Reserved):
+    kind: ClassVar[EventType] = "message.enqueued"
+    message_id: str | None = None
+
+
+class MessageDelivered(_Reserved):
+    kind: ClassVar[EventType] = "message.delivered"
+    message_id: str | None = None
+
+
+class MessageDeadLettered(_Reserved):
+    kind: ClassVar[EventType] = "message.dead_lettered"
+    message_id: str | None = None
+
+
+class MemoryReadCompleted(_Reserved):
+    kind: ClassVar[EventType] = "memory.read.completed"
+    target: str | None = None
+    step: int | None = None
+
+
+# -- evaluation, replay, regression ---------------------------------------------------------
+class EvalStarted(Payload):
+    kind: ClassVar[EventType] = "eval.started"
+    contracts: list[str]
+    traces: list[str]
+    specs: list[str]
+
+
+class EvalCompleted(Payload):
+    kind: ClassVar[EventType] = "eval.completed"
+    summary: dict[str, Any]  # ids, verdicts and scores only
+
+
+class EvalFailed(Payload):
+    kind: ClassVar[EventType] = "eval.failed"
+    error: str
+
+
+class ReplayStarted(Payload):
+    kind: ClassVar[EventType] = "replay.started"
+    fixture_id: str
+
+
+class ReplayCompleted(Payload):
+    kind: ClassVar[EventType] = "replay.completed"
+    fixture_id: str
+    events: int
+    state_path: list[Any]
+    tool_calls: int
+    model_calls: int
+    policy_decisions: int
+    memory_reads: int
+
+
+class ReplayFailed(Payload):
+    kind: ClassVar[EventType] = "replay.failed"
+    fixture_id: str
+    error: str
+
+
+class _Regression(Payload):
+    spec_id: str
+    case_id: str
+    fixture_id: str
+
+
+class RegressionStarted(_Regression):
+    kind: ClassVar[EventType] = "regression.started"
+    checks: list[str]
+
+
+class RegressionCompleted(_Regression):
+    kind: ClassVar[EventType] = "regression.completed"
+    status: Literal["passed", "failed"]
+    checks: dict[str, bool]
+
+
+class RegressionFailed(_Regression):
+    kind: ClassVar[EventType] = "regression.failed"
+    error: str
+
+
+# -- an agent's stream (content free: ids, origins, reasons) --------------------------------
+class AgentStarted(Payload):
+    kind: ClassVar[EventType] = "agent.started"
+    name: str
+    kind_: str = Field(validation_alias="kind", serialization_alias="kind")
+
+
+class _Turn(Payload):
+    ref: str
+    attempt: int
+    origin: str
+
+
+class AgentTurnStarted(_Turn):
+    kind: ClassVar[EventType] = "agent.turn.started"
+
+
+class AgentTurnCompleted(_Turn):
+    kind: ClassVar[EventType] = "agent.turn.completed"
+
+
+class AgentTurnFailed(_Turn):
+    kind: ClassVar[EventType] = "agent.turn.failed"
+    reason: str
+
+
+class AgentTurnLateResult(_Turn):
+    kind: ClassVar[EventType] = "agent.turn.late_result"
+
+
+class AgentRequestCancelled(Payload):
+    kind: ClassVar[EventType] = "agent.request.cancelled"
+    ref: str
+    reason: str | None = None
+
+
+class AgentHalted(Payload):
+    kind: ClassVar[EventType] = "agent.halted"
+
+
+class AgentResumed(Payload):
+    kind: ClassVar[EventType] = "agent.resumed"
+
+
+class AgentDraining(Payload):
+    kind: ClassVar[EventType] = "agent.draining"
+
+
+class AgentStopped(Payload):
+    kind: ClassVar[EventType] = "agent.stopped"
+    reason: str
+
+
+def _table() -> dict[str, type[Payload]]:
+    table: dict[str, type[Payload]] = {}
+    stack = list(Payload.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        kind = cls.__dict__.get("kind")
+        if kind is not None:
+            assert kind not in table, f"two payload models for {kind}"
+            table[kind] = cls
+    missing = KINDS - table.keys()
+    assert not missing, f"event types without a payload model: {sorted(missing)}"
+    return table
+
+
+#: Every event type's payload model.
+PAYLOADS: Mapping[str, type[Payload]] = _table()
+
+_set = object.__setattr__
+#: Where a pydantic 2 model instance keeps its state: what :func:`_trusted` writes (the
+#: envelope's :func:`~hypha_celery.events.envelope._construct` relies on it too).
+_LAYOUT = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+_FAST = getattr(BaseModel, "__slots__", None) == _LAYOUT
+
+
+def _model(kind: str) -> type[Payload]:
+    model = PAYLOADS.get(kind)
+    if model is None:
+        raise UnknownEventKind(f"{kind!r} is not an event type of the taxonomy")
+    return model
+
+
+def _trusted(model: type[P], data: Mapping[str, Any]) -> P:
+    """``model`` over ``data`` without validation (what :func:`payload_of` does)."""
+    renamed = model._renamed
+    if renamed:
+        data = {renamed.get(k, k): v for k, v in data.items()}
+    extra = None
+    if model._kept:
+        extra = {k: v for k, v in data.items() if k not in model._kept}
+        data = {k: v for k, v in data.items() if k in model._kept}
+    values = {**model._defaults, **data}
+    if not _FAST:
+        return model.model_construct(set(data), **values, **(extra or {}))
+    body = model.__new__(model)
+    _set(body, "__dict__", values)
+    _set(body, "__pydantic_fields_set__", set(data))
+    _set(body, "__pydantic_extra__", extra)
+    _set(body, "__pydantic_private__", None)
+    return body
+
+
+def payload_of(kind: str, data: Mapping[str, Any]) -> Payload:
+    """The payload model of an event of type ``kind`` over its stored ``data``, trusted
+    (not validated: the log's JSON); :class:`UnknownEventKind` for a type of none."""
+    return _trusted(_model(kind), data)
+
+
+def payload_as(model: type[P], kind: str, data: Mapping[str, Any]) -> P:
+    """:func:`payload_of` as ``model``: :class:`UnknownEventKind` when ``kind`` is not
+    ``model``'s type."""
+    if model.kind != kind:
+        raise UnknownEventKind(f"a {kind} event has no {model.__name__} payload")
+    return _trusted(model, data)
+
+
+def parse_payload(kind: str, data: Mapping[str, Any]) -> Payload:
+    """The payload model of ``data``, validated: a ``ValidationError`` for a missing,
+    mistyped or unknown field (input from outside the log)."""
+    return _model(kind).model_validate(data)
+
+
+def model_of(kind: str) -> type[Payload]:
+    """The payload model of event type ``kind``."""
+    return _model(kind)
+
