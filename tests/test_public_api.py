@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import subprocess
+import sys
+
+import pytest
 
 import hypha_celery
 from hypha_celery import errors
@@ -93,3 +97,44 @@ def test_failure_reasons_are_the_documented_values() -> None:
     assert {r.value for r in errors.FailureReason} >= {
         "max_steps_exceeded", "deadline_exceeded", "unknown_node", "invalid_state",
         "policy_error", "node_failed", "reducer_failed"}
+
+
+#: Public packages with a deliberate ``__all__`` (issue 24): each name resolves, none twice.
+PACKAGES = ["hypha_celery.agents", "hypha_celery.backends", "hypha_celery.backends.llm",
+            "hypha_celery.beat", "hypha_celery.fsm", "hypha_celery.guards",
+            "hypha_celery.jsontypes", "hypha_celery.live", "hypha_celery.packs",
+            "hypha_celery.react", "hypha_celery.replay", "hypha_celery.store",
+            "hypha_celery.testing", "hypha_celery.tools"]
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_a_public_package_has_a_deliberate_all_whose_names_resolve(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = module.__dict__.get("__all__")
+    assert isinstance(exported, list | tuple) and exported, f"{name} has no __all__"
+    assert len(set(exported)) == len(exported), f"{name}.__all__ names a name twice"
+    missing = [n for n in exported if not hasattr(module, n)]
+    assert not missing, f"{name}.__all__ names what it lacks: {missing}"
+
+
+def test_optional_extras_load_lazily() -> None:
+    """Importing the package and its backends loads no optional extra: the model SDKs,
+    the console's web stack and Prometheus load when first used. (OpenTelemetry is not
+    checked: the redis client imports it when it is installed.)"""
+    code = ("import sys, hypha_celery, hypha_celery.backends, hypha_celery.agents, "
+            "hypha_celery.testing\n"
+            "extras = ('openai', 'anthropic', 'starlette', 'jinja2', 'uvicorn', "
+            "'prometheus_client')\n"
+            "print(','.join(m for m in extras if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == ""
+
+
+def test_renamed_types_say_what_they_are() -> None:
+    """Colliding names (issue 24): the backend stream's event is ``BackendEvent``; the
+    run's ``Event`` is the only ``Event``."""
+    import hypha_celery.backends as backends
+
+    assert "Event" not in backends.__all__ and "BackendEvent" in backends.__all__
+    assert hypha_celery.Event is not backends.BackendEvent
