@@ -6,11 +6,12 @@
 
     app = create_app(hypha, ConsoleConfig.from_env())   # a Starlette (ASGI) app
 
-Pages: runs (filters and keyset paging), a run (graph drawing, steps and state, model
-and tool calls, replay diff, nested timeline with live rows), agents, dead letters and
-quarantine with redrive / release / fail. Every page runs as a principal (tokens in
-:class:`ConsoleConfig`); see docs/console.md. Starlette and Jinja2 are imported only
-when the app is made."""
+Pages: the first page (the last hour's runs a minute, failure rate and p95 duration as
+plots, failing graphs, held runs, queue depths), runs (filters and keyset paging), a run
+(graph drawing, steps and state, model and tool calls, replay diff, nested timeline; live
+while it goes on), agents, dead letters and quarantine with redrive / release / fail.
+Every page runs as a principal (tokens in :class:`ConsoleConfig`); see docs/console.md.
+Starlette and Jinja2 are imported only when the app is made."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The console's Starlette application: :func:`create_app` (``hypha console`` serves it
-with uvicorn). Pages are rendered on the server (Jinja2, autoescaped); the only script
-is ``static/console.js`` (live timeline rows over server-sent events).
+with uvicorn). Pages are rendered on the server (Jinja2, autoescaped; plots and drawings
+are SVG drawn in Python); the only script is ``static/console.js`` (a live run page's
+rows, facts and drawing over server-sent events).
 
 Every page and action runs as the signed-in principal's
 :class:`~hypha_celery.client.scoped.ScopedHypha`: a user sees only their own runs,

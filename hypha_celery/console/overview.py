@@ -81,7 +81,7 @@ def _plots(stats: RunStats) -> list[tuple[str, str, str]]:
          plots.svg(Plot("runs a minute", runs, lambda v: f"{v:.0f} runs", span=span))),
         ("Failure rate", f"{_percent(failed / ended)} of {ended} ended" if ended
          else "none ended",
-         plots.svg(Plot("failure rate", rates, _percent, PlotKind.LINE, span, top=1.0))),
+         plots.svg(Plot("failure rate", rates, _percent, PlotKind.LINE, span, top=0.1))),
         ("p95 duration", "" if stats.p95 is None else f"{plots.duration(stats.p95)} "
          "over the hour",
          plots.svg(Plot("p95 duration", p95s, plots.duration, PlotKind.LINE, span))),

@@ -31,7 +31,8 @@ class Plot:
     fmt: Callable[[float], str]
     kind: PlotKind = PlotKind.BARS
     span: str = "60 min"
-    #: The top of the y axis at least (a rate's 100 %); else the largest value.
+    #: The top of the y axis at least (a rate's 10 %, so that a few failures do not
+    #: fill it); else the largest value.
     top: float = 0.0
 
 

@@ -4,6 +4,7 @@ the screenshots of docs/images (``HYPHA_SCREENSHOTS_DIR=docs/images`` refreshes 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ def sign_in(browser: Any, console: Console, token: str) -> None:
     browser.get(f"{console.url}/login")
     browser.find_element(By.ID, "token").send_keys(token)
     browser.find_element(By.ID, "sign-in").click()
-    wait(browser, lambda d: d.current_url.rstrip("/").endswith("/runs"), "the runs page")
+    wait(browser, lambda d: d.current_url.rstrip("/") == console.url, "the first page")
 
 
 def visit(browser: Any, console: Console, path: str) -> None:
@@ -118,6 +119,14 @@ def test_every_page_renders_for_an_operator(browser: Any, console: Console,
     sign_in(browser, console, console.admin_token)
     assert_clean(browser)
     assert browser.find_element(By.ID, "principal").text == "admin:ops"
+    # the first page: three plots drawn on the server, the queues of the real broker
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#plots svg.plot")) == 3
+    bars = browser.find_elements(By.CSS_SELECTOR, "#plots svg.plot rect")
+    assert bars and all(b.size["height"] > 0 for b in bars), "no runs drawn"
+    assert "hypha.nodes" in texts(browser, "#depths code")
+    assert browser.find_element(By.ID, "failing")
+
+    visit(browser, console, "/runs")
     links = texts(browser, "#runs a.run-link")
     assert seeded.alice_run in links and seeded.bob_run in links
 
@@ -165,6 +174,8 @@ def test_a_user_sees_only_their_own_runs(browser: Any, console: Console,
     sign_in(browser, console, console.user_token)
     assert_clean(browser)
     assert browser.find_element(By.ID, "principal").text == "user:alice"
+    assert not browser.find_elements(By.ID, "depths")  # the fleet's queues: an admin's
+    visit(browser, console, "/runs")
     links = texts(browser, "#runs a.run-link")
     assert seeded.alice_run in links and seeded.bob_run not in links
     assert not browser.find_elements(By.CSS_SELECTOR, "#filters input[name=user]")
@@ -198,18 +209,27 @@ def test_a_live_run_is_followed_to_its_end(browser: Any, console: Console) -> No
     browser.execute_script("window.hyphaSamePage = true")  # gone once the page reloads
     first = timeline_rows(browser)
 
-    seen = [first]
+    seen, counts, boxes = [first], [_events_shown(browser)], [_boxes(browser)]
     end = time.monotonic() + WAIT
     while browser.execute_script("return window.hyphaSamePage === true"):
         rows = timeline_rows(browser)
         if rows != seen[-1]:
             seen.append(rows)
+        with contextlib.suppress(NoSuchElementException, StaleElementReferenceException):
+            count, drawn = _events_shown(browser), _boxes(browser)
+            if count != counts[-1]:
+                counts.append(count)
+            if drawn != boxes[-1]:
+                boxes.append(drawn)
         if time.monotonic() > end:
             raise AssertionError(f"the page never reloaded; rows seen: {seen}\n"
                                  f"{console.worker.log()}")
         time.sleep(0.05)
-    # rows arrived on the same page (server-sent events), in several batches
+    # rows arrived on the same page (server-sent events), in several batches, and the
+    # run's facts (its event count) and its drawing (more boxes) moved with them
     assert len(seen) >= 3 and seen == sorted(seen), seen
+    assert len(counts) >= 3 and counts == sorted(counts), counts
+    assert len(boxes) >= 2 and boxes == sorted(boxes), boxes
 
     # the `end` event reloaded the page: the finished run, no longer live
     wait(browser, lambda d: d.find_element(By.ID, "run-status").text == "completed",
@@ -220,6 +240,14 @@ def test_a_live_run_is_followed_to_its_end(browser: Any, console: Console) -> No
     assert run.wait(timeout=WAIT) == {"naps": STEPS}
     assert timeline_rows(browser) >= seen[-1]
     assert texts(browser, "#timeline td.kind")[-1] == "run.completed"
+
+
+def _events_shown(browser: Any) -> int:
+    return int(browser.find_element(By.ID, "run-events").text)
+
+
+def _boxes(browser: Any) -> int:
+    return len(browser.find_elements(By.CSS_SELECTOR, "#graph g.box"))
 
 
 def test_an_operator_redrives_a_dead_letter(browser: Any, console: Console,
@@ -250,6 +278,16 @@ def test_an_operator_redrives_a_dead_letter(browser: Any, console: Console,
     assert record is not None and record["status"] == "open"
     assert console.hypha.store.get(run_id)["status"] == "parked"  # type: ignore[index]
 
+    # the parked run's page links to its dead letter's record
+    visit(browser, console, f"/runs/{run_id}")
+    assert browser.find_element(By.ID, "run-status").text == "parked"
+    browser.find_element(By.CSS_SELECTOR, f'#facts a[href="/dead-letters/{letter}"]').click()
+    wait(browser, lambda d: d.find_element(By.ID, "dead-letter-id").text == str(letter),
+         "the dead letter's record")
+    assert_clean(browser)
+    assert browser.find_element(By.ID, "dead-letter-run").text == run_id
+    assert browser.find_element(By.ID, "dead-letter-status").text == "open"
+
     # the endpoint is back: the operator clicks Redrive
     flag.touch()
     visit(browser, console, "/dead-letters")
@@ -274,7 +312,7 @@ def test_screenshots_of_the_main_pages(browser: Any, console: Console, seeded: S
                                        tmp_path: Path, screenshots_dir: Path) -> None:
     park(console, tmp_path / "flag", user="bob", session="s-parked")  # an open dead letter to show
     sign_in(browser, console, console.admin_token)
-    pages = {"runs": "/runs", "run": f"/runs/{seeded.alice_run}",
+    pages = {"overview": "/", "runs": "/runs", "run": f"/runs/{seeded.alice_run}",
              "dead-letters": "/dead-letters"}
     for name, path in pages.items():
         browser.set_window_size(1280, 720)  # the whole page, at least 720 px tall
