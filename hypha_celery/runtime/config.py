@@ -10,6 +10,7 @@ from typing import Any
 
 from kombu.entity import Exchange, Queue
 
+from hypha_celery.backends.llm.client import check_base_urls
 from hypha_celery.backends.llm.pricing import Price
 from hypha_celery.backends.llm.ratelimit import Limit, parse_limits
 from hypha_celery.errors import SetupError
@@ -72,13 +73,14 @@ class Settings:
     #: Bytes of a task message body a worker decodes (``HYPHA_MAX_MESSAGE_BYTES``): a
     #: longer one is dead-lettered ``message_too_large`` unread.
     max_message_bytes: int = 33_554_432
-    #: Model calls (``ctx.llm``, hosted agent backends): rate limits per vendor
-    #: (``"openai"``) or limit key (``"openai:<key id>"``) -- ``HYPHA_MODEL_LIMITS``,
-    #: JSON ``{"openai": {"rpm": 500, "tpm": 200000}}``; seconds a call may wait for
-    #: room (``HYPHA_MODEL_MAX_WAIT``); prices in USD per million tokens by model
-    #: reference (``HYPHA_MODEL_PRICES``, JSON ``{"openai:gpt-4.1-mini": {"input": 0.4,
-    #: "output": 1.6}}``; none built in); base URLs per provider or vendor
-    #: (``HYPHA_MODEL_BASE_URLS``, JSON ``{"openai": "http://localhost:8000/v1"}``).
+    #: Model calls (``ctx.llm``, hosted agent backends): rate and concurrency limits per
+    #: vendor (``"openai"``) or limit key (``"openai:<key id>"``) -- ``HYPHA_MODEL_LIMITS``,
+    #: JSON ``{"openai": {"rpm": 500, "tpm": 200000, "concurrency": 20}}``; seconds a
+    #: call may wait for room (``HYPHA_MODEL_MAX_WAIT``); prices in USD per million tokens
+    #: by model reference (``HYPHA_MODEL_PRICES``, JSON ``{"openai:gpt-4.1-mini":
+    #: {"input": 0.4, "output": 1.6}}``; none built in); base URLs per provider or vendor
+    #: (``HYPHA_MODEL_BASE_URLS``, JSON ``{"openai": "http://localhost:8000/v1"}``; see
+    #: docs/models.md, "Base URLs").
     model_limits: dict[str, Limit] = field(default_factory=dict)
     model_max_wait: float = 60.0
     model_prices: dict[str, Price] = field(default_factory=dict)
@@ -133,10 +135,7 @@ def model_settings(env: Mapping[str, str]) -> dict[str, Any]:
         out["model_limits"] = parse_limits(_json(env, "HYPHA_MODEL_LIMITS"))
         out["model_prices"] = {str(k): Price.of(v)
                                for k, v in _json(env, "HYPHA_MODEL_PRICES").items()}
-        urls = _json(env, "HYPHA_MODEL_BASE_URLS")
-        if not all(isinstance(v, str) for v in urls.values()):
-            raise ValueError("base URLs are strings")
-        out["model_base_urls"] = {str(k): v for k, v in urls.items()}
+        out["model_base_urls"] = check_base_urls(_json(env, "HYPHA_MODEL_BASE_URLS"))
     except (TypeError, ValueError) as exc:
         raise SetupError(f"HYPHA_MODEL_* settings: {exc}") from None
     return out

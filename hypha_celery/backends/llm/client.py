@@ -37,10 +37,11 @@ from hypha_celery.backends.llm.types import (
     tool_decls,
 )
 from hypha_celery.backends.llm.wire import ToolNames
+from hypha_celery.errors import InvalidModelRef
 from hypha_celery.live import LiveBus, LiveItem
 
 __all__ = ["DEFAULT_MAX_WAIT", "DEFAULT_TIMEOUT", "BackendServices", "LLMCall", "LLMClient",
-           "LiveSink", "estimate_tokens"]
+           "LiveSink", "check_base_urls", "estimate_tokens"]
 
 #: Seconds a call may wait for rate-limit room before it fails ``rate_limited``.
 DEFAULT_MAX_WAIT = 60.0
@@ -155,7 +156,7 @@ class LLMClient:
                  max_wait: float = DEFAULT_MAX_WAIT, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.services = BackendServices(limiter or NO_LIMITS, float(max_wait))
         self.prices = prices if isinstance(prices, PriceTable) else PriceTable(prices)
-        self.base_urls = dict(base_urls or {})
+        self.base_urls = check_base_urls(base_urls or {})
         self.timeout = float(timeout)
 
     @property
@@ -163,6 +164,8 @@ class LLMClient:
         return self.services.limiter
 
     def base_url(self, ref: ModelRef) -> str | None:
+        """The provider's own base URL, else its vendor's (``openai-chat`` falls back to
+        ``openai``; ``openai`` never to ``openai-chat``), else None: the SDK's default."""
         return self.base_urls.get(ref.provider) or self.base_urls.get(ref.vendor)
 
     def request(self, ref: ModelRef | str, messages: Sequence[Message],
@@ -213,6 +216,19 @@ class LLMClient:
 
     def close(self) -> None:
         self.services.limiter.close()
+
+
+def check_base_urls(urls: Mapping[str, Any]) -> dict[str, str]:
+    """Base URLs by provider (``openai``, ``openai-chat``, ``anthropic``; the vendors are
+    providers too): ``InvalidModelRef`` for a name no provider has (a typo would otherwise
+    send calls to the SDK's default), ``TypeError`` for a URL that is not text."""
+    for name, url in urls.items():
+        if name not in PROVIDERS:
+            raise InvalidModelRef(f"base URL for unknown model provider {name!r}: one of "
+                                  f"{sorted(PROVIDERS)}")
+        if not isinstance(url, str) or not url:
+            raise TypeError(f"the base URL of {name!r} must be a non-empty string")
+    return dict(urls)
 
 
 def _tools(vendor: str, tools: Iterable[Any] | None) -> tuple[ToolDecl, ...]:

@@ -164,6 +164,28 @@ def test_base_urls_by_provider_win_over_the_vendor(fake: FakeLLM) -> None:
     assert client.base_url(ModelRef.parse("openai-chat:x")) == "http://b/v1"
     assert client.base_url(ModelRef.parse("anthropic:x")) is None
     assert base_url(fake, "messages") == fake.url
+    vendor_only = LLMClient(base_urls={"openai": "http://a/v1"})
+    assert vendor_only.base_url(ModelRef.parse("openai-chat:x")) == "http://a/v1"
+    chat_only = LLMClient(base_urls={"openai-chat": "http://b/v1"})
+    assert chat_only.base_url(ModelRef.parse("openai:x")) is None  # never the other way
+
+
+def test_hypha_model_base_urls_reach_the_client_and_refuse_unknown_providers(
+        fake: FakeLLM, keys: None) -> None:
+    """``HYPHA_MODEL_BASE_URLS`` with only ``openai``: an ``openai-chat`` call goes there;
+    a key no provider has (a typo) is a SetupError, not calls sent to the SDK default."""
+    from hypha_celery.errors import InvalidModelRef, SetupError
+    from hypha_celery.runtime.config import Settings
+
+    settings = Settings.from_env({"HYPHA_MODEL_BASE_URLS": json.dumps(
+        {"openai": fake.openai_url})})
+    done = LLMClient(base_urls=settings.model_base_urls).call("openai-chat:gpt-test", USER)
+    assert done.result.text == "ok" and fake.requests[-1].path == "/v1/chat/completions"
+    for bad in ({"opneai": "http://a/v1"}, {"openai": 5}, {"openai": ""}):
+        with pytest.raises(SetupError, match="HYPHA_MODEL_"):
+            Settings.from_env({"HYPHA_MODEL_BASE_URLS": json.dumps(bad)})
+    with pytest.raises(InvalidModelRef, match="opneai"):
+        LLMClient(base_urls={"opneai": "http://a/v1"})
 
 
 def test_dense_deltas_join_into_one_item_and_a_pause_sends_at_once() -> None:
