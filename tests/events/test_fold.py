@@ -134,12 +134,81 @@ def test_passive_kinds_change_only_updated_at(kind: str) -> None:
     assert v == before
 
 
+def _outcome(node: str, data: dict[str, Any], ok: bool) -> dict[str, Any]:
+    """The ``last`` a node's or reducer's outcome leaves (an edge's leaves none)."""
+    if data.get("edge_of"):
+        return {}
+    last = {"node_id": node, "execution_id": data["execution_id"], "ok": ok,
+            "value": data["update"] if ok else None, "error": None if ok else data["error"]}
+    if "dead_letter_id" in data:
+        last["dead_letter_id"] = data["dead_letter_id"]
+    state = {"state": data["update"]} if ok and node == data.get("reducer") else {}
+    return {"waiting": None, "last": last, **state}
+
+
+def _ended(status: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"status": status, "waiting": None,
+            "error": {"reason": data["reason"], "message": data["message"]}}
+
+
+def _review_decided(data: dict[str, Any]) -> dict[str, Any]:
+    """The run runs again, its deadline moved by the time it was held (since 3.5, with
+    99.0 as its deadline)."""
+    return {"status": "running", "held_since": None, "deadline": data["at"] + 99.0 - 3.5}
+
+
+#: What each kind that is not passive does to a running run awaiting ``R.0``: every field
+#: it changes, with its value (from the kind's recorded payload ``data``).
+FOLDED: dict[str, Any] = {
+    "run.created": lambda d: {"status": "queued", **{k: d[k] for k in (
+        "graph_id", "input", "user_id", "session_id", "lane", "deadline", "max_steps",
+        "idempotency_key")}},
+    "run.started": lambda d: {"waiting": d["execution_id"]},
+    "run.completed": lambda d: {"status": "completed", "waiting": None,
+                                "result": d["result"]},
+    "run.failed": lambda d: _ended("failed", d),
+    "run.cancelled": lambda d: _ended("cancelled", d),
+    "run.cancel.requested": lambda d: {"cancel_requested": True},
+    "run.parked": lambda d: {"status": "parked", "parked": {
+        "execution_id": d["execution_id"], "dead_letter_id": d["dead_letter_id"]}},
+    "run.quarantined": lambda d: {"status": "quarantined", "quarantine": {
+        k: d[k] for k in ("execution_id", "node_id", "reason", "attempt")}},
+    "run.redriven": lambda d: {"deadline": d["deadline"], "waiting": d["execution_id"],
+                               "waiting_nodes": [d["node_id"]]},
+    "run.released": lambda d: {"deadline": d["deadline"], "attempt": d["attempt"]},
+    "run.waiting_human": lambda d: {"status": "waiting_human", "waiting": d["review_id"],
+                                    "held_since": d["at"]},
+    "node.execution.scheduled": lambda d: {"step": d["step"], "waiting": d["execution_id"],
+                                           "waiting_nodes": [d["node_id"]]},
+    "node.fanout.scheduled": lambda d: {"step": d["step"], "waiting": d["execution_id"],
+                                        "waiting_nodes": [e["node_id"] for e in d["edges"]],
+                                        "fanout": len(d["edges"])},
+    "node.execution.completed": lambda d: _outcome(d["node_id"], d, True),
+    "node.execution.failed": lambda d: _outcome(d["node_id"], d, False),
+    "node.reducer.completed": lambda d: _outcome(d["reducer"], d, True),
+    "node.reducer.failed": lambda d: _outcome(d["reducer"], d, False),
+    "node.execution.retrying": lambda d: {"attempt": d["attempt"] + 1, "retry_at": d["at"]},
+    "node.execution.redelivered": lambda d: {"deliveries": d["delivery"]},
+    "recovery.run.redriven": lambda d: {"recoveries": 1, **(
+        {"attempt": d["node_attempt"]} if "node_attempt" in d else {})},
+    "human.review.requested": lambda d: {"reviews": {d["review_id"]: {
+        "status": "pending", **{k: d[k] for k in ("subject", "reason", "expires_at",
+                                                  "step")}}}},
+    "human.review.approved": _review_decided,
+    "human.review.rejected": _review_decided,
+    "human.review.expired": _review_decided,
+    "human.review.cancelled": _review_decided,
+    "fsm.state.entered": lambda d: {"fsm": {"workflow": d["workflow"], "state": d["state"],
+                                            "path": [d["state"]], "step": d["step"]}},
+}
+
+
 def test_every_kind_folds_and_only_the_passive_ones_change_nothing() -> None:
     """Each recorded payload of each kind, applied to a running run awaiting its
-    execution: a passive kind moves only ``updated_at``; every other kind changes the
-    document (the kinds of the run's own lifecycle, of its executions, reviews and
-    workflow) but an edge's outcome (its reducer's does); an unknown kind is a
-    ``KeyError``."""
+    execution: a passive kind moves only ``updated_at``; every other kind changes exactly
+    the fields :data:`FOLDED` lists, to its values (the kinds of the run's own lifecycle,
+    of its executions, reviews and workflow), but an edge's outcome changes nothing (its
+    reducer's does); an unknown kind is a ``KeyError``."""
     for row in RECORDED:
         kind, data = row["type"], row["payload"]
         v = fold(R, [*LINEAR[:2], ("run.waiting_human", {"review_id": None, "at": 3.5}, 3.5)]
@@ -151,9 +220,11 @@ def test_every_kind_folds_and_only_the_passive_ones_change_nothing() -> None:
         apply_event(v, kind, data, 50.0)
         assert v.pop("updated_at") == 50.0
         before.pop("updated_at")
+        expected = {} if kind in PASSIVE_KINDS else FOLDED[kind](data)
         changes = kind not in PASSIVE_KINDS and not data.get("edge_of")  # via the reducer
-        assert (v != before) == changes, (kind, data)
-    assert PASSIVE_KINDS < KINDS
+        assert bool(expected) == changes, (kind, data)
+        assert v == {**before, **expected}, (kind, data)  # exactly these fields changed
+    assert PASSIVE_KINDS < KINDS and set(FOLDED) == KINDS - PASSIVE_KINDS
     with pytest.raises(KeyError):
         apply_event(new_view(R), "run.exploded", {}, 1.0)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from hypha_celery import Context, Finish, Graph, Hypha, Next, NodeContext, RunCancelled
 from hypha_celery.backends.llm.types import LLMRequest
 from hypha_celery.graph import NodeContext as BareContext
-from hypha_celery.runtime.cancels import on_cancel
+from hypha_celery.runtime.cancels import POLL_S, RunWatch, on_cancel
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.runtime.support import WAIT, wait_until
 
@@ -75,6 +76,17 @@ def test_a_cancel_closes_a_model_stream_in_a_node(hypha: Hypha) -> None:
 
 
 def test_a_context_built_by_hand_watches_nothing() -> None:
+    """A hand-built context (no cancel flag of a run) registers nothing: the block runs,
+    its errors pass through, ``cancel`` is never called and no watch thread starts."""
     ctx = BareContext("r", "e", "n")
-    with on_cancel(ctx, lambda: None):
-        pass
+    calls: list[str] = []
+    watches = {t for t in threading.enumerate() if t.name == RunWatch.name}
+    manager = on_cancel(ctx, lambda: calls.append("cancel"))
+    assert isinstance(manager, nullcontext)
+    with manager as entered:
+        assert entered is None
+    with pytest.raises(ValueError, match="inside"), on_cancel(ctx, lambda: calls.append("x")):
+        raise ValueError("inside")
+    time.sleep(2 * POLL_S)  # a watch would have polled twice by now
+    assert calls == [] and ctx.cancelled() is False
+    assert {t for t in threading.enumerate() if t.name == RunWatch.name} <= watches
