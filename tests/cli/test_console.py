@@ -59,7 +59,8 @@ def test_it_serves_and_prints_a_sign_in_link(tmp_path: Path) -> None:
                 break
             except requests.ConnectionError:
                 time.sleep(0.1)
-        assert r.status_code == 200 and r.url.endswith("/runs") and "<h1>Runs</h1>" in r.text
+        assert r.status_code == 200 and r.url == f"http://127.0.0.1:{port}/"
+        assert "<h1>Overview</h1>" in r.text  # the first page
         assert 'id="principal">admin:console<' in r.text
         assert requests.get(f"http://127.0.0.1:{port}/runs", timeout=5,
                             allow_redirects=False).status_code == 401  # no browser: no redirect

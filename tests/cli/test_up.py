@@ -249,7 +249,8 @@ def test_up_runs_workers_beat_console_then_ctrl_c_stops_them_all(
     assert anonymous.status_code in (303, 401), anonymous.status_code  # not signed in
     with requests.Session() as signed_in:
         page = signed_in.get(f"{base}/login?token={token}", timeout=30)
-        assert page.status_code == 200 and page.url.startswith(f"{base}/runs"), page.url
+        assert page.status_code == 200 and page.url == f"{base}/", page.url  # the first page
+        page = signed_in.get(f"{base}/runs", timeout=30)
         assert run_id.group(0) in page.text  # the run just made, on the runs page
     pids = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
     assert len(pids) >= 4  # two workers (and their pools), beat, the console
