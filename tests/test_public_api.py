@@ -80,7 +80,8 @@ def test_error_tree() -> None:
 def test_agents_public_api() -> None:
     import hypha_celery.agents as agents
 
-    assert {"Agent", "Response", "Overloaded", "NoReply", "Prompt", "Halt", "Channel",
+    assert {"Agent", "AgentDecision", "Response", "Overloaded", "NoReply", "Prompt", "Halt",
+            "Channel",
             "Limits", "attach", "detach", "current_name"} <= set(agents.__all__)
     for name in agents.__all__:
         assert getattr(agents, name) is not None, name
@@ -138,3 +139,11 @@ def test_renamed_types_say_what_they_are() -> None:
 
     assert "Event" not in backends.__all__ and "BackendEvent" in backends.__all__
     assert hypha_celery.Event is not backends.BackendEvent
+
+
+def test_agents_decision_is_agent_decision_and_the_old_name_warns() -> None:
+    import hypha_celery.agents as agents
+
+    assert "AgentDecision" in agents.__all__ and "Decision" not in agents.__all__
+    with pytest.warns(DeprecationWarning, match="renamed to AgentDecision"):
+        assert agents.Decision is agents.AgentDecision

@@ -27,7 +27,7 @@ from typing import Any
 
 from examples.agents import _app
 from hypha_celery import Hypha
-from hypha_celery.agents import Agent, Decision, Halt, NoReply, Prompt, Response
+from hypha_celery.agents import Agent, AgentDecision, Halt, NoReply, Prompt, Response
 from hypha_celery.backends import MockBackend
 
 
@@ -37,11 +37,11 @@ class Drafter(Agent):
                                               "phase": "drafting", "draft": None,
                                               "approved": [], "turns": 0, "revisions": 0}
 
-    def handle_response(self, ref: str, response: Response, state: Any) -> Decision:
+    def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         return NoReply({**state, "phase": "awaiting_review", "draft": response.text,
                         "turns": state["turns"] + 1})
 
-    def handle_event(self, event: Any, state: Any) -> Decision:
+    def handle_event(self, event: Any, state: Any) -> AgentDecision:
         decision = event.get("review")
         if state["phase"] != "awaiting_review":
             return NoReply(state)

@@ -23,7 +23,7 @@ from typing import Any
 
 from examples.agents import _app
 from hypha_celery import Hypha
-from hypha_celery.agents import Agent, Decision, Halt, NoReply, Prompt, Response, current_name
+from hypha_celery.agents import Agent, AgentDecision, Halt, NoReply, Prompt, Response, current_name
 from hypha_celery.backends import MockBackend
 
 
@@ -33,7 +33,7 @@ class Debater(Agent):
                                               "max_rounds": opts["max_rounds"],
                                               "transcript": []}
 
-    def handle_response(self, ref: str, response: Response, state: Any) -> Decision:
+    def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         rnd = state["round"] + 1
         state = {**state, "round": rnd,
                  "transcript": [*state["transcript"], [current_name(), response.text]]}
@@ -42,7 +42,7 @@ class Debater(Agent):
                                              "round": rnd, "text": response.text})
         return Halt(state) if last else NoReply(state)
 
-    def handle_event(self, event: Any, state: Any) -> Decision:
+    def handle_event(self, event: Any, state: Any) -> AgentDecision:
         state = {**state, "round": event["round"],
                  "transcript": [*state["transcript"], [state["peer"], event["text"]]]}
         if event["debate"] == "done":

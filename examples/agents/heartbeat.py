@@ -30,7 +30,7 @@ from celery import Task
 
 from examples.agents import _app
 from hypha_celery import Hypha
-from hypha_celery.agents import Agent, Agents, Decision, NoReply, Prompt, Response, TurnError
+from hypha_celery.agents import Agent, AgentDecision, Agents, NoReply, Prompt, Response, TurnError
 from hypha_celery.backends import MockBackend
 
 TICK_TASK = "examples.agents.heartbeat.tick"
@@ -65,7 +65,7 @@ class Observer(Agent):
                                               "pending": [], "in_flight": None,
                                               "ticks": 0, "summaries": []}
 
-    def handle_event(self, event: Any, state: Any) -> Decision:
+    def handle_event(self, event: Any, state: Any) -> AgentDecision:
         if "observation" in event:
             return NoReply({**state, "pending": [*state["pending"], event["observation"]]})
         state = {**state, "ticks": state["ticks"] + 1}
@@ -75,11 +75,11 @@ class Observer(Agent):
         return Prompt("Summarize: " + ", ".join(map(str, batch)),
                       {**state, "pending": [], "in_flight": batch})
 
-    def handle_response(self, ref: str, response: Response, state: Any) -> Decision:
+    def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         return NoReply({**state, "in_flight": None,
                         "summaries": [*state["summaries"], response.text]})
 
-    def handle_error(self, ref: str, error: TurnError, state: Any) -> Decision:
+    def handle_error(self, ref: str, error: TurnError, state: Any) -> AgentDecision:
         batch = state["in_flight"] or []
         return NoReply({**state, "in_flight": None, "pending": batch + state["pending"]})
 

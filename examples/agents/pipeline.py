@@ -26,8 +26,8 @@ from examples.agents import _app
 from hypha_celery import Hypha
 from hypha_celery.agents import (
     Agent,
+    AgentDecision,
     Agents,
-    Decision,
     Halt,
     NoReply,
     Prompt,
@@ -43,7 +43,7 @@ class Stage(Agent):
             "instruction": opts["instruction"], "next_stage": opts["next_stage"],
             "phase": "waiting", "prompt": None, "output": None, "error": None}
 
-    def handle_event(self, event: Any, state: Any) -> Decision:
+    def handle_event(self, event: Any, state: Any) -> AgentDecision:
         if "pipeline_failed" in event:
             return self._end(state, error=event["pipeline_failed"])
         if "pipeline_input" in event:
@@ -51,10 +51,10 @@ class Stage(Agent):
                           {**state, "phase": "working"})
         return NoReply(state)
 
-    def handle_response(self, ref: str, response: Response, state: Any) -> Decision:
+    def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         return self._end({**state, "prompt": response.prompt}, output=response.text)
 
-    def handle_error(self, ref: str, error: TurnError, state: Any) -> Decision:
+    def handle_error(self, ref: str, error: TurnError, state: Any) -> AgentDecision:
         return self._end(state, error=error.reason)
 
     @staticmethod

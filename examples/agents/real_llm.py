@@ -29,7 +29,7 @@ from typing import Any
 
 from examples.agents import _app
 from hypha_celery import Hypha
-from hypha_celery.agents import Agent, Decision, Halt, Prompt, Response, TurnError
+from hypha_celery.agents import Agent, AgentDecision, Halt, Prompt, Response, TurnError
 from hypha_celery.backends import AnthropicBackend, HostedBackend, OpenAIBackend
 
 #: provider -> (backend, default model, key variable, extra backend options)
@@ -55,7 +55,7 @@ class Calculator(Agent):
     def init_agent(self, opts: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         return dict(opts["llm"]), {"phase": "asking", "tool_rounds": 0, "answer": None}
 
-    def handle_response(self, ref: str, response: Response, state: Any) -> Decision:
+    def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         calls = response.terminal.data.get("tool_calls") or []
         if calls and state["tool_rounds"] < MAX_TOOL_ROUNDS:
             results = {c["id"]: run_tool(c["name"], c["arguments"]) for c in calls}
@@ -64,7 +64,7 @@ class Calculator(Agent):
         return Halt({**state, "phase": "done", "answer": response.text,
                      "usage": response.usage})
 
-    def handle_error(self, ref: str, error: TurnError, state: Any) -> Decision:
+    def handle_error(self, ref: str, error: TurnError, state: Any) -> AgentDecision:
         return Halt({**state, "phase": "failed", "error": error.reason})
 
 

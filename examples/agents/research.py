@@ -23,7 +23,7 @@ from typing import Any
 
 from examples.agents import _app
 from hypha_celery import Hypha
-from hypha_celery.agents import Agent, Decision, Halt, Prompt, Response, TurnError
+from hypha_celery.agents import Agent, AgentDecision, Halt, Prompt, Response, TurnError
 from hypha_celery.backends import MockBackend
 
 
@@ -32,7 +32,7 @@ class Researcher(Agent):
         return {"scripts": opts["scripts"]}, {"phase": "listing", "questions": [],
                                               "answers": [], "report": None}
 
-    def handle_response(self, ref: str, response: Response, state: Any) -> Decision:
+    def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         phase = state["phase"]
         if phase == "listing":
             questions = [q.strip() for q in response.text.splitlines() if q.strip()]
@@ -49,7 +49,7 @@ class Researcher(Agent):
                           {**state, "phase": "synthesizing"})
         return Halt({**state, "phase": "done", "report": response.text})
 
-    def handle_error(self, ref: str, error: TurnError, state: Any) -> Decision:
+    def handle_error(self, ref: str, error: TurnError, state: Any) -> AgentDecision:
         return Halt({**state, "phase": "failed", "error": error.reason})
 
 

@@ -36,7 +36,7 @@ from examples.agents import _app
 from hypha_celery import Hypha
 from hypha_celery.agents import (
     Agent,
-    Decision,
+    AgentDecision,
     Halt,
     NoReply,
     Prompt,
@@ -52,7 +52,7 @@ STOP_REASONS = ("interrupted", "timeout")
 
 
 class _CountsAttempts(Agent):
-    def pre_turn(self, prompt: str, state: Any) -> Decision:
+    def pre_turn(self, prompt: str, state: Any) -> AgentDecision:
         """Remember the prompt and count the attempt."""
         return Prompt(prompt, {**state, "prompt": prompt, "attempts": state["attempts"] + 1})
 
@@ -64,10 +64,10 @@ class BackoffAgent(_CountsAttempts):
             "base_delay_s": opts.get("base_delay_s", 0.5), "attempts": 0, "prompt": None,
             "token": None, "phase": "idle", "errors": [], "delays": [], "answer": None}
 
-    def handle_response(self, ref: str, response: Response, state: Any) -> Decision:
+    def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         return NoReply({**state, "phase": "done", "token": None, "answer": response.text})
 
-    def handle_error(self, ref: str, error: TurnError, state: Any) -> Decision:
+    def handle_error(self, ref: str, error: TurnError, state: Any) -> AgentDecision:
         state = {**state, "errors": [*state["errors"], error.reason], "token": None}
         if error.reason in STOP_REASONS:
             return Halt({**state, "phase": "stopped"})
@@ -79,7 +79,7 @@ class BackoffAgent(_CountsAttempts):
         return NoReply({**state, "phase": "backing_off", "token": token,
                         "delays": [*state["delays"], delay]})
 
-    def handle_event(self, event: Any, state: Any) -> Decision:
+    def handle_event(self, event: Any, state: Any) -> AgentDecision:
         if event.get("cancel_retry"):
             return NoReply({**state, "token": None, "phase": "cancelled"})
         if state["token"] is None or event.get("retry") != state["token"]:
@@ -92,10 +92,10 @@ class CallerOwnedRetry(_CountsAttempts):
         return {"scripts": opts["scripts"]}, {"max_attempts": opts.get("max_attempts", 3),
                                               "attempts": 0, "prompt": None, "errors": []}
 
-    def handle_response(self, ref: str, response: Response, state: Any) -> Decision:
+    def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         return NoReply({**state, "attempts": 0})
 
-    def handle_error(self, ref: str, error: TurnError, state: Any) -> Decision:
+    def handle_error(self, ref: str, error: TurnError, state: Any) -> AgentDecision:
         state = {**state, "errors": [*state["errors"], error.reason]}
         if error.reason in STOP_REASONS or state["attempts"] >= state["max_attempts"]:
             return NoReply({**state, "attempts": 0})

@@ -31,7 +31,7 @@ from hypha_celery import Hypha
 from hypha_celery.agents import (
     Agent,
     AgentAlreadyStarted,
-    Decision,
+    AgentDecision,
     Halt,
     NoReply,
     Prompt,
@@ -48,7 +48,7 @@ class Coordinator(Agent):
                                               "results": {}, "summary": None,
                                               "worker_scripts": opts["worker_scripts"]}
 
-    def handle_response(self, ref: str, response: Response, state: Any) -> Decision:
+    def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         if state["phase"] != "planning":
             return Halt({**state, "phase": "done", "summary": response.text})
         me, agents = current_name(), _app.agents()
@@ -63,7 +63,7 @@ class Coordinator(Agent):
             workers.append(name)
         return NoReply({**state, "phase": "waiting", "workers": workers})
 
-    def handle_event(self, event: Any, state: Any) -> Decision:
+    def handle_event(self, event: Any, state: Any) -> AgentDecision:
         got = event.get("result", f"failed: {event.get('failed')}")
         results = {**state["results"], event["worker"]: got}
         state = {**state, "results": results}
@@ -77,13 +77,13 @@ class Worker(Agent):
     def init_agent(self, opts: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         return {"scripts": opts["scripts"]}, {"coordinator": opts["coordinator"]}
 
-    def handle_event(self, event: Any, state: Any) -> Decision:
+    def handle_event(self, event: Any, state: Any) -> AgentDecision:
         return Prompt(event["task"], state)
 
-    def handle_response(self, ref: str, response: Response, state: Any) -> Decision:
+    def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         return self._report(state, {"result": response.text})
 
-    def handle_error(self, ref: str, error: TurnError, state: Any) -> Decision:
+    def handle_error(self, ref: str, error: TurnError, state: Any) -> AgentDecision:
         return self._report(state, {"failed": error.reason})
 
     @staticmethod

@@ -24,7 +24,7 @@ from typing import Any
 
 from examples.agents import _app
 from hypha_celery import Hypha
-from hypha_celery.agents import Agent, Decision, NoReply, Prompt, Response
+from hypha_celery.agents import Agent, AgentDecision, NoReply, Prompt, Response
 from hypha_celery.backends import MockBackend
 
 
@@ -33,13 +33,13 @@ class Watcher(Agent):
         return {"scripts": opts["scripts"]}, {"levels": opts.get("levels", ["error"]),
                                               "seen": 0, "ignored": 0, "alerts": []}
 
-    def handle_event(self, event: Any, state: Any) -> Decision:
+    def handle_event(self, event: Any, state: Any) -> AgentDecision:
         state = {**state, "seen": state["seen"] + 1}
         if event.get("level") not in state["levels"]:
             return NoReply({**state, "ignored": state["ignored"] + 1})
         return Prompt(f"Investigate: {event['msg']}", state)
 
-    def handle_response(self, ref: str, response: Response, state: Any) -> Decision:
+    def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         return NoReply({**state, "alerts": [*state["alerts"], response.text]})
 
 

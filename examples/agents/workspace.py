@@ -30,7 +30,7 @@ from examples.agents import _app
 from hypha_celery import Hypha
 from hypha_celery.agents import (
     Agent,
-    Decision,
+    AgentDecision,
     NoReply,
     Prompt,
     Response,
@@ -50,12 +50,12 @@ class Writer(Agent):
         workspace.mkdir(parents=True, exist_ok=True)
         return {**state, "workspace": str(workspace)}
 
-    def pre_turn(self, prompt: str, state: Any) -> Decision:
+    def pre_turn(self, prompt: str, state: Any) -> AgentDecision:
         files = sorted(p.name for p in Path(state["workspace"]).iterdir())
         return Prompt(f"{prompt}\n\nFiles in the workspace: {', '.join(files) or 'none'}",
                       state)
 
-    def handle_response(self, ref: str, response: Response, state: Any) -> Decision:
+    def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         return NoReply(state)
 
     def post_turn(self, outcome: Response | TurnError, ref: str, state: Any) -> Any:

@@ -6,8 +6,19 @@ worker restarts, and any worker can serve its next turn. Talk to it through
 :class:`Agent`. See ``docs/agents.md``.
 """
 
+import warnings
+from typing import Any
+
 from hypha_celery.agents.api import AgentInfo, Agents, AgentStatus, Poll
-from hypha_celery.agents.behaviour import Agent, Decision, Halt, NoReply, Prompt, current_name
+from hypha_celery.agents.behaviour import (
+    Agent,
+    AgentDecision,
+    Halt,
+    NoReply,
+    Prompt,
+    TurnOutcome,
+    current_name,
+)
 from hypha_celery.agents.channels import Channel
 from hypha_celery.agents.options import Limits
 from hypha_celery.agents.telemetry import attach, detach
@@ -33,7 +44,8 @@ __all__ = [
     "AgentStatus",
     "Agents",
     "Channel",
-    "Decision",
+    "AgentDecision",
+    "TurnOutcome",
     "Halt",
     "Limits",
     "NoReply",
@@ -47,3 +59,11 @@ __all__ = [
     "current_name",
     "detach",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Decision":  # renamed: hypha_celery.graph's Decision is a graph node's
+        warnings.warn("hypha_celery.agents.Decision has been renamed to AgentDecision",
+                      DeprecationWarning, stacklevel=2)
+        return AgentDecision
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

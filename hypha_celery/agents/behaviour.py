@@ -59,8 +59,8 @@ class Halt:
     state: Any
 
 
-Decision = NoReply | Prompt | Halt
-Outcome = Response | TurnError
+AgentDecision = NoReply | Prompt | Halt
+TurnOutcome = Response | TurnError
 
 
 class Agent:
@@ -72,13 +72,13 @@ class Agent:
         Raise to refuse the start (``AgentStartFailed``, reason ``init_agent_failed``)."""
         raise NotImplementedError
 
-    def handle_response(self, ref: str, response: Response, state: Any) -> Decision:
+    def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         raise NotImplementedError
 
-    def handle_error(self, ref: str, error: TurnError, state: Any) -> Decision:
+    def handle_error(self, ref: str, error: TurnError, state: Any) -> AgentDecision:
         return NoReply(state)
 
-    def handle_event(self, event: Any, state: Any) -> Decision:
+    def handle_event(self, event: Any, state: Any) -> AgentDecision:
         return NoReply(state)
 
     def handle_stream_event(self, event: BackendEvent, state: Any) -> Any:
@@ -87,10 +87,10 @@ class Agent:
     def pre_run(self, state: Any) -> Any:
         return state
 
-    def pre_turn(self, prompt: str, state: Any) -> Decision:
+    def pre_turn(self, prompt: str, state: Any) -> AgentDecision:
         return Prompt(prompt, state)
 
-    def post_turn(self, outcome: Outcome, ref: str, state: Any) -> Any:
+    def post_turn(self, outcome: TurnOutcome, ref: str, state: Any) -> Any:
         return state
 
     def post_run(self, state: Any) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from hypha_celery.agents.behaviour import Agent, Decision, Halt, NoReply, Prompt, acting_as
+from hypha_celery.agents.behaviour import Agent, AgentDecision, Halt, NoReply, Prompt, acting_as
 from hypha_celery.graph.jsonsafe import is_json
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ def check_state(state: Any) -> None:
         raise TypeError("agent state must be JSON-serializable")
 
 
-def decision(name: str, agent: Agent, callback: str, *args: Any) -> Decision | None:
+def decision(name: str, agent: Agent, callback: str, *args: Any) -> AgentDecision | None:
     """A decision callback's result, or None when it raised or returned a malformed
     value (logged with the exception type only)."""
     try:
@@ -61,7 +61,7 @@ def decision(name: str, agent: Agent, callback: str, *args: Any) -> Decision | N
         return None
 
 
-def contained(name: str, agent: Agent, callback: str, *args: Any) -> Decision:
+def contained(name: str, agent: Agent, callback: str, *args: Any) -> AgentDecision:
     """Like :func:`decision` with the state last in ``args``: the callback gets its own
     copy of it, and a failure keeps it (``NoReply(state)``)."""
     state = args[-1]

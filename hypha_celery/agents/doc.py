@@ -12,7 +12,7 @@ order, so rows and lane items it wrote load unchanged:
   ask, ``caller``.
 * :class:`CurrentTurn`: the request being served, plus ``stage`` (:class:`Stage`),
   ``sent, started_at`` once streaming, ``sealed, stream_state, keeps`` once deciding.
-* An outcome (:data:`Outcome`): :class:`Answered` ``{"ok": <Response JSON>}`` or
+* An outcome (:data:`RequestOutcome`): :class:`Answered` ``{"ok": <Response JSON>}`` or
   :class:`Failed` ``{"error", "info"}`` (plus ``terminal`` for the outcome of a turn).
 """
 
@@ -97,10 +97,10 @@ class Failed:
         return TurnError(self.reason, self.info or {}, terminal)
 
 
-Outcome = Answered | Failed
+RequestOutcome = Answered | Failed
 
 
-def outcome_of(result: Response | TurnError) -> Outcome:
+def outcome_of(result: Response | TurnError) -> RequestOutcome:
     """The sealed outcome of a turn attempt."""
     if isinstance(result, Response):
         return Answered(result.to_json())
@@ -108,7 +108,7 @@ def outcome_of(result: Response | TurnError) -> Outcome:
     return Failed(result.reason, result.info, terminal, turn=True)
 
 
-def outcome_from(data: Any) -> Outcome:
+def outcome_from(data: Any) -> RequestOutcome:
     """An outcome from its JSON (a result row, the sealed slot of a turn)."""
     if "ok" in data:
         return Answered(data["ok"])
@@ -155,7 +155,7 @@ class Request:
 class Sealed:
     """A turn's outcome, fixed under the lock before the decision callbacks run."""
 
-    outcome: Outcome
+    outcome: RequestOutcome
     #: The state ``handle_stream_event`` left, when the decision starts from it (``keeps``).
     stream_state: Any = None
     keeps: bool = False
@@ -265,5 +265,5 @@ class AgentDoc:
                    data.get("owner"), "owner" in data)
 
 
-__all__ = ["AgentDoc", "Answered", "CurrentTurn", "Failed", "OnHalt", "Origin", "Outcome",
+__all__ = ["AgentDoc", "Answered", "CurrentTurn", "Failed", "OnHalt", "Origin", "RequestOutcome",
            "Phase", "Request", "Sealed", "Stage", "outcome_from", "outcome_of"]

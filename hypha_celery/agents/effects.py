@@ -10,7 +10,7 @@ from hypha_celery import lanes
 from hypha_celery.agents import machine, telemetry
 from hypha_celery.agents.behaviour import acting_as
 from hypha_celery.agents.channels import Completion, Target
-from hypha_celery.agents.doc import AgentDoc, Origin, Outcome, Request
+from hypha_celery.agents.doc import AgentDoc, Origin, Request, RequestOutcome
 from hypha_celery.agents.rows import AgentTx
 from hypha_celery.agents.runtime import AgentRuntime, ref_channel
 from hypha_celery.middleware import Turn
@@ -19,7 +19,7 @@ from hypha_celery.store import agents as table
 log = logging.getLogger(__name__)
 
 
-def finish(atx: AgentTx, rt: AgentRuntime, request: Request, outcome: Outcome) -> None:
+def finish(atx: AgentTx, rt: AgentRuntime, request: Request, outcome: RequestOutcome) -> None:
     """Record the one outcome of a request: the ask's answer, the tell's cached result
     (bounded), the completion (through the outbox, sent after commit)."""
     ref, origin, out = request.ref, request.origin, outcome.to_json()

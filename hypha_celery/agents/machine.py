@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal
 
-from hypha_celery.agents.behaviour import Decision, Halt, Prompt
+from hypha_celery.agents.behaviour import AgentDecision, Halt, Prompt
 from hypha_celery.agents.channels import Target
 from hypha_celery.agents.doc import (
     AgentDoc,
@@ -28,8 +28,8 @@ from hypha_celery.agents.doc import (
     Failed,
     OnHalt,
     Origin,
-    Outcome,
     Request,
+    RequestOutcome,
     Sealed,
     Stage,
     outcome_of,
@@ -42,7 +42,7 @@ from hypha_celery.graph.jsonsafe import is_json
 from hypha_celery.lanes import json_size
 
 
-class Step(StrEnum):
+class AgentStep(StrEnum):
     """What the owner does next."""
 
     PRE_RUN = "pre_run"
@@ -58,7 +58,7 @@ class Step(StrEnum):
 
 #: Steps whose choice left nothing only this task knows (a started stream, a popped
 #: notification, an applied halt): a fresh pump message may take over before them.
-RESUMABLE = frozenset({Step.PRE_RUN, Step.DISPATCH, Step.DECIDE, Step.STOP})
+RESUMABLE = frozenset({AgentStep.PRE_RUN, AgentStep.DISPATCH, AgentStep.DECIDE, AgentStep.STOP})
 
 
 # -- creation and requests -------------------------------------------------------------
@@ -227,24 +227,24 @@ def hand_off(doc: AgentDoc) -> str:
 
 
 # -- the owner's steps -----------------------------------------------------------------
-def next_step(doc: AgentDoc) -> Step | None:
+def next_step(doc: AgentDoc) -> AgentStep | None:
     """``pre_run``, or the current turn's step (dispatch it, or decide it); None: look at
     the notifications next."""
     if doc.pre_run:
-        return Step.PRE_RUN
+        return AgentStep.PRE_RUN
     cur = doc.current
     if cur is None:
         return None
-    return Step.DISPATCH if cur.stage is Stage.QUEUED else Step.DECIDE
+    return AgentStep.DISPATCH if cur.stage is Stage.QUEUED else AgentStep.DECIDE
 
 
-def after_events(doc: AgentDoc) -> Step:
+def after_events(doc: AgentDoc) -> AgentStep:
     """With no notification left: halt, stop, take the next request, or go idle."""
     if doc.halting or doc.halt_pending:
-        return Step.POST_RUN
+        return AgentStep.POST_RUN
     if doc.draining:
-        return Step.STOP
-    return Step.IDLE if doc.halted else Step.TAKE
+        return AgentStep.STOP
+    return AgentStep.IDLE if doc.halted else AgentStep.TAKE
 
 
 def idle(doc: AgentDoc) -> None:
@@ -274,7 +274,7 @@ def make_current(doc: AgentDoc, request: Request) -> None:
     doc.current = CurrentTurn(request)
 
 
-def decided(doc: AgentDoc, decision: Decision) -> str | None:
+def decided(doc: AgentDoc, decision: AgentDecision) -> str | None:
     """Apply an event's (or an overload's) decision: its state, a halt; returns a
     ``Prompt``'s text for the caller to queue."""
     doc.state = decision.state
@@ -329,11 +329,11 @@ class Recorded:
     """What recording a decided turn leaves to do: finish its request with ``outcome``
     (unless it is retried), queue a ``follow_up`` prompt."""
 
-    outcome: Outcome | None
+    outcome: RequestOutcome | None
     follow_up: str | None = None
 
 
-def record(doc: AgentDoc, cur: CurrentTurn, decision: Decision, state: Any) -> Recorded:
+def record(doc: AgentDoc, cur: CurrentTurn, decision: AgentDecision, state: Any) -> Recorded:
     """Record the decided turn: the new state, no current turn; a ``Prompt`` from
     ``handle_error`` of a caller's request retries it under the same ref (the self-chain
     slot, ``attempt + 1``), any other ``Prompt`` is a follow-up, a ``Halt`` halts."""
@@ -355,7 +355,7 @@ def chain(doc: AgentDoc, request: Request) -> None:
     doc.self_chain = request
 
 
-__all__ = ["RESUMABLE", "Recorded", "Step", "accepting", "admit", "after_events", "chain",
+__all__ = ["RESUMABLE", "Recorded", "AgentStep", "accepting", "admit", "after_events", "chain",
            "claim", "decided", "drain", "halt", "hand_off", "idle", "interruptible",
            "make_current", "new_doc", "new_request", "next_step", "owned_by", "pending_tell",
            "pre_run_done", "record", "refuse", "release", "request_halt", "reset_check",

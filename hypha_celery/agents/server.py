@@ -37,11 +37,11 @@ from typing import Any
 
 from hypha_celery import lanes
 from hypha_celery.agents import callbacks, callers, effects, machine, rows, telemetry
-from hypha_celery.agents.behaviour import Agent, Decision, Halt, NoReply, Prompt, acting_as
+from hypha_celery.agents.behaviour import Agent, AgentDecision, Halt, NoReply, Prompt, acting_as
 from hypha_celery.agents.channels import Streamed
 from hypha_celery.agents.doc import AgentDoc, CurrentTurn, Failed, Origin, Request, Stage
 from hypha_celery.agents.live import publish_end, publish_event
-from hypha_celery.agents.machine import Step
+from hypha_celery.agents.machine import AgentStep
 from hypha_celery.agents.rows import AgentTx
 from hypha_celery.agents.runtime import AgentRuntime, new_token
 from hypha_celery.agents.stream import Attempt, run_attempt
@@ -57,7 +57,7 @@ _REASON_KIND = {"timeout": "timeout", "interrupted": "interrupted",
                 "task_crashed": "task_crashed"}
 
 #: The next step and its argument (the current turn, a notification).
-Next = tuple[Step, Any]
+Next = tuple[AgentStep, Any]
 
 
 def pump(rt: AgentRuntime, name: str, incarnation: str, token: str) -> None:
@@ -172,20 +172,20 @@ class Owner:
         if action is None:
             return False, 0
         step, arg = action
-        if step is Step.PRE_RUN:
+        if step is AgentStep.PRE_RUN:
             self._pre_run()
-        elif step is Step.DISPATCH:
+        elif step is AgentStep.DISPATCH:
             self._dispatch(arg)
-        elif step is Step.STREAM:
+        elif step is AgentStep.STREAM:
             self._stream_turn(*arg)
-        elif step is Step.DECIDE:
+        elif step is AgentStep.DECIDE:
             self._decide(arg)
             return True, 1
-        elif step is Step.EVENT:
+        elif step is AgentStep.EVENT:
             self._event(arg)
-        elif step is Step.POST_RUN:
+        elif step is AgentStep.POST_RUN:
             self._post_run()
-        elif step is Step.STOP:
+        elif step is AgentStep.STOP:
             self._terminate("normal")
             return False, 0
         return True, 0
@@ -199,23 +199,23 @@ class Owner:
         doc = atx.doc
         step = machine.next_step(doc)
         cur = doc.current
-        if step is Step.DISPATCH and not callbacks.overridden(self.agent(), "pre_turn"):
+        if step is AgentStep.DISPATCH and not callbacks.overridden(self.agent(), "pre_turn"):
             assert cur is not None  # no pre_turn to run outside the lock: start it now
             if self._start(atx, cur, cur.request.prompt, doc.state):
-                return Step.STREAM, (cur, cur.request.prompt, doc.state)
-            return Step.DECIDE, cur
+                return AgentStep.STREAM, (cur, cur.request.prompt, doc.state)
+            return AgentStep.DECIDE, cur
         if step is not None:
             return step, cur
         found, event = atx.pop_event()
         if found:
-            return Step.EVENT, event
+            return AgentStep.EVENT, event
         step = machine.after_events(doc)
-        if step is Step.POST_RUN:
+        if step is AgentStep.POST_RUN:
             self._halt(atx)
             return step, None
-        if step is Step.STOP:
+        if step is AgentStep.STOP:
             return step, None
-        if step is Step.TAKE and self._take_next(atx):
+        if step is AgentStep.TAKE and self._take_next(atx):
             return self._choose(atx)
         machine.idle(doc)
         atx.after_commit(lambda: telemetry.rich(("state", "changed"), self.name,
@@ -468,7 +468,7 @@ class Owner:
         after = callbacks.post_turn(self.name, agent, outcome, cur.ref, decision.state)
         self._record(cur, decision, after)
 
-    def _record(self, cur: CurrentTurn, decision: Decision, state: Any) -> None:
+    def _record(self, cur: CurrentTurn, decision: AgentDecision, state: Any) -> None:
         refused: Overloaded | None = None
         with self._locked() as atx:
             live = atx.doc.current
@@ -513,7 +513,7 @@ class Owner:
             return None
         return atx.queue(request, bound)
 
-    def _contained(self, callback: str, *args: Any) -> Decision:
+    def _contained(self, callback: str, *args: Any) -> AgentDecision:
         return callbacks.contained(self.name, self.agent(), callback, *args)
 
 

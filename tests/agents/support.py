@@ -23,9 +23,9 @@ from typing import Any
 from hypha_celery import Hypha
 from hypha_celery.agents import (
     Agent,
+    AgentDecision,
     AgentStatus,
     Channel,
-    Decision,
     Halt,
     NoReply,
     Poll,
@@ -95,7 +95,7 @@ def _note(state: Any, event: Any) -> Any:
     return state
 
 
-def _default_event(event: Any, state: Any) -> Decision:
+def _default_event(event: Any, state: Any) -> AgentDecision:
     if isinstance(event, dict) and event.get("halt"):
         return Halt(state)
     if isinstance(event, dict) and isinstance(event.get("prompt"), str):
@@ -114,17 +114,17 @@ class Scripted(Agent):
         record(current_name() or "?", entry, state)
         return _traced(state, entry)
 
-    def handle_response(self, ref: str, response: Response, state: Any) -> Decision:
+    def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         state = self._enter(("handle_response", ref, response.text), state)
         return _delegate("handle_response", lambda r, resp, s: NoReply(s), ref, response,
                          state)  # type: ignore[no-any-return]
 
-    def handle_error(self, ref: str, error: TurnError, state: Any) -> Decision:
+    def handle_error(self, ref: str, error: TurnError, state: Any) -> AgentDecision:
         state = self._enter(("handle_error", ref, error.reason), state)
         return _delegate("handle_error", lambda r, e, s: NoReply(s), ref, error,
                          state)  # type: ignore[no-any-return]
 
-    def handle_event(self, event: Any, state: Any) -> Decision:
+    def handle_event(self, event: Any, state: Any) -> AgentDecision:
         state = _note(self._enter(("handle_event", event), state), event)
         return _delegate("handle_event", _default_event, event,
                          state)  # type: ignore[no-any-return]
@@ -138,7 +138,7 @@ class Scripted(Agent):
         state = self._enter(("pre_run",), state)
         return _delegate("pre_run", lambda s: s, state)
 
-    def pre_turn(self, prompt: str, state: Any) -> Decision:
+    def pre_turn(self, prompt: str, state: Any) -> AgentDecision:
         state = self._enter(("pre_turn", prompt), state)
         return _delegate("pre_turn", lambda p, s: Prompt(p, s), prompt,
                          state)  # type: ignore[no-any-return]
