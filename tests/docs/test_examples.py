@@ -52,9 +52,9 @@ def page_modules(example: CodeExample) -> dict[str, str]:
     """The modules the blocks before ``example`` on its page name (``# NAME.py``)."""
     found: dict[str, str] = {}
     for other in EXAMPLES:
-        if other.path == example.path and other.start_line < example.start_line:
-            if is_module(other):
-                found[other.source.partition("\n")[0][2:]] = other.source
+        if (other.path == example.path and other.start_line < example.start_line
+                and is_module(other)):
+            found[other.source.partition("\n")[0][2:]] = other.source
     return found
 
 
