@@ -119,6 +119,8 @@ class CallRow:
     usage: str
     cost: str
     output: Shown | None
+    #: a failed model call's kind (``rate_limited``, ``incomplete_stream`` ...)
+    error_kind: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,8 +197,10 @@ def _call(e: Event, took: float | None, content: bool) -> CallRow:
     kind = "model" if e.type.startswith("model.") else "tool"
     tokens, cost = _usage(dict(e.data))
     output = e.data.get("output")
+    error_kind = e.data.get("error_kind")
     return CallRow(e.seq, kind, str(e.data.get(kind, "")), e.type.rsplit(".", 1)[1], took,
-                   tokens, cost, None if output is None else shown(output, content))
+                   tokens, cost, None if output is None else shown(output, content),
+                   error_kind if isinstance(error_kind, str) else None)
 
 
 def _step_row(e: Event, folded: View, content: bool) -> StepRow:

@@ -18,6 +18,12 @@ A node may also record *facts* about what it did (``ctx.record``: a governed too
 ``tool.call.requested`` / ``tool.policy.checked`` / ``tool.call.approved`` /
 ``tool.output.validated`` ...): they are written with its outcome too. A replay ignores them.
 
+A failed model call's record carries ``error_kind``: the
+:class:`~hypha_celery.backends.BackendError`'s kind (``rate_limited``,
+``incomplete_stream`` ..., see :class:`~hypha_celery.backends.llm.errors.ModelErrorKind`),
+None for any other exception; ``model.call.failed`` and ``after_call``'s
+:class:`~hypha_celery.middleware.CallEnd` carry it.
+
 A live call is told to the middleware that wants it (``before_call`` / ``after_call``,
 :class:`~hypha_celery.middleware.Call`: ids, the kind, the model or tool name; never the
 request or the output), around the call, in the node's thread; a served call is not.
@@ -33,6 +39,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
+from hypha_celery.backends.llm.errors import error_kind
 from hypha_celery.errors import InvalidCall, ReplayDivergence
 from hypha_celery.events.envelope import canonical
 from hypha_celery.graph.jsonsafe import error_json
@@ -124,7 +131,8 @@ class Calls:
             raise
         finally:
             stack.after_call(call,
-                             _ended(time.perf_counter() - began, error, record.get("usage")))
+                             _ended(time.perf_counter() - began, error, record.get("usage"),
+                                    record.get("error_kind")))
 
     def _live(self, record: dict[str, Any], fn: Callable[[Any], Any], request: Any,
               measures: Callable[[], dict[str, Any]] | None) -> Any:
@@ -135,6 +143,8 @@ class Calls:
         except Exception as exc:
             record.update(ended_at=time.time(), error=error_json(exc),
                           **(measures() if measures is not None else {}))
+            if family == "model":  # model.call.failed says what kind of failure, as a field
+                record["error_kind"] = error_kind(exc)
             self.records.append(record)
             raise
         record.update(ended_at=time.time(), output=_checked(output, family, name),
@@ -187,13 +197,14 @@ class Calls:
         return 0 if self._recorded is None else len(self._recorded) - len(self.records)
 
 
-def _ended(duration_s: float, error: str | None, usage: Any) -> CallEnd:
-    """A :class:`CallEnd`, with the token counts of the call's ``usage`` (``ctx.llm``)."""
+def _ended(duration_s: float, error: str | None, usage: Any, kind: str | None) -> CallEnd:
+    """A :class:`CallEnd`, with the token counts of the call's ``usage`` (``ctx.llm``)
+    and a failed model call's error kind."""
     if not isinstance(usage, dict):
-        return CallEnd(duration_s, error)
+        return CallEnd(duration_s, error, error_kind=kind)
     return CallEnd(duration_s, error, _count(usage, "input_tokens"),
                    _count(usage, "output_tokens"), _count(usage, "cache_read_tokens"),
-                   _count(usage, "cache_write_tokens"))
+                   _count(usage, "cache_write_tokens"), error_kind=kind)
 
 
 def _count(usage: dict[str, Any], key: str) -> int | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from hypha_celery.backends.llm.errors import ModelErrorKind
 from hypha_celery.metrics import exporter, names
 from hypha_celery.metrics.client import prometheus
 from hypha_celery.middleware import (
@@ -35,6 +36,18 @@ def _label(value: str | None) -> str:
     return value or "none"
 
 
+_MODEL_ERROR_KINDS = frozenset(ModelErrorKind)
+
+
+def _error_kind(kind: str | None) -> str:
+    """A failed model call's kind as a bounded label: one of
+    :class:`~hypha_celery.backends.llm.errors.ModelErrorKind`, ``other`` for another
+    kind, ``none`` when the call did not fail with a ``BackendError``."""
+    if kind is None:
+        return "none"
+    return kind if kind in _MODEL_ERROR_KINDS else "other"
+
+
 class Metrics:
     """The counters and histograms, registered once per registry."""
 
@@ -55,6 +68,9 @@ class Metrics:
         self.call_duration = p.Histogram(
             names.CALL_DURATION, "Model or tool call duration (ctx.model, ctx.llm, ctx.tool)",
             ("kind", "name", "outcome"), buckets=NODE_BUCKETS, registry=registry)
+        self.model_call_failures = counter(
+            names.MODEL_CALL_FAILURES, "Model calls failed (ctx.model, ctx.llm), by error kind",
+            "model", "error_kind")
         self.retries = counter(names.NODE_RETRIES, "Node retries scheduled", "node")
         self.dead_letters = counter(names.DEAD_LETTERS, "Node executions dead-lettered",
                                     "node", "reason")
@@ -92,6 +108,7 @@ class PrometheusMiddleware(Middleware):
         self.retries, self.dead_letters = m.retries, m.dead_letters
         self.late_results, self.sweep_duration = m.late_results, m.sweep_duration
         self.sweep_decisions, self.call_duration = m.sweep_decisions, m.call_duration
+        self.model_call_failures = m.model_call_failures
 
     def after_run_start(self, run: RunStart) -> None:
         (self.runs_queued if run.queued else self.runs_started).labels(
@@ -116,6 +133,8 @@ class PrometheusMiddleware(Middleware):
         self.call_duration.labels(call.kind, call.name,
                                   "ok" if end.error_type is None else "error"
                                   ).observe(end.duration_s)
+        if end.error_type is not None and call.kind == "model":
+            self.model_call_failures.labels(call.name, _error_kind(end.error_kind)).inc()
 
     def after_retry_scheduled(self, attempt: Attempt, delay: float) -> None:
         self.retries.labels(attempt.node).inc()

@@ -16,6 +16,7 @@ RUNS_FAILED: Final = "hypha_runs_failed"
 RUNS_CANCELLED: Final = "hypha_runs_cancelled"
 NODE_DURATION: Final = "hypha_node_duration_seconds"
 CALL_DURATION: Final = "hypha_call_duration_seconds"
+MODEL_CALL_FAILURES: Final = "hypha_model_call_failures"
 NODE_RETRIES: Final = "hypha_node_retries"
 DEAD_LETTERS: Final = "hypha_dead_letters"
 LATE_RESULTS: Final = "hypha_late_results"
@@ -26,8 +27,8 @@ AGENTS: Final = "hypha_agents"
 
 #: Counters and histograms (recorded by :class:`~hypha_celery.metrics.PrometheusMiddleware`).
 RECORDED: Final = (RUNS_STARTED, RUNS_QUEUED, RUNS_COMPLETED, RUNS_FAILED, RUNS_CANCELLED,
-                   NODE_DURATION, CALL_DURATION, NODE_RETRIES, DEAD_LETTERS, LATE_RESULTS,
-                   SWEEP_DURATION, SWEEP_DECISIONS)
+                   NODE_DURATION, CALL_DURATION, MODEL_CALL_FAILURES, NODE_RETRIES,
+                   DEAD_LETTERS, LATE_RESULTS, SWEEP_DURATION, SWEEP_DECISIONS)
 #: Gauges read on scrape (:class:`~hypha_celery.metrics.collector.HyphaCollector`).
 GAUGES: Final = (QUEUE_DEPTH, AGENTS)
 ALL: Final = RECORDED + GAUGES

@@ -145,7 +145,8 @@ class Call:
 class CallEnd:
     """How a call ended: ``error_type`` ``None`` for a return, else the exception's type
     name (never its message); token counts when the call reported them (``ctx.llm``),
-    else ``None``."""
+    else ``None``; ``error_kind`` a failed model call's ``BackendError`` kind
+    (``rate_limited``, ``incomplete_stream`` ...; ``None`` for another exception)."""
 
     duration_s: float
     error_type: str | None = None
@@ -153,6 +154,7 @@ class CallEnd:
     output_tokens: int | None = None
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
+    error_kind: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

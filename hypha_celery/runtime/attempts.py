@@ -60,6 +60,7 @@ def record_call(tx: Tx, run_id: str, outcome: NodeOutcome, call: CallJson) -> No
 
 #: What a call's start and end events carry besides ids (when the call recorded it):
 #: a tool's side-effect level; a ``ctx.llm`` call's provider, request size, usage,
-#: latency, rate-limit wait and cost.
+#: latency, rate-limit wait and cost; a failed model call's ``error_kind``
+#: (:mod:`hypha_celery.graph.calls`).
 _STARTED_FIELDS = ("side_effect", "provider", "request_bytes")
-_ENDED_FIELDS = ("usage", "latency_ms", "wait_ms", "cost_usd")
+_ENDED_FIELDS = ("usage", "latency_ms", "wait_ms", "cost_usd", "error_kind")

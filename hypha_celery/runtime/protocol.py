@@ -57,6 +57,8 @@ class CallJson(TypedDict, total=False):
     latency_ms: float
     wait_ms: float
     cost_usd: float
+    # a failed model call's BackendError kind (None: another exception)
+    error_kind: str | None
 
 
 class DeadLetterJson(TypedDict):

@@ -36,14 +36,42 @@ import email.utils
 import re
 import time
 from collections.abc import Mapping
+from enum import StrEnum
 from typing import Any
 
 from billiard.exceptions import SoftTimeLimitExceeded
 
 from hypha_celery.backends.error import BackendError, classify_status
 
-__all__ = ["PASSTHROUGH", "cancelled", "from_exception", "from_payload", "incomplete_stream",
-           "malformed_stream", "retry_after", "scrub"]
+__all__ = ["PASSTHROUGH", "ModelErrorKind", "cancelled", "error_kind", "from_exception",
+           "from_payload", "incomplete_stream", "malformed_stream", "retry_after", "scrub"]
+
+class ModelErrorKind(StrEnum):
+    """The kinds a model call fails with: the table above, and what is refused before
+    anything is sent (``missing_key``, ``invalid_request`` for an unknown option,
+    ``invalid_tool``). ``model.call.failed`` carries the kind as ``error_kind``; the
+    metrics' model-call failure counter uses it as a label (any other kind counts as
+    ``other``, so the label stays bounded)."""
+
+    RATE_LIMITED = "rate_limited"
+    AUTHENTICATION = "authentication"
+    INVALID_REQUEST = "invalid_request"
+    SERVER_ERROR = "server_error"
+    HTTP_ERROR = "http_error"
+    TRANSPORT = "transport"
+    INCOMPLETE_STREAM = "incomplete_stream"
+    MALFORMED_STREAM = "malformed_stream"
+    CANCELLED = "cancelled"
+    PROVIDER_ERROR = "provider_error"
+    MISSING_KEY = "missing_key"
+    INVALID_TOOL = "invalid_tool"
+
+
+def error_kind(exc: BaseException) -> str | None:
+    """The kind of a failed call's exception: a ``BackendError``'s ``kind``, else None
+    (a time limit, a bug in the node)."""
+    return exc.kind if isinstance(exc, BackendError) else None
+
 
 #: Exceptions no handler of a model call may swallow.
 PASSTHROUGH: tuple[type[BaseException], ...] = (SoftTimeLimitExceeded,)
