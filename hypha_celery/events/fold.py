@@ -41,7 +41,7 @@ from hypha_celery.events.payloads import (
     RunReleased,
     RunStarted,
     RunWaitingHuman,
-    payload_as,
+    reader,
 )
 from hypha_celery.events.status import TERMINAL_STATUSES, RunStatus
 from hypha_celery.events.view import FsmPosition, LastOutcome, View
@@ -325,7 +325,7 @@ _on(FsmStateEntered)(_fsm_entered)
 #: families (decisions, calls, messages, evaluation, an agent's stream, ...) are facts
 #: about the run that leave its projection as it is.
 PASSIVE_KINDS = frozenset(KINDS - _FOLDS.keys())
-_MODELS = {kind: PAYLOADS[kind] for kind in _FOLDS}
+_READERS = {kind: reader(PAYLOADS[kind]) for kind in _FOLDS}
 
 
 def apply_event(view: View, kind: str, data: Mapping[str, Any], ts: float) -> None:
@@ -334,7 +334,7 @@ def apply_event(view: View, kind: str, data: Mapping[str, Any], ts: float) -> No
     ``KeyError`` for a kind of no taxonomy."""
     handler = _FOLDS.get(kind)
     if handler is not None:
-        handler(view, payload_as(_MODELS[kind], kind, data))
+        handler(view, _READERS[kind](data))
     elif kind not in PASSIVE_KINDS:
         raise KeyError(kind)
     _touch(view, ts)

@@ -34,7 +34,8 @@ say exactly what it writes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Annotated, Any, ClassVar, Literal, NotRequired, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
@@ -66,7 +67,7 @@ __all__ = [
     "RunRedriven", "RunReleased", "RunStarted", "RunWaitingHuman", "TerminalPayload",
     "ToolCallApproved", "ToolCallCompleted", "ToolCallFailed", "ToolCallRejected",
     "ToolCallRequested", "ToolCallStarted", "ToolOutputInvalid", "ToolOutputValidated",
-    "ToolPolicyChecked", "model_of", "parse_payload", "payload_as", "payload_of",
+    "ToolPolicyChecked", "model_of", "parse_payload", "payload_as", "payload_of", "reader",
 ]
 
 P = TypeVar("P", bound="Payload")
@@ -728,7 +729,7 @@ def _table() -> dict[str, type[Payload]]:
 #: Every event type's payload model.
 PAYLOADS: Mapping[str, type[Payload]] = _table()
 
-_set = object.__setattr__
+_set, _new = object.__setattr__, object.__new__
 #: Where a pydantic 2 model instance keeps its state: what :func:`_trusted` writes (the
 #: envelope's :func:`~hypha_celery.events.envelope._construct` relies on it too).
 _LAYOUT = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
@@ -754,12 +755,18 @@ def _trusted(model: type[P], data: Mapping[str, Any]) -> P:
     values = {**model._defaults, **data}
     if not _FAST:
         return model.model_construct(set(data), **values, **(extra or {}))
-    body = model.__new__(model)
+    body = _new(model)
     _set(body, "__dict__", values)
     _set(body, "__pydantic_fields_set__", set(data))
     _set(body, "__pydantic_extra__", extra)
     _set(body, "__pydantic_private__", None)
     return body
+
+
+def reader(model: type[P]) -> Callable[[Mapping[str, Any]], P]:
+    """:func:`payload_as` for ``model`` as a function of the stored data alone (the
+    fold's: no type check per event)."""
+    return partial(_trusted, model)
 
 
 def payload_of(kind: str, data: Mapping[str, Any]) -> Payload:

@@ -16,7 +16,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from hypha_celery.errors import UnknownEventKind
+from hypha_celery.errors import NotTheLifecycleWriter, UnknownEventKind
 from hypha_celery.events import KINDS, PAYLOADS, Event, new_view, payload_as, payload_of
 from hypha_celery.events.envelope import canonical
 from hypha_celery.events.payloads import (
@@ -134,3 +134,17 @@ def test_emit_stores_the_json_the_dict_writer_stored(tmp_path: Path) -> None:
         created.dump(), {"execution_id": "r.1", "node_id": "a", "input": None, "step": 1}]
     assert store.rebuild("r") == store.get("r")
     assert store.get("r")["user_id"] == "u1"
+
+
+def test_emit_refuses_a_lifecycle_payload_from_anyone_but_the_lifecycle_writer(
+        tmp_path: Path) -> None:
+    store = EventStore(f"sqlite:///{tmp_path / 'w.db'}")
+    with store.transaction() as tx:
+        tx.create(new_view("r"))
+        lifecycle.emit(tx, "r", RunCreated(graph_id="g"))
+    with pytest.raises(NotTheLifecycleWriter), store.transaction() as tx:
+        tx.lock("r")
+        tx.emit("r", RunFailed(reason="x"))
+    with pytest.raises(NotTheLifecycleWriter):
+        store.emit("r", RunFailed(reason="x"))
+    assert [e.type for e in store.events("r")] == ["run.created"]
