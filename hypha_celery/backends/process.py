@@ -40,6 +40,7 @@ from typing import IO, Any
 
 from hypha_celery.backends import reaper
 from hypha_celery.backends.error import BackendError
+from hypha_celery.jsontypes import JsonObject
 
 __all__ = ["STDERR_TAIL", "CliCommand", "CliNotInstalled", "CliProcess", "StreamLimits",
            "find_executable", "redact", "scrub"]
@@ -151,7 +152,7 @@ class CliProcess:
         self._spawn(self._drain, proc.stderr, "stderr")
         self._spawn(self._watch_idle, None, "idle")
 
-    def lines(self) -> Iterator[dict[str, Any]]:
+    def lines(self) -> Iterator[JsonObject]:
         """The JSON objects of stdout, in order, until the CLI closes it. Raises
         :class:`BackendError` (``line_too_long``, ``malformed_stream``,
         ``stream_overflow``, ``timeout``, ``cancelled``) after killing the CLI."""
