@@ -116,22 +116,23 @@ class Stats(Engines):
         sample = _sample(since, until, self.owner, limit)
         with self.reader.connect() as conn:
             counts = conn.execute(self._counts(sample, since, width)).all()
-            p95s = dict(conn.execute(self._p95(sample, since, width)).all())
-            whole = conn.execute(self._p95(sample, since, None)).first()
+            ranks = conn.execute(self._p95(sample, since, width)).all()
             failing = conn.execute(_failing(sample, graphs)).all() if graphs else []
         by_index = {int(r.i): r for r in counts}
+        p95s = {int(r.i): float(r.duration) for r in ranks if r.of_bucket}
+        whole = next((float(r.duration) for r in ranks if r.of_window), None)
         buckets = []
         for i in range(int(-(-(until - since) // width))):
             row = by_index.get(i)
             buckets.append(Bucket(since + i * width, int(row.runs) if row else 0,
                                   int(row.ended or 0) if row else 0,
                                   int(row.failed or 0) if row else 0,
-                                  None if p95s.get(i) is None else float(p95s[i])))
+                                  p95s.get(i)))
         counted = sum(b.runs for b in buckets)
         return RunStats(since, until, width, buckets,
                         [GraphFailures(r.graph_id, int(r.runs), int(r.failed),
                                        float(r.last_failed_at)) for r in failing],
-                        None if whole is None else float(whole.duration),
+                        whole,
                         counted, counted >= limit)
 
     def _counts(self, sample: Any, since: float, width: float) -> Any:
@@ -141,20 +142,24 @@ class Stats(Engines):
         return sa.select(i, sa.func.count().label("runs"), sa.func.sum(ended).label("ended"),
                          sa.func.sum(failed).label("failed")).group_by(i)
 
-    def _p95(self, sample: Any, since: float, width: float | None) -> Any:
-        """Per bucket (``width`` None: of the whole window), the ended duration of
-        nearest rank ``ceil(0.95 n)``: the one row with ``0.95 n <= rank < 0.95 n + 1``."""
-        i = (sa.literal(0) if width is None
-             else _index(self.dialect, sample, since, width)).label("i")
-        part = None if width is None else i
+    def _p95(self, sample: Any, since: float, width: float) -> Any:
+        """The ended durations of nearest rank ``ceil(0.95 n)`` (the one row with
+        ``0.95 n <= rank < 0.95 n + 1``), per bucket and of the whole window, in one
+        pass: rows ``(i, duration, of_bucket, of_window)``."""
+        i = _index(self.dialect, sample, since, width).label("i")
+        by_duration = sample.c.duration
         ranked = sa.select(
-            i, sample.c.duration,
-            sa.func.row_number().over(partition_by=part, order_by=sample.c.duration)
-            .label("rank"),
-            sa.func.count().over(partition_by=part).label("n"),
-        ).where(sample.c.duration.is_not(None)).subquery("ranked")
-        return sa.select(ranked.c.i, ranked.c.duration).where(
-            ranked.c.rank >= 0.95 * ranked.c.n, ranked.c.rank < 0.95 * ranked.c.n + 1)
+            i, by_duration,
+            sa.func.row_number().over(partition_by=i, order_by=by_duration).label("rank"),
+            sa.func.count().over(partition_by=i).label("n"),
+            sa.func.row_number().over(order_by=by_duration).label("rank_all"),
+            sa.func.count().over().label("n_all"),
+        ).where(by_duration.is_not(None)).subquery("ranked")
+        r = ranked.c
+        of_bucket = sa.and_(r.rank >= 0.95 * r.n, r.rank < 0.95 * r.n + 1)
+        of_window = sa.and_(r.rank_all >= 0.95 * r.n_all, r.rank_all < 0.95 * r.n_all + 1)
+        return sa.select(r.i, r.duration, of_bucket.label("of_bucket"),
+                         of_window.label("of_window")).where(sa.or_(of_bucket, of_window))
 
 
 def _failing(sample: Any, limit: int) -> Any:
