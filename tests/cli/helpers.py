@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,3 +35,18 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int = 1)
     assert lines[0].startswith("hypha: error: "), proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     return lines[0]
+
+
+@contextmanager
+def module_restored(name: str) -> Iterator[None]:
+    """After the block, ``sys.modules[name]`` as it was before: an app module a test
+    imported in-process under its own environment (a broker URL) is not the one a later
+    test finds cached."""
+    before = sys.modules.get(name)
+    try:
+        yield
+    finally:
+        if before is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = before

@@ -4,13 +4,23 @@ the app and prints the Celery command line."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from hypha_celery.cli.passthrough import first_unknown
+from tests.cli.helpers import module_restored
 from tests.cli.test_commands import invoke, one_line_error
 
 APP = "examples.support:hypha"
 BROKER = "redis://127.0.0.1:1/0"  # never reached: nothing here connects
+
+
+@pytest.fixture(autouse=True)
+def _fresh_app_module() -> Iterator[None]:
+    """The app is imported here with a broker URL: later tests import their own."""
+    with module_restored("examples.support"):
+        yield
 
 
 @pytest.mark.parametrize(("args", "typo", "meant"), [

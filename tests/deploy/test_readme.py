@@ -4,15 +4,24 @@ command line (``hypha worker --profile FILE --dry-run``), and no part is "in pro
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.cli.helpers import module_restored
 from tests.cli.test_commands import invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "deploy" / "README.md").read_text(encoding="utf-8")
 PROFILES = sorted(set(re.findall(r"\bworkers/\w+\.py\b", README)))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_app_module() -> Iterator[None]:
+    """The app is imported here with a broker URL: later tests import their own."""
+    with module_restored("examples.support"):
+        yield
 
 
 def test_the_readme_names_the_profile_files_and_nothing_in_progress() -> None:
