@@ -5,9 +5,10 @@ and the graphs with the most failed runs.
 Bounded whatever the rate: the figures come from the newest :data:`MAX_SAMPLE` runs
 created in the window (the creation-time index serves them, newest first), aggregated
 in the database in three queries, so what comes back is a few rows per bucket and at
-most :data:`MAX_GRAPHS` graph rows. A run counts in the bucket of the minute it was *created*; its duration is
-``updated_at - created_at`` once it has ended (the time of its last event), so a run
-still going counts among the runs but not yet in the failure rate or the durations.
+most :data:`MAX_GRAPHS` graph rows. A run counts in the bucket of the minute it was
+*created*; its duration is ``updated_at - created_at`` once it has ended (the time of
+its last event), so a run still going counts among the runs but not yet in the failure
+rate or the durations.
 The p95 is exact (nearest rank, by window functions both SQLite and PostgreSQL have)."""
 
 from __future__ import annotations
