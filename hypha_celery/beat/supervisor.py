@@ -198,7 +198,7 @@ def _examine_node(rt: Runtime, view: View, graph: Graph, lease: dict[str, Any] |
     if int(view["recoveries"] or 0) >= policy.max_redrives:
         return _act_step(rt, view, "exhausted",
                          lambda tx, v: _exhaust(tx, rt, v, graph, node_id))
-    if _circuit_open(rt, graph.dependency_for(node_id), now):
+    if any(_circuit_open(rt, key, now) for key in graph.dependencies_of(node_id)):
         return {"run_id": view["run_id"], "action": "circuit_open",
                 "execution_id": view["waiting"]}
     return _redrive(rt, view, graph, "worker_lost" if lease else "not_started", policy)

@@ -359,9 +359,37 @@ class Graph:
         node = self.nodes.get(node_id)
         return node.retry if node is not None and node.retry is not None else self.retry
 
-    def dependency_for(self, node_id: str) -> str:
+    def dependency_for(self, node_id: str, provider: str | None = None) -> str:
+        """The circuit breaker key of ``node_id``: its ``dependency`` when it names one,
+        else its task name, per model provider when ``provider`` is given
+        (``support.classify:openai``)."""
         node = self.nodes[node_id]
-        return node.dependency or f"{self.id}.{node_id}"
+        if node.dependency:
+            return node.dependency
+        return f"{self.id}.{node_id}" if provider is None else f"{self.id}.{node_id}:{provider}"
+
+    def failure_dependency(self, node_id: str, calls: Sequence[Mapping[str, Any]] | None
+                           ) -> str:
+        """The key a failed attempt counts against: its failed model call's provider's
+        when the attempt's last call (``calls``: what it recorded) is a ``ctx.llm`` call
+        that failed, else the node's own."""
+        last = calls[-1] if calls else None
+        provider = last.get("provider") if last is not None and "error" in last else None
+        return self.dependency_for(node_id, provider if isinstance(provider, str) else None)
+
+    def dependencies_of(self, node_id: str,
+                        calls: Sequence[Mapping[str, Any]] | None = None) -> tuple[str, ...]:
+        """Every key of ``node_id``: its own, then one per provider, those of the model
+        calls in ``calls`` that completed (what a successful attempt closes), else of the
+        models it declares (what the supervisor checks before re-driving it)."""
+        if calls is None:
+            providers = [ModelRef.parse(m).provider for m in self.nodes[node_id].models]
+        else:
+            providers = [c["provider"] for c in calls
+                         if "error" not in c and isinstance(c.get("provider"), str)]
+        keys = [self.dependency_for(node_id), *(self.dependency_for(node_id, p)
+                                                for p in providers)]
+        return tuple(dict.fromkeys(keys))
 
     def timeout_for(self, node_id: str) -> float:
         node = self.nodes[node_id]

@@ -76,7 +76,9 @@ class Settling(Protocol):
     ``error`` is the attempt's error record (``type``, ``class``, ``message``; ``None``:
     it succeeded), ``late`` that it ran past its timeout (never retried), ``decided``
     that a middleware (or the delivery limit) already retried or dead-lettered it,
-    ``retry_policy`` and ``dependency`` the node's (the circuit breaker's key)."""
+    ``retry_policy`` the node's, ``dependency`` the circuit breaker key a failure counts
+    against (the node's, per model provider when a ``ctx.llm`` call failed), and
+    ``dependencies`` every key a success closes (the node's and its calls' providers')."""
 
     @property
     def attempt(self) -> Attempt: ...
@@ -90,6 +92,8 @@ class Settling(Protocol):
     def retry_policy(self) -> RetryRule | None: ...
     @property
     def dependency(self) -> str: ...
+    @property
+    def dependencies(self) -> tuple[str, ...]: ...
 
     def retry(self, delay: float, circuit: tuple[str, float] | None = None) -> None:
         """Try again after ``delay`` s: ``node.execution.retrying`` (and, with

@@ -176,7 +176,13 @@ class NodeDelivery:
 
     @property
     def dependency(self) -> str:
-        return self.graph.dependency_for(self.msg.node_id)
+        calls = self.outcome.calls if self.outcome is not None else None
+        return self.graph.failure_dependency(self.msg.node_id, calls)
+
+    @property
+    def dependencies(self) -> tuple[str, ...]:
+        calls = self.outcome.calls if self.outcome is not None else None
+        return self.graph.dependencies_of(self.msg.node_id, calls or [])
 
     def retry(self, delay: float, circuit: tuple[str, float] | None = None) -> None:
         outcome = self.outcome

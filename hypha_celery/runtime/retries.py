@@ -4,11 +4,13 @@ dramatiq's ``Retries`` is the model: told every finished attempt
 (``after_attempt_outcome``), it may change its outcome. An error of a class the node's
 :class:`~hypha_celery.graph.RetryPolicy` retries counts a failure against the node's
 dependency (its circuit breaker: ``THRESHOLD`` failures open it for ``RESET`` s, and a
-retry waits for it to close), then the attempt is tried again after the policy's delay
-(``node.execution.retrying``), or dead-lettered (``retries_exhausted``) when it used its
-attempts. A late result is never retried; a dead letter is final; an attempt another
-middleware already decided is left as it is. A success closes the circuit this
-middleware saw fail.
+retry waits for it to close; a failed ``ctx.llm`` call counts against the node's circuit
+of that provider, so one provider's failures hold no other's retries), then the attempt
+is tried again after the policy's delay (``node.execution.retrying``), or dead-lettered
+(``retries_exhausted``) when it used its attempts. A late result is never retried; a
+dead letter is final; an attempt another middleware already decided is left as it is. A
+success closes the circuits this middleware saw fail (the node's, and those of the
+providers its calls reached).
 
 Built in, first on every :class:`~hypha_celery.Hypha`'s list (``after_*`` hooks run in
 reverse, so middleware of the user's that decides an attempt does so before it).
@@ -40,7 +42,8 @@ class Retries(Middleware):
         error = outcome.error
         if error is None:
             if self._failing:  # the happy path pays one truth test
-                self._succeeded(outcome.dependency)
+                for key in outcome.dependencies:
+                    self._succeeded(key)
             return
         policy = outcome.retry_policy
         if (outcome.decided or policy is None or error.get("class") not in policy.retry_on

@@ -298,6 +298,24 @@ def test_an_open_circuit_holds_redrives(idle: Hypha) -> None:
     assert decision["action"] == "redriven"
 
 
+def test_an_open_circuit_of_a_declared_provider_holds_redrives(idle: Hypha) -> None:
+    """A node's failed model calls count per provider (``<graph>.<node>:<provider>``): a
+    lost run of a node declaring that provider's model is not re-driven while it is open."""
+    idle.register(Graph("s8m", {"a": Node(lambda s, i: {}, timeout=1,
+                                          models=["anthropic:claude-test"])}, once()))
+    run = idle.start("s8m")
+    lose_messages(idle)
+    step_kickoff(idle, run.id)
+    lose_messages(idle)
+    now = time.time()
+    for _ in range(3):
+        idle.store.record_failure("s8m.a:anthropic", now, failures.THRESHOLD, failures.RESET)
+    (decision,) = sweep(idle._rt, now=now + 10, policy=FAST)
+    assert decision["action"] == "circuit_open"
+    (decision,) = sweep(idle._rt, now=now + failures.RESET + 10, policy=FAST)
+    assert decision["action"] == "redriven"
+
+
 # -- at-most-once nodes -------------------------------------------------------
 def started_then_lost(hypha: Hypha, run_id: str, node_id: str = "send") -> str:
     """The node's worker committed node.execution.started, then died (its message was acked)."""
