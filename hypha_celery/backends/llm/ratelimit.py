@@ -518,7 +518,11 @@ class RedisLimiter(Limiter):
     def _release_slot(self, key: str, token: str) -> None:
         with self._held_lock:
             self._held.pop(token, None)
-        self.client.zrem(self._slots_key(key), token)
+        try:
+            self.client.zrem(self._slots_key(key), token)
+        except Exception as exc:  # Redis away: the lease, no longer renewed, lapses
+            log.warning("releasing a concurrency slot of %s failed (%s): it is free again "
+                        "within %gs", key, type(exc).__name__, self.slot_lease)
 
     def _keep(self, key: str, token: str) -> None:
         """Renew ``token``'s lease while it is held (the renewing thread starts with the
