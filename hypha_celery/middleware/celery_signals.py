@@ -33,8 +33,6 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from celery import current_task
@@ -86,16 +84,22 @@ def set_consumed_queues(app: Any, queues: frozenset[str]) -> None:
     _queues[app] = queues
 
 
-@contextmanager
-def publishing(app: Any) -> Iterator[None]:
+class publishing:  # a context manager used as a function: ``with publishing(app):``
     """Messages published in the block are ``app``'s (the runtime publishing outside a
-    task: a client's kickoff, a sweep run from the command line)."""
-    previous = getattr(_publishing, "app", None)
-    _publishing.app = app
-    try:
-        yield
-    finally:
-        _publishing.app = previous
+    task: a client's kickoff, a sweep run from the command line). A class, not a
+    generator: it is entered on every publish of the runtime."""
+
+    __slots__ = ("app", "previous")
+
+    def __init__(self, app: Any) -> None:
+        self.app, self.previous = app, None
+
+    def __enter__(self) -> None:
+        self.previous = getattr(_publishing, "app", None)
+        _publishing.app = self.app
+
+    def __exit__(self, *_: object) -> None:
+        _publishing.app = self.previous
 
 
 def _connect(name: str, connect: Any) -> None:
