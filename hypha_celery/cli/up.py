@@ -52,6 +52,7 @@ from hypha_celery.fleet import (
     tail,
     wait_port,
 )
+from hypha_celery.metrics.exporter import PORT_ENV
 from hypha_celery.store import EventStore
 
 __all__ = ["COMMANDS", "Child", "Console", "Plan", "parse_workers", "plan", "up"]
@@ -62,8 +63,6 @@ STATE_DIR = Path(".hypha")
 WORKERS_DIR = Path("workers")
 #: The default without a ``workers/`` directory of profile files.
 DEFAULT_WORKERS = (("cpu", 1), ("io", 1))
-#: The variable a worker reads its metrics port from (``hypha_celery.metrics``).
-PORT_ENV = "HYPHA_METRICS_PORT"
 #: Who the console's sign-in link made by ``hypha up`` signs in as.
 CONSOLE_PRINCIPAL = "admin:operator"
 #: The console's settings from the environment: any of them set, ``hypha up`` makes no
