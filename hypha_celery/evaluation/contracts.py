@@ -23,7 +23,7 @@ class OutputContract:
     """``schema`` checked at construction (:class:`~hypha_celery.errors.InvalidContract`)."""
 
     id: str
-    schema: Mapping[str, Any]
+    schema: Mapping[str, object]  # a JSON Schema (a JsonObject once checked)
     version: str | None = None
     _validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
@@ -76,13 +76,13 @@ def _issues(error: ValidationError) -> Iterator[tuple[list[str | int], str]]:
     yield base, error.message
 
 
-def as_contract(contract: OutputContract | Mapping[str, Any], default_id: str = "output"
+def as_contract(contract: OutputContract | Mapping[str, object], default_id: str = "output"
                 ) -> OutputContract:
     return contract if isinstance(contract, OutputContract) else OutputContract(default_id,
                                                                                 contract)
 
 
-def validate_output(output: Any, contract: OutputContract | Mapping[str, Any], *,
+def validate_output(output: object, contract: OutputContract | Mapping[str, object], *,
                     run_id: str | None = None, evaluation_id: str | None = None
                     ) -> EvaluationResult:
     """Check ``output`` against ``contract`` (an :class:`OutputContract` or a bare schema,

@@ -15,6 +15,7 @@ from hypha_celery.evaluation.contracts import OutputContract, as_contract, valid
 from hypha_celery.evaluation.results import Check, EvaluationResult, EvaluationSummary, result
 from hypha_celery.evaluation.trace import TraceSpec, evaluate_trace
 from hypha_celery.events.envelope import Event
+from hypha_celery.jsontypes import JsonObject
 from hypha_celery.replay.fixture import final_output, own_events
 from hypha_celery.replay.record import record
 from hypha_celery.store import EventStore
@@ -36,7 +37,7 @@ class EvaluationSpec(BaseModel):
 
     id: str
     type: EvaluationType
-    rubric: dict[str, Any] | None = None
+    rubric: JsonObject | None = None  # a JSON Schema
     version: str | None = None
 
 
@@ -74,7 +75,7 @@ def _run_spec(spec: EvaluationSpec, events: Sequence[Event], output: Any,
                                "external judge)", run_id)]
 
 
-def _contracts(contracts: Sequence[OutputContract | Mapping[str, Any]]
+def _contracts(contracts: Sequence[OutputContract | Mapping[str, object]]
                ) -> list[OutputContract]:
     return [as_contract(c, "output" if i == 0 else f"output.{i + 1}")
             for i, c in enumerate(contracts)]
@@ -82,7 +83,7 @@ def _contracts(contracts: Sequence[OutputContract | Mapping[str, Any]]
 
 def evaluate(
     events: Sequence[Event], *, run_id: str | None = None, output: Any = FINAL_OUTPUT,
-    contracts: Sequence[OutputContract | Mapping[str, Any]] = (),
+    contracts: Sequence[OutputContract | Mapping[str, object]] = (),
     traces: Sequence[TraceSpec] = (), specs: Sequence[EvaluationSpec] = (),
     evaluation_id: str | None = None,
 ) -> EvaluationSummary:
@@ -103,7 +104,7 @@ def evaluate(
 
 def evaluate_run(
     store: EventStore, run_id: str, *,
-    contracts: Sequence[OutputContract | Mapping[str, Any]] = (),
+    contracts: Sequence[OutputContract | Mapping[str, object]] = (),
     traces: Sequence[TraceSpec] = (), specs: Sequence[EvaluationSpec] = (),
     record_events: bool = True,
 ) -> EvaluationSummary:

@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-Status = Literal["passed", "failed"]
+from hypha_celery.jsontypes import JsonValue
+
+#: An evaluation's verdict (a result's, a summary's).
+EvaluationStatus = Literal["passed", "failed"]
+
+
+class ResultBrief(TypedDict):
+    id: str
+    kind: str
+    status: EvaluationStatus
+    failed_checks: list[str]
+
+
+class SummaryBrief(TypedDict):
+    """:meth:`EvaluationSummary.brief`: ids, verdicts and counts (``eval.completed``)."""
+
+    id: str
+    status: EvaluationStatus
+    score: float
+    results: list[ResultBrief]
 
 
 class Check(BaseModel):
@@ -19,8 +38,8 @@ class Check(BaseModel):
     passed: bool
     message: str = ""
     path: str | None = None
-    expected: Any = None
-    actual: Any = None
+    expected: JsonValue = None
+    actual: JsonValue = None
 
 
 class EvaluationResult(BaseModel):
@@ -40,7 +59,7 @@ class EvaluationResult(BaseModel):
 
     @computed_field  # type: ignore[prop-decorator]
     @property
-    def status(self) -> Status:
+    def status(self) -> EvaluationStatus:
         return "passed" if self.passed else "failed"
 
     @computed_field  # type: ignore[prop-decorator]
@@ -71,7 +90,7 @@ class EvaluationSummary(BaseModel):
 
     @computed_field  # type: ignore[prop-decorator]
     @property
-    def status(self) -> Status:
+    def status(self) -> EvaluationStatus:
         return "passed" if self.passed else "failed"
 
     @computed_field  # type: ignore[prop-decorator]
@@ -79,7 +98,7 @@ class EvaluationSummary(BaseModel):
     def score(self) -> float:
         return sum(r.score for r in self.results) / len(self.results) if self.results else 1.0
 
-    def brief(self) -> dict[str, Any]:
+    def brief(self) -> SummaryBrief:
         """Ids, verdicts and counts only (never outputs or messages): what ``eval.completed``
         carries."""
         return {"id": self.id, "status": self.status, "score": self.score,

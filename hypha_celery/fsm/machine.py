@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from hypha_celery.errors import TransitionRejected, WorkflowSpecError
 from hypha_celery.fsm.spec import (
@@ -20,6 +20,9 @@ from hypha_celery.guards import Guard, evaluate, parse
 #: ``policy(capability) -> (allowed, reason)`` for capability ``fsm:<workflow>:<from>-><to>``.
 TransitionPolicy = Callable[[str], tuple[bool, str]]
 
+#: A transition as JSON (:meth:`Transition.to_json`).
+TransitionJson = TypedDict("TransitionJson", {"from": str, "to": str, "guard": str | None})
+
 _ENVELOPE_KIND: dict[str, Literal["failed", "cancelled"]] = {"Failed": "failed",
                                                              "Cancelled": "cancelled"}
 
@@ -31,10 +34,10 @@ class Transition:
     guard: Guard | None = None
     declared: bool = True  # False: an edge of the recovery envelope
 
-    def holds(self, scope: Mapping[str, Any]) -> bool:
+    def holds(self, scope: Mapping[str, object]) -> bool:
         return self.guard is None or self.guard.evaluate(scope)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> TransitionJson:
         return {"from": self.source, "to": self.to,
                 "guard": self.guard.expression if self.guard else None}
 
@@ -91,7 +94,7 @@ class Fsm:
         return next((t for t in self.out.get(source, ()) if t.to == target), None)
 
     # -- transitions ------------------------------------------------------------------
-    def check(self, source: str, target: str, scope: Mapping[str, Any], *,
+    def check(self, source: str, target: str, scope: Mapping[str, object], *,
               approved: bool = False) -> Transition:
         """The edge ``source -> target`` if it may be taken now, else
         :class:`TransitionRejected` with reason not_allowed, guard_rejected,
@@ -109,14 +112,14 @@ class Fsm:
             raise TransitionRejected("human_review_required", source, target, review.reason)
         return edge
 
-    def needs_review(self, state: str, scope: Mapping[str, Any]) -> bool:
+    def needs_review(self, state: str, scope: Mapping[str, object]) -> bool:
         """Entering ``state`` needs a person's approval now."""
         review = self.states[state].human_review
         if review is None or not review.required:
             return False
         return review.when is None or evaluate(review.when, scope)  # parse cached
 
-    def choose(self, source: str, scope: Mapping[str, Any]) -> Transition:
+    def choose(self, source: str, scope: Mapping[str, object]) -> Transition:
         """The first declared transition out of ``source`` whose guard holds."""
         declared = [t for t in self.out.get(source, ()) if t.declared]
         if not declared:

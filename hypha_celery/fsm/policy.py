@@ -14,13 +14,40 @@ ends in ``Failed`` with ``run.failed`` and a typed reason.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from hypha_celery.errors import TransitionRejected
 from hypha_celery.fsm.machine import Fsm
 from hypha_celery.fsm.spec import StateRetry
 from hypha_celery.graph import Context, Fail, Finish, Graph, Next, Node, RetryPolicy, Review
 from hypha_celery.graph.decisions import Decision
+from hypha_celery.jsontypes import JsonObject, JsonValue
+
+
+class _LastOutcome(TypedDict):
+    node_id: str
+    ok: bool
+
+
+class ScopeMetadata(TypedDict):
+    """A guard's ``metadata.*``: the run's ids, step, the workflow's state, the last
+    node outcome."""
+
+    run_id: str
+    user_id: str | None
+    session_id: str | None
+    step: int
+    state: str
+    last: _LastOutcome | None
+
+
+class GuardScope(TypedDict):
+    """What guards and output paths read: ``input.*``, ``variables.*`` (the run state),
+    ``metadata.*``."""
+
+    input: JsonValue
+    variables: JsonObject
+    metadata: ScopeMetadata
 
 
 class WorkflowPolicy:
@@ -127,25 +154,25 @@ class _Walk:
         self.state = state
 
     # -- data -------------------------------------------------------------------------
-    def _scope(self) -> dict[str, Any]:
+    def _scope(self) -> GuardScope:
         last = self.ctx.last
-        meta = {"run_id": self.ctx.run_id, "user_id": self.ctx.user_id,
+        meta: ScopeMetadata = {"run_id": self.ctx.run_id, "user_id": self.ctx.user_id,
                 "session_id": self.ctx.session_id, "step": self.ctx.step, "state": self.state,
                 "last": None if last is None else {"node_id": last.node_id, "ok": last.ok}}
         return {"input": self.ctx.input, "variables": self.ctx.state, "metadata": meta}
 
-    def _output(self) -> Any:
+    def _output(self) -> JsonValue:
         path = self.fsm.spec.output
         return self.ctx.state if path is None else resolve(self._scope(), path)
 
 
-def resolve(scope: Mapping[str, Any], path: str) -> Any:
+def resolve(scope: Mapping[str, object], path: str) -> JsonValue:
     """``variables.a.b`` (a bare ``a.b`` means ``variables.a.b``) in ``scope``; None if
     absent. Only dict keys and list indices are read."""
     parts = path.split(".")
     if parts[0] not in ("input", "variables", "metadata"):
         parts.insert(0, "variables")
-    value: Any = scope
+    value: object = scope
     for part in parts:
         if isinstance(value, Mapping) and part in value and not part.startswith("__"):
             value = value[part]
@@ -153,7 +180,7 @@ def resolve(scope: Mapping[str, Any], path: str) -> Any:
             value = value[int(part)]
         else:
             return None
-    return value
+    return cast(JsonValue, value)  # the scope is JSON: the run's input and state
 
 
 def _with_retry(fn: Any, retry: StateRetry | None) -> Any:

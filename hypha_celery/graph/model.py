@@ -7,7 +7,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
@@ -123,6 +123,14 @@ class Context:
         return list(self._facts)
 
 
+class ApprovedReview(TypedDict):
+    """The human review approved right before an execution was scheduled
+    (:attr:`NodeContext.review`)."""
+
+    review_id: str
+    by: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class NodeContext:
     """What a node function may take as its third argument: ids, the attempt
@@ -136,7 +144,7 @@ class NodeContext:
     _calls: Calls | None = field(default=None, repr=False, compare=False)
     #: The human review approved right before this execution was scheduled
     #: (``{"review_id", "by"}``), if any: what a governed tool's approval step accepts.
-    review: dict[str, Any] | None = None
+    review: ApprovedReview | None = None
     #: The runtime's model client (``ctx.llm``), the live bus its tokens go to, and the
     #: model references the node declared (``Node(models=...)``; None: any).
     _llm: LLMClient | None = field(default=None, repr=False, compare=False)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
 
 from hypha_celery.guards._nodes import Node
 from hypha_celery.guards._syntax import compile_tree
@@ -27,7 +26,7 @@ class Guard:
     paths: tuple[str, ...] = field(compare=False)
     root: Node = field(compare=False, repr=False)
 
-    def evaluate(self, scope: Mapping[str, Any]) -> bool:
+    def evaluate(self, scope: Mapping[str, object]) -> bool:
         """The guard's value over ``scope`` (``{"input", "variables", "metadata"}``).
 
         Never raises for a JSON-shaped scope: a path that is not there is missing."""
@@ -48,7 +47,7 @@ def parse(expression: str) -> Guard:
 _parse_cached = lru_cache(maxsize=CACHE_SIZE)(parse)
 
 
-def evaluate(expression: str, scope: Mapping[str, Any]) -> bool:
+def evaluate(expression: str, scope: Mapping[str, object]) -> bool:
     """``parse(expression).evaluate(scope)``, parsing each distinct expression once."""
     if not isinstance(expression, str):  # unhashable input must not reach the cache
         return parse(expression).evaluate(scope)

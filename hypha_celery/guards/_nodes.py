@@ -41,7 +41,7 @@ _ORDER: dict[str, Callable[[Any, Any], bool]] = {
 
 
 class Node(Protocol):
-    def evaluate(self, scope: Mapping[str, Any]) -> bool: ...
+    def evaluate(self, scope: Mapping[str, object]) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,7 @@ class Path:
     steps: tuple[tuple[str, int | None], ...] = field(repr=False, compare=False)
     blocked: bool = field(repr=False, compare=False)
 
-    def resolve(self, scope: Mapping[str, Any]) -> Any:
+    def resolve(self, scope: Mapping[str, object]) -> object:
         if self.blocked:
             return MISSING
         value: Any = scope
@@ -75,7 +75,7 @@ class Path:
 class Constant:
     value: bool
 
-    def evaluate(self, scope: Mapping[str, Any]) -> bool:
+    def evaluate(self, scope: Mapping[str, object]) -> bool:
         return self.value
 
 
@@ -87,7 +87,7 @@ FALSE: Final = Constant(False)
 class Not:
     operand: Node
 
-    def evaluate(self, scope: Mapping[str, Any]) -> bool:
+    def evaluate(self, scope: Mapping[str, object]) -> bool:
         return not self.operand.evaluate(scope)
 
 
@@ -97,7 +97,7 @@ class AllOf:
 
     operands: tuple[Node, ...]
 
-    def evaluate(self, scope: Mapping[str, Any]) -> bool:
+    def evaluate(self, scope: Mapping[str, object]) -> bool:
         return all(operand.evaluate(scope) for operand in self.operands)
 
 
@@ -107,7 +107,7 @@ class AnyOf:
 
     operands: tuple[Node, ...]
 
-    def evaluate(self, scope: Mapping[str, Any]) -> bool:
+    def evaluate(self, scope: Mapping[str, object]) -> bool:
         return any(operand.evaluate(scope) for operand in self.operands)
 
 
@@ -117,7 +117,7 @@ class Exists:
 
     path: Path
 
-    def evaluate(self, scope: Mapping[str, Any]) -> bool:
+    def evaluate(self, scope: Mapping[str, object]) -> bool:
         return self.path.resolve(scope) is not MISSING
 
 
@@ -129,7 +129,7 @@ class Matches:
     path: Path
     pattern: re.Pattern[str]
 
-    def evaluate(self, scope: Mapping[str, Any]) -> bool:
+    def evaluate(self, scope: Mapping[str, object]) -> bool:
         value = self.path.resolve(scope)
         return (isinstance(value, str) and len(value) <= MAX_MATCH_INPUT_CHARS
                 and self.pattern.search(value) is not None)
@@ -142,7 +142,7 @@ class Truthy:
 
     path: Path
 
-    def evaluate(self, scope: Mapping[str, Any]) -> bool:
+    def evaluate(self, scope: Mapping[str, object]) -> bool:
         value = self.path.resolve(scope)
         if type(value) in _PLAIN:
             return bool(value)
@@ -160,7 +160,7 @@ class Compare:
     literal: Literal
     test: Test = field(repr=False, compare=False)
 
-    def evaluate(self, scope: Mapping[str, Any]) -> bool:
+    def evaluate(self, scope: Mapping[str, object]) -> bool:
         return self.test(self.path.resolve(scope))
 
 

@@ -69,6 +69,7 @@ from hypha_celery.react.actions import Action, parse_action
 from hypha_celery.react.graph import react_graph
 from hypha_celery.react.llm import LLMProvider
 from hypha_celery.react.provider import MockProvider, Provider, ScriptedError
+from hypha_celery.react.state import Observation, ReactState
 from hypha_celery.react.verifiers import Verifier, answer_of, model_decides, tool_answers
 from hypha_celery.react.workflow import (
     HAPPY_PATH,
@@ -93,6 +94,9 @@ __all__ = [
     "Provider",
     "ScriptedError",
     "parse_action",
+    # the loop's variables
+    "Observation",
+    "ReactState",
     # verifying
     "Verifier",
     "answer_of",

@@ -12,12 +12,12 @@ calls the handler through ``ctx.tool``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from hypha_celery.errors import GraphSpecError
 from hypha_celery.graph import AT_MOST_ONCE, Node, NodeContext
 from hypha_celery.graph.calls import request_hash
+from hypha_celery.jsontypes import JsonValue
+from hypha_celery.react.actions import Action
+from hypha_celery.react.state import ReactState, Verdict
 from hypha_celery.tools import (
     PolicyDecision,
     ToolPolicy,
@@ -29,10 +29,8 @@ from hypha_celery.tools import (
 
 __all__ = ["act_node", "policy_check_node", "verdict"]
 
-State = Mapping[str, Any]
 
-
-def verdict(spec: ToolSpec, decision: PolicyDecision) -> dict[str, Any]:
+def verdict(spec: ToolSpec, decision: PolicyDecision) -> Verdict:
     """``variables.policy``: may it run, must a person approve it first (the policy's
     ``require_review`` or the spec's ``human_review``), must it run at most once."""
     return {"allowed": decision.allowed,
@@ -44,9 +42,10 @@ def verdict(spec: ToolSpec, decision: PolicyDecision) -> dict[str, Any]:
 
 def policy_check_node(tools: ToolRegistry, policy: ToolPolicy) -> Node:
     """``variables.policy`` for the selected tool (an unknown tool is not allowed)."""
-    def policy_check(state: State, inp: Any, ctx: NodeContext) -> dict[str, Any]:
-        action = state.get("action") or {}
+    def policy_check(state: ReactState, inp: JsonValue, ctx: NodeContext) -> ReactState:
+        action: Action = state.get("action") or {}
         tool_id = str(action.get("tool") or "")
+        checked: Verdict
         if tool_id not in tools:
             checked = {"allowed": False, "requires_review": False, "at_most_once": False,
                        "reason": f"no tool {tool_id!r}", "code": "TOOL_NOT_FOUND"}
@@ -65,7 +64,7 @@ def policy_check_node(tools: ToolRegistry, policy: ToolPolicy) -> Node:
     return Node(policy_check)
 
 
-def _record_denial(ctx: NodeContext, spec: ToolSpec, args: Any,
+def _record_denial(ctx: NodeContext, spec: ToolSpec, args: JsonValue,
                    decision: PolicyDecision) -> None:
     """The runner's events for a call its policy step denies."""
     base = {"call_id": ctx.execution_id, "tool": spec.id, "source": spec.source,
@@ -83,8 +82,8 @@ def act_node(tools: ToolRegistry, policy: ToolPolicy, *, at_most_once: bool) -> 
     id; approval: the workflow's review) into ``variables.tool_result``.
     ``at_most_once``: the node is ``external_effect`` (early ack, never re-executed) and
     runs only such tools; otherwise it refuses them."""
-    def act(state: State, inp: Any, ctx: NodeContext) -> dict[str, Any]:
-        action = state.get("action") or {}
+    def act(state: ReactState, inp: JsonValue, ctx: NodeContext) -> ReactState:
+        action: Action = state.get("action") or {}
         tool = tools.resolve(str(action.get("tool") or ""))
         spec = tool.spec
         if (spec.side_effect in AT_MOST_ONCE) != at_most_once:

@@ -11,7 +11,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
+
+from hypha_celery.jsontypes import JsonValue
 
 __all__ = ["Action", "parse_action"]
 
@@ -19,12 +21,12 @@ __all__ = ["Action", "parse_action"]
 class Action(TypedDict, total=False):
     action: Literal["tool", "finish", "human_review"]
     tool: str
-    input: Any
-    output: Any
+    input: JsonValue
+    output: JsonValue
     reason: str
 
 
-def parse_action(reply: Any) -> Action:
+def parse_action(reply: JsonValue) -> Action:
     """The action ``reply`` asks for (never raises: the unknown is a finish)."""
     if not isinstance(reply, Mapping):
         return {"action": "finish", "output": reply}
@@ -41,10 +43,10 @@ def parse_action(reply: Any) -> Action:
     return {"action": "finish", "output": dict(reply)}
 
 
-def _tool(call: Mapping[str, Any]) -> Action:
+def _tool(call: Mapping[str, JsonValue]) -> Action:
     """A tool action; a missing tool id is ``""`` (the policy check rejects it)."""
-    tool = next((call[k] for k in ("tool", "toolId", "name") if isinstance(call.get(k), str)),
+    tool = next((v for k in ("tool", "toolId", "name") if isinstance(v := call.get(k), str)),
                 "")
-    args: Any = next((call[k] for k in ("input", "arguments") if call.get(k) is not None),
+    args: JsonValue = next((call[k] for k in ("input", "arguments") if call.get(k) is not None),
                      {})
     return {"action": "tool", "tool": tool, "input": args}

@@ -15,13 +15,14 @@ queue. Called directly (``provider(request)``) it uses its own client.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from hypha_celery.backends.llm.client import LLMClient
 from hypha_celery.backends.llm.ref import ModelRef
 from hypha_celery.backends.llm.types import LLMResult, Message, ToolDecl
 from hypha_celery.graph import NodeContext
+from hypha_celery.jsontypes import JsonObject
+from hypha_celery.react.state import ReasonRequest
 
 __all__ = ["DEFAULT_SYSTEM", "LLMProvider"]
 
@@ -48,7 +49,7 @@ class LLMProvider:
         self.options = options
         self._client = client
 
-    def messages(self, request: Mapping[str, Any]) -> list[Message]:
+    def messages(self, request: ReasonRequest) -> list[Message]:
         context = {k: request.get(k) for k in ("question", "memory", "observation",
                                                "iteration", "max_iterations")}
         return [{"role": "system", "content": self.system},
@@ -56,13 +57,13 @@ class LLMProvider:
                                                        sort_keys=True)}]
 
     @staticmethod
-    def tools(request: Mapping[str, Any]) -> list[ToolDecl]:
+    def tools(request: ReasonRequest) -> list[ToolDecl]:
         return [ToolDecl(t["id"], t.get("description") or "",
                          dict(t.get("input_schema") or {"type": "object"}))
                 for t in request.get("tools") or ()]
 
     @staticmethod
-    def action(result: LLMResult) -> dict[str, Any]:
+    def action(result: LLMResult) -> JsonObject:
         """The reply as a ReAct action (see the module docstring)."""
         if result.tool_calls:
             call = result.tool_calls[0]
@@ -79,7 +80,7 @@ class LLMProvider:
                 return doc
         return {"action": "finish", "output": result.text}
 
-    def via(self, ctx: NodeContext, request: Mapping[str, Any]) -> dict[str, Any]:
+    def via(self, ctx: NodeContext, request: ReasonRequest) -> JsonObject:
         """One reasoning step inside a node: a recorded ``ctx.llm`` call."""
         return self.action(ctx.llm(self.ref, self.messages(request), self.tools(request),
                                    **self.options))

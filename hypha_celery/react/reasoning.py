@@ -4,32 +4,31 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from hypha_celery.graph import NodeContext
 from hypha_celery.graph.model import NodeFn
+from hypha_celery.jsontypes import JsonValue
 from hypha_celery.react.actions import parse_action
 from hypha_celery.react.llm import LLMProvider
 from hypha_celery.react.provider import Provider
+from hypha_celery.react.state import CatalogEntry, Observation, ReactState, ReasonRequest
 from hypha_celery.tools import ToolRegistry, ToolSpec
 
 __all__ = ["observe", "question_of", "reason_node", "select_action"]
 
-State = Mapping[str, Any]
 
-
-def question_of(inp: Any) -> Any:
+def question_of(inp: JsonValue) -> JsonValue:
     """The run input's ``question`` (an input without one is the question itself)."""
     return inp["question"] if isinstance(inp, Mapping) and "question" in inp else inp
 
 
-def observe(state: State, inp: Any) -> dict[str, Any]:
+def observe(state: ReactState, inp: JsonValue) -> ReactState:
     """The loop's variables, from the run input."""
     return {"question": question_of(inp), "iteration": 0, "memory": [], "observation": None,
             "done": False}
 
 
-def _catalog(specs: list[ToolSpec]) -> list[dict[str, Any]]:
+def _catalog(specs: list[ToolSpec]) -> list[CatalogEntry]:
     return [{"id": s.id, "description": s.description, "side_effect": s.side_effect,
              "input_schema": s.input_schema} for s in specs]
 
@@ -42,9 +41,9 @@ def reason_node(provider: Provider, model: str, tools: ToolRegistry,
     (usage, cost, rate limits); any other provider through ``ctx.model``."""
     catalog = _catalog(tools.specs())
 
-    def reason(state: State, inp: Any, ctx: NodeContext) -> dict[str, Any]:
+    def reason(state: ReactState, inp: JsonValue, ctx: NodeContext) -> ReactState:
         iteration = int(state.get("iteration") or 0) + 1
-        request = {"question": state.get("question"), "tools": catalog,
+        request: ReasonRequest = {"question": state.get("question"), "tools": catalog,
                    "memory": state.get("memory") or [], "observation": state.get("observation"),
                    "iteration": iteration, "max_iterations": max_iterations}
         if isinstance(provider, LLMProvider):
@@ -53,10 +52,10 @@ def reason_node(provider: Provider, model: str, tools: ToolRegistry,
     return reason
 
 
-def select_action(state: State, inp: Any) -> dict[str, Any]:
+def select_action(state: ReactState, inp: JsonValue) -> ReactState:
     """The reply as an action; a finish is its own observation."""
     action = parse_action(state.get("reply"))
-    observation = None
+    observation: Observation | None = None
     if action["action"] == "finish":
         observation = {"source": "model", "status": "finish", "output": action.get("output")}
-    return {"action": dict(action), "observation": observation}
+    return {"action": action, "observation": observation}

@@ -3,28 +3,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Literal
 
 from hypha_celery.graph import NodeContext
 from hypha_celery.graph.model import NodeFn
+from hypha_celery.jsontypes import JsonValue
+from hypha_celery.react.actions import Action
+from hypha_celery.react.state import MemoryEntry, Observation, ReactState
 from hypha_celery.react.verifiers import Verifier, answer_of
+from hypha_celery.tools.node import ToolSummary
 
 __all__ = ["memory_sync_node", "observe_result", "verify_node"]
 
-State = Mapping[str, Any]
 
-
-def observe_result(state: State, inp: Any, ctx: NodeContext) -> dict[str, Any]:
+def observe_result(state: ReactState, inp: JsonValue, ctx: NodeContext) -> ReactState:
     """The tool result, or the approval of the person the model asked for, as the
     observation."""
-    action = state.get("action") or {}
+    action: Action = state.get("action") or {}
     if action.get("action") == "human_review":
-        review = ctx.review or {}
+        review = ctx.review
         return {"observation": {"source": "human", "status": "approved",
-                                "by": review.get("by"), "review_id": review.get("review_id"),
+                                "by": None if review is None else review.get("by"),
+                                "review_id": None if review is None else review["review_id"],
                                 "reason": action.get("reason")}}
-    result = state.get("tool_result") or {}
+    result: ToolSummary | dict[str, None] = state.get("tool_result") or {}
     return {"observation": {"source": "tool", "tool": result.get("tool"),
                             "status": result.get("status"), "output": result.get("output"),
                             "code": result.get("code"), "message": result.get("message")}}
@@ -35,9 +37,10 @@ def verify_node(verifier: Verifier, max_iterations: int) -> NodeFn:
     model's, ``verified`` for another), or when ``max_iterations`` model calls were made
     (``stop``: ``max_iterations``: a finish with the last observation). Done sets
     ``variables.result = {"answer", "iterations"}``, the run's result."""
-    def verify(state: State, inp: Any) -> dict[str, Any]:
-        observation = state.get("observation") or {}
+    def verify(state: ReactState, inp: JsonValue) -> ReactState:
+        observation: Observation = state.get("observation") or {}
         iteration = int(state.get("iteration") or 0)
+        stop: Literal["finish", "verified", "max_iterations"]
         if verifier(observation):
             stop = "finish" if observation.get("source") == "model" else "verified"
         elif iteration >= max_iterations:
@@ -52,7 +55,8 @@ def verify_node(verifier: Verifier, max_iterations: int) -> NodeFn:
 def memory_sync_node(limit: int) -> NodeFn:
     """Append the observation (with its iteration) to ``variables.memory``, keeping the
     last ``limit`` entries."""
-    def memory_sync(state: State, inp: Any) -> dict[str, Any]:
-        entry = {"iteration": state.get("iteration"), **(state.get("observation") or {})}
+    def memory_sync(state: ReactState, inp: JsonValue) -> ReactState:
+        entry: MemoryEntry = {"iteration": state.get("iteration"),
+                              **(state.get("observation") or {})}
         return {"memory": [*(state.get("memory") or []), entry][-limit:]}
     return memory_sync

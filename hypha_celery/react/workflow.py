@@ -7,9 +7,8 @@ transitions out of a state are tried in the order written here.
 
 from __future__ import annotations
 
-from typing import Any
-
 from hypha_celery.fsm import WorkflowSpec
+from hypha_celery.fsm.spec import HumanReviewPolicy, StateSpec, TransitionSpec
 
 __all__ = ["HAPPY_PATH", "STATE_NODES", "STEPS_PER_ITERATION", "budget_steps",
            "react_workflow"]
@@ -93,20 +92,19 @@ def react_workflow(id: str = "react", *, review_expires_in: float | None = None
     the model asked for one (action ``human_review``). ``review_expires_in``: seconds
     until such a review expires (the run then fails ``review_expired``).
     """
-    def review(when: str, reason: str) -> dict[str, Any]:
-        return {"required": True, "when": when, "reason": reason,
-                "expires_in": review_expires_in}
+    def review(when: str, reason: str) -> HumanReviewPolicy:
+        return HumanReviewPolicy(required=True, when=when, reason=reason,
+                                 expires_in=review_expires_in)
 
     reviews = {"Acting": review(_NEEDS_REVIEW, "the tool call needs a review"),
                "ActingEffect": review(_NEEDS_REVIEW, "the tool call needs a review"),
                "ObservationRecorded": review(_ASKS_HUMAN, "the model asked for a review")}
-    states: list[dict[str, Any]] = [
-        {"id": sid, "goal": goal, "node": STATE_NODES.get(sid),
-         **({"human_review": reviews[sid]} if sid in reviews else {})}
-        for sid, goal in _GOALS.items() if sid != "Completed"]
-    states.append({"id": "Completed", "goal": _GOALS["Completed"], "kind": "completed"})
-    return WorkflowSpec.model_validate({
-        "id": id, "description": "hypha's harnessed ReAct loop",
-        "initial_state": "Idle", "terminal_states": ["Completed"],
-        "output": "variables.result", "states": states,
-        "transitions": [{"from": a, "to": b, "guard": g} for a, b, g in _TRANSITIONS]})
+    states = [StateSpec(id=sid, goal=goal, node=STATE_NODES.get(sid),
+                        human_review=reviews.get(sid))
+              for sid, goal in _GOALS.items() if sid != "Completed"]
+    states.append(StateSpec(id="Completed", goal=_GOALS["Completed"], kind="completed"))
+    return WorkflowSpec(
+        id=id, description="hypha's harnessed ReAct loop", initial_state="Idle",
+        terminal_states=["Completed"], output="variables.result", states=states,
+        transitions=[TransitionSpec.model_validate({"from": a, "to": b, "guard": g})
+                     for a, b, g in _TRANSITIONS])

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from hypha_celery.errors import FixtureRunMismatch
 from hypha_celery.events.envelope import Event, canonical
+from hypha_celery.jsontypes import JsonValue
 from hypha_celery.replay.fixture import Projection, ReplayFixture, check_single_run, project
 
 #: The sequence families :func:`compare` checks, in report order (then ``output``).
@@ -51,8 +52,8 @@ class SequenceDiff(BaseModel):
 class OutputDiff(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    expected: Any = None
-    actual: Any = None
+    expected: JsonValue = None
+    actual: JsonValue = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -6,14 +6,16 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import cast
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict  # pydantic reads it (python < 3.12)
 
 from hypha_celery.errors import EmptyTrace, InvalidContract, MixedRunTrace
 from hypha_celery.events.envelope import META_PREFIXES, Event, canonical
+from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.projections.audit import state_path
 from hypha_celery.replay.spec import ReplaySpec
 
@@ -24,6 +26,15 @@ TERMINAL = ("run.completed", "run.failed", "run.cancelled")
 TOOL_OUTCOMES = ("tool.call.completed", "tool.call.failed", "tool.call.rejected")
 #: ``source`` in a tool-call signature: the output came from the recorded event.
 SOURCE = "recorded"
+
+
+class Snapshot(TypedDict):
+    """The run state after one outcome that changed it (``snapshot_policy="full"``)."""
+
+    seq: int
+    step: str
+    execution_id: str | None
+    state: JsonObject
 
 
 class ReplayFixture(BaseModel):
@@ -41,16 +52,16 @@ class ReplayFixture(BaseModel):
     events: list[Event]
     event_types: list[str]
     state_path: list[str]
-    final_output: Any = None
+    final_output: JsonValue = None
     tool_calls: list[str]
     model_calls: list[str]
     policy_decisions: list[str]
     memory_read_set: list[str]
     #: ``snapshot_policy="full"``: ``{seq, step, execution_id, state}`` after each outcome
-    snapshots: list[dict[str, Any]] | None = None
+    snapshots: list[Snapshot] | None = None
     #: a JSON Schema the run's final output must satisfy (regression ``output_contract``)
-    output_contract: dict[str, Any] | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    output_contract: JsonObject | None = None
+    metadata: JsonObject = Field(default_factory=dict)
 
 
 class Projection(BaseModel):
@@ -61,12 +72,12 @@ class Projection(BaseModel):
     events: list[Event]
     event_types: list[str]
     state_path: list[str]
-    final_output: Any = None
+    final_output: JsonValue = None
     tool_calls: list[str]
     model_calls: list[str]
     policy_decisions: list[str]
     memory_read_set: list[str]
-    snapshots: list[dict[str, Any]] | None = None
+    snapshots: list[Snapshot] | None = None
 
 
 def own_events(events: Iterable[Event]) -> list[Event]:
@@ -88,13 +99,13 @@ def _step(event: Event) -> str:
     return parts[1] if len(parts) >= 2 and parts[1].isdigit() else ""
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else canonical(value)
 
 
-def _first_present(payload: Mapping[str, Any], *keys: str) -> Any:
+def _first_present(payload: Mapping[str, object], *keys: str) -> object:
     for key in keys:
         if payload.get(key) is not None:
             return payload[key]
@@ -128,7 +139,7 @@ def model_call_signature(event: Event) -> str:
     return f"{event.type}|{_step(event)}|{_text(event.payload.get('model'))}"
 
 
-def final_output(events: Sequence[Event]) -> Any:
+def final_output(events: Sequence[Event]) -> JsonValue:
     """The last terminal event's outcome: ``run.completed``'s ``result``, ``{"error":
     reason}`` for ``run.failed`` / ``run.cancelled``; ``None`` before the run ended."""
     for event in reversed(events):
@@ -139,11 +150,11 @@ def final_output(events: Sequence[Event]) -> Any:
     return None
 
 
-def _snapshots(events: Sequence[Event]) -> list[dict[str, Any]]:
+def _snapshots(events: Sequence[Event]) -> list[Snapshot]:
     """The run state after each node / reducer outcome that changed it (edge outcomes
     reach the state only through their reducer), as the run projection folds it."""
-    state: dict[str, Any] = {}
-    out: list[dict[str, Any]] = []
+    state: JsonObject = {}
+    out: list[Snapshot] = []
     for event in events:
         p = event.payload
         if event.type not in ("node.execution.completed", "node.reducer.completed"):
@@ -191,7 +202,7 @@ def check_single_run(events: Sequence[Event], run_id: str | None = None) -> str:
     return expected
 
 
-def checked_schema(schema: Any, name: str = "output contract") -> dict[str, Any]:
+def checked_schema(schema: object, name: str = "output contract") -> JsonObject:
     """``schema`` (a JSON object) if it is a valid JSON Schema (Draft 2020-12), else
     :class:`InvalidContract`."""
     if not isinstance(schema, Mapping):
@@ -203,13 +214,13 @@ def checked_schema(schema: Any, name: str = "output contract") -> dict[str, Any]
         where = "/".join(str(p) for p in exc.path)
         raise InvalidContract(f"{name} is not a valid JSON Schema"
                               f"{f' (at {where})' if where else ''}: {exc.message}") from None
-    return dict(schema)
+    return cast(JsonObject, dict(schema))  # a valid JSON Schema is JSON
 
 
 def capture(
     events: Iterable[Event], spec: ReplaySpec | None = None, *, run_id: str | None = None,
-    fixture_id: str | None = None, output_contract: Mapping[str, Any] | None = None,
-    metadata: Mapping[str, Any] | None = None, now: Callable[[], float] = time.time,
+    fixture_id: str | None = None, output_contract: Mapping[str, object] | None = None,
+    metadata: Mapping[str, JsonValue] | None = None, now: Callable[[], float] = time.time,
 ) -> ReplayFixture:
     """A :class:`ReplayFixture` of one run's ``events``.
 

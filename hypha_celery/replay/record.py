@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import cast
 
 from hypha_celery.errors import NotRecordable
 from hypha_celery.events.envelope import KINDS, Event, EventType, event_id
@@ -32,7 +32,7 @@ def check_recordable(type_: str) -> None:
         raise NotRecordable(f"unknown event type {type_!r}")
 
 
-def record(store: EventStore, run_id: str, type_: str, payload: Mapping[str, Any]) -> Event:
+def record(store: EventStore, run_id: str, type_: str, payload: Mapping[str, object]) -> Event:
     """Append one event of ``type_`` to ``run_id``'s log (one transaction,
     :meth:`EventStore.append`) and return it. Raises :class:`NotRecordable` for a type the runtime
     owns and :class:`RunNotFound` for an unknown run."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from hypha_celery.errors import RunNotFound
 from hypha_celery.replay.fixture import ReplayFixture, capture
@@ -14,7 +13,7 @@ from hypha_celery.store import EventStore
 
 def capture_run(
     store: EventStore, run_id: str, spec: ReplaySpec | None = None, *,
-    fixture_id: str | None = None, output_contract: Mapping[str, Any] | None = None,
+    fixture_id: str | None = None, output_contract: Mapping[str, object] | None = None,
     save: Callable[[ReplayFixture], object] | None = None, record_events: bool = True,
 ) -> ReplayFixture:
     """Read ``run_id``'s events from ``store`` and :func:`capture` them, then ``save`` the

@@ -21,6 +21,7 @@ from hypha_celery.events import View
 from hypha_celery.graph import Graph, Node, NodeContext
 from hypha_celery.graph.calls import Calls
 from hypha_celery.graph.jsonsafe import error_data, json_size_or_none
+from hypha_celery.graph.model import ApprovedReview
 from hypha_celery.runtime import failures, seams
 from hypha_celery.runtime.cancels import CancelFlag
 from hypha_celery.runtime.core import Runtime, awaits
@@ -87,7 +88,7 @@ def run_node(
     return outcome, view
 
 
-def approved_review(view: View) -> dict[str, object] | None:
+def approved_review(view: View) -> ApprovedReview | None:
     """The review approved right before the awaited execution was scheduled: requested
     at the step before it, approved since (``{"review_id", "by"}``)."""
     step = int(view["step"] or 0) - 1

@@ -9,34 +9,59 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
-from typing import Any, Literal, Protocol
+from collections.abc import Callable, Mapping
+from typing import Literal, Protocol, Required, TypedDict, cast
 
 from hypha_celery.errors import NoPendingReview, ReviewError
+from hypha_celery.jsontypes import JsonObject
+from hypha_celery.tools.result import ToolResultJson
 
-__all__ = ["ApprovalStore", "MemoryApprovals", "ReviewStatus", "review_status"]
+__all__ = ["ApprovalStore", "MemoryApprovals", "ReviewRecord", "ReviewRequest", "ReviewStatus",
+           "review_status"]
 
 ReviewStatus = Literal["pending", "approved", "rejected", "expired"]
+
+
+class ReviewRequest(TypedDict):
+    """What a governed call asks a person to review (``request_review``'s ``info``)."""
+
+    call_id: str
+    tool: str
+    input_hash: str | None
+    side_effect: str
+    reason: str
+    requested_at: float
+    expires_at: float | None
+
+
+class ReviewRecord(ReviewRequest, total=False):
+    """A review as an :class:`ApprovalStore` gives it back: the request, its id and
+    status, and once decided who decided, when (and a rejection's ``reason``)."""
+
+    review_id: Required[str]
+    status: Required[ReviewStatus]
+    decided_by: str
+    decided_at: float
 
 
 class ApprovalStore(Protocol):
     """Reviews by review id, results by invocation id; plain JSON objects only."""
 
-    def review(self, review_id: str) -> dict[str, Any] | None:
+    def review(self, review_id: str) -> ReviewRecord | None:
         """``{"status": "pending" | "approved" | "rejected" | "expired", ...}`` (the
         request's info, plus ``decided_by`` / ``reason`` once decided), or ``None``."""
 
-    def request_review(self, review_id: str, info: dict[str, Any]) -> None:
+    def request_review(self, review_id: str, info: ReviewRequest) -> None:
         """Record a pending review with ``info`` (tool, input hash, expiry, ...)."""
 
-    def result(self, invocation_id: str) -> dict[str, Any] | None:
+    def result(self, invocation_id: str) -> ToolResultJson | None:
         """The stored result of an invocation (``ToolResult.to_json()``), or ``None``."""
 
-    def store_result(self, invocation_id: str, result: dict[str, Any]) -> None:
+    def store_result(self, invocation_id: str, result: ToolResultJson) -> None:
         """Keep an invocation's result; later calls with that id are served from it."""
 
 
-def review_status(review: dict[str, Any], now: float) -> str:
+def review_status(review: Mapping[str, object], now: float) -> str:
     """``review``'s status, ``expired`` when it is pending past its ``expires_at``."""
     status = str(review.get("status"))
     expires_at = review.get("expires_at")
@@ -45,9 +70,9 @@ def review_status(review: dict[str, Any], now: float) -> str:
     return status
 
 
-def _json(value: dict[str, Any]) -> dict[str, Any]:
+def _json(value: Mapping[str, object]) -> JsonObject:
     """A deep copy that is plain JSON (TypeError / ValueError otherwise)."""
-    copy: dict[str, Any] = json.loads(json.dumps(value, allow_nan=False))
+    copy: JsonObject = json.loads(json.dumps(value, allow_nan=False))
     return copy
 
 
@@ -58,23 +83,24 @@ class MemoryApprovals:
 
     def __init__(self, now: Callable[[], float] = time.time) -> None:
         self.now = now
-        self._reviews: dict[str, dict[str, Any]] = {}
-        self._results: dict[str, dict[str, Any]] = {}
+        self._reviews: dict[str, ReviewRecord] = {}
+        self._results: dict[str, ToolResultJson] = {}
 
-    def review(self, review_id: str) -> dict[str, Any] | None:
+    def review(self, review_id: str) -> ReviewRecord | None:
         found = self._reviews.get(review_id)
         if found is None:
             return None
         if review_status(found, self.now()) == "expired" and found["status"] == "pending":
             found["status"] = "expired"
-        return _json(found)
+        return cast(ReviewRecord, _json(found))
 
-    def request_review(self, review_id: str, info: dict[str, Any]) -> None:
+    def request_review(self, review_id: str, info: ReviewRequest) -> None:
         if review_id in self._reviews:
             raise ReviewError(f"review {review_id} was already requested")
-        self._reviews[review_id] = _json({**info, "review_id": review_id, "status": "pending"})
+        self._reviews[review_id] = cast(ReviewRecord, _json(
+            {**info, "review_id": review_id, "status": "pending"}))
 
-    def pending(self) -> list[dict[str, Any]]:
+    def pending(self) -> list[ReviewRecord]:
         """The reviews still waiting for a decision, in request order."""
         found = (self.review(review_id) for review_id in list(self._reviews))
         return [r for r in found if r is not None and r["status"] == "pending"]
@@ -88,17 +114,24 @@ class MemoryApprovals:
     def expire(self, review_id: str) -> None:
         self._decide(review_id, "expired")
 
-    def result(self, invocation_id: str) -> dict[str, Any] | None:
+    def result(self, invocation_id: str) -> ToolResultJson | None:
         found = self._results.get(invocation_id)
-        return None if found is None else _json(found)
+        return None if found is None else cast(ToolResultJson, _json(found))
 
-    def store_result(self, invocation_id: str, result: dict[str, Any]) -> None:
-        self._results[invocation_id] = _json(result)
+    def store_result(self, invocation_id: str, result: ToolResultJson) -> None:
+        self._results[invocation_id] = cast(ToolResultJson, _json(result))
 
-    def _decide(self, review_id: str, status: ReviewStatus, **fields: str) -> None:
+    def _decide(self, review_id: str, status: ReviewStatus, decided_by: str | None = None,
+                reason: str | None = None) -> None:
         current = self.review(review_id)
         if current is None:
             raise NoPendingReview(f"no review {review_id}")
         if current["status"] != "pending":
             raise ReviewError(f"review {review_id} is already {current['status']}")
-        self._reviews[review_id].update(status=status, decided_at=self.now(), **fields)
+        found = self._reviews[review_id]
+        found["status"] = status
+        found["decided_at"] = self.now()
+        if decided_by is not None:
+            found["decided_by"] = decided_by
+        if reason is not None:
+            found["reason"] = reason

@@ -15,15 +15,16 @@ result says ``human_review_required`` and the policy decides.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TypedDict
 
 from hypha_celery.errors import GraphSpecError, ToolCallRejected
 from hypha_celery.graph import AT_MOST_ONCE, Node, NodeContext
+from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.tools.approvals import MemoryApprovals
 from hypha_celery.tools.policy import ToolPolicy
 from hypha_celery.tools.registry import ToolRegistry
-from hypha_celery.tools.result import ToolResult
-from hypha_celery.tools.runner import GovernedRunner
+from hypha_celery.tools.result import ToolResult, ToolStatus
+from hypha_celery.tools.runner import GovernedRunner, Recorder
 
 #: Runner events the node does not record itself: ``ctx.tool`` writes the call, the
 #: workflow requests reviews.
@@ -43,7 +44,7 @@ def tool_node(tools: ToolRegistry, tool_id: str, *, policy: ToolPolicy | None = 
     except ToolCallRejected:
         raise GraphSpecError(f"tool node: unknown tool {tool_id!r}") from None
 
-    def run(state: dict[str, Any], inp: Any, ctx: NodeContext) -> dict[str, Any]:
+    def run(state: JsonObject, inp: JsonValue, ctx: NodeContext) -> dict[str, ToolSummary]:
         args = inp if input_from is None else _value(state, inp, input_from)
         result = run_governed(ctx, tools, tool_id, args, policy=policy,
                               scope_allow=scope_allow, permission_scope=permission_scope)
@@ -53,7 +54,7 @@ def tool_node(tools: ToolRegistry, tool_id: str, *, policy: ToolPolicy | None = 
     return Node(run, side_effect=side_effect)
 
 
-def run_governed(ctx: NodeContext, tools: ToolRegistry, tool_id: str, args: Any, *,
+def run_governed(ctx: NodeContext, tools: ToolRegistry, tool_id: str, args: JsonValue, *,
                  policy: ToolPolicy | None = None,
                  scope_allow: Sequence[str] | None = None,
                  permission_scope: str | None = None) -> ToolResult:
@@ -69,14 +70,24 @@ def run_governed(ctx: NodeContext, tools: ToolRegistry, tool_id: str, args: Any,
                       permission_scope=permission_scope, approval=ctx.review)
 
 
-def summary(result: ToolResult) -> dict[str, Any]:
+class ToolSummary(TypedDict):
+    """What a tool node keeps of a result in the run state (:func:`summary`)."""
+
+    tool: str
+    status: ToolStatus
+    output: JsonValue
+    code: str | None
+    message: str
+
+
+def summary(result: ToolResult) -> ToolSummary:
     """What a node keeps of a tool result in the run state."""
     return {"tool": result.tool, "status": result.status, "output": result.output,
             "code": result.code, "message": result.message}
 
 
-def _recorder(ctx: NodeContext) -> Any:
-    def record(type_: str, payload: dict[str, Any]) -> None:
+def _recorder(ctx: NodeContext) -> Recorder:
+    def record(type_: str, payload: Mapping[str, object], /) -> None:
         if type_ in _WRITTEN_ELSEWHERE:
             return
         if type_ == "tool.call.failed" and payload.get("phase") == "execute":
@@ -85,7 +96,7 @@ def _recorder(ctx: NodeContext) -> Any:
     return record
 
 
-def _value(state: Mapping[str, Any], inp: Any, path: str) -> Any:
+def _value(state: Mapping[str, object], inp: JsonValue, path: str) -> JsonValue:
     from hypha_celery.fsm.policy import resolve
 
     return resolve({"input": inp, "variables": state, "metadata": {}}, path)

@@ -11,18 +11,18 @@ unless a tool is on its ``allow`` list.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal, TypedDict
 
-from pydantic import Field, field_validator
+from pydantic import Field, TypeAdapter, field_validator
 
 from hypha_celery.graph.model import SideEffect
 from hypha_celery.tools._model import SpecModel
 from hypha_celery.tools.spec import ToolSpec
 
-__all__ = ["DEFAULT_POLICY_ID", "Effect", "PolicyDecision", "PolicyRule", "ToolPolicy",
-           "tool_matches"]
+__all__ = ["DEFAULT_POLICY_ID", "Effect", "PolicyDecision", "PolicyDecisionJson", "PolicyRule",
+           "ToolPolicy", "tool_matches"]
 
 Effect = Literal["allow", "deny", "require_review"]
 DEFAULT_POLICY_ID = "default-deny-external-effects"
@@ -32,6 +32,16 @@ _OVERRIDE = "Side effect level {side_effect} requires an explicit policy overrid
 def tool_matches(tool_id: str, patterns: Iterable[str]) -> bool:
     """Whether ``tool_id`` is one of ``patterns`` (tool ids or globs: ``fs.*``)."""
     return any(fnmatchcase(tool_id, pattern) for pattern in patterns)
+
+
+class PolicyDecisionJson(TypedDict):
+    """A :class:`PolicyDecision` as recorded (``tool.policy.checked``'s ``decision``)."""
+
+    allowed: bool
+    requires_review: bool
+    policy_id: str | None
+    rule_id: str | None
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -44,8 +54,16 @@ class PolicyDecision:
     rule_id: str | None = None
     reason: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> PolicyDecisionJson:
+        json: PolicyDecisionJson = _DECISION.dump_python(self, mode="json")
+        return json
+
+    @classmethod
+    def from_json(cls, data: PolicyDecisionJson) -> PolicyDecision:
+        return _DECISION.validate_python(data)
+
+
+_DECISION = TypeAdapter(PolicyDecision)
 
 
 class PolicyRule(SpecModel):

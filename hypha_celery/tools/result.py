@@ -5,17 +5,62 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Literal
+
+from pydantic import BeforeValidator, Field, PlainSerializer, TypeAdapter
+from typing_extensions import TypedDict  # pydantic reads it (python < 3.12)
 
 from hypha_celery.errors import ToolCallRejected
+from hypha_celery.jsontypes import JsonValue
 
-__all__ = ["Phase", "ToolResult", "ToolStatus"]
+__all__ = ["Phase", "SchemaIssueJson", "ToolResult", "ToolResultJson", "ToolStatus"]
 
 #: hypha's result statuses.
 ToolStatus = Literal["completed", "failed", "denied", "human_review_required", "cancelled",
                      "conflict"]
 #: The step of :class:`~hypha_celery.tools.runner.GovernedRunner` that stopped the call.
 Phase = Literal["scope", "idempotency", "input", "policy", "approval", "execute", "output"]
+
+
+class SchemaIssueJson(TypedDict):
+    """One ``(path, message)`` schema issue as stored."""
+
+    path: str
+    message: str
+
+
+class ToolResultJson(TypedDict):
+    """A :class:`ToolResult` as stored under its invocation id (:meth:`ToolResult.to_json`)."""
+
+    status: ToolStatus
+    tool: str
+    call_id: str
+    output: JsonValue
+    code: str | None
+    message: str
+    phase: Phase | None
+    review_id: str | None
+    input_hash: str | None
+    issues: list[SchemaIssueJson]
+    error: dict[str, str] | None
+
+
+def _issues_in(value: object) -> object:
+    """Stored issues (``[{"path", "message"}]``, or null) as ``(path, message)`` pairs."""
+    if value is None:
+        return ()
+    if isinstance(value, list):
+        return [(i.get("path"), i.get("message")) if isinstance(i, dict) else i for i in value]
+    return value
+
+
+def _issues_out(issues: tuple[tuple[str, str], ...]) -> list[SchemaIssueJson]:
+    return [{"path": path, "message": message} for path, message in issues]
+
+
+#: ``(path, message)`` pairs, stored as ``[{"path", "message"}]``.
+Issues = Annotated[tuple[tuple[str, str], ...], BeforeValidator(_issues_in),
+                   PlainSerializer(_issues_out)]
 
 
 @dataclass(frozen=True)
@@ -28,15 +73,15 @@ class ToolResult:
     status: ToolStatus
     tool: str
     call_id: str
-    output: Any = None
+    output: JsonValue = None
     code: str | None = None
     message: str = ""
     phase: Phase | None = None
     review_id: str | None = None
     input_hash: str | None = None
-    issues: tuple[tuple[str, str], ...] = ()
+    issues: Issues = ()
     error: dict[str, str] | None = None
-    reused: bool = field(default=False, compare=False)
+    reused: Annotated[bool, Field(exclude=True)] = field(default=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -48,21 +93,15 @@ class ToolResult:
             raise ToolCallRejected(self.code or self.status.upper(), self.message)
         return self
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> ToolResultJson:
         """Plain JSON (``reused`` left out: it describes a delivery, not the call)."""
-        return {
-            "status": self.status, "tool": self.tool, "call_id": self.call_id,
-            "output": self.output, "code": self.code, "message": self.message,
-            "phase": self.phase, "review_id": self.review_id, "input_hash": self.input_hash,
-            "issues": [{"path": path, "message": message} for path, message in self.issues],
-            "error": self.error,
-        }
+        json: ToolResultJson = _ADAPTER.dump_python(self, mode="json")
+        return json
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], *, reused: bool = False) -> ToolResult:
-        issues = tuple((str(i["path"]), str(i["message"])) for i in data.get("issues") or ())
-        return cls(status=data["status"], tool=data["tool"], call_id=data["call_id"],
-                   output=data.get("output"), code=data.get("code"),
-                   message=data.get("message", ""), phase=data.get("phase"),
-                   review_id=data.get("review_id"), input_hash=data.get("input_hash"),
-                   issues=issues, error=data.get("error"), reused=reused)
+    def from_json(cls, data: Mapping[str, object], *, reused: bool = False) -> ToolResult:
+        """The result :meth:`to_json` gave (``ValidationError`` for anything else)."""
+        return _ADAPTER.validate_python({**data, "reused": reused})
+
+
+_ADAPTER = TypeAdapter(ToolResult)

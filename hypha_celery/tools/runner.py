@@ -36,7 +36,14 @@ from typing import Any, Literal, Protocol
 from hypha_celery.errors import InvalidCall
 from hypha_celery.graph.calls import request_hash
 from hypha_celery.graph.jsonsafe import error_json
-from hypha_celery.tools.approvals import ApprovalStore, MemoryApprovals, review_status
+from hypha_celery.graph.model import ApprovedReview
+from hypha_celery.tools.approvals import (
+    ApprovalStore,
+    MemoryApprovals,
+    ReviewRecord,
+    ReviewRequest,
+    review_status,
+)
 from hypha_celery.tools.policy import PolicyDecision, ToolPolicy, tool_matches
 from hypha_celery.tools.registry import Handler, Tool, ToolRegistry
 from hypha_celery.tools.result import Phase, ToolResult, ToolStatus
@@ -54,7 +61,7 @@ ToolEventType = Literal[
 class Recorder(Protocol):
     """Where the runner's events go: ``record(type, payload)``."""
 
-    def __call__(self, type_: str, payload: dict[str, Any], /) -> None: ...
+    def __call__(self, type_: str, payload: Mapping[str, object], /) -> None: ...
 
 
 @dataclass
@@ -70,7 +77,7 @@ class _Call:
     permission_scope: str | None
     decision: PolicyDecision | None = None
     review_id: str | None = None
-    approval: Mapping[str, Any] | None = None
+    approval: ApprovedReview | None = None
 
     @property
     def spec(self) -> ToolSpec:
@@ -115,7 +122,7 @@ class GovernedRunner:
     def run(self, tool_id: str, input: Any, *, invocation_id: str | None = None,
             scope_allow: Sequence[str] | None = None,
             permission_scope: str | None = None,
-            approval: Mapping[str, Any] | None = None) -> ToolResult:
+            approval: ApprovedReview | None = None) -> ToolResult:
         """Call ``tool_id`` with ``input`` (JSON) as invocation ``invocation_id``.
 
         ``scope_allow``: the tool ids (or globs) the execution scope allows (``None``:
@@ -207,16 +214,16 @@ class GovernedRunner:
     def _request_review(self, call: _Call, reason: str) -> ToolResult:
         assert call.review_id is not None
         expires_in = call.spec.review_expires_in
-        info = {"call_id": call.call_id, "tool": call.spec.id, "input_hash": call.input_hash,
-                "side_effect": call.spec.side_effect, "reason": reason,
-                "requested_at": self.now(),
-                "expires_at": None if expires_in is None else self.now() + expires_in}
+        info: ReviewRequest = {
+            "call_id": call.call_id, "tool": call.spec.id, "input_hash": call.input_hash,
+            "side_effect": call.spec.side_effect, "reason": reason, "requested_at": self.now(),
+            "expires_at": None if expires_in is None else self.now() + expires_in}
         self.approvals.request_review(call.review_id, info)
         self._emit(call, "human.review.requested", review_id=call.review_id, reason=reason,
                    input_hash=call.input_hash, expires_at=info["expires_at"])
         return self._waiting(call)
 
-    def _review_outcome(self, call: _Call, review: dict[str, Any]) -> ToolResult | None:
+    def _review_outcome(self, call: _Call, review: ReviewRecord) -> ToolResult | None:
         status = review_status(review, self.now())
         if status == "pending":
             return self._waiting(call)
@@ -289,7 +296,7 @@ class GovernedRunner:
         return call.result("failed", code=code, phase=phase, message=message, issues=issues,
                            error=error)
 
-    def _emit(self, call: _Call, type_: ToolEventType, **fields: Any) -> None:
+    def _emit(self, call: _Call, type_: ToolEventType, **fields: object) -> None:
         self.record(type_, {"call_id": call.call_id, "tool": call.spec.id,
                             "source": call.spec.source, "side_effect": call.spec.side_effect,
                             **fields})

@@ -125,3 +125,8 @@ def test_a_bad_policy_is_a_tool_spec_error_naming_the_field(data: dict[str, Any]
 def test_a_bad_rule_on_its_own() -> None:
     with pytest.raises(ToolSpecError, match="^policy rule 'r': scopes: an empty list"):
         PolicyRule(id="r", effect="deny", scopes=[])
+
+
+def test_a_decision_reads_back_from_its_json() -> None:
+    decision = ToolPolicy.default().decide(tool("fs.delete", "irreversible"))
+    assert PolicyDecision.from_json(decision.to_json()) == decision

@@ -464,3 +464,16 @@ def test_memory_approvals_keep_json_copies() -> None:
     with pytest.raises(TypeError):
         store.store_result("j", {"x": object()})
     assert store.result("missing") is None and store.review("missing") is None
+
+
+def test_a_result_stored_by_the_previous_version_loads_and_writes_the_same_json() -> None:
+    # what the hand-written to_json wrote: every key, issues as {"path", "message"}
+    stored = {"status": "failed", "tool": "t.x", "call_id": "c", "output": None,
+              "code": "TOOL_INPUT_INVALID", "message": "m", "phase": "input",
+              "review_id": None, "input_hash": "0" * 16,
+              "issues": [{"path": "$.a", "message": "bad"}], "error": None}
+    result = ToolResult.from_json(stored, reused=True)
+    assert (result.issues, result.reused) == ((("$.a", "bad"),), True)
+    assert list(result.to_json().items()) == list(stored.items())
+    assert ToolResult.from_json({"status": "completed", "tool": "t", "call_id": "c"}) \
+        == ToolResult("completed", "t", "c")
