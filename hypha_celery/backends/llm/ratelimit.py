@@ -50,17 +50,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 from hypha_celery.backends.error import BackendError
+from hypha_celery.middleware.process import on_fork
 
 __all__ = ["FREE", "NO_LIMITS", "SLOT_LEASE_S", "Limit", "Limiter", "LimiterStats",
            "MemoryLimiter", "RedisLimiter", "Slot", "limit_key", "parse_limits"]
@@ -479,8 +478,7 @@ class RedisLimiter(Limiter):
         self._held_lock = threading.Lock()
         self._held: dict[str, str] = {}  # token -> limit key, the slots this process holds
         self._renewer: threading.Thread | None = None
-        ref = weakref.WeakMethod(self._after_fork)
-        os.register_at_fork(after_in_child=lambda: (m := ref()) is not None and m())
+        on_fork(self._after_fork)  # held weakly: forgotten with this limiter
 
     def _after_fork(self) -> None:
         """A forked child holds none of its parent's slots, nor its thread (or its lock)."""
