@@ -18,6 +18,7 @@ import click
 
 from hypha_celery.events import Event
 from hypha_celery.projections.timeline import depth, rows, summary
+from hypha_celery.projections.timeline import duration as own_duration
 
 __all__ = ["depth", "format_event", "summary", "timeline", "use_colour"]
 
@@ -57,7 +58,7 @@ def format_event(event: Event, t0: float, *, colour: bool = False, depth: int = 
     rel = f"+{(event.ts - t0) * 1000:.1f}ms".rjust(10)
     kind = f"{'  ' * depth + event.kind:<34}"
     what = f"{summary(event):<34}"
-    took = _ms(event.data.get("duration") if duration is None else duration)
+    took = _ms(own_duration(event) if duration is None else duration)
     if event.kind in ("run.completed", "run.failed", "run.cancelled"):
         took = f"total {_ms(event.ts - t0)}"
     if colour:

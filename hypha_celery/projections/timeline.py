@@ -6,26 +6,38 @@ made (3) -- and :func:`summary` gives the one phrase that describes it. A summar
 nodes, reducers, reasons and durations and never run input, state, node output or error
 messages (they may carry prompt text or secrets). :func:`rows` pairs each event with both
 and with the duration of a call, measured from its start to its end.
+
+Each summary reads its event's payload model (:attr:`Event.body
+<hypha_celery.events.envelope.Event.body>`). A log written elsewhere (an import) may lack
+a field this package's writers always write: such an event has no summary (``""``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import cast
 
 from hypha_celery.events import Event
+from hypha_celery.events import payloads as ev
+from hypha_celery.events.payloads import P, Payload
+from hypha_celery.events.view import ErrorJson
 
-__all__ = ["TimelineRow", "depth", "rows", "summary"]
+__all__ = ["TimelineRow", "depth", "duration", "rows", "summary"]
 
 
-def _name(d: Mapping[str, Any]) -> str:
+def _name(node: str | None, execution_id: str | None) -> str:
     """``classify``; a fan-out edge (execution id ``<run>.<step>.<i>``) is ``lookup#i``."""
-    name = str(d.get("node_id") or d.get("reducer") or "?")
-    parts = str(d.get("execution_id", "")).split(".")
+    name = node or "?"
+    parts = (execution_id or "").split(".")
     if len(parts) == 3 and parts[2].isdigit():
         return f"{name}#{parts[2]}"
     return name
+
+
+def _text(value: object) -> str:
+    """``value`` as text, ``""`` for none."""
+    return "" if value is None else str(value)
 
 
 def _counted(names: list[str]) -> str:
@@ -36,58 +48,63 @@ def _counted(names: list[str]) -> str:
     return ", ".join(n if c == 1 else f"{n} x{c}" for n, c in counts.items())
 
 
-def _outcome(d: Mapping[str, Any]) -> str:
-    parts = [_name(d)]
-    err = d.get("error")
-    if isinstance(err, Mapping):
-        parts.append(str(err.get("type", "error")))
-    return "  ".join(parts)
+def _error_type(err: ErrorJson | None, default: str) -> str | None:
+    """The error's ``type`` (``default`` when it has none); None: no error."""
+    if not isinstance(err, Mapping):  # a log written elsewhere may hold anything
+        return None
+    return str(err.get("type", default))
 
 
-def _decision(d: Mapping[str, Any]) -> str:
-    kind, ids = d.get("type"), list(d.get("node_ids") or [])
-    if kind == "next":
-        return f"step {d.get('step')}: next {', '.join(ids)}"
-    if kind == "fanout":
-        return f"step {d.get('step')}: fan-out {_counted(ids)} -> {d.get('reducer')}"
-    return f"step {d.get('step')}: {kind}"
+def _outcome(p: ev.NodeExecutionCompleted | ev.NodeExecutionFailed) -> str:
+    failed = _error_type(p.error, "error")
+    return _name(p.node_id, p.execution_id) + ("" if failed is None else f"  {failed}")
 
 
-def _fanout(d: Mapping[str, Any]) -> str:
-    edges = d.get("edges") or []
-    names = ", ".join(f"{e.get('node_id')}#{i}" for i, e in enumerate(edges))
-    return f"{names} -> {d.get('reducer')} (step {d.get('step')})"
+def _reduced(p: ev.NodeReducerCompleted | ev.NodeReducerFailed) -> str:
+    failed = _error_type(p.error, "error")
+    return _name(p.reducer, p.execution_id) + ("" if failed is None else f"  {failed}")
 
 
-def _started(d: Mapping[str, Any]) -> str:
-    attempt = d.get("attempt", 1)
-    return _name(d) + (f"  attempt {attempt}" if attempt != 1 else "")
+def _decision(p: ev.DecisionPolicyRecorded) -> str:
+    ids = list(p.node_ids or [])
+    if p.type == "next":
+        return f"step {p.step}: next {', '.join(ids)}"
+    if p.type == "fanout":
+        return f"step {p.step}: fan-out {_counted(ids)} -> {p.reducer}"
+    return f"step {p.step}: {p.type}"
 
 
-def _by(d: Mapping[str, Any]) -> str:
-    return f"  by {d['by']}" if d.get("by") else ""
+def _fanout(p: ev.NodeFanoutScheduled) -> str:
+    names = ", ".join(f"{e.get('node_id')}#{i}" for i, e in enumerate(p.edges or []))
+    return f"{names} -> {p.reducer} (step {p.step})"
 
 
-def _reason(d: Mapping[str, Any]) -> str:
-    return str(d.get("reason", ""))
+def _started(p: ev.NodeExecutionStarted) -> str:
+    return _name(p.node_id, p.execution_id) + (f"  attempt {p.attempt}" if p.attempt != 1
+                                               else "")
 
 
-def _retrying(d: Mapping[str, Any]) -> str:
-    err = d.get("error")
-    kind = err.get("type", "?") if isinstance(err, Mapping) else "?"
-    return (f"{_name(d)}  attempt {d.get('attempt')} failed ({kind}), "
-            f"retry in {d.get('delay')}s")
+def _by(by: str | None) -> str:
+    return f"  by {by}" if by else ""
 
 
-def _call(family: str) -> Callable[[Mapping[str, Any]], str]:
-    def summary(d: Mapping[str, Any]) -> str:
-        err = d.get("error")
-        failed = f"  {err.get('type', 'error')}" if isinstance(err, Mapping) else ""
-        return f"{d.get(family)}{failed}"
-    return summary
+def _retrying(p: ev.NodeExecutionRetrying) -> str:
+    return (f"{_name(p.node_id, p.execution_id)}  attempt {p.attempt} failed "
+            f"({_error_type(p.error, '?') or '?'}), retry in {p.delay}s")
 
 
-def _verdict(decision: Any) -> str:
+def _model_call(p: ev.ModelCallStarted | ev.ModelCallCompleted | ev.ModelCallFailed) -> str:
+    failed = _error_type(p.error, "error") if isinstance(p, ev.ModelCallFailed) else None
+    return f"{p.model}" + ("" if failed is None else f"  {failed}")
+
+
+def _tool_call(p: ev.ToolCallStarted | ev.ToolCallCompleted | ev.ToolCallFailed) -> str:
+    failed = _error_type(p.error, "error") if isinstance(p, ev.ToolCallFailed) else None
+    return f"{p.tool}" + ("" if failed is None else f"  {failed}")
+
+
+def _verdict(p: ev.ToolPolicyChecked) -> str:
+    decision = p.decision
     if not isinstance(decision, Mapping):
         return ""
     verdict = "allowed" if decision.get("allowed") else "denied"
@@ -113,58 +130,90 @@ def depth(event: Event) -> int:
     return 0
 
 
-_SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
-    "run.created": lambda d: f"graph {d.get('graph_id')}",
-    "run.queued": lambda d: f"behind {d.get('behind')}",
-    "run.started": lambda d: "",
-    "decision.policy.recorded": _decision,
-    "node.execution.scheduled": lambda d: f"{d.get('node_id')} (step {d.get('step')})",
-    "node.fanout.scheduled": _fanout,
-    "node.execution.started": _started,
-    "node.execution.completed": _outcome,
-    "node.execution.failed": _outcome,
-    "node.reducer.completed": _outcome,
-    "node.reducer.failed": _outcome,
-    "node.execution.late_result": lambda d: f"{_name(d)}  {_reason(d)}",
-    "node.execution.retrying": _retrying,
-    "node.execution.redelivered": lambda d: f"{_name(d)}  delivery {d.get('delivery', '')}",
-    "node.execution.dead_lettered": lambda d: f"{_name(d)}  {_reason(d)}",
-    "model.call.started": _call("model"),
-    "model.call.completed": _call("model"),
-    "model.call.failed": _call("model"),
-    "tool.call.started": _call("tool"),
-    "tool.call.completed": _call("tool"),
-    "tool.call.failed": _call("tool"),
-    "tool.call.requested": lambda d: str(d.get("tool", "")),
-    "tool.policy.checked": lambda d: _verdict(d.get("decision")),
-    "tool.call.approved": lambda d: f"{d.get('tool')}  review {d.get('review_id')}",
-    "tool.call.rejected": lambda d: f"{d.get('tool')}  {d.get('code')}",
-    "fsm.state.entered": lambda d: str(d.get("state", "")),
-    "fsm.transition.accepted": lambda d: f"{d.get('from')} -> {d.get('to')}",
-    "fsm.transition.rejected": lambda d: f"{d.get('from')} -> {d.get('to')}  {_reason(d)}",
-    "human.review.requested": lambda d: f"{d.get('review_id')}  {_reason(d)}",
-    "human.review.approved": lambda d: f"{d.get('review_id')}  by {d.get('by')}",
-    "human.review.rejected": lambda d: f"{d.get('review_id')}  by {d.get('by')}",
-    "human.review.expired": lambda d: str(d.get("review_id", "")),
-    "run.waiting_human": lambda d: f"review {d.get('review_id')}",
-    "recovery.run.redriven": _reason,
-    "recovery.dead_letter.redriven": lambda d: f"dead letter {d.get('dead_letter_id')}"
-                                               + _by(d),
-    "run.redriven": lambda d: f"{d.get('node_id')}  dead letter {d.get('dead_letter_id')}"
-                              + _by(d),
-    "run.released": lambda d: f"attempt {d.get('attempt')}" + _by(d),
-    "recovery.node.timed_out": lambda d: _name(d),
-    "run.cancel.requested": lambda d: "",
-    "run.completed": lambda d: "",
-    "run.failed": lambda d: _reason(d) + _by(d),
-    "run.cancelled": _reason,
-}
+_Summary = Callable[[Payload], str]
+#: The summary of each type that has one, by its payload model.
+_SUMMARIES: dict[str, _Summary] = {}
+
+
+def _on(model: type[P]) -> Callable[[Callable[[P], str]], None]:
+    def register(fn: Callable[[P], str]) -> None:
+        _SUMMARIES[model.kind] = cast(_Summary, fn)
+    return register
+
+
+def _nothing(p: Payload) -> str:
+    return ""
+
+
+_on(ev.RunCreated)(lambda p: f"graph {p.graph_id}")
+_on(ev.RunQueued)(lambda p: f"behind {p.behind}")
+_on(ev.RunStarted)(_nothing)
+_on(ev.RunCancelRequested)(_nothing)
+_on(ev.RunCompleted)(_nothing)
+_on(ev.DecisionPolicyRecorded)(_decision)
+_on(ev.NodeExecutionScheduled)(lambda p: f"{p.node_id} (step {p.step})")
+_on(ev.NodeFanoutScheduled)(_fanout)
+_on(ev.NodeExecutionStarted)(_started)
+_on(ev.NodeExecutionCompleted)(_outcome)
+_on(ev.NodeExecutionFailed)(_outcome)
+_on(ev.NodeReducerCompleted)(_reduced)
+_on(ev.NodeReducerFailed)(_reduced)
+_on(ev.NodeExecutionLateResult)(lambda p: f"{_name(p.node_id, p.execution_id)}  {p.reason}")
+_on(ev.NodeExecutionRetrying)(_retrying)
+_on(ev.NodeExecutionRedelivered)(
+    lambda p: f"{_name(p.node_id, p.execution_id)}  delivery {p.delivery}")
+_on(ev.NodeExecutionDeadLettered)(
+    lambda p: f"{_name(p.node_id, p.execution_id)}  {p.reason}")
+_on(ev.ModelCallStarted)(_model_call)
+_on(ev.ModelCallCompleted)(_model_call)
+_on(ev.ModelCallFailed)(_model_call)
+_on(ev.ToolCallStarted)(_tool_call)
+_on(ev.ToolCallCompleted)(_tool_call)
+_on(ev.ToolCallFailed)(_tool_call)
+_on(ev.ToolCallRequested)(lambda p: _text(p.tool))
+_on(ev.ToolPolicyChecked)(_verdict)
+_on(ev.ToolCallApproved)(lambda p: f"{p.tool}  review {p.review_id}")
+_on(ev.ToolCallRejected)(lambda p: f"{p.tool}  {p.code}")
+_on(ev.FsmStateEntered)(lambda p: _text(p.state))
+_on(ev.FsmTransitionAccepted)(lambda p: f"{p.from_} -> {p.to}")
+_on(ev.FsmTransitionRejected)(lambda p: f"{p.from_} -> {p.to}  {p.reason}")
+_on(ev.HumanReviewRequested)(lambda p: f"{p.review_id}  {_text(p.reason)}")
+_on(ev.HumanReviewApproved)(lambda p: f"{p.review_id}  by {p.by}")
+_on(ev.HumanReviewRejected)(lambda p: f"{p.review_id}  by {p.by}")
+_on(ev.HumanReviewExpired)(lambda p: _text(p.review_id))
+_on(ev.RunWaitingHuman)(lambda p: f"review {p.review_id}")
+_on(ev.RecoveryRunRedriven)(lambda p: p.why)
+_on(ev.RecoveryDeadLetterRedriven)(lambda p: f"dead letter {p.dead_letter_id}" + _by(p.by))
+_on(ev.RunRedriven)(lambda p: f"{p.node_id}  dead letter {p.dead_letter_id}" + _by(p.by))
+_on(ev.RunReleased)(lambda p: f"attempt {p.attempt}" + _by(p.by))
+_on(ev.RecoveryNodeTimedOut)(lambda p: _name(p.node_id, p.execution_id))
+_on(ev.RunFailed)(lambda p: _text(p.reason) + _by(p.by))
+_on(ev.RunCancelled)(lambda p: _text(p.reason))
 
 
 def summary(event: Event) -> str:
     """The safe one-phrase description of ``event`` (no input, state or messages)."""
-    fn = _SUMMARIES.get(event.kind)
-    return fn(event.data) if fn is not None else ""
+    fn = _SUMMARIES.get(event.type)
+    if fn is None:
+        return ""
+    try:
+        return fn(event.body)
+    except AttributeError:  # a field the event lacks (a log written elsewhere)
+        return ""
+
+
+_TIMED = (ev.NodeExecutionCompleted, ev.NodeExecutionFailed, ev.NodeReducerCompleted,
+          ev.NodeReducerFailed)
+
+
+def duration(event: Event) -> float | None:
+    """How long ``event``'s execution took, in seconds, as the event says (a node's or a
+    reducer's outcome: its ``duration``), else None."""
+    if not event.type.startswith(("node.execution.", "node.reducer.")):
+        return None
+    body = event.body
+    took = body.duration if isinstance(body, _TIMED) else None
+    return float(took) if isinstance(took, int | float) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +239,4 @@ def rows(events: Iterable[Event]) -> Iterator[TimelineRow]:
             yield TimelineRow(event, depth(event), summary(event),
                               None if start is None else event.ts - start)
             continue
-        duration = event.data.get("duration")
-        took = float(duration) if isinstance(duration, int | float) else None
-        yield TimelineRow(event, depth(event), summary(event), took)
+        yield TimelineRow(event, depth(event), summary(event), duration(event))

@@ -52,10 +52,36 @@ def test_one_line_per_event_with_relative_ms_seq_kind_and_duration() -> None:
     (ev(1, "run.failed", reason="node_failed", message=f"classify: ValueError: {SECRET}"),
      "node_failed"),
     (ev(1, "run.queued", behind="r0"), "behind r0"),
+    (ev(1, "recovery.run.redriven", execution_id=f"{RUN}.2", attempt=1,
+        why="no outcome within the stall timeout"), "no outcome within the stall timeout"),
+    (ev(1, "node.execution.retrying", execution_id=f"{RUN}.2", node_id="lookup", attempt=1,
+        delay=0.5, error={"type": "TimeoutError", "message": SECRET}),
+     "lookup  attempt 1 failed (TimeoutError), retry in 0.5s"),
+    (ev(1, "tool.policy.checked", call_id="c0", tool="search",
+        decision={"allowed": True, "requires_review": True}), "allowed  review required"),
+    (ev(1, "model.call.failed", call_id="c1", model="gpt", error={"type": "RateLimited"}),
+     "gpt  RateLimited"),
+    (ev(1, "fsm.transition.rejected", **{"from": "draft"}, to="sent", reason="guard"),
+     "draft -> sent  guard"),
 ])
 def test_summaries_name_nodes_and_reasons_but_never_payloads(event: Event, expected: str) -> None:
     assert summary(event) == expected
     assert SECRET not in format_event(event, 100.0)
+
+
+def test_a_recovery_redrive_says_why() -> None:
+    """The supervisor writes its reason as ``why``: the summary read ``reason`` (never
+    written) and was empty; reading the payload model makes such a slip a mypy error."""
+    event = ev(1, "recovery.run.redriven", execution_id=None, attempt=2, why="worker lost")
+    assert summary(event) == "worker lost"
+
+
+def test_an_event_without_a_field_its_writer_always_writes_has_no_summary() -> None:
+    """A log written elsewhere (an import) may lack one: no summary, no error."""
+    assert summary(ev(1, "node.execution.redelivered", execution_id=f"{RUN}.1")) == ""
+    assert summary(ev(1, "recovery.node.timed_out")) == ""
+    assert format_event(ev(1, "recovery.node.timed_out"), 100.0).split() == [
+        "+0.0ms", "1", "recovery.node.timed_out"]
 
 
 def test_colour_only_when_asked() -> None:
