@@ -394,13 +394,16 @@ class RecoveryDeadLetterRedriven(Payload):
 
 # -- model and tool calls -------------------------------------------------------------------
 class _Call(Payload):
-    """A call a node made through its context: its id, execution and request's hash."""
+    """A call a node made through its context: its id, execution and request's hash.
+    ``name``: the model or tool in a log written elsewhere (hypha's exports), which
+    names it so rather than ``model`` / ``tool``."""
 
     call_id: str | None = None
     execution_id: str | None = None
     step: int | None = None
     node_id: str | None = None
     attempt: int = 1
+    name: str | None = None
 
 
 class _ModelCall(_Call):
@@ -485,6 +488,7 @@ class ToolCallFailed(_ToolCallEnded):
     phase: str | None = None
     message: str | None = None
     issues: list[str] | None = None
+    reason: str | None = None  # hypha's exports: why
 
 
 class ToolCallRejected(_ToolCall):
@@ -492,6 +496,7 @@ class ToolCallRejected(_ToolCall):
     code: str | None = None
     phase: str | None = None
     message: str | None = None
+    reason: str | None = None  # hypha's exports: why
 
 
 class ToolOutputValidated(_ToolCall):

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from hypha_celery.events import payloads as ev
 from hypha_celery.events.envelope import TERMINAL_KINDS, Event
 from hypha_celery.projections.run import RunStatus, status_of
 from hypha_celery.projections.trace import last_of, run_trace
@@ -125,7 +126,7 @@ def audit_view(events: Iterable[Event]) -> AuditView:
     """The audit of one run from its events (``ValueError`` when empty or mixed). Pure."""
     trace = run_trace(events)
     created = last_of(trace, ("run.created",))
-    graph_id = created.payload.get("graph_id") if created is not None else None
+    graph_id = created.body_as(ev.RunCreated).graph_id if created is not None else None
     return AuditView(
         run_id=trace[0].run_id,
         graph_id=graph_id or trace[0].agent_id,
@@ -142,39 +143,36 @@ def audit_view(events: Iterable[Event]) -> AuditView:
 
 def state_path(trace: Sequence[Event]) -> tuple[str, ...]:
     """Node ids in the order they were scheduled (a fan-out's edges in edge order)."""
-    path: list[Any] = []
+    path: list[str | None] = []
     for e in trace:
         if e.type == "node.execution.scheduled":
-            path.append(e.payload.get("node_id"))
+            path.append(e.body_as(ev.NodeExecutionScheduled).node_id)
         elif e.type == "node.fanout.scheduled":
-            path.extend(edge.get("node_id") for edge in e.payload.get("edges") or ())
+            path.extend(edge.get("node_id") for edge in
+                        e.body_as(ev.NodeFanoutScheduled).edges or ())
     return tuple(str(node_id) for node_id in path if node_id is not None)
 
 
 def _decision(e: Event) -> Decision:
-    d = e.payload
-    return Decision(seq=e.seq, step=int(d.get("step") or 0), type=str(d.get("type") or "-"),
-                    node_ids=tuple(str(n) for n in d.get("node_ids") or ()),
-                    reducer=d.get("reducer"))
+    p = e.body_as(ev.DecisionPolicyRecorded)
+    return Decision(seq=e.seq, step=int(p.step or 0), type=str(p.type or "-"),
+                    node_ids=tuple(str(n) for n in p.node_ids or ()), reducer=p.reducer)
 
 
-def _name(e: Event, key: str) -> str | None:
-    name = e.payload.get(key) or e.payload.get("name")
-    return str(name) if name is not None else None
-
-
-def _call_id(e: Event) -> str | None:
-    call_id = e.payload.get("call_id")
-    return str(call_id) if call_id is not None else None
+def _text(value: object) -> str | None:
+    return str(value) if value is not None else None
 
 
 def _tool_call(e: Event) -> ToolCall:
-    d = e.payload
-    reason = d.get("reason")
-    return ToolCall(seq=e.seq, step_id=e.step_id, call_id=_call_id(e), tool=_name(e, "tool"),
-                    outcome=_TOOL_OUTCOMES[e.type],
-                    output=d.get("output"), error=d.get("error"),
-                    reason=str(reason) if reason is not None else None)
+    p = e.body
+    assert isinstance(p, ev.ToolCallCompleted | ev.ToolCallFailed | ev.ToolCallRejected)
+    output = p.output if isinstance(p, ev.ToolCallCompleted) else None
+    error = p.error if isinstance(p, ev.ToolCallFailed) else None
+    reason = None if isinstance(p, ev.ToolCallCompleted) else p.reason
+    return ToolCall(seq=e.seq, step_id=e.step_id, call_id=_text(p.call_id),
+                    tool=_text(p.tool or p.name), outcome=_TOOL_OUTCOMES[e.type],
+                    output=output, error=dict(error) if error is not None else None,
+                    reason=_text(reason))
 
 
 def _model_calls(trace: Sequence[Event]) -> tuple[ModelCall, ...]:
@@ -183,11 +181,14 @@ def _model_calls(trace: Sequence[Event]) -> tuple[ModelCall, ...]:
         outcome = _MODEL_OUTCOMES.get(e.type)
         if outcome is None:
             continue
-        key = _call_id(e) or f"#{e.seq}"
+        p = e.body
+        assert isinstance(p, ev.ModelCallStarted | ev.ModelCallCompleted | ev.ModelCallFailed)
+        call_id = _text(p.call_id)
+        key = call_id or f"#{e.seq}"
         first = calls.get(key)
         calls[key] = ModelCall(
-            seq=first.seq if first else e.seq, step_id=e.step_id, call_id=_call_id(e),
-            model=_name(e, "model") or (first.model if first else None),
+            seq=first.seq if first else e.seq, step_id=e.step_id, call_id=call_id,
+            model=_text(p.model or p.name) or (first.model if first else None),
             outcome=outcome)
     return tuple(calls.values())
 
@@ -214,6 +215,6 @@ def _counts(trace: Sequence[Event]) -> Counts:
 def _outcome(end: Event | None) -> Outcome | None:
     if end is None:
         return None
-    reason = end.payload.get("reason") if end.type != "run.completed" else None
-    return Outcome(status=_ENDS[end.type],
-                   reason=str(reason) if reason is not None else None, at=end.timestamp)
+    body = end.body
+    reason = body.reason if isinstance(body, ev.RunFailed | ev.RunCancelled) else None
+    return Outcome(status=_ENDS[end.type], reason=_text(reason), at=end.timestamp)
