@@ -21,7 +21,7 @@ from hypha_celery.fsm.machine import Fsm
 from hypha_celery.fsm.spec import StateRetry
 from hypha_celery.graph import Context, Fail, Finish, Graph, Next, Node, RetryPolicy, Review
 from hypha_celery.graph.decisions import Decision
-from hypha_celery.jsontypes import JsonObject, JsonValue
+from hypha_celery.jsontypes import JsonValue
 
 
 class _LastOutcome(TypedDict):
@@ -46,7 +46,7 @@ class GuardScope(TypedDict):
     ``metadata.*``."""
 
     input: JsonValue
-    variables: JsonObject
+    variables: dict[str, object]
     metadata: ScopeMetadata
 
 
@@ -66,7 +66,7 @@ class _Walk:
 
     def __init__(self, fsm: Fsm, ctx: Context, max_hops: int) -> None:
         self.fsm, self.ctx, self.hops_left = fsm, ctx, max_hops
-        self.state: str = (ctx.fsm or {}).get("state") or ""
+        self.state: str = (ctx.fsm.get("state") if ctx.fsm is not None else None) or ""
 
     def decide(self) -> Decision:
         snap = self.ctx.fsm
@@ -161,7 +161,7 @@ class _Walk:
                 "last": None if last is None else {"node_id": last.node_id, "ok": last.ok}}
         return {"input": self.ctx.input, "variables": self.ctx.state, "metadata": meta}
 
-    def _output(self) -> JsonValue:
+    def _output(self) -> object:
         path = self.fsm.spec.output
         return self.ctx.state if path is None else resolve(self._scope(), path)
 

@@ -36,13 +36,15 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypedDict, cast
 
 from hypha_celery.backends.llm.errors import error_kind
 from hypha_celery.errors import InvalidCall, ReplayDivergence
 from hypha_celery.events.envelope import canonical
-from hypha_celery.graph.jsonsafe import error_json
+from hypha_celery.events.view import ErrorJson
+from hypha_celery.graph.jsonsafe import error_data
+from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.middleware import Call, CallEnd, MiddlewareStack
 
 Family = Literal["model", "tool"]
@@ -58,10 +60,40 @@ NODE_FACTS = ("tool.call.requested", "tool.call.rejected", "tool.policy.checked"
               "tool.call.approved", "tool.output.validated", "tool.output.invalid")
 
 
+#: What a call knows once it ended (``measures()``: a ``ctx.llm`` call's provider, usage,
+#: latency and cost; keys of :class:`CallRecord`).
+Measures = Callable[[], Mapping[str, object]]
+
+
+class CallRecord(TypedDict, total=False):
+    """One recorded call, as the outcome envelope carries it and ``model.call.*`` /
+    ``tool.call.*`` events store it (the request only as its hash)."""
+
+    call_id: str
+    family: Family
+    name: str
+    attempt: int
+    request_hash: str
+    side_effect: str
+    started_at: float
+    ended_at: float
+    output: JsonValue
+    error: ErrorJson
+    # a ``ctx.llm`` call's measures (see :mod:`hypha_celery.graph.llmcall`)
+    provider: str
+    request_bytes: int
+    usage: dict[str, int]
+    latency_ms: float
+    wait_ms: float
+    cost_usd: float
+    # a failed model call's BackendError kind (None: another exception)
+    error_kind: str | None
+
+
 class RecordedCallError(Exception):
     """In a replay: the recorded call failed; ``type`` / ``message`` are the recording's."""
 
-    def __init__(self, error: dict[str, Any]) -> None:
+    def __init__(self, error: ErrorJson) -> None:
         super().__init__(f"{error.get('type', 'Error')}: {error.get('message', '')}")
         self.type = str(error.get("type", "Error"))
         self.error = error
@@ -79,7 +111,7 @@ class Calls:
     """The calls of one node execution. ``recorded`` given: a replay that serves them."""
 
     def __init__(self, execution_id: str, node_id: str,
-                 recorded: list[dict[str, Any]] | None = None, attempt: int = 1, *,
+                 recorded: list[CallRecord] | None = None, attempt: int = 1, *,
                  run_id: str = "", middleware: MiddlewareStack | None = None) -> None:
         self.execution_id = execution_id
         self.node_id = node_id
@@ -90,14 +122,14 @@ class Calls:
             middleware.wants("before_call") or middleware.wants("after_call")) else None
         # a retried attempt's calls are kept too: its ids must not collide with the next's
         self._prefix = execution_id if attempt == 1 else f"{execution_id}:a{attempt}"
-        self.records: list[dict[str, Any]] = []
+        self.records: list[CallRecord] = []
         #: ``(kind, data, calls made before it)``: the position keeps log order
-        self.facts: list[tuple[str, dict[str, Any], int]] = []
+        self.facts: list[tuple[str, JsonObject, int]] = []
         self._recorded = recorded
 
     def call(self, family: Family, name: str, fn: Callable[[Any], Any], request: Any,
-             extra: dict[str, Any] | None = None,
-             measures: Callable[[], dict[str, Any]] | None = None) -> Any:
+             extra: CallRecord | None = None,
+             measures: Measures | None = None) -> Any:
         """``fn(request)`` recorded (or served in a replay). ``extra``: fields of the
         record known before the call; ``measures()``: fields known after it (called once
         it returned or raised: usage, latency, cost)."""
@@ -106,18 +138,18 @@ class Calls:
         if len(self.records) >= MAX_CALLS:
             raise InvalidCall(f"more than {MAX_CALLS} calls in one node execution")
         digest = request_hash(request)
-        record: dict[str, Any] = {"call_id": self.next_id(family),
-                                  "family": family, "name": name, "attempt": self.attempt,
-                                  "request_hash": digest,
-                                  **(extra or {})}
+        record: CallRecord = {"call_id": self.next_id(family), "family": family, "name": name,
+                              "attempt": self.attempt, "request_hash": digest}
+        if extra:
+            record.update(extra)
         if self._recorded is not None:
             return self._serve(record)
         if self.middleware is None:
             return self._live(record, fn, request, measures)
         return self._told(self.middleware, record, fn, request, measures)
 
-    def _told(self, stack: MiddlewareStack, record: dict[str, Any], fn: Callable[[Any], Any],
-              request: Any, measures: Callable[[], dict[str, Any]] | None) -> Any:
+    def _told(self, stack: MiddlewareStack, record: CallRecord, fn: Callable[[Any], Any],
+              request: Any, measures: Measures | None) -> Any:
         """:meth:`_live` between ``before_call`` and ``after_call``."""
         call = Call(self.run_id, self.execution_id, self.node_id, record["family"],
                     record["name"], record["call_id"])
@@ -134,21 +166,23 @@ class Calls:
                              _ended(time.perf_counter() - began, error, record.get("usage"),
                                     record.get("error_kind")))
 
-    def _live(self, record: dict[str, Any], fn: Callable[[Any], Any], request: Any,
-              measures: Callable[[], dict[str, Any]] | None) -> Any:
+    def _live(self, record: CallRecord, fn: Callable[[Any], Any], request: Any,
+              measures: Measures | None) -> Any:
         family, name = record["family"], record["name"]
         record["started_at"] = time.time()
         try:
             output = fn(request)
         except Exception as exc:
-            record.update(ended_at=time.time(), error=error_json(exc),
-                          **(measures() if measures is not None else {}))
+            record["ended_at"] = time.time()
+            record["error"] = error_data(exc)
+            _measured(record, measures)
             if family == "model":  # model.call.failed says what kind of failure, as a field
                 record["error_kind"] = error_kind(exc)
             self.records.append(record)
             raise
-        record.update(ended_at=time.time(), output=_checked(output, family, name),
-                      **(measures() if measures is not None else {}))
+        record["ended_at"] = time.time()
+        record["output"] = _checked(output, family, name)
+        _measured(record, measures)
         self.records.append(record)
         return output
 
@@ -161,7 +195,7 @@ class Calls:
         """True when calls are served from a recording (nothing is called)."""
         return self._recorded is not None
 
-    def _serve(self, record: dict[str, Any]) -> Any:
+    def _serve(self, record: CallRecord) -> Any:
         assert self._recorded is not None
         n = len(self.records)
         where = f"{self.node_id} ({self.execution_id}) call {n}"
@@ -169,14 +203,15 @@ class Calls:
             raise ReplayDivergence(where, f"new {record['family']} call {record['name']!r}")
         old = self._recorded[n]
         for key in ("family", "name", "request_hash"):
-            if old.get(key) != record[key]:
-                raise ReplayDivergence(where, f"{key} {old.get(key)!r} became {record[key]!r}")
+            was, now = old.get(key), record.get(key)
+            if was != now:
+                raise ReplayDivergence(where, f"{key} {was!r} became {now!r}")
         self.records.append(old)
         if "error" in old:
             raise RecordedCallError(old["error"])
         return old.get("output")
 
-    def fact(self, kind: str, data: dict[str, Any]) -> None:
+    def fact(self, kind: str, data: Mapping[str, object]) -> None:
         """Keep a fact for the outcome (dropped in a replay: the recording has them)."""
         if kind not in NODE_FACTS:
             raise InvalidCall(f"a node records only {', '.join(NODE_FACTS)}, not {kind!r}")
@@ -189,8 +224,8 @@ class Calls:
         if size > MAX_FACT_BYTES:
             raise InvalidCall(f"fact {kind} is {size} bytes of JSON; at most {MAX_FACT_BYTES}")
         if self._recorded is None:
-            self.facts.append((kind, {**data, "execution_id": self.execution_id},
-                               len(self.records)))
+            fact = cast(JsonObject, {**data, "execution_id": self.execution_id})  # checked
+            self.facts.append((kind, fact, len(self.records)))
 
     def unused(self) -> int:
         """Recorded calls a replay did not serve (the new code made fewer calls)."""
@@ -207,12 +242,18 @@ def _ended(duration_s: float, error: str | None, usage: Any, kind: str | None) -
                    _count(usage, "cache_write_tokens"), error_kind=kind)
 
 
-def _count(usage: dict[str, Any], key: str) -> int | None:
+def _count(usage: Mapping[str, object], key: str) -> int | None:
     value = usage.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _checked(output: Any, family: str, name: str) -> Any:
+def _measured(record: CallRecord, measures: Measures | None) -> None:
+    """``record`` with what ``measures()`` knows once the call ended."""
+    if measures is not None:
+        record.update(cast(CallRecord, measures()))
+
+
+def _checked(output: Any, family: str, name: str) -> JsonValue:
     try:
         size = len(canonical(output).encode())
     except (TypeError, ValueError):
@@ -220,4 +261,4 @@ def _checked(output: Any, family: str, name: str) -> Any:
     if size > MAX_OUTPUT_BYTES:
         raise InvalidCall(f"{family} {name!r} returned {size} bytes of JSON; "
                           f"at most {MAX_OUTPUT_BYTES} are recorded")
-    return output
+    return cast(JsonValue, output)  # canonical encoded it: JSON

@@ -36,7 +36,7 @@ from hypha_celery.backends.llm.client import LiveSink, LLMClient
 from hypha_celery.backends.llm.ref import ModelRef
 from hypha_celery.backends.llm.types import LLMResult, Message
 from hypha_celery.events.envelope import canonical
-from hypha_celery.graph.calls import Calls
+from hypha_celery.graph.calls import CallRecord, Calls
 from hypha_celery.live import run_topic
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ def call_llm(ctx: NodeContext, calls: Calls, ref: ModelRef, messages: Sequence[M
     def measured() -> dict[str, Any]:
         return measures or {"latency_ms": round((time.perf_counter() - began) * 1000.0, 3)}
 
-    extra = {"provider": ref.provider, "request_bytes": len(canonical(recorded).encode())}
+    extra: CallRecord = {"provider": ref.provider,
+                         "request_bytes": len(canonical(recorded).encode())}
     output = calls.call("model", str(ref), call, recorded, extra, measured)
     return LLMResult.from_json(output)

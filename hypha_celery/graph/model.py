@@ -14,21 +14,24 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 from hypha_celery.backends.llm.ref import ModelRef
 from hypha_celery.backends.llm.types import LLMResult, Message
 from hypha_celery.errors import GraphSpecError, InvalidModelRef
+from hypha_celery.events.view import ErrorJson, FsmPosition, LastOutcome, ReviewDoc, View
 from hypha_celery.graph.calls import Calls
 from hypha_celery.graph.decisions import DEFAULT_MAX_FANOUT
 from hypha_celery.graph.retry import RetryPolicy
+from hypha_celery.jsontypes import JsonValue
 
 if TYPE_CHECKING:
     from hypha_celery.backends.llm.client import LLMClient
     from hypha_celery.live import LiveBus
 
-NodeFn = Callable[..., Mapping[str, Any] | None]
-ReceiptFn = Callable[[dict[str, Any], Any, "NodeContext"], Mapping[str, Any] | None]
+#: ``fn(state, input)`` or ``fn(state, input, ctx)`` -> the state's update (JSON) or None.
+NodeFn = Callable[..., Mapping[str, object] | None]
+ReceiptFn = Callable[[dict[str, object], JsonValue, "NodeContext"], Mapping[str, object] | None]
 SideEffect = Literal["none", "read", "write", "external_effect", "irreversible"]
 SIDE_EFFECTS: tuple[str, ...] = get_args(SideEffect)
 #: Side-effect levels that run at most once (early ack, never silently re-executed).
 AT_MOST_ONCE: frozenset[str] = frozenset({"external_effect", "irreversible"})
-ReducerFn = Callable[[dict[str, Any], list["Outcome"]], Mapping[str, Any]]
+ReducerFn = Callable[[dict[str, object], list["Outcome"]], Mapping[str, object]]
 PolicyFn = Callable[["Context"], Any]
 
 #: The event families a decision policy may record with its decision (``Context.record``).
@@ -53,18 +56,19 @@ class ErrorInfo:
     #: ``recovery_exhausted``), or None.
     dead_letter: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": self.type, "message": self.message,
-                               "class": self.error_class}
+    def to_json(self) -> ErrorJson:
+        out: ErrorJson = {"type": self.type, "message": self.message,
+                          "class": self.error_class}
         if self.dead_letter:
             out["dead_letter"] = self.dead_letter
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ErrorInfo:
+    def from_json(cls, data: ErrorJson | Mapping[str, object]) -> ErrorInfo:
+        dead_letter = data.get("dead_letter")
         return cls(type=str(data["type"]), message=str(data.get("message", "")),
                    error_class=str(data.get("class", "unknown")),
-                   dead_letter=data.get("dead_letter"))
+                   dead_letter=dead_letter if isinstance(dead_letter, str) else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +77,12 @@ class Outcome:
 
     node_id: str
     ok: bool
-    value: dict[str, Any] | None = None
+    value: dict[str, object] | None = None
     error: ErrorInfo | None = None
     execution_id: str = ""
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Outcome:
+    def from_json(cls, data: LastOutcome) -> Outcome:
         err = data.get("error")
         return cls(
             node_id=str(data.get("node_id", "")),
@@ -96,29 +100,29 @@ class Context:
     run_id: str
     graph_id: str
     step: int
-    state: dict[str, Any]
-    input: Any
+    state: dict[str, object]  # the run state (JSON)
+    input: JsonValue
     last: Outcome | None
     user_id: str | None = None
     session_id: str | None = None
     #: The workflow snapshot (``{"workflow", "state", "path"}``) projected from
     #: ``fsm.state.entered`` events; None until a state is entered.
-    fsm: dict[str, Any] | None = None
+    fsm: FsmPosition | None = None
     #: Human reviews of this run by id: ``{"status": pending|approved|rejected|expired, ...}``.
-    reviews: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _facts: list[tuple[str, dict[str, Any]]] = field(default_factory=list, repr=False,
-                                                     compare=False)
+    reviews: dict[str, ReviewDoc] = field(default_factory=dict)
+    _facts: list[tuple[str, dict[str, object]]] = field(default_factory=list, repr=False,
+                                                        compare=False)
 
-    def record(self, kind: str, data: Mapping[str, Any]) -> None:
+    def record(self, kind: str, data: Mapping[str, object]) -> None:
         """Record a fact with this decision, in its transaction: ``fsm.*`` events only
         (a workflow's transitions and entered states)."""
         if not kind.startswith(POLICY_FACTS) or not isinstance(data, Mapping):
             raise GraphSpecError(f"a decision policy records only {POLICY_FACTS} events, "
                                  f"not {kind!r}")
-        self._facts.append((kind, dict(data)))
+        self._facts.append((kind, dict(data)))  # the coordinator checks it is JSON
 
     @property
-    def facts(self) -> list[tuple[str, dict[str, Any]]]:
+    def facts(self) -> list[tuple[str, dict[str, object]]]:
         """What :meth:`record` collected (for the coordinator)."""
         return list(self._facts)
 
@@ -189,7 +193,7 @@ class NodeContext:
             raise GraphSpecError(f"side_effect must be one of {SIDE_EFFECTS}")
         return self._recorder().call("tool", tool, call, args, {"side_effect": side_effect})
 
-    def record(self, kind: str, data: Mapping[str, Any]) -> None:
+    def record(self, kind: str, data: Mapping[str, object]) -> None:
         """Record a fact with the node's outcome (a governed tool's ``tool.*`` steps)."""
         self._recorder().fact(kind, dict(data))
 
@@ -376,7 +380,7 @@ class Graph:
             return node.dependency
         return f"{self.id}.{node_id}" if provider is None else f"{self.id}.{node_id}:{provider}"
 
-    def failure_dependency(self, node_id: str, calls: Sequence[Mapping[str, Any]] | None
+    def failure_dependency(self, node_id: str, calls: Sequence[Mapping[str, object]] | None
                            ) -> str:
         """The key a failed attempt counts against: its failed model call's provider's
         when the attempt's last call (``calls``: what it recorded) is a ``ctx.llm`` call
@@ -386,15 +390,15 @@ class Graph:
         return self.dependency_for(node_id, provider if isinstance(provider, str) else None)
 
     def dependencies_of(self, node_id: str,
-                        calls: Sequence[Mapping[str, Any]] | None = None) -> tuple[str, ...]:
+                        calls: Sequence[Mapping[str, object]] | None = None) -> tuple[str, ...]:
         """Every key of ``node_id``: its own, then one per provider, those of the model
         calls in ``calls`` that completed (what a successful attempt closes), else of the
         models it declares (what the supervisor checks before re-driving it)."""
         if calls is None:
             providers = [ModelRef.parse(m).provider for m in self.nodes[node_id].models]
         else:
-            providers = [c["provider"] for c in calls
-                         if "error" not in c and isinstance(c.get("provider"), str)]
+            providers = [p for c in calls
+                         if "error" not in c and isinstance(p := c.get("provider"), str)]
         keys = [self.dependency_for(node_id), *(self.dependency_for(node_id, p)
                                                 for p in providers)]
         return tuple(dict.fromkeys(keys))
@@ -403,7 +407,7 @@ class Graph:
         node = self.nodes[node_id]
         return node.timeout if node.timeout is not None else self.node_timeout
 
-    def context(self, view: Mapping[str, Any]) -> Context:
+    def context(self, view: View) -> Context:
         """Build the policy's context from a run projection (deep-copied)."""
         last = view.get("last")
         return Context(

@@ -5,13 +5,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from hypha_celery.errors import ReplayDivergence
 from hypha_celery.events import Event, apply_event, new_view
 from hypha_celery.events.envelope import canonical
 from hypha_celery.graph import Fail, FanOut, Finish, Graph, Next, NodeContext, Review
-from hypha_celery.graph.calls import Calls
+from hypha_celery.graph.calls import CallRecord, Calls
+from hypha_celery.jsontypes import JsonValue, json_object
 from hypha_celery.runtime.nodes import call_node, reduce
 from hypha_celery.runtime.protocol import NodeOutcome, NodeResult, summary
 
@@ -64,8 +65,8 @@ def rerun(graph: Graph, events: Sequence[Event]) -> RerunReport:
 @dataclass
 class _Scheduled:
     node_id: str
-    input: Any
-    state: dict[str, Any]
+    input: JsonValue
+    state: dict[str, object]  # the run state (View's)
 
 
 class _Rerun:
@@ -218,8 +219,8 @@ _HANDLERS = {
 }
 
 
-def _not_code(payload: Mapping[str, Any]) -> bool:
-    err = payload.get("error") or {}
+def _not_code(payload: Mapping[str, object]) -> bool:
+    err = json_object(payload.get("error"))
     return bool(err.get("type") in _NOT_CODE or err.get("by") or payload.get("dead_letter_id"))
 
 
@@ -236,9 +237,9 @@ def _final_attempts(events: Sequence[Event]) -> dict[str, int]:
             for e in events if e.type == "node.execution.started"}
 
 
-def _recorded_calls(events: Sequence[Event]) -> dict[str, list[dict[str, Any]]]:
+def _recorded_calls(events: Sequence[Event]) -> dict[str, list[CallRecord]]:
     """Per execution, the recorded model / tool calls of its final attempt in call order."""
-    calls: dict[str, dict[str, dict[str, Any]]] = {}
+    calls: dict[str, dict[str, dict[str, object]]] = {}  # the stored events' fields
     for e in events:
         family, _, what = e.type.partition(".call.")
         if family not in ("model", "tool") or what not in _CALL_EVENTS:
@@ -253,15 +254,16 @@ def _recorded_calls(events: Sequence[Event]) -> dict[str, list[dict[str, Any]]]:
             rec["output"] = p.get("output")
         elif what == "failed":
             rec["error"] = p.get("error") or {}
-    return {eid: _final_attempt(list(by_id.values())) for eid, by_id in calls.items()}
+    return {eid: _final_attempt(cast(list[CallRecord], list(by_id.values())))
+            for eid, by_id in calls.items()}
 
 
-def _final_attempt(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _final_attempt(records: list[CallRecord]) -> list[CallRecord]:
     """The calls of the attempt whose outcome the run used (the last one), in call order;
     a retried attempt's calls are in the log but were not what the decision saw."""
-    last = max(r["attempt"] for r in records)
-    return sorted((r for r in records if r["attempt"] == last),
-                  key=lambda r: _index(r["call_id"]))
+    last = max(r.get("attempt", 1) for r in records)
+    return sorted((r for r in records if r.get("attempt", 1) == last),
+                  key=lambda r: _index(r.get("call_id", "")))
 
 
 def _index(call_id: str) -> int:
