@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from hypha_celery.errors import ReplayDivergence
 from hypha_celery.events import Event, apply_event, new_view
+from hypha_celery.events import payloads as ev
 from hypha_celery.events.envelope import canonical
 from hypha_celery.graph import Fail, FanOut, Finish, Graph, Next, NodeContext, Review
 from hypha_celery.graph.calls import CallRecord, Calls
-from hypha_celery.jsontypes import JsonValue, json_object
+from hypha_celery.jsontypes import JsonValue
 from hypha_celery.runtime.nodes import call_node, reduce
 from hypha_celery.runtime.protocol import NodeOutcome, NodeResult, summary
 
@@ -118,20 +119,21 @@ class _Rerun:
         actual = summary(decision)
         if actual != expected:
             raise self._diverge(event, "decision", expected, actual,
-                                f"step {event.payload.get('step')}: the policy decided "
+                                f"step {event.body_as(ev.DecisionPolicyRecorded).step}: "
+                                "the policy decided "
                                 f"{actual} where the run decided {expected}")
         self.decision = decision
 
     def _scheduled_one(self, event: Event) -> None:
-        p = event.payload
+        p = event.body_as(ev.NodeExecutionScheduled)
         if isinstance(self.decision, Next):
-            self._same_input(event, p["node_id"], p.get("input"), self.decision.input)
-        self.scheduled[p["execution_id"]] = _Scheduled(p["node_id"], p.get("input"),
-                                                       copy.deepcopy(self.view["state"]))
+            self._same_input(event, p.node_id, p.input, self.decision.input)
+        self.scheduled[p.execution_id] = _Scheduled(p.node_id, p.input,
+                                                    copy.deepcopy(self.view["state"]))
 
     def _scheduled_fanout(self, event: Event) -> None:
         new = self.decision.edges if isinstance(self.decision, FanOut) else None
-        for i, edge in enumerate(event.payload.get("edges") or []):
+        for i, edge in enumerate(event.body_as(ev.NodeFanoutScheduled).edges or []):
             if new is not None and i < len(new):
                 self._same_input(event, edge["node_id"], edge.get("input"), new[i].input)
             self.scheduled[edge["execution_id"]] = _Scheduled(
@@ -143,17 +145,20 @@ class _Rerun:
                                 f"the input of {node_id!r} changed")
 
     def _completed(self, event: Event) -> None:
+        recorded = event.body_as(ev.RunCompleted).result
         if isinstance(self.decision, Finish) and \
-                canonical(self.decision.result) != canonical(event.payload.get("result")):
-            raise self._diverge(event, "result", event.payload.get("result"),
-                                self.decision.result, "the run's result changed")
+                canonical(self.decision.result) != canonical(recorded):
+            raise self._diverge(event, "result", recorded, self.decision.result,
+                                "the run's result changed")
 
     # -- node executions ---------------------------------------------------------------
     def _node_outcome(self, event: Event) -> None:
-        p = event.payload
-        if p.get("edge_of"):
-            self.edges.setdefault(p["edge_of"], []).append(event)
-        sched = self.scheduled.get(p.get("execution_id", ""))
+        p = event.body
+        assert isinstance(p, ev.NodeExecutionCompleted | ev.NodeExecutionFailed)
+        if p.edge_of:
+            self.edges.setdefault(p.edge_of, []).append(event)
+        eid = p.execution_id
+        sched = self.scheduled.get(eid)
         if sched is None or _not_code(p):
             self.counts["skipped"] += 1
             return
@@ -162,11 +167,9 @@ class _Rerun:
             raise self._diverge(event, "node", sched.node_id, None,
                                 f"node {sched.node_id!r} is not in the new graph")
         self.counts["executions"] += 1
-        attempt = self.attempts.get(p["execution_id"], 1)  # run as the attempt that counted
-        calls = Calls(p["execution_id"], sched.node_id, self.calls.get(p["execution_id"], []),
-                      attempt)
-        ctx = NodeContext(self.run_id, p["execution_id"], sched.node_id, attempt, lambda: False,
-                          calls)
+        attempt = self.attempts.get(eid, 1)  # run as the attempt that counted
+        calls = Calls(eid, sched.node_id, self.calls.get(eid, []), attempt)
+        ctx = NodeContext(self.run_id, eid, sched.node_id, attempt, lambda: False, calls)
         try:
             actual = _result(call_node(node, copy.deepcopy(sched.state),
                                        copy.deepcopy(sched.input), ctx))
@@ -174,34 +177,34 @@ class _Rerun:
             raise self._diverge(event, "call", None, exc.where, str(exc)) from None
         except Exception as exc:
             actual = ("error", type(exc).__name__)
-        self._same_outcome(event, sched.node_id, actual)
+        self._same_outcome(event, p, sched.node_id, actual)
         if calls.unused():
-            raise self._diverge(event, "call", len(self.calls[p["execution_id"]]),
+            raise self._diverge(event, "call", len(self.calls[eid]),
                                 len(calls.records), f"{sched.node_id!r} made "
                                 f"{calls.unused()} fewer model/tool calls than recorded")
 
     def _reducer_outcome(self, event: Event) -> None:
-        p = event.payload
-        if p.get("reducer", "") not in self.graph.reducers:
-            raise self._diverge(event, "node", p.get("reducer"), None,
-                                f"reducer {p.get('reducer')!r} is not in the new graph")
+        p = event.body
+        assert isinstance(p, ev.NodeReducerCompleted | ev.NodeReducerFailed)
+        if p.reducer not in self.graph.reducers:
+            raise self._diverge(event, "node", p.reducer, None,
+                                f"reducer {p.reducer!r} is not in the new graph")
         if _not_code(p):
             self.counts["skipped"] += 1
             return
         self.counts["executions"] += 1
-        edges = sorted(self.edges.get(p["execution_id"], []), key=lambda e: e.payload["index"])
+        edges = sorted(self.edges.get(p.execution_id, []), key=_edge_index)
         outcomes = [NodeOutcome.from_json(e.payload, self.run_id) for e in edges]
         try:
-            actual = _result(reduce(self.graph, p["reducer"], copy.deepcopy(self.view["state"]),
+            actual = _result(reduce(self.graph, p.reducer, copy.deepcopy(self.view["state"]),
                                     outcomes))
         except Exception as exc:
             actual = ("error", type(exc).__name__)
-        self._same_outcome(event, str(p["reducer"]), actual)
+        self._same_outcome(event, p, p.reducer, actual)
 
-    def _same_outcome(self, event: Event, name: str, actual: tuple[str, Any]) -> None:
-        p = event.payload
-        expected = ("ok", p["update"]) if "update" in p else \
-            ("error", (p.get("error") or {}).get("type"))
+    def _same_outcome(self, event: Event, p: _Outcome, name: str,
+                      actual: tuple[str, Any]) -> None:
+        expected = ("ok", p.update) if p.error is None else ("error", p.error.get("type"))
         if canonical(list(expected)) != canonical(list(actual)):
             raise self._diverge(event, "output", list(expected), list(actual),
                                 f"{name!r} returned something else")
@@ -219,9 +222,24 @@ _HANDLERS = {
 }
 
 
-def _not_code(payload: Mapping[str, object]) -> bool:
-    err = json_object(payload.get("error"))
-    return bool(err.get("type") in _NOT_CODE or err.get("by") or payload.get("dead_letter_id"))
+_NodeOutcome = ev.NodeExecutionCompleted | ev.NodeExecutionFailed
+_Outcome = _NodeOutcome | ev.NodeReducerCompleted | ev.NodeReducerFailed
+_ModelCall = ev.ModelCallStarted | ev.ModelCallCompleted | ev.ModelCallFailed
+_ToolCall = ev.ToolCallStarted | ev.ToolCallCompleted | ev.ToolCallFailed
+
+
+def _edge_index(event: Event) -> int:
+    body = event.body
+    assert isinstance(body, _NodeOutcome)
+    return body.index or 0
+
+
+def _not_code(p: _Outcome) -> bool:
+    """A recorded failure of the infrastructure (a timeout, a fenced edge, a dead
+    letter), not of the code."""
+    err = p.error or {}
+    dead = p.dead_letter_id if isinstance(p, _NodeOutcome) else None
+    return bool(err.get("type") in _NOT_CODE or err.get("by") or dead)
 
 
 def _result(result: NodeResult) -> tuple[str, Any]:
@@ -233,29 +251,45 @@ def _result(result: NodeResult) -> tuple[str, Any]:
 
 def _final_attempts(events: Sequence[Event]) -> dict[str, int]:
     """Per execution, the attempt number of its last ``node.execution.started``."""
-    return {e.payload["execution_id"]: int(e.payload.get("attempt") or 1)
-            for e in events if e.type == "node.execution.started"}
+    started = (e.body_as(ev.NodeExecutionStarted) for e in events
+               if e.type == "node.execution.started")
+    return {p.execution_id: int(p.attempt or 1) for p in started}
 
 
 def _recorded_calls(events: Sequence[Event]) -> dict[str, list[CallRecord]]:
     """Per execution, the recorded model / tool calls of its final attempt in call order."""
-    calls: dict[str, dict[str, dict[str, object]]] = {}  # the stored events' fields
+    calls: dict[str, dict[str, CallRecord]] = {}
     for e in events:
         family, _, what = e.type.partition(".call.")
         if family not in ("model", "tool") or what not in _CALL_EVENTS:
             continue  # a governed tool's facts (tool.call.requested ...) are not calls
-        p = e.payload
-        rec = calls.setdefault(p["execution_id"], {}).setdefault(
-            p["call_id"], {"call_id": p["call_id"], "family": family, "name": p.get(family),
-                           "attempt": p.get("attempt", 1)})
-        if what == "started":
-            rec["request_hash"] = p.get("request_hash")
-        elif what == "completed":
-            rec["output"] = p.get("output")
-        elif what == "failed":
-            rec["error"] = p.get("error") or {}
-    return {eid: _final_attempt(cast(list[CallRecord], list(by_id.values())))
-            for eid, by_id in calls.items()}
+        p = e.body
+        assert isinstance(p, _ModelCall | _ToolCall)
+        call_id = str(p.call_id)
+        by_id = calls.setdefault(str(p.execution_id), {})
+        rec = by_id.get(call_id)
+        if rec is None:
+            rec = by_id[call_id] = _record(p, call_id)
+        if isinstance(p, ev.ModelCallStarted | ev.ToolCallStarted):
+            if p.request_hash is not None:
+                rec["request_hash"] = p.request_hash
+        elif isinstance(p, ev.ModelCallCompleted | ev.ToolCallCompleted):
+            rec["output"] = p.output
+        else:
+            rec["error"] = p.error or {}
+    return {eid: _final_attempt(list(by_id.values())) for eid, by_id in calls.items()}
+
+
+def _record(p: _ModelCall | _ToolCall, call_id: str) -> CallRecord:
+    """A call's record from its first event: id, family, name, attempt."""
+    rec: CallRecord
+    if isinstance(p, _ModelCall):
+        rec, name = {"call_id": call_id, "family": "model", "attempt": p.attempt}, p.model
+    else:
+        rec, name = {"call_id": call_id, "family": "tool", "attempt": p.attempt}, p.tool
+    if name is not None:
+        rec["name"] = name
+    return rec
 
 
 def _final_attempt(records: list[CallRecord]) -> list[CallRecord]:
