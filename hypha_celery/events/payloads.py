@@ -497,6 +497,7 @@ class ToolCallRejected(_ToolCall):
     phase: str | None = None
     message: str | None = None
     reason: str | None = None  # hypha's exports: why
+    decision: Any = None  # hypha's exports: the policy's verdict that denied it
 
 
 class ToolOutputValidated(_ToolCall):

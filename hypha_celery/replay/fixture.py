@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict  # pydantic reads it (python < 3.12)
 
 from hypha_celery.errors import EmptyTrace, InvalidContract, MixedRunTrace
-from hypha_celery.events.envelope import META_PREFIXES, Event, canonical
+from hypha_celery.events import payloads as ev
+from hypha_celery.events.envelope import META_PREFIXES, Event, canonical, derive
 from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.projections.audit import state_path
 from hypha_celery.replay.spec import ReplaySpec
@@ -92,10 +93,11 @@ def _step(event: Event) -> str:
     payload's ``step``, else the step in its execution id ``<run>.<step>[.<edge>]``)."""
     if event.step_id is not None:
         return event.step_id
-    step = event.payload.get("step")
+    row = (event.run_id, event.seq, event.type, event.timestamp, event.payload, None)
+    step = next(derive([row]))[4]
     if step is not None:
         return str(step)
-    parts = str(event.execution_id or event.payload.get("execution_id") or "").split(".")
+    parts = (event.execution_id or "").split(".")
     return parts[1] if len(parts) >= 2 and parts[1].isdigit() else ""
 
 
@@ -105,48 +107,51 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else canonical(value)
 
 
-def _first_present(payload: Mapping[str, object], *keys: str) -> object:
-    for key in keys:
-        if payload.get(key) is not None:
-            return payload[key]
-    return None
-
-
 def tool_call_signature(event: Event) -> str:
     """``type|step|tool|recorded|stable(output ?? error ?? decision ?? null)``"""
-    p = event.payload
-    outcome = _first_present(p, "output", "error", "decision")
-    return "|".join((event.type, _step(event), _text(p.get("tool")), SOURCE, canonical(outcome)))
+    p = event.body
+    assert isinstance(p, ev.ToolCallCompleted | ev.ToolCallFailed | ev.ToolCallRejected)
+    if isinstance(p, ev.ToolCallCompleted):
+        outcome = p.output
+    elif isinstance(p, ev.ToolCallFailed):
+        outcome = p.error
+    else:
+        outcome = p.decision
+    return "|".join((event.type, _step(event), _text(p.tool), SOURCE, canonical(outcome)))
 
 
 def policy_signature(event: Event) -> str:
     """``tool.policy.checked``: ``step|tool|stable(decision)``;
     ``decision.policy.recorded`` (our addition): ``step|type|stable(node_ids)``."""
-    p = event.payload
     if event.type == "decision.policy.recorded":
-        node_ids = list(p.get("node_ids") or [])
-        return "|".join((_step(event), _text(p.get("type")), canonical(node_ids)))
-    return "|".join((_step(event), _text(p.get("tool")), canonical(p.get("decision"))))
+        d = event.body_as(ev.DecisionPolicyRecorded)
+        return "|".join((_step(event), _text(d.type), canonical(list(d.node_ids or []))))
+    p = event.body_as(ev.ToolPolicyChecked)
+    return "|".join((_step(event), _text(p.tool), canonical(p.decision)))
 
 
 def memory_read_signature(event: Event) -> str:
     """``step|target``"""
-    return f"{_step(event)}|{_text(event.payload.get('target'))}"
+    return f"{_step(event)}|{_text(event.body_as(ev.MemoryReadCompleted).target)}"
 
 
 def model_call_signature(event: Event) -> str:
     """``type|step|model``"""
-    return f"{event.type}|{_step(event)}|{_text(event.payload.get('model'))}"
+    p = event.body
+    assert isinstance(p, ev.ModelCallStarted | ev.ModelCallCompleted | ev.ModelCallFailed)
+    return f"{event.type}|{_step(event)}|{_text(p.model)}"
 
 
 def final_output(events: Sequence[Event]) -> JsonValue:
     """The last terminal event's outcome: ``run.completed``'s ``result``, ``{"error":
     reason}`` for ``run.failed`` / ``run.cancelled``; ``None`` before the run ended."""
     for event in reversed(events):
-        if event.type == "run.completed":
-            return event.payload.get("result")
-        if event.type in TERMINAL:
-            return {"error": event.payload.get("reason", event.type.removeprefix("run."))}
+        body = event.body if event.type in TERMINAL else None
+        if isinstance(body, ev.RunCompleted):
+            return cast(JsonValue, body.result)
+        if isinstance(body, ev.RunFailed | ev.RunCancelled):
+            reason = body.reason
+            return {"error": reason if reason is not None else event.type.removeprefix("run.")}
     return None
 
 
@@ -156,14 +161,16 @@ def _snapshots(events: Sequence[Event]) -> list[Snapshot]:
     state: JsonObject = {}
     out: list[Snapshot] = []
     for event in events:
-        p = event.payload
         if event.type not in ("node.execution.completed", "node.reducer.completed"):
             continue
-        if p.get("edge_of") or not isinstance(p.get("update"), Mapping) or not p["update"]:
+        p = event.body
+        assert isinstance(p, ev.NodeExecutionCompleted | ev.NodeReducerCompleted)
+        edge = p.edge_of if isinstance(p, ev.NodeExecutionCompleted) else None
+        if edge or not isinstance(p.update, Mapping) or not p.update:
             continue
-        state.update(p["update"])
+        state.update(p.update)
         out.append({"seq": event.seq, "step": _step(event),
-                    "execution_id": event.execution_id or p.get("execution_id"),
+                    "execution_id": event.execution_id or p.execution_id,
                     "state": copy.deepcopy(state)})
     return out
 
