@@ -21,6 +21,7 @@ from hypha_celery.fsm.machine import Fsm
 from hypha_celery.fsm.spec import StateRetry
 from hypha_celery.graph import Context, Fail, Finish, Graph, Next, Node, RetryPolicy, Review
 from hypha_celery.graph.decisions import Decision
+from hypha_celery.graph.model import NodeFn
 from hypha_celery.jsontypes import JsonValue
 
 
@@ -156,9 +157,10 @@ class _Walk:
     # -- data -------------------------------------------------------------------------
     def _scope(self) -> GuardScope:
         last = self.ctx.last
-        meta: ScopeMetadata = {"run_id": self.ctx.run_id, "user_id": self.ctx.user_id,
-                "session_id": self.ctx.session_id, "step": self.ctx.step, "state": self.state,
-                "last": None if last is None else {"node_id": last.node_id, "ok": last.ok}}
+        meta: ScopeMetadata = {
+            "run_id": self.ctx.run_id, "user_id": self.ctx.user_id,
+            "session_id": self.ctx.session_id, "step": self.ctx.step, "state": self.state,
+            "last": None if last is None else {"node_id": last.node_id, "ok": last.ok}}
         return {"input": self.ctx.input, "variables": self.ctx.state, "metadata": meta}
 
     def _output(self) -> object:
@@ -195,11 +197,11 @@ def _with_retry(fn: Any, retry: StateRetry | None) -> Any:
                 models=fn.models)
 
 
-def workflow_graph(fsm: Fsm, nodes: Mapping[str, Any], **graph_options: Any) -> Graph:
+def workflow_graph(fsm: Fsm, nodes: Mapping[str, NodeFn | Node], **graph_options: Any) -> Graph:
     """The :class:`Graph` that runs ``fsm``: the nodes its states bind (with a state's
     retry budget), :class:`WorkflowPolicy` as the decision policy, node errors handed to
     the policy (which ends in ``Failed``). ``graph_options`` go to :class:`Graph`."""
-    bound: dict[str, Any] = {}
+    bound: dict[str, NodeFn | Node] = {}
     for state in fsm.spec.states:
         if state.node is None or state.node in bound:
             continue

@@ -21,6 +21,8 @@ from hypha_celery.errors import HyphaError, PackError
 from hypha_celery.evaluation.contracts import OutputContract
 from hypha_celery.fsm import Fsm, StateSpec, TransitionPolicy, workflow_graph
 from hypha_celery.graph import Graph, Node
+from hypha_celery.graph.model import NodeFn
+from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.loading import load_object
 from hypha_celery.packs._paths import Problem, path
 from hypha_celery.packs.check import problems
@@ -144,7 +146,7 @@ def _contract(pack: DomainPack, workflow_id: str | None, ref: str) -> OutputCont
     return OutputContract(name, schemas[name])
 
 
-def _nodes(pack: DomainPack, wf: PackWorkflow, policy: ToolPolicy) -> dict[str, Any]:
+def _nodes(pack: DomainPack, wf: PackWorkflow, policy: ToolPolicy) -> dict[str, NodeFn | Node]:
     bound = list(dict.fromkeys(s.node for s in wf.states if s.node is not None))
     tools = [decl.tool for name in bound if (decl := pack.nodes[name]).tool is not None]
     found: list[Problem] = []
@@ -153,7 +155,7 @@ def _nodes(pack: DomainPack, wf: PackWorkflow, policy: ToolPolicy) -> dict[str, 
     except PackError as exc:
         found += exc.problems
         registry = None
-    nodes: dict[str, Any] = {}
+    nodes: dict[str, NodeFn | Node] = {}
     for name in bound:
         decl, where = pack.nodes[name], path("nodes", name)
         if decl.code is not None:
@@ -214,8 +216,8 @@ def _load(ref: str, where: str, found: list[Problem]) -> Any:
     return obj
 
 
-def _set_node(values: dict[str, Any]) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-    def set_values(state: dict[str, Any], input: Any) -> dict[str, Any]:
+def _set_node(values: JsonObject) -> Callable[[dict[str, object], JsonValue], JsonObject]:
+    def set_values(state: dict[str, object], input: JsonValue) -> JsonObject:
         return copy.deepcopy(values)
     return set_values
 

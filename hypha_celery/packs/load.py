@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -33,13 +32,13 @@ def load_pack(file: str | os.PathLike[str]) -> DomainPack:
     return parse_pack(doc, found)
 
 
-def read_doc(file: str | os.PathLike[str]) -> tuple[dict[str, Any], list[Problem]]:
+def read_doc(file: str | os.PathLike[str]) -> tuple[dict[str, object], list[Problem]]:
     """The document of ``file`` with its ``extends`` chain merged in, and the overlays'
     problems. :class:`PackError` when a file cannot be read or parsed."""
     return _read(Path(file), ())
 
 
-def _read(file: Path, chain: tuple[Path, ...]) -> tuple[dict[str, Any], list[Problem]]:
+def _read(file: Path, chain: tuple[Path, ...]) -> tuple[dict[str, object], list[Problem]]:
     doc = _parse(file)
     base_ref = doc.pop("extends", None)
     if base_ref is None:
@@ -62,7 +61,7 @@ def _read(file: Path, chain: tuple[Path, ...]) -> tuple[dict[str, Any], list[Pro
     return merged, [*found, *more]
 
 
-def _parse(file: Path) -> dict[str, Any]:
+def _parse(file: Path) -> dict[str, object]:
     try:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:

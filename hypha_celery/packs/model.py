@@ -28,6 +28,7 @@ from pydantic import (
 
 from hypha_celery.errors import ToolSpecError
 from hypha_celery.fsm import WorkflowSpec
+from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.tools import ToolPolicy, ToolSpec
 
 __all__ = ["ID_PATTERN", "NODE_PATTERN", "REF_PATTERN", "DomainPack", "MockOutput",
@@ -80,7 +81,7 @@ class NodeDecl(_Model):
     tool: str | None = None
     input_from: str | None = None
     output_to: Annotated[str, Field(pattern=NODE_PATTERN)] | None = None
-    set_: dict[str, Any] | None = Field(default=None, alias="set")
+    set_: JsonObject | None = Field(default=None, alias="set")
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -129,9 +130,11 @@ class PackTool(_Model):
         return self
 
     @model_serializer(mode="wrap")
-    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        return {**data.pop("spec"), **data}
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        data: dict[str, object] = handler(self)
+        spec = data.pop("spec")
+        assert isinstance(spec, dict)
+        return {**spec, **data}
 
     @property
     def id(self) -> str:
@@ -155,7 +158,7 @@ class SessionProfile(_Model):
     caller's, and refs."""
 
     description: str = ""
-    default_metadata: dict[str, Any] = {}
+    default_metadata: JsonObject = {}
     workflow: str | None = None
     tool_profile: str | None = None
     policy: str | None = None
@@ -168,7 +171,7 @@ class PackCase(_Model):
 
     id: _Id
     workflow: str
-    input: Any = None
+    input: JsonValue = None
     output_contract: str | None = None
     checks: list[str] = []
     description: str = ""
@@ -181,8 +184,8 @@ class DomainPack(_Model):
     version: str = Field(min_length=1, max_length=64)
     name: str = Field(min_length=1)
     description: str = ""
-    task_schemas: dict[str, dict[str, Any]] = {}
-    output_contracts: dict[str, dict[str, Any]] = {}
+    task_schemas: dict[str, JsonObject] = {}  # JSON Schemas by name
+    output_contracts: dict[str, JsonObject] = {}
     workflows: list[PackWorkflow] = Field(min_length=1)
     nodes: dict[str, NodeDecl] = {}
     tools: list[PackTool] = []
@@ -228,7 +231,7 @@ class DomainPack(_Model):
             return ToolPolicy.default()
         return found
 
-    def to_doc(self) -> dict[str, Any]:
+    def to_doc(self) -> JsonObject:
         """The pack as a document (what a pack file holds), JSON only."""
-        doc: dict[str, Any] = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        doc: JsonObject = self.model_dump(mode="json", by_alias=True, exclude_none=True)
         return doc

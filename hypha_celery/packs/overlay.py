@@ -28,15 +28,15 @@ MAP_SECTIONS = ("task_schemas", "output_contracts", "nodes", "tool_profiles",
 _REMOVE = {"remove": True}
 
 
-def overlay(base: DomainPack, overlay_doc: Mapping[str, Any]) -> DomainPack:
+def overlay(base: DomainPack, overlay_doc: Mapping[str, object]) -> DomainPack:
     """``base`` with ``overlay_doc`` applied; :class:`PackError` lists every problem of
     the overlay and of the resulting pack."""
     merged, problems = merge(base.to_doc(), overlay_doc)
     return parse_pack(merged, problems)
 
 
-def merge(base: Mapping[str, Any], overlay_doc: Mapping[str, Any]
-          ) -> tuple[dict[str, Any], list[Problem]]:
+def merge(base: Mapping[str, object], overlay_doc: Mapping[str, object]
+          ) -> tuple[dict[str, object], list[Problem]]:
     """The merged document and the overlay's own problems (removing what is not there,
     a section of the wrong type); neither input is changed."""
     if not isinstance(overlay_doc, Mapping):
@@ -78,8 +78,8 @@ def _merge_list(section: str, base: list[Any], entries: list[Any],
     return out
 
 
-def _merge_map(section: str, base: dict[str, Any], entries: dict[str, Any],
-               problems: list[Problem]) -> dict[str, Any]:
+def _merge_map(section: str, base: dict[str, object], entries: dict[str, object],
+               problems: list[Problem]) -> dict[str, object]:
     out = dict(base)
     for key, value in entries.items():
         if value == _REMOVE:

@@ -99,7 +99,7 @@ def _problem(error: ErrorDetails) -> Problem:
     return path(*loc), message
 
 
-def _salvage(doc: dict[str, Any], errors: Sequence[ErrorDetails]
+def _salvage(doc: dict[str, object], errors: Sequence[ErrorDetails]
              ) -> tuple[DomainPack | None, Layout]:
     """A partial pack without the entries that failed, and where the kept ones were."""
     drop: dict[str, set[Any]] = {}

@@ -7,6 +7,7 @@ from typing import Any
 from hypha_celery.errors import GraphSpecError
 from hypha_celery.fsm import Fsm, workflow_graph
 from hypha_celery.graph import Graph, Node
+from hypha_celery.graph.model import NodeFn
 from hypha_celery.react.acting import act_node, policy_check_node
 from hypha_celery.react.llm import LLMProvider
 from hypha_celery.react.provider import Provider
@@ -45,7 +46,7 @@ def react_graph(provider: Provider, tools: ToolRegistry, *, policy: ToolPolicy |
     reason: Any = reason_node(provider, name, tools, max_iterations)
     if isinstance(provider, LLMProvider):  # a real model: the I/O queue, its ref declared
         reason = Node(reason, models=[provider.ref])
-    nodes: dict[str, Any] = {
+    nodes: dict[str, NodeFn | Node] = {
         "observe": observe,
         "reason": reason,
         "select_action": select_action,

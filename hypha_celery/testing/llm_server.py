@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Self
 
+from hypha_celery.jsontypes import JsonObject, JsonValue, json_object
+
 __all__ = ["STAMP", "AnthropicServer", "FakeLLM", "OpenAIServer", "Reply", "Route", "Seen",
            "main"]
 
@@ -59,7 +61,7 @@ class Reply:
     chunks: int = 1
     delay_s: float = 0.0
     usage: tuple[int, int, int, int] = (10, 5, 0, 0)  # input, output, cache read, cache write
-    tool: tuple[str, dict[str, Any], str] | None = None  # name, arguments, call id
+    tool: tuple[str, JsonObject, str] | None = None  # name, arguments, call id
     thought: str = ""
     status: int = 200
     headers: tuple[tuple[str, str], ...] = ()
@@ -72,7 +74,7 @@ class Reply:
         return cls("text", text, max(1, chunks), delay_s, usage)
 
     @classmethod
-    def tool_call(cls, name: str, arguments: dict[str, Any], call_id: str = "call_1",
+    def tool_call(cls, name: str, arguments: JsonObject, call_id: str = "call_1",
                   usage: tuple[int, int, int, int] = (10, 5, 0, 0)) -> Reply:
         return cls("tool_call", "", 1, 0.0, usage, (name, arguments, call_id))
 
@@ -371,14 +373,14 @@ class _Handler(BaseHTTPRequestHandler):
         if route == "messages":
             kind = {429: "rate_limit_error", 401: "authentication_error", 529: "overloaded_error",
                     400: "invalid_request_error"}.get(reply.status, "api_error")
-            doc: dict[str, Any] = {"type": "error", "request_id": "req_fake",
+            doc: JsonObject = {"type": "error", "request_id": "req_fake",
                                    "error": {"type": kind, "message": reply.message}}
         else:
             doc = {"error": {"message": reply.message, "type": "fake_error", "param": None,
                              "code": str(reply.status)}}
         self._json(reply.status, doc, (("x-should-retry", "false"), *reply.headers))
 
-    def _stream(self, route: Route, reply: Reply, body: dict[str, Any]) -> None:
+    def _stream(self, route: Route, reply: Reply, body: JsonObject) -> None:
         frames = list(_frames(route, reply, body))
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
@@ -435,7 +437,7 @@ def _split(text: str, chunks: int) -> list[str]:
     return parts
 
 
-def _frames(route: Route, reply: Reply, body: dict[str, Any]) -> Iterator[Frame]:
+def _frames(route: Route, reply: Reply, body: JsonObject) -> Iterator[Frame]:
     render = {"responses": _responses, "chat": _chat, "messages": _messages}[route]
     frames = list(render(reply, str(body.get("model") or "fake-model"), body))
     if reply.kind == "stream_error":
@@ -460,21 +462,21 @@ def _stream_error(route: Route, reply: Reply) -> Frame:
 
 
 # -- OpenAI Responses ---------------------------------------------------------------------
-def _responses(reply: Reply, model: str, body: dict[str, Any]) -> Iterator[Frame]:
+def _responses(reply: Reply, model: str, body: JsonObject) -> Iterator[Frame]:
     seq = itertools.count()
     rid = f"resp_{uuid.uuid4().hex[:12]}"
 
     def ev(kind: str, **data: Any) -> Frame:
         return kind, json.dumps({"type": kind, "sequence_number": next(seq), **data})
 
-    def resp(status: str, output: list[Any], usage: Any) -> dict[str, Any]:
+    def resp(status: str, output: list[Any], usage: Any) -> JsonObject:
         return {"id": rid, "object": "response", "created_at": int(time.time()),
                 "status": status, "model": model, "output": output, "usage": usage,
                 "error": None, "incomplete_details": None, "parallel_tool_calls": True,
                 "tool_choice": "auto", "tools": []}
 
     yield ev("response.created", response=resp("in_progress", [], None))
-    items: list[dict[str, Any]] = []
+    items: list[JsonObject] = []
     index = 0
     if reply.kind == "thinking":
         yield from _responses_reasoning(ev, reply.thought, index, items)
@@ -487,7 +489,7 @@ def _responses(reply: Reply, model: str, body: dict[str, Any]) -> Iterator[Frame
 
 
 def _responses_text(ev: Any, reply: Reply, index: int,
-                    items: list[dict[str, Any]]) -> Iterator[Frame]:
+                    items: list[JsonObject]) -> Iterator[Frame]:
     mid = f"msg_{uuid.uuid4().hex[:12]}"
     at = {"item_id": mid, "output_index": index, "content_index": 0}
     yield ev("response.output_item.added", output_index=index,
@@ -497,35 +499,35 @@ def _responses_text(ev: Any, reply: Reply, index: int,
              part={"type": "output_text", "text": "", "annotations": []})
     for part in _split(reply.content, reply.chunks):
         yield ev("response.output_text.delta", **at, delta=part, logprobs=[])
-    done = {"type": "output_text", "text": reply.content, "annotations": []}
+    done: JsonObject = {"type": "output_text", "text": reply.content, "annotations": []}
     yield ev("response.output_text.done", **at, text=reply.content, logprobs=[])
     yield ev("response.content_part.done", **at, part=done)
-    item = {"id": mid, "type": "message", "status": "completed", "role": "assistant",
-            "content": [done]}
+    item: JsonObject = {"id": mid, "type": "message", "status": "completed",
+                        "role": "assistant", "content": [done]}
     items.append(item)
     yield ev("response.output_item.done", output_index=index, item=item)
 
 
 def _responses_call(ev: Any, reply: Reply, index: int,
-                    items: list[dict[str, Any]]) -> Iterator[Frame]:
+                    items: list[JsonObject]) -> Iterator[Frame]:
     assert reply.tool is not None
     name, arguments, call_id = reply.tool
     fid, args = f"fc_{uuid.uuid4().hex[:12]}", json.dumps(arguments)
-    item = {"id": fid, "type": "function_call", "status": "in_progress", "call_id": call_id,
-            "name": name, "arguments": ""}
+    item: JsonObject = {"id": fid, "type": "function_call", "status": "in_progress",
+                        "call_id": call_id, "name": name, "arguments": ""}
     yield ev("response.output_item.added", output_index=index, item=item)
     for part in _split(args, 2):
         yield ev("response.function_call_arguments.delta", item_id=fid, output_index=index,
                  delta=part)
     yield ev("response.function_call_arguments.done", item_id=fid, output_index=index,
              arguments=args)
-    done = {**item, "status": "completed", "arguments": args}
+    done: JsonObject = {**item, "status": "completed", "arguments": args}
     items.append(done)
     yield ev("response.output_item.done", output_index=index, item=done)
 
 
 def _responses_reasoning(ev: Any, thought: str, index: int,
-                         items: list[dict[str, Any]]) -> Iterator[Frame]:
+                         items: list[JsonObject]) -> Iterator[Frame]:
     rid = f"rs_{uuid.uuid4().hex[:12]}"
     at = {"item_id": rid, "output_index": index, "summary_index": 0}
     yield ev("response.output_item.added", output_index=index,
@@ -534,14 +536,14 @@ def _responses_reasoning(ev: Any, thought: str, index: int,
              part={"type": "summary_text", "text": ""})
     yield ev("response.reasoning_summary_text.delta", **at, delta=thought)
     yield ev("response.reasoning_summary_text.done", **at, text=thought)
-    part = {"type": "summary_text", "text": thought}
+    part: JsonObject = {"type": "summary_text", "text": thought}
     yield ev("response.reasoning_summary_part.done", **at, part=part)
-    item = {"id": rid, "type": "reasoning", "summary": [part]}
+    item: JsonObject = {"id": rid, "type": "reasoning", "summary": [part]}
     items.append(item)
     yield ev("response.output_item.done", output_index=index, item=item)
 
 
-def _openai_usage(reply: Reply) -> dict[str, Any]:
+def _openai_usage(reply: Reply) -> JsonObject:
     inp, out, read, write = reply.usage
     return {"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out,
             "input_tokens_details": {"cached_tokens": read, "cache_write_tokens": write},
@@ -549,13 +551,13 @@ def _openai_usage(reply: Reply) -> dict[str, Any]:
 
 
 # -- OpenAI Chat Completions ----------------------------------------------------------------
-def _chat(reply: Reply, model: str, body: dict[str, Any]) -> Iterator[Frame]:
+def _chat(reply: Reply, model: str, body: JsonObject) -> Iterator[Frame]:
     cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
-    with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    with_usage = bool(json_object(body.get("stream_options")).get("include_usage"))
 
-    def chunk(delta: dict[str, Any], finish: str | None = None,
+    def chunk(delta: JsonObject, finish: str | None = None,
               choices: bool = True, usage: Any = None) -> Frame:
-        doc: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk",
+        doc: JsonObject = {"id": cid, "object": "chat.completion.chunk",
                                "created": int(time.time()), "model": model,
                                "choices": [{"index": 0, "delta": delta, "logprobs": None,
                                             "finish_reason": finish}] if choices else []}
@@ -583,14 +585,14 @@ def _chat(reply: Reply, model: str, body: dict[str, Any]) -> Iterator[Frame]:
     yield None, "[DONE]"
 
 
-def _chat_usage(reply: Reply) -> dict[str, Any]:
+def _chat_usage(reply: Reply) -> JsonObject:
     inp, out, read, write = reply.usage
     return {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out,
             "prompt_tokens_details": {"cached_tokens": read, "cache_write_tokens": write}}
 
 
 # -- Anthropic Messages ---------------------------------------------------------------------
-def _messages(reply: Reply, model: str, body: dict[str, Any]) -> Iterator[Frame]:
+def _messages(reply: Reply, model: str, body: JsonObject) -> Iterator[Frame]:
     def ev(kind: str, **data: Any) -> Frame:
         return kind, json.dumps({"type": kind, **data})
 
@@ -634,14 +636,14 @@ def _messages(reply: Reply, model: str, body: dict[str, Any]) -> Iterator[Frame]
 
 
 # -- non-streamed replies --------------------------------------------------------------------
-def _whole(route: Route, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+def _whole(route: Route, reply: Reply, body: JsonObject) -> JsonObject:
     """The non-streamed answer: the streamed one's final object."""
     model = str(body.get("model") or "fake-model")
     if route == "responses":
         last = json.loads(list(_responses(reply, model, body))[-1][1])
         return dict(last["response"])
     if route == "chat":
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
+        message: JsonObject = {"role": "assistant", "content": reply.content, "refusal": None}
         if reply.kind == "tool_call" and reply.tool is not None:
             name, arguments, call_id = reply.tool
             message = {"role": "assistant", "content": None, "tool_calls": [
@@ -652,7 +654,7 @@ def _whole(route: Route, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
                                              "finish_reason": "stop"}],
                 "usage": _chat_usage(reply)}
     inp, out, read, write = reply.usage
-    content: list[dict[str, Any]] = [{"type": "text", "text": reply.content}]
+    content: list[JsonValue] = [{"type": "text", "text": reply.content}]
     if reply.kind == "tool_call" and reply.tool is not None:
         name, arguments, call_id = reply.tool
         content = [{"type": "tool_use", "id": call_id, "name": name, "input": arguments}]

@@ -9,6 +9,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 
 from hypha_celery.evaluation.contracts import OutputContract
 from hypha_celery.graph.model import SIDE_EFFECTS, SideEffect
+from hypha_celery.jsontypes import JsonObject
 from hypha_celery.replay.fixture import checked_schema
 from hypha_celery.tools._model import SpecModel
 
@@ -34,8 +35,8 @@ class ToolSpec(SpecModel):
 
     id: str
     description: str = ""
-    input_schema: dict[str, Any]
-    output_schema: dict[str, Any] | None = None
+    input_schema: JsonObject
+    output_schema: JsonObject | None = None
     side_effect: SideEffect
     source: ToolSource = "local"
     human_review: bool = False
@@ -60,7 +61,7 @@ class ToolSpec(SpecModel):
 
     @field_validator("input_schema", "output_schema")
     @classmethod
-    def _json_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _json_schema(cls, schema: JsonObject | None) -> JsonObject | None:
         # InvalidContract is a ValueError: pydantic reports it under the field's name
         return None if schema is None else checked_schema(schema, "the schema")
 
