@@ -19,6 +19,9 @@ from hypha_celery.runtime.coordinator import fanout_calls, node_call, publish_fa
 from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.protocol import NodeMessage
 from hypha_celery.store import Tx
+from hypha_celery.jsontypes import json_object
+from hypha_celery.runtime.core import SweepDecision
+from hypha_celery.store.recovery import DeadLetterRow
 
 #: Dead letters whose body was never accepted (a bad or missing signature, a body past
 #: the bound): what is kept is a preview, not a message to publish again.
@@ -69,13 +72,14 @@ def _by(by: str | None) -> _By:
     return {} if by is None else {"by": by}
 
 
-def _unpark(tx: Tx, rt: Runtime, view: View, parked_id: str, record: dict[str, Any],
+def _unpark(tx: Tx, rt: Runtime, view: View, parked_id: str, record: DeadLetterRow,
             by: str | None) -> str:
     graph = rt.graphs.get(view["graph_id"] or "")
     if graph is None:
         raise NotRedrivable(f"graph {view['graph_id']!r} is not registered here")
-    env = dict(record["args"][0])
-    node_id = env["node_id"]
+    args = record["args"]
+    env = json_object(args[0] if isinstance(args, list) and args else None)  # the message
+    node_id = str(env["node_id"])
     eid = f"{parked_id}.r{record['id']}"
     rt.store.mark_redriven(record["id"], tx)
     lifecycle.emit(tx, view["run_id"], ev.RunRedriven(
@@ -86,7 +90,7 @@ def _unpark(tx: Tx, rt: Runtime, view: View, parked_id: str, record: dict[str, A
     return eid
 
 
-def _republish(rt: Runtime, record: dict[str, Any]) -> str:
+def _republish(rt: Runtime, record: DeadLetterRow) -> str:
     if record["task"] not in rt.app.tasks:
         raise NotRedrivable(f"task {record['task']!r} is not registered here")
     if not rt.store.mark_redriven(record["id"]):
@@ -94,7 +98,7 @@ def _republish(rt: Runtime, record: dict[str, Any]) -> str:
     return _send(rt, record)
 
 
-def _send(rt: Runtime, record: dict[str, Any]) -> str:
+def _send(rt: Runtime, record: DeadLetterRow) -> str:
     args = record["args"] if isinstance(record["args"], list) else [record["args"]]
     result = rt.app.send_task(record["task"], args=args, task_id=record["execution_id"],
                               queue=record["queue"] or None)
@@ -130,12 +134,13 @@ def release(rt: Runtime, run_id: str, by: str | None = None) -> None:
 def _rerun(rt: Runtime, view: View, graph: Any, eid: str, attempt: int) -> Any:
     run_id, fid = view["run_id"], view["waiting"]
     if view["fanout"] and fid is not None:
-        ev = rt.store.last_event(run_id, "node.fanout.scheduled")
-        assert ev is not None
+        event = rt.store.last_event(run_id, "node.fanout.scheduled")
+        assert event is not None
+        fanout = event.body_as(ev.NodeFanoutScheduled)
         edges = [dict(e, attempt=attempt) if e["execution_id"] == eid else e
-                 for e in ev.data["edges"]]
+                 for e in fanout.edges]
         calls = fanout_calls(rt, graph, run_id, fid, edges)
-        return lambda: publish_fanout(rt, graph, run_id, fid, ev.data["reducer"], calls)
+        return lambda: publish_fanout(rt, graph, run_id, fid, fanout.reducer, calls)
     call = node_call(rt, graph, scheduled_message(rt, view).with_attempt(attempt))
     return lambda: canvas.step(rt.app, call)
 

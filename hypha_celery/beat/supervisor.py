@@ -34,7 +34,14 @@ from hypha_celery.runtime.coordinator import (
     step_locked,
     terminal,
 )
-from hypha_celery.runtime.core import Runtime, awaited_task_ids, awaits_coordinator
+from hypha_celery.runtime.core import (
+    AgentSweepDecision,
+    Runtime,
+    RunSweepDecision,
+    SweepDecision,
+    awaited_task_ids,
+    awaits_coordinator,
+)
 from hypha_celery.runtime.leases import alive
 from hypha_celery.runtime.nodes import effect_key
 from hypha_celery.runtime.protocol import (
@@ -44,9 +51,9 @@ from hypha_celery.runtime.protocol import (
     ReducerOutcome,
 )
 from hypha_celery.store import Tx
+from hypha_celery.store.recovery import DeadLetterRow, LeaseRow
 
 log = logging.getLogger(__name__)
-Decision = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +90,7 @@ def register(rt: Runtime) -> None:
 
 
 def sweep(rt: Runtime, now: float | None = None,
-          policy: RecoveryPolicy = DEFAULT_POLICY) -> list[Decision]:
+          policy: RecoveryPolicy = DEFAULT_POLICY) -> list[SweepDecision]:
     """One sweep, never two at once (:mod:`~hypha_celery.beat.singleton`). Returns the
     decisions taken (ids and actions only): none when a sweep celery beat sent finds
     another one running or just done; a sweep called by hand waits for it."""
@@ -94,7 +101,7 @@ def sweep(rt: Runtime, now: float | None = None,
         return _timed(rt, lambda: _sweep(rt, now, policy))
 
 
-def _timed(rt: Runtime, run: Callable[[], list[Decision]]) -> list[Decision]:
+def _timed(rt: Runtime, run: Callable[[], list[SweepDecision]]) -> list[SweepDecision]:
     """``run()``, then the middleware's ``after_sweep`` (its duration, for metrics)."""
     if not rt.middleware.wants("after_sweep"):
         return run()
@@ -104,13 +111,13 @@ def _timed(rt: Runtime, run: Callable[[], list[Decision]]) -> list[Decision]:
     return decisions
 
 
-def _sweep(rt: Runtime, now: float | None, policy: RecoveryPolicy) -> list[Decision]:
+def _sweep(rt: Runtime, now: float | None, policy: RecoveryPolicy) -> list[SweepDecision]:
     now = time.time() if now is None else now
     idle_before = now - min(policy.grace, policy.kickoff_lease)
     rows = rt.store.stale_runs(idle_before=idle_before, now=now, limit=policy.limit)
     views = rt.store.load_many([r["run_id"] for r in rows])
     leases = rt.store.leases([i for v in views.values() for i in awaited_task_ids(v)])
-    decisions: list[Decision] = []
+    decisions: list[SweepDecision] = []
     started = time.monotonic()
     for row in rows:
         if time.monotonic() - started > policy.budget:
@@ -136,7 +143,7 @@ def _sweep(rt: Runtime, now: float | None, policy: RecoveryPolicy) -> list[Decis
     return decisions
 
 
-def _expire_reviews(rt: Runtime, now: float) -> list[Decision]:
+def _expire_reviews(rt: Runtime, now: float) -> list[RunSweepDecision]:
     try:
         expired = expire_due(rt, now)
     except Exception as exc:  # never stops the sweep
@@ -146,9 +153,10 @@ def _expire_reviews(rt: Runtime, now: float) -> list[Decision]:
             for run_id, review_id in expired]
 
 
-def _sweep_agents(rt: Runtime, now: float, policy: RecoveryPolicy) -> list[Decision]:
+def _sweep_agents(rt: Runtime, now: float, policy: RecoveryPolicy
+                  ) -> list[AgentSweepDecision]:
     """The extra sweeps of ``rt.sweeps`` (the agents', added by :class:`~hypha_celery.Hypha`)."""
-    decisions: list[Decision] = []
+    decisions: list[AgentSweepDecision] = []
     for extra in rt.sweeps:
         try:
             decisions.extend(extra(now, policy.grace, policy.kickoff_lease, policy.limit))
@@ -157,8 +165,8 @@ def _sweep_agents(rt: Runtime, now: float, policy: RecoveryPolicy) -> list[Decis
     return decisions
 
 
-def _examine(rt: Runtime, view: View, leases: dict[str, dict[str, Any]], now: float,
-             policy: RecoveryPolicy) -> Decision | None:
+def _examine(rt: Runtime, view: View, leases: dict[str, LeaseRow], now: float,
+             policy: RecoveryPolicy) -> RunSweepDecision | None:
     if view["deadline"] is not None and now > view["deadline"]:
         return _act(rt, view, "deadline_exceeded", lambda tx, v: _fail_deadline(tx, rt, v))
     graph = rt.graphs.get(view["graph_id"] or "")
@@ -180,9 +188,9 @@ def _lease_of(rt: Runtime, graph: Graph, node_id: str, policy: RecoveryPolicy) -
     return canvas.hard_limit(graph.timeout_for(node_id) + rt.local_budget) + policy.grace
 
 
-def _examine_node(rt: Runtime, view: View, graph: Graph, lease: dict[str, Any] | None,
+def _examine_node(rt: Runtime, view: View, graph: Graph, lease: LeaseRow | None,
                   now: float, idle: float, backoff: float, policy: RecoveryPolicy
-                  ) -> Decision | None:
+                  ) -> RunSweepDecision | None:
     node_id = view["waiting_nodes"][0]
     if alive(lease, rt.lease_interval, now):
         assert lease is not None
@@ -204,9 +212,9 @@ def _examine_node(rt: Runtime, view: View, graph: Graph, lease: dict[str, Any] |
     return _redrive(rt, view, graph, "worker_lost" if lease else "not_started", policy)
 
 
-def _examine_fanout(rt: Runtime, view: View, graph: Graph, leases: dict[str, dict[str, Any]],
+def _examine_fanout(rt: Runtime, view: View, graph: Graph, leases: dict[str, LeaseRow],
                     now: float, idle: float, backoff: float, policy: RecoveryPolicy
-                    ) -> Decision | None:
+                    ) -> RunSweepDecision | None:
     fid = view["waiting"]
     edges = _edges(rt, view)
     stuck = False
@@ -246,7 +254,7 @@ def _unknown_edge(rt: Runtime, view: View, graph: Graph, edges: list[NodeMessage
 
 # -- actions --------------------------------------------------------------
 def _act(rt: Runtime, view: View, action: str,
-         fn: Callable[[Tx, View], None]) -> Decision | None:
+         fn: Callable[[Tx, View], None]) -> RunSweepDecision | None:
     """Run ``fn`` on the locked run if it has not moved since the sweep read it."""
     with rt.store.transaction() as tx:
         locked = tx.lock(view["run_id"])
@@ -257,7 +265,7 @@ def _act(rt: Runtime, view: View, action: str,
 
 
 def _act_step(rt: Runtime, view: View, action: str,
-              fn: Callable[[Tx, View], None]) -> Decision | None:
+              fn: Callable[[Tx, View], None]) -> RunSweepDecision | None:
     """:func:`_act` for an action that runs a coordinator step (``step_locked``), between
     ``before_step`` and ``after_step`` around its transaction, as a task's step is (told
     also when the run moved on and nothing was done, as for a duplicate message)."""
@@ -304,7 +312,7 @@ def _waiting(view: View) -> str:
 
 
 def _redrive(rt: Runtime, view: View, graph: Graph, why: str, policy: RecoveryPolicy,
-             node_attempt: int | None = None) -> Decision | None:
+             node_attempt: int | None = None) -> RunSweepDecision | None:
     attempt = int(view["recoveries"] or 0) + 1
     publish = _publisher(rt, view, graph, node_attempt)
 
@@ -335,8 +343,8 @@ def _publisher(rt: Runtime, view: View, graph: Graph, node_attempt: int | None
     if view["fanout"]:
         scheduled = rt.store.last_event(run_id, "node.fanout.scheduled")
         assert scheduled is not None
-        calls = fanout_calls(rt, graph, run_id, eid, scheduled.data["edges"])
-        reducer = scheduled.data["reducer"]
+        fanout = scheduled.body_as(ev.NodeFanoutScheduled)
+        calls, reducer = fanout_calls(rt, graph, run_id, eid, fanout.edges), fanout.reducer
         return lambda: publish_fanout(rt, graph, run_id, eid, reducer, calls)
     msg = scheduled_message(rt, view)
     attempt = node_attempt or int(view["attempt"] or 1)
@@ -350,18 +358,20 @@ def scheduled_message(rt: Runtime, view: View) -> NodeMessage:
     """The awaited node's message, from the event that scheduled it."""
     run_id, eid = view["run_id"], _waiting(view)
     for kind in ("node.execution.scheduled", "run.redriven"):
-        ev = rt.store.last_event(run_id, kind)
-        if ev is not None and ev.data["execution_id"] == eid:
-            return NodeMessage(run_id, eid, ev.data["node_id"], ev.data.get("input"))
+        event = rt.store.last_event(run_id, kind)
+        body = event.body if event is not None else None
+        if isinstance(body, ev.NodeExecutionScheduled | ev.RunRedriven) \
+                and body.execution_id == eid:
+            return NodeMessage(run_id, eid, body.node_id, body.input)
     raise LookupError(f"no scheduling event for {eid}")
 
 
 def _edges(rt: Runtime, view: View) -> list[NodeMessage]:
     run_id, fid = view["run_id"], _waiting(view)
-    ev = rt.store.last_event(run_id, "node.fanout.scheduled")
-    assert ev is not None
+    event = rt.store.last_event(run_id, "node.fanout.scheduled")
+    assert event is not None
     return [NodeMessage(run_id, e["execution_id"], e["node_id"], e.get("input"), fid, i)
-            for i, e in enumerate(ev.data["edges"])]
+            for i, e in enumerate(event.body_as(ev.NodeFanoutScheduled).edges)]
 
 
 def _exhaust(tx: Tx, rt: Runtime, view: View, graph: Graph, node_id: str) -> None:
@@ -382,7 +392,7 @@ def _exhaust_fanout(tx: Tx, rt: Runtime, view: View) -> None:
     tx.emit(view["run_id"], ev.RecoveryRedriveExhausted(execution_id=view["waiting"],
                                                         attempts=attempts))
     scheduled = rt.store.last_event(view["run_id"], "node.fanout.scheduled")
-    reducer = scheduled.data["reducer"] if scheduled else "?"
+    reducer = scheduled.body_as(ev.NodeFanoutScheduled).reducer if scheduled else "?"
     step_locked(tx, rt, view, ReducerOutcome(
         view["run_id"], _waiting(view), reducer, error={
             "type": "RecoveryExhausted", "class": "unknown",
@@ -395,7 +405,7 @@ def _effect_started(rt: Runtime, view: View) -> bool:
     return rt.store.has_event(f"{view['waiting']}:started:{attempt}")
 
 
-def _unknown_effect(rt: Runtime, view: View, graph: Graph, node_id: str) -> Decision | None:
+def _unknown_effect(rt: Runtime, view: View, graph: Graph, node_id: str) -> RunSweepDecision | None:
     """The node started and its worker is gone: did the effect happen?"""
     eid, attempt = _waiting(view), int(view["attempt"] or 1)
     stored = rt.store.outcomes([effect_key(eid, attempt)]).get(effect_key(eid, attempt))
@@ -418,7 +428,7 @@ def _unknown_effect(rt: Runtime, view: View, graph: Graph, node_id: str) -> Deci
 
 
 def _reconcile(rt: Runtime, view: View, outcome: NodeOutcome, source: str
-               ) -> Decision | None:
+               ) -> RunSweepDecision | None:
     def record(tx: Tx, v: View) -> None:
         tx.emit(v["run_id"], ev.RecoveryOutcomeReconciled(execution_id=v["waiting"],
                                                           committed=True, source=source))
@@ -428,7 +438,7 @@ def _reconcile(rt: Runtime, view: View, outcome: NodeOutcome, source: str
 
 
 def _quarantine(rt: Runtime, view: View, node_id: str, attempt: int, reason: str,
-                execution_id: str | None = None) -> Decision | None:
+                execution_id: str | None = None) -> RunSweepDecision | None:
     def record(tx: Tx, v: View) -> None:
         lifecycle.emit(tx, v["run_id"], ev.RunQuarantined(
             execution_id=execution_id or _waiting(v), node_id=node_id, attempt=attempt,
@@ -443,10 +453,10 @@ def _circuit_open(rt: Runtime, key: str, now: float) -> bool:
 
 
 # -- RabbitMQ: messages the broker dead-lettered ----------------------------
-def _drain_broker_dead_letters(rt: Runtime) -> list[Decision]:
+def _drain_broker_dead_letters(rt: Runtime) -> list[RunSweepDecision]:
     if not rabbit.is_amqp(str(rt.app.conf.broker_url or "")):
         return []
-    decisions: list[Decision] = []
+    decisions: list[RunSweepDecision] = []
 
     def handle(msg: Any) -> None:
         decision = _broker_dead_letter(rt, msg)
@@ -457,7 +467,7 @@ def _drain_broker_dead_letters(rt: Runtime) -> list[Decision]:
     return decisions
 
 
-def _broker_dead_letter(rt: Runtime, msg: Any) -> Decision | None:
+def _broker_dead_letter(rt: Runtime, msg: Any) -> RunSweepDecision | None:
     """A message RabbitMQ dead-lettered (delivery limit, rejected): feed the run the
     failure. A node's goes to the coordinator at once; an edge's is stored as the edge's
     outcome, and the fan-out's next re-drive hands it to the reducer. Expired messages

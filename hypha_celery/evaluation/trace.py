@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from hypha_celery.evaluation.results import Check, EvaluationResult, result
-from hypha_celery.events.envelope import KINDS, Event
+from hypha_celery.events.envelope import KINDS, Event, derived_alone
 
 #: start type -> the types that close it
 LIFECYCLE_PAIRS: dict[str, tuple[str, ...]] = {
@@ -50,13 +50,10 @@ def correlation(event: Event) -> str:
     rule the envelope uses: call id, review id, execution id, else the run id."""
     if event.correlation_id:
         return event.correlation_id
-    p = event.payload
-    if event.type.startswith(("model.call.", "tool.call.", "tool.policy.")) and p.get("call_id"):
-        return str(p["call_id"])
-    if event.type.startswith("human.review.") and p.get("review_id"):
-        return str(p["review_id"])
-    execution = event.execution_id or p.get("execution_id")
-    return str(execution) if execution else event.run_id
+    derived = str(derived_alone(event)[6])
+    if derived == event.run_id and event.execution_id:  # the payload has none
+        return event.execution_id
+    return derived
 
 
 def _envelope(events: Sequence[Event], run_id: str | None) -> list[Check]:

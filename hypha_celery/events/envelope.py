@@ -39,8 +39,8 @@ from hypha_celery.events.kinds import (
 from hypha_celery.events.payloads import P, Payload, payload_as, payload_of
 
 __all__ = ["AGENT_KINDS", "KINDS", "META_PREFIXES", "TERMINAL_KINDS", "Event", "EventType",
-           "Kind", "Row", "as_kind", "bodies", "canonical", "checksum", "derive", "deriver",
-           "enrich", "event_id"]
+           "Kind", "Row", "as_kind", "bodies", "canonical", "checksum", "derive", "derived_alone",
+           "deriver", "enrich", "event_id"]
 
 
 class Event(BaseModel):
@@ -245,6 +245,13 @@ def _derive_steps(run: Mapping[str, Any]) -> Generator[tuple[Any, ...], Row, Non
                 step = parts[1]
         derived = (eid, user_id, session_id, graph_id or payload.get("name"), step,
                    execution_id, correlation, cause(rule, eid, correlation))
+
+
+def derived_alone(event: Event) -> tuple[Any, ...]:
+    """:func:`derive` for ``event`` on its own (one built by hand, without its derived
+    fields): from its payload, as the first event of its run (no owner, no cause)."""
+    row = (event.run_id, event.seq, event.type, event.timestamp, event.payload, None)
+    return deriver()(row)
 
 
 def enrich(rows: Iterable[Row], run: Mapping[str, Any] | None = None) -> list[Event]:

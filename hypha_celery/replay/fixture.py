@@ -15,7 +15,7 @@ from typing_extensions import TypedDict  # pydantic reads it (python < 3.12)
 
 from hypha_celery.errors import EmptyTrace, InvalidContract, MixedRunTrace
 from hypha_celery.events import payloads as ev
-from hypha_celery.events.envelope import META_PREFIXES, Event, canonical, derive
+from hypha_celery.events.envelope import META_PREFIXES, Event, canonical, derived_alone
 from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.projections.audit import state_path
 from hypha_celery.replay.spec import ReplaySpec
@@ -93,8 +93,7 @@ def _step(event: Event) -> str:
     payload's ``step``, else the step in its execution id ``<run>.<step>[.<edge>]``)."""
     if event.step_id is not None:
         return event.step_id
-    row = (event.run_id, event.seq, event.type, event.timestamp, event.payload, None)
-    step = next(derive([row]))[4]
+    step = derived_alone(event)[4]
     if step is not None:
         return str(step)
     parts = (event.execution_id or "").split(".")
