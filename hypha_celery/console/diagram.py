@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from html import escape
 
 from hypha_celery.events import Event
+from hypha_celery.events import payloads as ev
+from hypha_celery.projections.timeline import duration
 
 __all__ = ["MAX_COLUMNS", "Box", "Diagram", "Drawing", "diagram", "svg"]
 
@@ -83,20 +85,19 @@ class Drawing:
         return Diagram(list(columns), left_out)
 
     def _schedule(self, e: Event) -> None:
-        data, d = e.data, self._d
-        if e.type == "node.execution.scheduled":
+        p, d = e.body, self._d
+        if isinstance(p, ev.NodeExecutionScheduled):
             col: list[Box] = []
-            _box_of(self._index, col, str(data.get("execution_id")), str(data.get("node_id")))
+            _box_of(self._index, col, str(p.execution_id), str(p.node_id))
             d.columns.append(col)
-        else:  # a fan-out: its edges, then its reducer
+        elif isinstance(p, ev.NodeFanoutScheduled):  # its edges, then its reducer
             col = []
-            for i, edge in enumerate(data.get("edges") or []):
+            for i, edge in enumerate(p.edges or []):
                 _box_of(self._index, col, str(edge.get("execution_id")),
                         f"{edge.get('node_id')}#{i}")
             d.columns.append(col)
             red: list[Box] = []
-            _box_of(self._index, red, f"{data.get('execution_id')}/reduce",
-                    f"⇉ {data.get('reducer')}")
+            _box_of(self._index, red, f"{p.execution_id}/reduce", f"⇉ {p.reducer}")
             d.columns.append(red)
         if len(d.columns) > 2 * MAX_COLUMNS:
             self._drop(MAX_COLUMNS - 1, len(d.columns) - MAX_COLUMNS)
@@ -109,8 +110,9 @@ class Drawing:
         del self._d.columns[start:end]
 
     def _outcome(self, e: Event) -> bool:
-        data = e.data
-        key = str(data.get("execution_id"))
+        p = e.body
+        assert isinstance(p, _Execution)
+        key = str(p.execution_id)
         if e.type.startswith("node.reducer."):
             key += "/reduce"
         box = self._index.get(key)
@@ -122,9 +124,15 @@ class Drawing:
         if e.type.endswith((".retrying", ".redelivered")):
             return False  # the execution goes on: its outcome follows
         box.status = "completed" if e.type.endswith("completed") else "failed"
-        duration = data.get("duration")
-        box.duration = float(duration) if isinstance(duration, int | float) else None
+        box.duration = duration(e)
         return True
+
+
+#: The events of a node or reducer execution (``node.execution.*``, ``node.reducer.*``).
+_Execution = (ev.NodeExecutionStarted | ev.NodeExecutionCompleted | ev.NodeExecutionFailed
+              | ev.NodeExecutionRetrying | ev.NodeExecutionRedelivered
+              | ev.NodeExecutionDeadLettered | ev.NodeExecutionLateResult
+              | ev.NodeReducerCompleted | ev.NodeReducerFailed)
 
 
 def diagram(events: Iterable[Event], *, from_start: bool = True) -> Diagram:

@@ -27,6 +27,7 @@ from typing import Any
 from hypha_celery.console.content import Shown, shown
 from hypha_celery.console.diagram import diagram, svg
 from hypha_celery.events import TERMINAL_STATUSES, Event, View, apply_event, new_view
+from hypha_celery.events import payloads as ev
 from hypha_celery.projections.timeline import TimelineRow, rows
 from hypha_celery.replay.compare import FAMILIES, TraceDiff, compare, describe
 from hypha_celery.replay.fixture import ReplayFixture
@@ -178,13 +179,24 @@ class RunPage:
     diff: list[DiffRow] = field(default_factory=list)
 
 
-def _usage(d: dict[str, Any]) -> tuple[str, str]:
-    usage = d.get("usage") if isinstance(d.get("usage"), dict) else {}
-    assert isinstance(usage, dict)
+#: A call's end: what the page's calls list.
+_CallEnd = (ev.ModelCallCompleted | ev.ModelCallFailed | ev.ToolCallCompleted | ev.ToolCallFailed
+            | ev.ToolCallApproved | ev.ToolCallRejected)
+_Measured = ev.ModelCallCompleted | ev.ModelCallFailed | ev.ToolCallCompleted | ev.ToolCallFailed
+
+
+def _usage(p: _CallEnd) -> tuple[str, str]:
+    if not isinstance(p, _Measured):
+        return "", ""
+    usage = p.usage if isinstance(p.usage, dict) else {}
     tokens = (f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out"
               if usage else "")
-    cost = d.get("cost_usd")
+    cost = p.cost_usd
     return tokens, (f"${cost:.6f}" if isinstance(cost, int | float) else "")
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
 
 
 def _is_call_end(kind: str) -> bool:
@@ -194,20 +206,26 @@ def _is_call_end(kind: str) -> bool:
 
 
 def _call(e: Event, took: float | None, content: bool) -> CallRow:
-    kind = "model" if e.type.startswith("model.") else "tool"
-    tokens, cost = _usage(dict(e.data))
-    output = e.data.get("output")
-    error_kind = e.data.get("error_kind")
-    return CallRow(e.seq, kind, str(e.data.get(kind, "")), e.type.rsplit(".", 1)[1], took,
-                   tokens, cost, None if output is None else shown(output, content),
+    p = e.body
+    assert isinstance(p, _CallEnd)
+    if isinstance(p, ev.ModelCallCompleted | ev.ModelCallFailed):
+        family, name = "model", p.model
+    else:
+        family, name = "tool", p.tool
+    tokens, cost = _usage(p)
+    output = p.output if isinstance(p, ev.ModelCallCompleted | ev.ToolCallCompleted) else None
+    error_kind = p.error_kind if isinstance(p, ev.ModelCallFailed) else None
+    return CallRow(e.seq, family, _text(name),
+                   e.type.rsplit(".", 1)[1], took, tokens, cost,
+                   None if output is None else shown(output, content),
                    error_kind if isinstance(error_kind, str) else None)
 
 
 def _step_row(e: Event, folded: View, content: bool) -> StepRow:
-    d = e.data
+    p = e.body_as(ev.DecisionPolicyRecorded)
     state = [(str(k), shown(v, content)) for k, v in dict(folded["state"]).items()]
-    return StepRow(int(d.get("step", 0)), str(d.get("type", "")),
-                   ", ".join(map(str, d.get("node_ids") or [])), e.ts, state)
+    return StepRow(int(p.step or 0), str(p.type or ""), ", ".join(map(str, p.node_ids or [])),
+                   e.ts, state)
 
 
 def _fold(run_id: str, prior: Iterable[tuple[str, Mapping[str, Any], float]]
