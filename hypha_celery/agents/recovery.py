@@ -14,20 +14,20 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from hypha_celery.agents import rows
 from hypha_celery.agents.channels import Completion, target_from
 from hypha_celery.agents.effects import send
 from hypha_celery.agents.runtime import AgentRuntime
+from hypha_celery.runtime.core import AgentSweepDecision
 from hypha_celery.store import agents as table
 
 log = logging.getLogger(__name__)
 
 
 def sweep(rt: AgentRuntime, now: float, grace: float, kickoff_lease: float,
-          limit: int) -> list[dict[str, Any]]:
-    decisions: list[dict[str, Any]] = []
+          limit: int) -> list[AgentSweepDecision]:
+    decisions: list[AgentSweepDecision] = []
     for name, doc, beat in rows.stale(rt.store, now - min(grace, kickoff_lease), limit):
         taken = doc.owner is not None
         if now - beat < (grace if taken else kickoff_lease) or doc.pump is None:

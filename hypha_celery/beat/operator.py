@@ -14,13 +14,12 @@ from hypha_celery.beat.supervisor import scheduled_message
 from hypha_celery.errors import FailureReason, NotRedrivable, RunNotFound
 from hypha_celery.events import RunStatus, View
 from hypha_celery.events import payloads as ev
+from hypha_celery.jsontypes import json_object
 from hypha_celery.runtime import canvas, lifecycle
 from hypha_celery.runtime.coordinator import fanout_calls, node_call, publish_fanout, terminal
 from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.protocol import NodeMessage
 from hypha_celery.store import Tx
-from hypha_celery.jsontypes import json_object
-from hypha_celery.runtime.core import SweepDecision
 from hypha_celery.store.recovery import DeadLetterRow
 
 #: Dead letters whose body was never accepted (a bad or missing signature, a body past

@@ -36,8 +36,8 @@ from hypha_celery.runtime.coordinator import (
 )
 from hypha_celery.runtime.core import (
     AgentSweepDecision,
-    Runtime,
     RunSweepDecision,
+    Runtime,
     SweepDecision,
     awaited_task_ids,
     awaits_coordinator,
@@ -51,7 +51,7 @@ from hypha_celery.runtime.protocol import (
     ReducerOutcome,
 )
 from hypha_celery.store import Tx
-from hypha_celery.store.recovery import DeadLetterRow, LeaseRow
+from hypha_celery.store.recovery import LeaseRow
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -60,7 +60,7 @@ def opened(app_spec: str | None) -> Iterator[ScopedHypha]:
         hypha.close()
 
 
-def echo_line(value: dict[str, Any]) -> str:
+def echo_line(value: Mapping[str, object]) -> str:
     """One JSON object on one line (``--json`` listings)."""
     return json.dumps(value, sort_keys=True, default=str)
 

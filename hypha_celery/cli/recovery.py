@@ -20,6 +20,7 @@ from hypha_celery.cli.common import (
 )
 from hypha_celery.cli.passthrough import PassThroughCommand, celery_beat
 from hypha_celery.cli.progress import Ticker
+from hypha_celery.runtime.core import SweepDecision
 
 
 def _when(ts: float | None) -> str:
@@ -154,11 +155,20 @@ def sweep(app_spec: str, as_json: bool) -> None:
     with opened(app_spec) as hypha, Ticker("sweep"):
         decisions = hypha.sweep()
     for d in decisions:
-        click.echo(echo_line(d) if as_json else
-                   f"{d['action']:<18} run {d['run_id'] or '-'}  {d.get('execution_id') or ''}"
-                   f"{'  (' + d['why'] + ')' if d.get('why') else ''}")
+        click.echo(echo_line(d) if as_json else decision_line(d))
     if not as_json:
         click.echo(f"{len(decisions)} decisions", err=True)
+
+
+def decision_line(d: SweepDecision) -> str:
+    """A sweep decision as a line: the action, the run (or the agent), the execution id
+    (or the request ref), why."""
+    if "run_id" in d:
+        target, extra = f"run {d['run_id'] or '-'}", d["execution_id"] or ""
+    else:
+        target, extra = f"agent {d['agent']}", d.get("ref", "")
+    why = d.get("why")
+    return f"{d['action']:<18} {target}  {extra}{f'  ({why})' if why else ''}"
 
 
 @click.command(cls=PassThroughCommand, celery=celery_beat,

@@ -60,7 +60,7 @@ from hypha_celery.runtime.config import (
     celery_config,
 )
 from hypha_celery.runtime.coordinator import local_limit, terminal
-from hypha_celery.runtime.core import Runtime, awaited_task_ids
+from hypha_celery.runtime.core import Runtime, SweepDecision, awaited_task_ids
 from hypha_celery.runtime.lanes import kickoff_id, lane_key
 from hypha_celery.runtime.leases import LeaseMiddleware
 from hypha_celery.runtime.live import LiveEnds
@@ -299,7 +299,7 @@ class Hypha:
         return ScopedHypha(self, principal)
 
     # -- operators: dead letters, quarantine, the supervisor ---------------
-    def sweep(self) -> list[dict[str, Any]]:
+    def sweep(self) -> list[SweepDecision]:
         """Run one recovery-supervisor sweep now; returns its decisions."""
         return supervisor.sweep(self._rt)
 

@@ -28,8 +28,10 @@ from hypha_celery.principals import Principal
 from hypha_celery.reviews import PendingReview
 from hypha_celery.reviews import pending as pending_reviews
 from hypha_celery.runtime.config import Settings
+from hypha_celery.runtime.core import SweepDecision
 from hypha_celery.runtime.notifier import Notifier
 from hypha_celery.store import EventStore, RunFilter, RunRow
+from hypha_celery.store.recovery import DeadLetterRow
 
 if TYPE_CHECKING:
     from hypha_celery.client.hypha import Hypha
@@ -142,7 +144,7 @@ class ScopedHypha:
 
     # -- dead letters and quarantine ---------------------------------------------------
     def dead_letters(self, *, status: str | None = "open", limit: int = 100
-                     ) -> list[dict[str, Any]]:
+                     ) -> list[DeadLetterRow]:
         """Dead letters of this principal's runs, newest first (``status=None``: all)."""
         return self.store.dead_letters(status=status, limit=limit)
 
@@ -161,7 +163,7 @@ class ScopedHypha:
         self.get_run(run_id)
         self._hypha.fail_quarantined(run_id, message, by=self.principal.id)
 
-    def sweep(self) -> list[dict[str, Any]]:
+    def sweep(self) -> list[SweepDecision]:
         """A supervisor sweep covers every run: an admin's only."""
         self._admin("a sweep")
         return self._hypha.sweep()

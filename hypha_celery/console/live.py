@@ -35,6 +35,7 @@ from hypha_celery.console.runpage import (
 from hypha_celery.errors import RunNotFound
 from hypha_celery.events import TERMINAL_KINDS, Event
 from hypha_celery.projections.timeline import rows
+from hypha_celery.store.recovery import DeadLetterRow
 
 if TYPE_CHECKING:
     from hypha_celery.client.scoped import ScopedHypha
@@ -66,7 +67,7 @@ class _Page:
         for e in seed:
             self.drawing.add(e)
         self.previous = (seed[-1].seq, seed[-1].ts) if seed else None
-        self.letters: list[dict[str, Any]] | None = None
+        self.letters: list[DeadLetterRow] | None = None
 
     def add(self, batch: list[Event]) -> bool:
         """Feed ``batch`` to the drawing: whether it changed."""

@@ -4,7 +4,7 @@ middleware, the live bus — the :class:`Runtime`, the one registry of a process
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Literal, NotRequired, Protocol, TypedDict, final
 
 from celery import Celery
 
@@ -45,12 +45,40 @@ def awaited_task_ids(view: View) -> list[str]:
     return [f"{waiting}.{i}" for i in range(edges)]
 
 
+@final
+class RunSweepDecision(TypedDict):
+    """What the recovery supervisor did to a run (ids and the action only): ``redriven``
+    (``why``: ``worker_lost``, ``not_started`` ...), ``timed_out``, ``quarantined``,
+    ``reconciled``, ``circuit_open``, ``review_expired``, ``dead_lettered`` (``run_id``
+    None for a message of no run), ``error`` (``why``: the exception's type) ..."""
+
+    run_id: str | None
+    action: str
+    execution_id: str | None
+    why: NotRequired[str]
+
+
+@final
+class AgentSweepDecision(TypedDict):
+    """What the agents' sweep did: ``agent_redriven`` (``why``: ``owner_lost`` /
+    ``never_taken``) or ``completion_resent`` (``ref``: the request's)."""
+
+    agent: str
+    action: Literal["agent_redriven", "completion_resent"]
+    why: NotRequired[str]
+    ref: NotRequired[str]
+
+
+#: One decision of a recovery sweep (:func:`hypha_celery.beat.supervisor.sweep`).
+SweepDecision = RunSweepDecision | AgentSweepDecision
+
+
 class Sweep(Protocol):
     """A recovery sweep the supervisor runs after the runs' own (the agents' is one):
     returns its decisions."""
 
     def __call__(self, now: float, grace: float, kickoff_lease: float, limit: int
-                 ) -> list[dict[str, Any]]: ...
+                 ) -> list[AgentSweepDecision]: ...
 
 
 @dataclass

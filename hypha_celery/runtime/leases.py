@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from hypha_celery.middleware import Attempt, AttemptEnd, Middleware
 from hypha_celery.store import EventStore
+from hypha_celery.store.recovery import LeaseRow
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,6 @@ class LeaseMiddleware(Middleware):
             log.warning("hypha lease heartbeat failed: %s", type(exc).__name__)
 
 
-def alive(lease: dict[str, float] | None, interval: float, now: float) -> bool:
+def alive(lease: LeaseRow | None, interval: float, now: float) -> bool:
     """Whether a lease row shows its worker alive."""
     return lease is not None and now - lease["heartbeat_at"] <= STALE_AFTER * interval

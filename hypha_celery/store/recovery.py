@@ -4,38 +4,89 @@ supervisor's sweep query (stale runs)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypedDict, cast
 
 import sqlalchemy as sa
 from sqlalchemy.sql import Select
 
+from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.store.engine import Engines, insert_for, inserted_id
 from hypha_celery.store.schema import circuits, dead_letters, leases, runs
 from hypha_celery.store.tx import Tx
+
+
+class DeadLetterRow(TypedDict):
+    """A row of ``hypha_dead_letters``."""
+
+    id: int
+    run_id: str | None
+    execution_id: str | None
+    task: str
+    queue: str | None
+    args: JsonValue  # the message's arguments
+    reason: str
+    error_class: str
+    error: JsonObject
+    attempts: int
+    status: str
+    created_at: float
+    redriven_at: float | None
+
+
+class LeaseRow(TypedDict):
+    """A row of ``hypha_leases``: a long node execution's liveness."""
+
+    execution_id: str
+    run_id: str
+    worker: str
+    started_at: float
+    heartbeat_at: float
+
+
+class CircuitRow(TypedDict):
+    """A row of ``hypha_circuits``: one dependency key's breaker."""
+
+    key: str
+    failures: int
+    window_start: float
+    open_until: float
+
+
+class StaleRun(TypedDict):
+    """A run the supervisor's sweep looks at (:meth:`Recovery.stale_runs`)."""
+
+    run_id: str
+    status: str
+    seq: int
+    waiting: str | None
+    deadline: float | None
+    updated_at: float | None
 
 
 class Recovery(Engines):
     """Dead letters, leases, circuits, stale runs."""
 
     # -- dead letters ------------------------------------------------------
-    def add_dead_letter(self, record: Mapping[str, Any], tx: Tx | None = None) -> int:
+    def add_dead_letter(self, record: Mapping[str, object], tx: Tx | None = None) -> int:
         """Store a dead-letter record (keys: run_id, execution_id, task, queue, args,
         reason, error_class, error, attempts), in ``tx`` or on its own; returns its id."""
         self.ensure_schema()
-        row = {"run_id": None, "execution_id": None, "queue": None, "attempts": 1,
+        row: dict[str, object] = {
+               "run_id": None, "execution_id": None, "queue": None, "attempts": 1,
                "error": {}, "error_class": "unknown", **record, "status": "open",
                "created_at": time.time()}
         for key in ("run_id", "execution_id", "task", "queue", "reason", "error_class"):
-            if isinstance(row[key], str):  # never fail on a column size (a hostile message)
-                row[key] = row[key][:getattr(dead_letters.c[key].type, "length", None)]
+            value = row[key]
+            if isinstance(value, str):  # never fail on a column size (a hostile message)
+                row[key] = value[:getattr(dead_letters.c[key].type, "length", None)]
         if tx is not None:
             return inserted_id(tx.conn.execute(dead_letters.insert().values(**row)))
         with self.engine.begin() as c:
             return inserted_id(c.execute(dead_letters.insert().values(**row)))
 
     def dead_letters(self, *, status: str | None = "open", run_id: str | None = None,
-                     limit: int = 100) -> list[dict[str, Any]]:
+                     limit: int = 100) -> list[DeadLetterRow]:
         """Dead-letter records, newest first (``status=None``: all)."""
         self.ensure_schema()
         q = sa.select(dead_letters).order_by(dead_letters.c.id.desc()).limit(limit)
@@ -45,15 +96,15 @@ class Recovery(Engines):
             q = q.where(dead_letters.c.run_id == run_id)
         q = self._owned_letters(q)
         with self.reader.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(q)]
+            return [cast(DeadLetterRow, dict(r._mapping)) for r in conn.execute(q)]
 
-    def dead_letter(self, dead_letter_id: int) -> dict[str, Any] | None:
+    def dead_letter(self, dead_letter_id: int) -> DeadLetterRow | None:
         self.ensure_schema()
         q = self._owned_letters(
             sa.select(dead_letters).where(dead_letters.c.id == dead_letter_id))
         with self.reader.connect() as conn:
             row = conn.execute(q).first()
-        return dict(row._mapping) if row else None
+        return cast(DeadLetterRow, dict(row._mapping)) if row else None
 
     def _owned_letters(self, q: Select[Any]) -> Select[Any]:
         """``q`` narrowed to dead letters of the scoped owner's runs (a dead letter of no
@@ -85,7 +136,7 @@ class Recovery(Engines):
             return int(conn.execute(q).rowcount)
 
     # -- leases ------------------------------------------------------------
-    def heartbeat(self, rows: list[dict[str, Any]]) -> None:
+    def heartbeat(self, rows: Sequence[Mapping[str, object]]) -> None:
         """Upsert lease rows ``{execution_id, run_id, worker, started_at, heartbeat_at}``
         (unflushed: a lost heartbeat only delays recovery)."""
         if not rows:
@@ -112,19 +163,19 @@ class Recovery(Engines):
             done = conn.execute(leases.delete().where(leases.c.heartbeat_at < older_than))
             return int(done.rowcount)
 
-    def leases(self, execution_ids: list[str]) -> dict[str, dict[str, Any]]:
+    def leases(self, execution_ids: list[str]) -> dict[str, LeaseRow]:
         if not execution_ids:
             return {}
         q = sa.select(leases).where(leases.c.execution_id.in_(execution_ids))
         with self.reader.connect() as conn:
-            return {r.execution_id: dict(r._mapping) for r in conn.execute(q)}
+            return {r.execution_id: cast(LeaseRow, dict(r._mapping)) for r in conn.execute(q)}
 
     # -- circuit breakers --------------------------------------------------
-    def circuit(self, key: str) -> dict[str, Any] | None:
+    def circuit(self, key: str) -> CircuitRow | None:
         self.ensure_schema()
         with self.reader.connect() as conn:
             row = conn.execute(sa.select(circuits).where(circuits.c.key == key)).first()
-        return dict(row._mapping) if row else None
+        return cast(CircuitRow, dict(row._mapping)) if row else None
 
     def record_failure(self, key: str, now: float, threshold: int, reset: float
                        ) -> tuple[bool, float]:
@@ -156,7 +207,7 @@ class Recovery(Engines):
 
     # -- the supervisor's sweep query -------------------------------------
     def stale_runs(self, *, idle_before: float, now: float, limit: int = 500
-                   ) -> list[dict[str, Any]]:
+                   ) -> list[StaleRun]:
         """Running runs with no event since ``idle_before``, or past their deadline:
         ``{run_id, status, seq, waiting, deadline, updated_at}``, oldest first.
         Served by the status index (no per-step column is indexed). Quarantined and
@@ -168,7 +219,7 @@ class Recovery(Engines):
                     sa.or_(c.updated_at < idle_before, c.deadline < now))
              .order_by(c.updated_at).limit(limit))
         with self.reader.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(q)]
+            return [cast(StaleRun, dict(r._mapping)) for r in conn.execute(q)]
 
 
 def _runs_of(owner: str) -> Select[Any]:

@@ -103,3 +103,16 @@ def test_quarantine_fail_and_sweep(store: str, lib: Hypha) -> None:
     code, out, err = cli(store, "sweep", "--app", APP)
     assert code == 0 and "0 decisions" in err
     assert WAIT
+
+
+def test_a_sweep_line_names_the_run_or_the_agent() -> None:
+    from hypha_celery.cli.recovery import decision_line
+
+    run = decision_line({"run_id": "r1", "action": "redriven", "execution_id": "r1.3",
+                         "why": "worker_lost"})
+    assert run.split() == ["redriven", "run", "r1", "r1.3", "(worker_lost)"]
+    # an agents' sweep decision has no run: it used to raise KeyError('run_id')
+    agent = decision_line({"agent": "support", "action": "completion_resent", "ref": "q1"})
+    assert agent.split() == ["completion_resent", "agent", "support", "q1"]
+    assert decision_line({"agent": "a", "action": "agent_redriven", "why": "owner_lost"}
+                         ).split() == ["agent_redriven", "agent", "a", "(owner_lost)"]
