@@ -7,9 +7,10 @@ import json
 import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from hypha_celery.events.jsontext import prebuilt
+from hypha_celery.jsontypes import JsonObject, JsonValue, json_str
 
 if TYPE_CHECKING:
     from hypha_celery.live.queue import Subscription
@@ -18,7 +19,7 @@ log = logging.getLogger("hypha_celery.live")
 
 #: One live item: ``{"kind": "text" | "tool_use" | "usage" | "reasoning" | "gap" | "end",
 #: ...}`` (JSON). Items a watcher gets are fresh dicts: it may keep or change them.
-LiveItem = dict[str, Any]
+LiveItem: TypeAlias = JsonObject
 
 #: A scalar field of an oversized non-text item is kept when its text is at most this long.
 _KEPT_SCALAR = 200
@@ -102,7 +103,7 @@ def agent_topic(name: str) -> str:
     return f"agent:{name}"
 
 
-def end_item(**fields: Any) -> LiveItem:
+def end_item(**fields: JsonValue) -> LiveItem:
     """The item that ends a topic's subscriptions (a run ended, a turn ended)."""
     return {"kind": "end", **fields}
 
@@ -153,7 +154,7 @@ def _split_text(item: LiveItem, max_bytes: int) -> list[bytes]:
     room = max_bytes - len(encode({**base, "text": ""}))
     if room < 64:
         return []
-    text, out, at = item["text"], [], 0
+    text, out, at = json_str(item.get("text")), [], 0
     while at < len(text):
         n = room  # characters; each is 1 to 6 bytes of JSON
         while len(payload := encode({**base, "text": text[at:at + n]})) > max_bytes:
