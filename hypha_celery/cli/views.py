@@ -9,9 +9,9 @@ import click
 
 from hypha_celery.cli.common import app_option, echo_json, opened
 from hypha_celery.projections import (
+    AuditDecision,
+    AuditOutcome,
     AuditView,
-    Decision,
-    Outcome,
     SessionView,
     ToolCall,
     stored_session,
@@ -47,7 +47,7 @@ def audit_lines(view: AuditView) -> list[str]:
     ]
 
 
-def _decision(d: Decision) -> str:
+def _decision(d: AuditDecision) -> str:
     reducer = f" -> {d.reducer}" if d.reducer else ""
     return f"  step {d.step}  {d.type} {', '.join(d.node_ids)}".rstrip() + reducer
 
@@ -58,7 +58,7 @@ def _tool(t: ToolCall) -> str:
         f"  {error}" if error else "")
 
 
-def _outcome(outcome: Outcome | None) -> str:
+def _outcome(outcome: AuditOutcome | None) -> str:
     if outcome is None:
         return "-"
     reason = f" ({outcome.reason})" if outcome.reason else ""

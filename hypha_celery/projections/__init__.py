@@ -5,13 +5,16 @@ frozen pydantic model; :mod:`~hypha_celery.projections.stored` reads a store's e
 for them.
 """
 
+import warnings
+from typing import Any
+
 from hypha_celery.projections.audit import (
+    AuditDecision,
+    AuditOutcome,
+    AuditPolicyDecision,
     AuditView,
     Counts,
-    Decision,
     ModelCall,
-    Outcome,
-    PolicyDecision,
     ToolCall,
     audit_view,
 )
@@ -38,15 +41,29 @@ __all__ = [
     "StatusCounts",
     "session_view",
     # an audit
+    "AuditDecision",
+    "AuditOutcome",
+    "AuditPolicyDecision",
     "AuditView",
     "Counts",
-    "Decision",
     "ModelCall",
-    "Outcome",
-    "PolicyDecision",
     "ToolCall",
     "audit_view",
     # over a store
     "runs_of_session",
     "stored_session",
 ]
+
+#: The audit's former names (one of four ``Decision`` s, ``Outcome`` s, two
+#: ``PolicyDecision`` s in the package): they resolve with a DeprecationWarning.
+_RENAMED = {"Decision": AuditDecision, "Outcome": AuditOutcome,
+            "PolicyDecision": AuditPolicyDecision}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        new = _RENAMED[name]
+        warnings.warn(f"hypha_celery.projections.{name} has been renamed to {new.__name__}",
+                      DeprecationWarning, stacklevel=2)
+        return new
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

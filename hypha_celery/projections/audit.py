@@ -23,8 +23,8 @@ from hypha_celery.events.envelope import TERMINAL_KINDS, Event
 from hypha_celery.projections.run import RunStatus, status_of
 from hypha_celery.projections.trace import last_of, run_trace
 
-__all__ = ["AuditView", "Counts", "Decision", "ModelCall", "Outcome", "PolicyDecision",
-           "ToolCall", "audit_view", "state_path"]
+__all__ = ["AuditDecision", "AuditOutcome", "AuditPolicyDecision", "AuditView", "Counts",
+           "ModelCall", "ToolCall", "audit_view", "state_path"]
 
 #: Payload keys that hold run content; policy decisions drop them.
 CONTENT_KEYS = frozenset({"input", "state", "update", "result", "output", "error", "message",
@@ -46,7 +46,7 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Decision(_Frozen):
+class AuditDecision(_Frozen):
     """One ``decision.policy.recorded``: the step it was taken at, its type
     (``next`` / ``fanout`` / ``finish``) and the nodes (and reducer) it chose."""
 
@@ -81,7 +81,7 @@ class ModelCall(_Frozen):
     outcome: ModelOutcome
 
 
-class PolicyDecision(_Frozen):
+class AuditPolicyDecision(_Frozen):
     """An event whose type names a policy, with its payload minus content keys."""
 
     seq: int
@@ -101,7 +101,7 @@ class Counts(_Frozen):
     timeouts: int = 0
 
 
-class Outcome(_Frozen):
+class AuditOutcome(_Frozen):
     """The terminal event: its status, its reason (failed / cancelled) and time."""
 
     status: End
@@ -114,12 +114,12 @@ class AuditView(_Frozen):
     graph_id: str | None
     status: RunStatus
     state_path: tuple[str, ...]
-    decisions: tuple[Decision, ...]
+    decisions: tuple[AuditDecision, ...]
     tool_calls: tuple[ToolCall, ...]
     model_calls: tuple[ModelCall, ...]
-    policy_decisions: tuple[PolicyDecision, ...]
+    policy_decisions: tuple[AuditPolicyDecision, ...]
     counts: Counts
-    outcome: Outcome | None = None
+    outcome: AuditOutcome | None = None
 
 
 def audit_view(events: Iterable[Event]) -> AuditView:
@@ -153,9 +153,9 @@ def state_path(trace: Sequence[Event]) -> tuple[str, ...]:
     return tuple(str(node_id) for node_id in path if node_id is not None)
 
 
-def _decision(e: Event) -> Decision:
+def _decision(e: Event) -> AuditDecision:
     p = e.body_as(ev.DecisionPolicyRecorded)
-    return Decision(seq=e.seq, step=int(p.step or 0), type=str(p.type or "-"),
+    return AuditDecision(seq=e.seq, step=int(p.step or 0), type=str(p.type or "-"),
                     node_ids=tuple(str(n) for n in p.node_ids or ()), reducer=p.reducer)
 
 
@@ -193,9 +193,9 @@ def _model_calls(trace: Sequence[Event]) -> tuple[ModelCall, ...]:
     return tuple(calls.values())
 
 
-def _policy(e: Event) -> PolicyDecision:
+def _policy(e: Event) -> AuditPolicyDecision:
     detail = {k: v for k, v in e.payload.items() if k not in CONTENT_KEYS}
-    return PolicyDecision(seq=e.seq, type=e.type, step_id=e.step_id, detail=detail)
+    return AuditPolicyDecision(seq=e.seq, type=e.type, step_id=e.step_id, detail=detail)
 
 
 _COUNTED = {"node.execution.retrying": "retries", "node.execution.redelivered": "redeliveries",
@@ -212,9 +212,9 @@ def _counts(trace: Sequence[Event]) -> Counts:
     return Counts(**counts)
 
 
-def _outcome(end: Event | None) -> Outcome | None:
+def _outcome(end: Event | None) -> AuditOutcome | None:
     if end is None:
         return None
     body = end.body
     reason = body.reason if isinstance(body, ev.RunFailed | ev.RunCancelled) else None
-    return Outcome(status=_ENDS[end.type], reason=_text(reason), at=end.timestamp)
+    return AuditOutcome(status=_ENDS[end.type], reason=_text(reason), at=end.timestamp)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from hypha_celery.projections import (
+    AuditDecision,
+    AuditOutcome,
+    AuditPolicyDecision,
     Counts,
-    Decision,
     ModelCall,
-    Outcome,
-    PolicyDecision,
     ToolCall,
     audit_view,
 )
@@ -50,13 +50,13 @@ def test_state_path_and_decisions() -> None:
     assert audit.run_id == RUN and audit.graph_id == "g" and audit.status == "completed"
     assert audit.state_path == ("classify", "faq", "wiki", "answer")
     assert audit.decisions == (
-        Decision(seq=3, step=0, type="next", node_ids=("classify",)),
-        Decision(seq=6, step=1, type="fanout", node_ids=("faq", "wiki"), reducer="merge"),
-        Decision(seq=9, step=2, type="next", node_ids=("answer",)),
-        Decision(seq=12, step=3, type="finish"),
+        AuditDecision(seq=3, step=0, type="next", node_ids=("classify",)),
+        AuditDecision(seq=6, step=1, type="fanout", node_ids=("faq", "wiki"), reducer="merge"),
+        AuditDecision(seq=9, step=2, type="next", node_ids=("answer",)),
+        AuditDecision(seq=12, step=3, type="finish"),
     )
     assert [p.seq for p in audit.policy_decisions] == [3, 6, 9, 12]
-    assert audit.outcome == Outcome(status="completed", at=100.0 + 0.5 * 12)
+    assert audit.outcome == AuditOutcome(status="completed", at=100.0 + 0.5 * 12)
     assert audit.counts == Counts()
 
 
@@ -79,7 +79,7 @@ def test_hypha_replay_fixture() -> None:
     ], step_id="1"))
     assert audit.state_path == ("Intake", "Completed")
     assert audit.model_calls == ()
-    assert audit.policy_decisions == (PolicyDecision(
+    assert audit.policy_decisions == (AuditPolicyDecision(
         seq=4, type="tool.policy.checked", step_id="1",
         detail={"toolId": "tool.search", "decision": "allowed"}),)
     assert audit.tool_calls == (ToolCall(seq=5, step_id="1", call_id="c0", tool="tool.search",
@@ -143,7 +143,7 @@ def test_failure_handling_counts_and_a_failed_outcome() -> None:
     ]))
     assert audit.counts == Counts(retries=2, redeliveries=1, dead_letters=1, recoveries=1,
                                   timeouts=1)
-    assert audit.outcome == Outcome(status="failed", reason="dead_lettered", at=104.5)
+    assert audit.outcome == AuditOutcome(status="failed", reason="dead_lettered", at=104.5)
     assert audit.status == "failed"
     assert SECRET not in audit.model_dump_json()
 
@@ -159,3 +159,14 @@ def test_one_run_and_at_least_one_event() -> None:
         audit_view([])
     with pytest.raises(ValueError):
         audit_view(events([created()]) + events([created()], run_id="r2"))
+
+
+@pytest.mark.parametrize(("old", "new"), [("Decision", AuditDecision),
+                                          ("Outcome", AuditOutcome),
+                                          ("PolicyDecision", AuditPolicyDecision)])
+def test_the_audits_former_names_resolve_with_a_warning(old: str, new: type) -> None:
+    import hypha_celery.projections as projections
+
+    with pytest.warns(DeprecationWarning, match=f"renamed to {new.__name__}"):
+        assert getattr(projections, old) is new
+    assert old not in projections.__all__
