@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Annotated, Any, ClassVar, Literal, NotRequired, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, NotRequired, ParamSpec, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 from pydantic.fields import FieldInfo
@@ -68,9 +68,11 @@ __all__ = [
     "ToolCallApproved", "ToolCallCompleted", "ToolCallFailed", "ToolCallRejected",
     "ToolCallRequested", "ToolCallStarted", "ToolOutputInvalid", "ToolOutputValidated",
     "ToolPolicyChecked", "model_of", "parse_payload", "payload_as", "payload_of", "reader",
+    "trusted",
 ]
 
 P = TypeVar("P", bound="Payload")
+Ps = ParamSpec("Ps")
 
 #: What a decision policy decided (``decision.policy.recorded``'s ``type``).
 DecisionType = Literal["next", "fanout", "fail", "review", "finish"]
@@ -754,6 +756,40 @@ def _trusted(model: type[P], data: Mapping[str, Any]) -> P:
     renamed = model._renamed
     if renamed:
         data = {renamed.get(k, k): v for k, v in data.items()}
+    return _construct(model, data)
+
+
+def _keywords(model: type[P], /, **values: Any) -> P:
+    return _construct(model, values)
+
+
+def trusted(model: Callable[Ps, P]) -> Callable[Ps, P]:
+    """``model``'s constructor without validation: ``trusted(ModelCallStarted)(call_id=...,
+    model=...)``. Its keywords are checked by mypy against the model's own signature (a
+    misspelt or mistyped field is an error there, as with ``ModelCallStarted(...)``), not
+    at run time.
+
+    For the runtime's writers on the node path, whose values are typed already and
+    partly reported by a worker (a call's usage, latency, cost): built several times
+    faster than a validated model, and never refused in the coordinator's commit for
+    a value a provider reported in another shape."""
+    assert isinstance(model, type) and issubclass(model, Payload)
+    if model._kept or not _FAST:
+        return cast(Callable[Ps, P], partial(_keywords, model))
+    defaults = model._defaults
+
+    def build(**values: Any) -> P:  # _construct, the model's lookups done once
+        body = _new(model)
+        _set(body, "__dict__", {**defaults, **values})
+        _set(body, "__pydantic_fields_set__", set(values))
+        _set(body, "__pydantic_extra__", None)
+        _set(body, "__pydantic_private__", None)
+        return cast(P, body)
+    return cast(Callable[Ps, P], build)
+
+
+def _construct(model: type[P], data: Mapping[str, Any]) -> P:
+    """``model`` over ``data`` (its attribute names), without validation."""
     extra = None
     if model._kept:
         extra = {k: v for k, v in data.items() if k not in model._kept}

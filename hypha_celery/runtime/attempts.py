@@ -9,23 +9,41 @@ and is tried again — so a retried attempt's calls stay in the log too.
 
 from __future__ import annotations
 
-from hypha_celery.events import EventType, as_kind
+from typing import Any, TypedDict
+
+from hypha_celery.events import as_kind
+from hypha_celery.events import payloads as ev
+from hypha_celery.events.payloads import Payload, trusted
 from hypha_celery.runtime.protocol import CallJson, NodeOutcome
 from hypha_celery.store import Tx
 
-#: ``(family, what)`` -> the event type of a model or tool call's start and end.
-_CALL_KINDS: dict[tuple[str, str], EventType] = {
-    ("model", "started"): "model.call.started", ("model", "completed"): "model.call.completed",
-    ("model", "failed"): "model.call.failed", ("tool", "started"): "tool.call.started",
-    ("tool", "completed"): "tool.call.completed", ("tool", "failed"): "tool.call.failed"}
+# The writers of this module's events, built unvalidated: the node path's (see trusted).
+_started = trusted(ev.NodeExecutionStarted)
+_model_started = trusted(ev.ModelCallStarted)
+_model_completed = trusted(ev.ModelCallCompleted)
+_model_failed = trusted(ev.ModelCallFailed)
+_tool_started = trusted(ev.ToolCallStarted)
+_tool_completed = trusted(ev.ToolCallCompleted)
+_tool_failed = trusted(ev.ToolCallFailed)
+
+
+class _CallIds(TypedDict):
+    """What every event of a call says first."""
+
+    call_id: str
+    execution_id: str
+    step: int | None
+    node_id: str
+    attempt: int
 
 
 def record_attempt(tx: Tx, run_id: str, outcome: NodeOutcome) -> None:
     """``node.execution.started`` (when the outcome carries it) and the calls."""
     started = outcome.started
     if started:
-        tx.append(run_id, "node.execution.started",
-                  {k: v for k, v in started.items() if k != "at"}, ts=started["at"])
+        tx.emit(run_id, _started(execution_id=started["execution_id"],
+                                 node_id=started["node_id"], attempt=started["attempt"],
+                                 worker=started["worker"]), ts=started["at"])
     facts = outcome.facts or []  # [kind, data, calls made before it]
     done = 0
     for n, call in enumerate(outcome.calls or ()):
@@ -40,27 +58,34 @@ def record_attempt(tx: Tx, run_id: str, outcome: NodeOutcome) -> None:
 
 def record_call(tx: Tx, run_id: str, outcome: NodeOutcome, call: CallJson) -> None:
     """``<family>.call.started`` then ``completed`` / ``failed`` at their real times."""
-    family, eid = call["family"], outcome.execution_id
-    parts = str(eid).split(".")
-    base = {"call_id": call["call_id"], "execution_id": eid,
-            "step": int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None,
-            "node_id": outcome.node_id, "attempt": call.get("attempt", 1), family: call["name"]}
-    started = {k: call[k] for k in _STARTED_FIELDS if k in call}  # type: ignore[literal-required]
-    ended = {k: call[k] for k in _ENDED_FIELDS if k in call}  # type: ignore[literal-required]
-    tx.append(run_id, _CALL_KINDS[family, "started"],
-              {**base, "request_hash": call["request_hash"], **started},
-              ts=call["started_at"])
-    if "error" in call:
-        tx.append(run_id, _CALL_KINDS[family, "failed"],
-                  {**base, "error": call["error"], **ended}, ts=call["ended_at"])
+    eid = outcome.execution_id
+    parts = eid.split(".")
+    ids: _CallIds = {"call_id": call["call_id"], "execution_id": eid,
+                     "step": int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None,
+                     "node_id": outcome.node_id, "attempt": call.get("attempt", 1)}
+    # the fields the call recorded of these (the models' own: a test checks)
+    begun: dict[str, Any] = {k: call[k] for k in STARTED_FIELDS  # type: ignore[literal-required]
+                             if k in call}
+    ended: dict[str, Any] = {k: call[k] for k in ENDED_FIELDS  # type: ignore[literal-required]
+                             if k in call}
+    name, digest = call["name"], call["request_hash"]
+    start: Payload
+    end: Payload
+    if call["family"] == "model":
+        start = _model_started(**ids, model=name, request_hash=digest, **begun)
+        end = (_model_failed(**ids, model=name, error=call["error"], **ended) if "error" in call
+               else _model_completed(**ids, model=name, output=call["output"], **ended))
     else:
-        tx.append(run_id, _CALL_KINDS[family, "completed"],
-                  {**base, "output": call["output"], **ended}, ts=call["ended_at"])
+        start = _tool_started(**ids, tool=name, request_hash=digest, **begun)
+        end = (_tool_failed(**ids, tool=name, error=call["error"], **ended) if "error" in call
+               else _tool_completed(**ids, tool=name, output=call["output"], **ended))
+    tx.emit(run_id, start, ts=call["started_at"])
+    tx.emit(run_id, end, ts=call["ended_at"])
 
 
 #: What a call's start and end events carry besides ids (when the call recorded it):
 #: a tool's side-effect level; a ``ctx.llm`` call's provider, request size, usage,
 #: latency, rate-limit wait and cost; a failed model call's ``error_kind``
 #: (:mod:`hypha_celery.graph.calls`).
-_STARTED_FIELDS = ("side_effect", "provider", "request_bytes")
-_ENDED_FIELDS = ("usage", "latency_ms", "wait_ms", "cost_usd", "error_kind")
+STARTED_FIELDS = ("side_effect", "provider", "request_bytes")
+ENDED_FIELDS = ("usage", "latency_ms", "wait_ms", "cost_usd", "error_kind")
