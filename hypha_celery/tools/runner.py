@@ -31,9 +31,12 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypedDict, cast
 
 from hypha_celery.errors import InvalidCall
+from hypha_celery.events import payloads as ev
+from hypha_celery.events.payloads import trusted
+from hypha_celery.events.view import ErrorJson
 from hypha_celery.graph.calls import request_hash
 from hypha_celery.graph.jsonsafe import error_json
 from hypha_celery.graph.model import ApprovedReview
@@ -138,8 +141,8 @@ class GovernedRunner:
         stored = self._stored(call)
         if stored is not None:
             return stored
-        self._emit(call, "tool.call.requested", input_hash=call.input_hash,
-                   permission_scope=permission_scope)
+        self._emit(_requested(**_ids(call), input_hash=call.input_hash,
+                              permission_scope=permission_scope))
         checks: tuple[_Check, ...] = (self._check_scope, self._check_key, self._check_input,
                                       self._check_policy, self._check_approval)
         for check in checks:
@@ -187,8 +190,8 @@ class GovernedRunner:
     def _check_policy(self, call: _Call) -> ToolResult | None:
         decision = self.policy.decide(call.spec, call.permission_scope)
         call.decision = decision
-        self._emit(call, "tool.policy.checked", decision=decision.to_json(),
-                   permission_scope=call.permission_scope)
+        self._emit(_checked(**_ids(call), decision=decision.to_json(),
+                            permission_scope=call.permission_scope))
         if decision.allowed:
             return None
         return self._deny(call, "policy", "TOOL_POLICY_DENIED", decision.reason)
@@ -200,8 +203,8 @@ class GovernedRunner:
             return None
         if call.approval is not None:
             call.review_id = str(call.approval.get("review_id"))
-            self._emit(call, "tool.call.approved", review_id=call.review_id,
-                       approved_by=call.approval.get("by"))
+            self._emit(_approved(**_ids(call), review_id=call.review_id,
+                                 approved_by=call.approval.get("by")))
             return None
         call.review_id = f"{call.call_id}:review"
         review = self.approvals.review(call.review_id)
@@ -219,8 +222,9 @@ class GovernedRunner:
             "side_effect": call.spec.side_effect, "reason": reason, "requested_at": self.now(),
             "expires_at": None if expires_in is None else self.now() + expires_in}
         self.approvals.request_review(call.review_id, info)
-        self._emit(call, "human.review.requested", review_id=call.review_id, reason=reason,
-                   input_hash=call.input_hash, expires_at=info["expires_at"])
+        self._emit(_review_requested(**_ids(call), review_id=call.review_id, reason=reason,
+                                     input_hash=call.input_hash,
+                                     expires_at=info["expires_at"]))
         return self._waiting(call)
 
     def _review_outcome(self, call: _Call, review: ReviewRecord) -> ToolResult | None:
@@ -231,8 +235,8 @@ class GovernedRunner:
             return self._deny(call, "approval", "TOOL_APPROVAL_INVALID",
                               f"review {call.review_id} is for another tool or input")
         if status == "approved":
-            self._emit(call, "tool.call.approved", review_id=call.review_id,
-                       approved_by=review.get("decided_by"))
+            self._emit(_approved(**_ids(call), review_id=call.review_id,
+                                 approved_by=review.get("decided_by")))
             return None
         if status == "rejected":
             reason = review.get("reason") or ""
@@ -246,7 +250,7 @@ class GovernedRunner:
                           f"review {call.review_id} has status {status!r}")
 
     def _execute(self, call: _Call) -> ToolResult:
-        self._emit(call, "tool.call.started", input_hash=call.input_hash)
+        self._emit(_started(**_ids(call), input_hash=call.input_hash))
         try:
             output = call.tool.handler(call.input)
         except Exception as exc:
@@ -266,16 +270,16 @@ class GovernedRunner:
         issues = [("$", "the output is not JSON")] if output_hash is None \
             else call.spec.output_issues(output)
         if issues:
-            self._emit(call, "tool.output.invalid", issues=_paths(issues))
+            self._emit(_invalid(**_ids(call), issues=_paths(issues)))
             return self._fail(call, "output", "TOOL_OUTPUT_INVALID",
                               "the output does not match the output schema at "
                               + ", ".join(_paths(issues)), issues=tuple(issues))
         if call.spec.output_schema is not None:
-            self._emit(call, "tool.output.validated", output_hash=output_hash)
+            self._emit(_validated(**_ids(call), output_hash=output_hash))
         return None
 
     def _complete(self, call: _Call, output: Any, output_hash: str | None) -> ToolResult:
-        self._emit(call, "tool.call.completed", output_hash=output_hash)
+        self._emit(_completed(**_ids(call), output_hash=output_hash))
         return call.result("completed", output=output)
 
     # -- outcomes and events ------------------------------------------------------------
@@ -285,18 +289,43 @@ class GovernedRunner:
                            message=f"tool {call.spec.id} waits for review {call.review_id}")
 
     def _deny(self, call: _Call, phase: Phase, code: str, message: str) -> ToolResult:
-        self._emit(call, "tool.call.rejected", code=code, phase=phase, message=message)
+        self._emit(_rejected(**_ids(call), code=code, phase=phase, message=message))
         return call.result("denied", code=code, phase=phase, message=message)
 
     def _fail(self, call: _Call, phase: Phase, code: str, message: str,
               issues: tuple[tuple[str, str], ...] = (),
               error: dict[str, str] | None = None) -> ToolResult:
-        self._emit(call, "tool.call.failed", code=code, phase=phase, message=message,
-                   issues=_paths(issues), error=error)
+        self._emit(_failed(**_ids(call), code=code, phase=phase, message=message,
+                           issues=_paths(issues), error=cast(ErrorJson | None, error)))
         return call.result("failed", code=code, phase=phase, message=message, issues=issues,
                            error=error)
 
-    def _emit(self, call: _Call, type_: ToolEventType, **fields: object) -> None:
-        self.record(type_, {"call_id": call.call_id, "tool": call.spec.id,
-                            "source": call.spec.source, "side_effect": call.spec.side_effect,
-                            **fields})
+    def _emit(self, event: ev.Payload) -> None:
+        self.record(event.kind, event.dump())
+
+
+class _Ids(TypedDict):
+    """What every event of a governed call says first."""
+
+    call_id: str
+    tool: str
+    source: str
+    side_effect: str
+
+
+def _ids(call: _Call) -> _Ids:
+    return {"call_id": call.call_id, "tool": call.spec.id, "source": call.spec.source,
+            "side_effect": call.spec.side_effect}
+
+
+# The runner's events, built unvalidated (they run on the node path: see trusted).
+_requested = trusted(ev.ToolCallRequested)
+_checked = trusted(ev.ToolPolicyChecked)
+_approved = trusted(ev.ToolCallApproved)
+_review_requested = trusted(ev.HumanReviewRequested)
+_started = trusted(ev.ToolCallStarted)
+_invalid = trusted(ev.ToolOutputInvalid)
+_validated = trusted(ev.ToolOutputValidated)
+_completed = trusted(ev.ToolCallCompleted)
+_rejected = trusted(ev.ToolCallRejected)
+_failed = trusted(ev.ToolCallFailed)
