@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
 from hypha_celery.errors import TransitionRejected
+from hypha_celery.events import payloads as ev
 from hypha_celery.fsm.machine import Fsm
 from hypha_celery.fsm.spec import StateRetry
 from hypha_celery.graph import Context, Fail, Finish, Graph, Next, Node, RetryPolicy, Review
@@ -112,9 +113,9 @@ class _Walk:
         return self._settle()
 
     def _rejected(self, r: TransitionRejected) -> Decision:
-        self.ctx.record("fsm.transition.rejected", {
-            "workflow": self.fsm.id, "from": r.source, "to": r.target, "reason": r.reason,
-            "message": str(r)[:500]})
+        self.ctx.emit(ev.FsmTransitionRejected(workflow=self.fsm.id, from_=r.source,
+                                               to=r.target, reason=r.reason,
+                                               message=str(r)[:500]))
         if r.reason != "human_review_required":
             return self._fail("transition_rejected", str(r))
         review = self.fsm.states[r.target].human_review
@@ -145,13 +146,13 @@ class _Walk:
 
     # -- facts ------------------------------------------------------------------------
     def _accept(self, target: str, guard: str | None) -> None:
-        self.ctx.record("fsm.transition.accepted", {
-            "workflow": self.fsm.id, "from": self.state, "to": target, "guard": guard})
+        self.ctx.emit(ev.FsmTransitionAccepted(workflow=self.fsm.id, from_=self.state,
+                                               to=target, guard=guard))
         self._enter(target, self.state)
 
     def _enter(self, state: str, source: str | None) -> None:
-        self.ctx.record("fsm.state.entered", {"workflow": self.fsm.id, "state": state,
-                                              "from": source, "step": self.ctx.step})
+        self.ctx.emit(ev.FsmStateEntered(workflow=self.fsm.id, state=state, from_=source,
+                                         step=self.ctx.step))
         self.state = state
 
     # -- data -------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 from hypha_celery.backends.llm.ref import ModelRef
 from hypha_celery.backends.llm.types import LLMResult, Message
 from hypha_celery.errors import GraphSpecError, InvalidModelRef
+from hypha_celery.events.payloads import Payload
 from hypha_celery.events.view import ErrorJson, FsmPosition, LastOutcome, ReviewDoc, View
 from hypha_celery.graph.calls import Calls
 from hypha_celery.graph.decisions import DEFAULT_MAX_FANOUT
@@ -121,6 +122,10 @@ class Context:
                                  f"not {kind!r}")
         self._facts.append((kind, dict(data)))  # the coordinator checks it is JSON
 
+    def emit(self, payload: Payload) -> None:
+        """:meth:`record` the event ``payload`` (a payload model: its type, its JSON)."""
+        self.record(payload.kind, payload.dump())
+
     @property
     def facts(self) -> list[tuple[str, dict[str, object]]]:
         """What :meth:`record` collected (for the coordinator)."""
@@ -196,6 +201,10 @@ class NodeContext:
     def record(self, kind: str, data: Mapping[str, object]) -> None:
         """Record a fact with the node's outcome (a governed tool's ``tool.*`` steps)."""
         self._recorder().fact(kind, dict(data))
+
+    def emit(self, payload: Payload) -> None:
+        """:meth:`record` the event ``payload`` (a payload model: its type, its JSON)."""
+        self.record(payload.kind, payload.dump())
 
     def _recorder(self) -> Calls:
         if self._calls is None:  # a context built by hand (tests): calls go unrecorded

@@ -13,6 +13,7 @@ calls the handler through ``ctx.tool``.
 from __future__ import annotations
 
 from hypha_celery.errors import GraphSpecError
+from hypha_celery.events import payloads as ev
 from hypha_celery.graph import AT_MOST_ONCE, Node, NodeContext
 from hypha_celery.graph.calls import request_hash
 from hypha_celery.jsontypes import JsonValue
@@ -49,9 +50,9 @@ def policy_check_node(tools: ToolRegistry, policy: ToolPolicy) -> Node:
         if tool_id not in tools:
             checked = {"allowed": False, "requires_review": False, "at_most_once": False,
                        "reason": f"no tool {tool_id!r}", "code": "TOOL_NOT_FOUND"}
-            ctx.record("tool.call.rejected", {"call_id": ctx.execution_id, "tool": tool_id,
-                                              "code": checked["code"], "phase": "policy",
-                                              "message": checked["reason"]})
+            ctx.emit(ev.ToolCallRejected(call_id=ctx.execution_id, tool=tool_id,
+                                         code=checked["code"], phase="policy",
+                                         message=checked["reason"]))
         else:
             spec = tools.resolve(tool_id).spec
             decision = policy.decide(spec)
@@ -67,14 +68,16 @@ def policy_check_node(tools: ToolRegistry, policy: ToolPolicy) -> Node:
 def _record_denial(ctx: NodeContext, spec: ToolSpec, args: JsonValue,
                    decision: PolicyDecision) -> None:
     """The runner's events for a call its policy step denies."""
-    base = {"call_id": ctx.execution_id, "tool": spec.id, "source": spec.source,
-            "side_effect": spec.side_effect}
-    ctx.record("tool.call.requested", {**base, "input_hash": request_hash(args),
-                                       "permission_scope": None})
-    ctx.record("tool.policy.checked", {**base, "decision": decision.to_json(),
-                                       "permission_scope": None})
-    ctx.record("tool.call.rejected", {**base, "code": "TOOL_POLICY_DENIED", "phase": "policy",
-                                      "message": decision.reason})
+    call_id, tool, source, effect = ctx.execution_id, spec.id, spec.source, spec.side_effect
+    ctx.emit(ev.ToolCallRequested(call_id=call_id, tool=tool, source=source,
+                                  side_effect=effect, input_hash=request_hash(args),
+                                  permission_scope=None))
+    ctx.emit(ev.ToolPolicyChecked(call_id=call_id, tool=tool, source=source,
+                                  side_effect=effect, decision=decision.to_json(),
+                                  permission_scope=None))
+    ctx.emit(ev.ToolCallRejected(call_id=call_id, tool=tool, source=source,
+                                 side_effect=effect, code="TOOL_POLICY_DENIED",
+                                 phase="policy", message=decision.reason))
 
 
 def act_node(tools: ToolRegistry, policy: ToolPolicy, *, at_most_once: bool) -> Node:

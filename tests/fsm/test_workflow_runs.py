@@ -66,6 +66,18 @@ def test_a_guarded_workflow_runs_and_its_snapshot_is_projected(hypha: Hypha) -> 
     assert_well_formed(run)
 
 
+def test_workflow_facts_keep_their_json(hypha: Hypha) -> None:
+    """Written as payload models (``from_`` in Python), stored as they always were."""
+    run = hypha.start("triage", {"text": "how do I log in?"})
+    assert run.wait(WAIT) == "here is how"
+    entered = kinds(run, "fsm.state.entered")
+    assert entered[0] == {"workflow": "triage", "state": "Intake", "from": None, "step": 0}
+    assert [set(d) for d in entered] == [{"workflow", "state", "from", "step"}] * 4
+    assert kinds(run, "fsm.transition.accepted")[1] == {
+        "workflow": "triage", "from": "Route", "to": "Answer",
+        "guard": "matches(variables.intent, '^(question|other)$')"}
+
+
 def test_review_parks_the_run_then_approval_resumes_it(hypha: Hypha) -> None:
     run = hypha.start("triage", {"text": "refund please", "order": "A-1"})
     wait_until(lambda: run.status().status == "waiting_human")
