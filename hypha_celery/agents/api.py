@@ -51,6 +51,7 @@ from hypha_celery.errors import (
     TurnFailed,
     WaitTimeout,
 )
+from hypha_celery.events import payloads as ev
 from hypha_celery.graph.jsonsafe import is_json, json_size_or_none
 from hypha_celery.lanes import Bound
 from hypha_celery.live import LiveStream, agent_topic
@@ -159,7 +160,7 @@ class Agents:
                 for request in machine.drain(atx.doc, atx.take_queued()):
                     effects.finish(atx, self._rt, request, Failed("draining"))
                 atx.clear_notifications()
-                atx.event("agent.draining")
+                atx.emit(ev.AgentDraining())
                 self._wake(atx)
         self._ensure_worker()
         end = None if timeout is None else time.monotonic() + timeout
@@ -263,7 +264,7 @@ class Agents:
             if atx is None:
                 return
             if machine.resume(atx.doc):
-                atx.event("agent.resumed")
+                atx.emit(ev.AgentResumed())
                 if atx.queued_count() or atx.doc.self_chain is not None:
                     self._wake(atx)
         self._ensure_worker()
@@ -301,7 +302,7 @@ class Agents:
                     return "not_found"
                 return "cancelled" if found.get("error") == "cancelled" else "already_finished"
             effects.finish(atx, self._rt, request, Failed("cancelled"))
-            atx.event("agent.request.cancelled", {"ref": ref})
+            atx.emit(ev.AgentRequestCancelled(ref=ref))
         self._rt.middleware.after_turn_cancelled(effects.turn(name, request),
                                                  "caller_cancelled")
         return "cancelled"

@@ -13,6 +13,7 @@ from hypha_celery.agents.channels import Completion, Target
 from hypha_celery.agents.doc import AgentDoc, Origin, Request, RequestOutcome
 from hypha_celery.agents.rows import AgentTx
 from hypha_celery.agents.runtime import AgentRuntime, ref_channel
+from hypha_celery.events import payloads as ev
 from hypha_celery.middleware import Turn
 from hypha_celery.store import agents as table
 
@@ -57,7 +58,7 @@ def terminate(atx: AgentTx, rt: AgentRuntime, reason: str) -> None:
     for request, outcome in machine.terminate(atx.doc, atx.take_queued(), reason):
         finish(atx, rt, request, outcome)
     atx.drop_lanes()
-    atx.event("agent.stopped", {"reason": reason})
+    atx.emit(ev.AgentStopped(reason=reason))
     atx.delete()
 
 

@@ -22,7 +22,7 @@ from hypha_celery import lanes
 from hypha_celery.agents.doc import AgentDoc, Request
 from hypha_celery.agents.runtime import new_token
 from hypha_celery.errors import AgentNotFound, Overloaded
-from hypha_celery.events import EventType
+from hypha_celery.events.payloads import Payload
 from hypha_celery.store import EventStore, Tx
 from hypha_celery.store import agents as table
 
@@ -58,10 +58,11 @@ class AgentTx:
     def incarnation(self) -> str:
         return self.doc.incarnation
 
-    def event(self, kind: EventType, data: dict[str, object] | None = None) -> None:
+    def emit(self, payload: Payload) -> None:
+        """Append the event ``payload`` (an ``agent.*`` payload model) at commit."""
         self.seq += 1
-        self._events.append(table.AgentEvent(self.incarnation, self.seq, kind, time.time(),
-                                             data or {}))
+        self._events.append(table.AgentEvent(self.incarnation, self.seq, payload.kind,
+                                             time.time(), payload.dump()))
 
     def after_commit(self, fn: Callable[[], None]) -> None:
         self.tx.after_commit(fn)

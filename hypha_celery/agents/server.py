@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, TypedDict
 
 from hypha_celery import lanes
 from hypha_celery.agents import callbacks, callers, effects, machine, rows, telemetry
@@ -47,6 +47,8 @@ from hypha_celery.agents.runtime import AgentRuntime, new_token
 from hypha_celery.agents.stream import Attempt, run_attempt
 from hypha_celery.backends import Backend, BackendError, BackendEvent, Response, TurnError
 from hypha_celery.errors import AgentNotFound, Overloaded
+from hypha_celery.events import payloads as ev
+from hypha_celery.events.payloads import trusted
 from hypha_celery.middleware import TurnEnd
 
 log = logging.getLogger(__name__)
@@ -239,7 +241,7 @@ class Owner:
     def _caller_down(self, atx: AgentTx, request: Request) -> None:
         """Drop a queued ask whose caller is gone, unrun (GenAgent's ``caller_down``)."""
         effects.finish(atx, self.rt, request, Failed("caller_down"))
-        atx.event("agent.request.cancelled", {"ref": request.ref, "reason": "caller_down"})
+        atx.emit(ev.AgentRequestCancelled(ref=request.ref, reason="caller_down"))
         turn = effects.turn(self.name, request)
         atx.after_commit(lambda: self.rt.middleware.after_turn_cancelled(
             turn, "caller_down"))
@@ -292,7 +294,7 @@ class Owner:
         for request in machine.halt(atx.doc, atx.queued()):
             atx.remove_queued(request.ref)
             effects.finish(atx, self.rt, request, Failed("halted"))
-        atx.event("agent.halted")
+        atx.emit(ev.AgentHalted())
 
     def _post_run(self) -> None:
         try:
@@ -334,7 +336,7 @@ class Owner:
         atx.write_control(None)
         if not started:
             return False
-        atx.event("agent.turn.started", _turn_data(cur))
+        atx.emit(_turn_started(**_turn_ids(cur)))
         turn, original = effects.turn(self.name, cur.request), cur.request.prompt
 
         def emit() -> None:
@@ -354,7 +356,7 @@ class Owner:
         with self._locked() as atx:
             live = atx.doc.current
             if live is None or not cur.same(live) or live.stage is not Stage.STREAMING:
-                atx.event("agent.turn.late_result", _turn_data(cur))
+                atx.emit(_turn_late(**_turn_ids(cur)))
                 return
             outcome = attempt.outcome
             if atx.control == cur.ref:  # an accepted interrupt wins the race
@@ -475,10 +477,10 @@ class Owner:
             if live is not None and cur.same(live):
                 outcome = machine.sealed(cur).outcome
                 if isinstance(outcome, Failed):
-                    atx.event("agent.turn.failed", {**_turn_data(cur), "reason": outcome.reason})
+                    atx.emit(_turn_failed(**_turn_ids(cur), reason=outcome.reason))
                     ended: tuple[str, str | None] = ("failed", outcome.reason)
                 else:
-                    atx.event("agent.turn.completed", _turn_data(cur))
+                    atx.emit(_turn_completed(**_turn_ids(cur)))
                     ended = ("completed", None)
                 atx.after_commit(lambda: publish_end(self.rt.live, self.name, cur.ref,
                                                      *ended))
@@ -521,8 +523,23 @@ class _Lost(Exception):
     """This task no longer owns the agent (its token was replaced)."""
 
 
-def _turn_data(cur: CurrentTurn) -> dict[str, object]:
+class _TurnIds(TypedDict):
+    """What every ``agent.turn.*`` event says: the turn's request, attempt and origin."""
+
+    ref: str
+    attempt: int
+    origin: str
+
+
+def _turn_ids(cur: CurrentTurn) -> _TurnIds:
     return {"ref": cur.ref, "attempt": cur.attempt, "origin": cur.origin.value}
+
+
+# A turn's events, built unvalidated (every turn writes two: see trusted).
+_turn_started = trusted(ev.AgentTurnStarted)
+_turn_completed = trusted(ev.AgentTurnCompleted)
+_turn_failed = trusted(ev.AgentTurnFailed)
+_turn_late = trusted(ev.AgentTurnLateResult)
 
 
 def _elapsed_ms(cur: CurrentTurn) -> float:

@@ -17,6 +17,7 @@ from typing import Any, Final
 import sqlalchemy as sa
 
 from hypha_celery.events import EventType
+from hypha_celery.events.payloads import AgentStarted
 from hypha_celery.store.engine import dumps
 from hypha_celery.store.facade import EventStore
 from hypha_celery.store.rows import json_text
@@ -156,8 +157,8 @@ def create(store: EventStore, name: str, incarnation: str, kind: str, phase: str
         tx.conn.execute(agents.insert().values(
             name=name, incarnation=incarnation, kind=kind, phase=phase, seq=1, control=None,
             heartbeat_at=None, created_at=now, updated_at=now, doc=doc, session=session))
-        append(tx, [AgentEvent(incarnation, 1, "agent.started", now,
-                               {"name": name, "kind": kind})])
+        started = AgentStarted(name=name, kind_=kind)
+        append(tx, [AgentEvent(incarnation, 1, started.kind, now, started.dump())])
     return True
 
 

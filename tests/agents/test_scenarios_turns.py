@@ -359,3 +359,18 @@ def test_rule_the_self_chain_runs_before_the_fifo(w: World) -> None:
 
     assert prompts(name) == ["A", "chain", "B"]
     assert [s["origin"] for s in tel.of("turn", "start")] == ["tell", "self_chain", "tell"]
+
+
+def test_an_agents_events_keep_their_json(w: World) -> None:
+    """Written as payload models, stored as they always were: ids, origins, reasons."""
+    name = w.name()
+    w.start(name, [result("one")])
+    assert w.agents.ask(name, "hello", timeout=WAIT).text == "one"
+    incarnation = w.agents.whereis(name).incarnation
+    wait_until(lambda: len(w.h.store.events(incarnation)) >= 3)
+    events = [(e.kind, e.data) for e in w.h.store.events(incarnation)]
+    (kind, started), (_, begun), (_, done) = events[:3]
+    assert kind == "agent.started" and set(started) == {"name", "kind"}
+    assert started["name"] == name
+    assert begun == done == {"ref": begun["ref"], "attempt": 1, "origin": "ask"}
+    assert [k for k, _ in events[1:3]] == ["agent.turn.started", "agent.turn.completed"]
