@@ -14,10 +14,11 @@ from hypha_celery.errors import RunNotFound
 from hypha_celery.evaluation.contracts import OutputContract, as_contract, validate_output
 from hypha_celery.evaluation.results import Check, EvaluationResult, EvaluationSummary, result
 from hypha_celery.evaluation.trace import TraceSpec, evaluate_trace
+from hypha_celery.events import payloads as ev
 from hypha_celery.events.envelope import Event
 from hypha_celery.jsontypes import JsonObject
 from hypha_celery.replay.fixture import final_output, own_events
-from hypha_celery.replay.record import record
+from hypha_celery.replay.record import emit
 from hypha_celery.store import EventStore
 
 EvaluationType = Literal["schema", "output_contract", "tool_trace", "policy", "process",
@@ -118,16 +119,16 @@ def evaluate_run(
     if not events:
         raise RunNotFound(f"no run {run_id!r} in the event store")
     if record_events:
-        record(store, run_id, "eval.started", {
-            "contracts": [c.id for c in checked], "traces": [t.id for t in traces],
-            "specs": [s.id for s in specs]})
+        emit(store, run_id, ev.EvalStarted(contracts=[c.id for c in checked],
+                                           traces=[t.id for t in traces],
+                                           specs=[s.id for s in specs]))
     try:
         summary = evaluate(events, run_id=run_id, contracts=checked, traces=traces,
                            specs=specs)
     except Exception as exc:
         if record_events:
-            record(store, run_id, "eval.failed", {"error": f"{type(exc).__name__}: {exc}"[:500]})
+            emit(store, run_id, ev.EvalFailed(error=f"{type(exc).__name__}: {exc}"[:500]))
         raise
     if record_events:
-        record(store, run_id, "eval.completed", {"summary": summary.brief()})
+        emit(store, run_id, ev.EvalCompleted(summary=summary.brief()))
     return summary

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import yaml
 from pydantic import (
@@ -29,10 +29,11 @@ from hypha_celery.errors import InvalidRegressionSpec
 from hypha_celery.evaluation.contracts import OutputContract, validate_output
 from hypha_celery.evaluation.results import Check, EvaluationResult
 from hypha_celery.evaluation.trace import evaluate_trace
+from hypha_celery.events import payloads as ev
 from hypha_celery.events.envelope import Event
 from hypha_celery.replay.compare import SEQUENCE_FAMILIES, TraceDiff, compare, describe
 from hypha_celery.replay.fixture import ReplayFixture, final_output, own_events
-from hypha_celery.replay.record import record
+from hypha_celery.replay.record import emit
 from hypha_celery.replay.store import FileFixtureStore, read_fixture
 from hypha_celery.store import EventStore
 
@@ -235,6 +236,14 @@ def run_regression(spec: RegressionSpec, store: EventStore, *,
     return RegressionReport(id=f"{spec.id}:run", spec_id=spec.id, cases=cases)
 
 
+class _CaseIds(TypedDict):
+    """What every ``regression.*`` event says first."""
+
+    spec_id: str
+    case_id: str
+    fixture_id: str
+
+
 def _run_one(spec: RegressionSpec, store: EventStore, ref: str, fixture: ReplayFixture,
              checks: list[str], record_events: bool) -> RegressionCase:
     case_id = f"{spec.id}:{fixture.id}"
@@ -244,19 +253,19 @@ def _run_one(spec: RegressionSpec, store: EventStore, ref: str, fixture: ReplayF
     if not events:
         return _failed_case(case_id, fixture.id, checks,
                             f"run {run_id} is not in the event store", run_id)
-    head = {"spec_id": spec.id, "case_id": case_id, "fixture_id": fixture.id}
+    head: _CaseIds = {"spec_id": spec.id, "case_id": case_id, "fixture_id": fixture.id}
     if record_events:
-        record(store, run_id, "regression.started", {**head, "checks": checks})
+        emit(store, run_id, ev.RegressionStarted(**head, checks=checks))
     try:
         case = run_case(case_id, fixture, events, checks, check_run_id=override is None)
     except Exception as exc:
         if record_events:
-            record(store, run_id, "regression.failed",
-                   {**head, "error": f"{type(exc).__name__}: {exc}"[:500]})
+            emit(store, run_id, ev.RegressionFailed(
+                **head, error=f"{type(exc).__name__}: {exc}"[:500]))
         raise
     if record_events:
-        record(store, run_id, "regression.completed", {
-            **head, "status": "passed" if case.passed else "failed",
-            "checks": {c.id: c.passed for c in case.checks}})
+        emit(store, run_id, ev.RegressionCompleted(
+            **head, status="passed" if case.passed else "failed",
+            checks={c.id: c.passed for c in case.checks}))
     return case
 

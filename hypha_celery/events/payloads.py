@@ -614,7 +614,7 @@ class EvalStarted(Payload):
 
 class EvalCompleted(Payload):
     kind: ClassVar[EventType] = "eval.completed"
-    summary: dict[str, Any]  # ids, verdicts and scores only
+    summary: Mapping[str, Any]  # ids, verdicts and scores only
 
 
 class EvalFailed(Payload):

@@ -17,6 +17,7 @@ from typing import cast
 
 from hypha_celery.errors import NotRecordable
 from hypha_celery.events.envelope import KINDS, Event, EventType, event_id
+from hypha_celery.events.payloads import Payload
 from hypha_celery.store import EventStore
 
 #: Type prefixes only the runtime writes.
@@ -38,7 +39,17 @@ def record(store: EventStore, run_id: str, type_: str, payload: Mapping[str, obj
     owns and :class:`RunNotFound` for an unknown run."""
     check_recordable(type_)
     kind = cast(EventType, type_)  # check_recordable: a type of the taxonomy
-    data = dict(payload)
+    return _appended(store, run_id, kind, dict(payload))
+
+
+def emit(store: EventStore, run_id: str, payload: Payload) -> Event:
+    """:func:`record` the event ``payload`` (a payload model: its type, its JSON)."""
+    check_recordable(payload.kind)
+    return _appended(store, run_id, payload.kind, payload.dump())
+
+
+def _appended(store: EventStore, run_id: str, kind: EventType, data: dict[str, object]
+              ) -> Event:
     ts = time.time()
     seq = store.append(run_id, kind, data, ts=ts)
     return Event(id=event_id(run_id, seq), type=kind, run_id=run_id,

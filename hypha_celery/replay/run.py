@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from hypha_celery.errors import RunNotFound
+from hypha_celery.events import payloads as ev
 from hypha_celery.replay.fixture import ReplayFixture, capture
-from hypha_celery.replay.record import record
+from hypha_celery.replay.record import emit
 from hypha_celery.replay.spec import ReplaySpec
 from hypha_celery.store import EventStore
 
@@ -26,7 +27,7 @@ def capture_run(
         raise RunNotFound(f"no run {run_id!r} in the event store")
     fid = fixture_id or run_id
     if record_events:
-        record(store, run_id, "replay.started", {"fixture_id": fid})
+        emit(store, run_id, ev.ReplayStarted(fixture_id=fid))
     try:
         fixture = capture(events, spec, run_id=run_id, fixture_id=fid,
                           output_contract=output_contract)
@@ -34,13 +35,13 @@ def capture_run(
             save(fixture)
     except Exception as exc:
         if record_events:
-            record(store, run_id, "replay.failed",
-                   {"fixture_id": fid, "error": f"{type(exc).__name__}: {exc}"[:500]})
+            emit(store, run_id, ev.ReplayFailed(fixture_id=fid,
+                                                error=f"{type(exc).__name__}: {exc}"[:500]))
         raise
     if record_events:
-        record(store, run_id, "replay.completed", {
-            "fixture_id": fid, "events": len(fixture.events), "state_path": fixture.state_path,
-            "tool_calls": len(fixture.tool_calls), "model_calls": len(fixture.model_calls),
-            "policy_decisions": len(fixture.policy_decisions),
-            "memory_reads": len(fixture.memory_read_set)})
+        emit(store, run_id, ev.ReplayCompleted(
+            fixture_id=fid, events=len(fixture.events), state_path=fixture.state_path,
+            tool_calls=len(fixture.tool_calls), model_calls=len(fixture.model_calls),
+            policy_decisions=len(fixture.policy_decisions),
+            memory_reads=len(fixture.memory_read_set)))
     return fixture

@@ -12,17 +12,18 @@ from hypha_celery.events.payloads import (
     ToolCallCompleted,
     ToolCallStarted,
 )
+from hypha_celery.graph.calls import CallRecord
 from hypha_celery.runtime import lifecycle
 from hypha_celery.runtime.attempts import ENDED_FIELDS, STARTED_FIELDS, record_attempt
-from hypha_celery.runtime.protocol import CallJson, NodeOutcome
+from hypha_celery.runtime.protocol import NodeOutcome
 from hypha_celery.store import EventStore
 
-MODEL: CallJson = {
+MODEL: CallRecord = {
     "call_id": "r.3:m0", "family": "model", "name": "gpt", "attempt": 2, "request_hash": "ab",
     "started_at": 10.0, "ended_at": 11.0, "error": {"type": "RateLimited", "message": "slow"},
     "provider": "openai", "request_bytes": 120, "usage": {"input_tokens": 3},
     "latency_ms": 1000.0, "wait_ms": 5.0, "cost_usd": None, "error_kind": "rate_limited"}
-TOOL: CallJson = {
+TOOL: CallRecord = {
     "call_id": "r.3:t1", "family": "tool", "name": "search", "attempt": 2,
     "request_hash": "cd", "side_effect": "read", "started_at": 11.0, "ended_at": 11.5,
     "output": {"hits": [1, 2]}}
