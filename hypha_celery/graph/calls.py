@@ -37,7 +37,9 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, Literal, cast
+
+from typing_extensions import TypedDict  # pydantic reads it (python < 3.12)
 
 from hypha_celery.backends.llm.errors import error_kind
 from hypha_celery.errors import InvalidCall, ReplayDivergence

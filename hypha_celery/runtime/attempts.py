@@ -14,7 +14,8 @@ from typing import Any, TypedDict
 from hypha_celery.events import as_kind
 from hypha_celery.events import payloads as ev
 from hypha_celery.events.payloads import Payload, trusted
-from hypha_celery.runtime.protocol import CallJson, NodeOutcome
+from hypha_celery.graph.calls import CallRecord
+from hypha_celery.runtime.protocol import NodeOutcome
 from hypha_celery.store import Tx
 
 # The writers of this module's events, built unvalidated: the node path's (see trusted).
@@ -56,7 +57,7 @@ def record_attempt(tx: Tx, run_id: str, outcome: NodeOutcome) -> None:
         tx.append(run_id, as_kind(kind), data)
 
 
-def record_call(tx: Tx, run_id: str, outcome: NodeOutcome, call: CallJson) -> None:
+def record_call(tx: Tx, run_id: str, outcome: NodeOutcome, call: CallRecord) -> None:
     """``<family>.call.started`` then ``completed`` / ``failed`` at their real times."""
     eid = outcome.execution_id
     parts = eid.split(".")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from hypha_celery.errors import FailureReason, StoreConflict
-from hypha_celery.events import EventType, RunStatus, View, as_kind
+from hypha_celery.events import RunStatus, View, as_kind
 from hypha_celery.events.payloads import (
     DecisionPolicyRecorded,
     FanoutEdge,
@@ -145,11 +145,9 @@ def _record_node(tx: Tx, rt: Runtime, run_id: str, outcome: NodeOutcome,
                                                 node_id=outcome.node_id, reason="timeout"))
         seams.late_result(tx, rt, seams.late_attempt(outcome, attempt), "timeout")
     dlid = _record_dead_letter(tx, rt, run_id, outcome)
-    kind: EventType = "node.execution.completed" if outcome.ok else "node.execution.failed"
     started = outcome.started
     ended = started["at"] + (outcome.duration or 0.0) if started else None
-    tx.append(run_id, kind, outcome.event_data(dlid), idem=f"{outcome.execution_id}:done",
-              ts=ended)
+    tx.emit(run_id, outcome.event(dlid), idem=f"{outcome.execution_id}:done", ts=ended)
 
 
 def _record_outcome(tx: Tx, rt: Runtime, view: View,
@@ -160,9 +158,7 @@ def _record_outcome(tx: Tx, rt: Runtime, view: View,
         return
     for edge in outcome.edges:
         _record_node(tx, rt, run_id, edge)
-    data = outcome.event_data()
-    kind: EventType = "node.reducer.completed" if outcome.ok else "node.reducer.failed"
-    tx.append(run_id, kind, data, idem=f"{outcome.execution_id}:done")
+    tx.emit(run_id, outcome.event(), idem=f"{outcome.execution_id}:done")
 
 
 def _decide_and_record(

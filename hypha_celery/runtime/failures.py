@@ -16,10 +16,10 @@ from typing import Any
 from hypha_celery.errors import StoreConflict
 from hypha_celery.events import View
 from hypha_celery.graph import Graph
+from hypha_celery.graph.calls import CallRecord
 from hypha_celery.runtime.attempts import record_attempt
 from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.protocol import (
-    CallJson,
     ErrorJson,
     NodeMessage,
     NodeOutcome,
@@ -98,7 +98,7 @@ def _edge_deliveries(tx: Tx, msg: NodeMessage) -> int:
 def dead_lettered(msg: NodeMessage, error: ErrorJson, task: str, queue: str | None, *,
                   attempts: int, reason: str, duration: float = 0.0,
                   started: StartedJson | None = None,
-                  calls: list[CallJson] | None = None) -> NodeOutcome:
+                  calls: list[CallRecord] | None = None) -> NodeOutcome:
     """An outcome carrying the dead-letter record the coordinator writes."""
     return NodeOutcome(
         msg.run_id, msg.execution_id, msg.node_id, error={**error, "dead_letter": reason},

@@ -13,7 +13,7 @@ import copy
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
@@ -28,7 +28,6 @@ from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.late import record_late
 from hypha_celery.runtime.leases import worker_name
 from hypha_celery.runtime.protocol import (
-    CallJson,
     EdgeRef,
     ErrorJson,
     FanoutMeta,
@@ -146,7 +145,7 @@ def _execute(graph: Graph, node: Node, state: dict[str, object], msg: NodeMessag
     return NodeOutcome(
         msg.run_id, msg.execution_id, msg.node_id, result.update, result.error,
         round(duration, 6), msg.edge_of, msg.index, late,
-        cast(list[CallJson], calls.records) or None if calls else None,
+        calls.records or None if calls else None,
         [list(f) for f in calls.facts] or None if calls else None, started)
 
 

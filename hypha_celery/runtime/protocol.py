@@ -4,27 +4,46 @@ join (:class:`EdgeRef`), what the reducer task receives (:class:`FanoutMeta`) an
 produces (:class:`ReducerOutcome`), and what the coordinator is given (:data:`Payload`:
 one of those outcomes or a :class:`Kickoff`).
 
-Each is a frozen slotted dataclass whose ``to_json`` writes exactly the JSON the runtime
-wrote before they were typed (Celery task arguments and results, ``hypha_outcomes.data``;
-the key order too) and whose ``from_json`` reads it back — only there are keys tested for
-presence. ``kind`` tells the shapes apart where one message may be several: a node or an
-edge outcome, a kickoff or an outcome.
+Each is a frozen slotted dataclass read by a cached ``pydantic.TypeAdapter`` (its
+``from_json``: the fields checked, a ``ValidationError`` for a message of another shape;
+the records the runtime built itself -- errors, calls, facts, a start, a dead letter --
+passed through as written) and written as exactly the JSON the runtime wrote before
+they were typed (Celery task arguments and results, ``hypha_outcomes.data``; the key
+order too). :class:`EdgeRef`, :class:`FanoutMeta` and :class:`Kickoff` are written by
+their adapter; the node path's three (:class:`NodeMessage`, :class:`NodeOutcome`,
+:class:`ReducerOutcome`) keep their hand-written ``to_json``: a key is written or not
+by what the outcome is (an ``update`` or an ``error``, late, dead-lettered), which no
+field's own rule says, and pydantic's serializer costs 1-3 µs more per message
+(docs/architecture.md, "Serialization"). ``kind`` tells the shapes apart where one
+message may be several: a node or an edge outcome, a kickoff or an outcome.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Literal, TypedDict
+from typing import Annotated, Any, ClassVar, Literal
 
+from pydantic import (
+    BeforeValidator,
+    Discriminator,
+    SkipValidation,
+    Tag,
+    TypeAdapter,
+    ValidationInfo,
+    field_validator,
+)
+from typing_extensions import TypedDict  # pydantic reads it (python < 3.12)
+
+from hypha_celery.events import payloads as ev
 from hypha_celery.events.payloads import DecisionType
 from hypha_celery.events.view import ErrorJson
 from hypha_celery.graph import Decision, ErrorInfo, Fail, FanOut, Next, Outcome, Review
+from hypha_celery.graph.calls import CallRecord
 
-__all__ = ["FATAL_ERRORS", "CallJson", "DeadLetterJson", "EdgeRef", "ErrorJson", "FanoutMeta",
-           "Kickoff", "NodeMessage", "NodeOutcome", "NodeResult", "Payload", "ReducerOutcome",
-           "DecisionSummary", "StartedJson", "parse_payload", "summary"]
-
+__all__ = ["FATAL_ERRORS", "DeadLetterJson", "DecisionSummary", "EdgeRef", "ErrorJson",
+           "FanoutMeta", "Kickoff", "NodeMessage", "NodeOutcome", "NodeResult", "Payload",
+           "ReducerOutcome", "StartedJson", "parse_payload", "summary"]
 
 
 class StartedJson(TypedDict):
@@ -37,30 +56,6 @@ class StartedJson(TypedDict):
     at: float
 
 
-#: One model or tool call a node made through its context
-#: (:class:`~hypha_celery.graph.calls.Calls`), as its outcome carries it.
-class CallJson(TypedDict, total=False):
-    call_id: str
-    family: str
-    name: str
-    attempt: int
-    request_hash: str
-    side_effect: str
-    started_at: float
-    ended_at: float
-    output: object
-    error: ErrorJson
-    # a ``ctx.llm`` call's measures (see :mod:`hypha_celery.graph.llmcall`)
-    provider: str
-    request_bytes: int
-    usage: dict[str, int]
-    latency_ms: float
-    wait_ms: float
-    cost_usd: float
-    # a failed model call's BackendError kind (None: another exception)
-    error_kind: str | None
-
-
 class DeadLetterJson(TypedDict):
     """The dead-letter record an outcome carries for the coordinator to write."""
 
@@ -70,6 +65,18 @@ class DeadLetterJson(TypedDict):
     reason: str
     error_class: str
     attempts: int
+
+
+def _zero(value: object) -> object:
+    return 0.0 if value is None else value
+
+
+#: A duration; null (or absent) reads as 0.0, as the hand-written readers had it.
+Duration = Annotated[float, BeforeValidator(_zero)]
+#: ``late`` / ``settled`` / ``stale``: written only when true; null reads as false.
+Flag = Annotated[bool, BeforeValidator(bool)]
+#: A record the runtime built itself (its writer typed it): carried as written.
+Error = Annotated[ErrorJson | None, SkipValidation]
 
 
 #: Error types that end the run whatever ``on_node_error`` says (non-JSON output).
@@ -92,7 +99,7 @@ class NodeMessage:
     run_id: str
     execution_id: str
     node_id: str
-    input: Any = None
+    input: Any = None  # user data
     edge_of: str | None = None
     index: int | None = None
     attempt: int | None = None
@@ -127,10 +134,9 @@ class NodeMessage:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> NodeMessage:
+    def from_json(cls, data: Mapping[str, object]) -> NodeMessage:
         """Read a message :func:`~hypha_celery.runtime.failures.envelope_problem` passed."""
-        return cls(data["run_id"], data["execution_id"], data["node_id"], data.get("input"),
-                   data.get("edge_of"), data.get("index"), data.get("attempt"))
+        return _MESSAGE.validate_python(data)
 
     def with_attempt(self, attempt: int) -> NodeMessage:
         return replace(self, attempt=attempt)
@@ -147,16 +153,16 @@ class NodeOutcome:
     execution_id: str
     node_id: str
     update: dict[str, object] | None = None
-    error: ErrorJson | None = None
-    duration: float = 0.0
+    error: Error = None
+    duration: Duration = 0.0
     edge_of: str | None = None
     index: int | None = None
-    late: bool = False
-    calls: list[CallJson] | None = None
-    facts: list[list[Any]] | None = None
-    started: StartedJson | None = None
-    dead_letter: DeadLetterJson | None = None
-    settled: bool = False
+    late: Flag = False
+    calls: Annotated[list[CallRecord] | None, SkipValidation] = None
+    facts: Annotated[list[list[Any]] | None, SkipValidation] = None  # [kind, data, calls]
+    started: Annotated[StartedJson | None, SkipValidation] = None
+    dead_letter: Annotated[DeadLetterJson | None, SkipValidation] = None
+    settled: Flag = False
 
     @property
     def kind(self) -> Literal["node", "edge"]:
@@ -213,20 +219,20 @@ class NodeOutcome:
         if self.started:
             out["started"] = self.started
 
-    def event_data(self, dead_letter_id: int | None = None) -> dict[str, object]:
-        """The data of its ``node.execution.completed`` / ``failed`` event."""
+    def event(self, dead_letter_id: int | None = None
+              ) -> ev.NodeExecutionCompleted | ev.NodeExecutionFailed:
+        """Its ``node.execution.completed`` / ``failed`` event: the ids, an edge's fan-out
+        and index, the ``update`` or the ``error``, the duration, the dead letter's id."""
+        ids: _OutcomeIds = {}
         if self.edge_of is not None:
-            data = {k: v for k, v in self.stored_json().items() if k not in _NOT_EVENT_DATA}
-        else:
-            data = {"execution_id": self.execution_id, "node_id": self.node_id,
-                    "duration": self.duration}
-            if self.error is None:
-                data["update"] = self.update
-            else:
-                data["error"] = self.error
+            ids["edge_of"], ids["index"] = self.edge_of, self.index
         if dead_letter_id is not None:
-            data["dead_letter_id"] = dead_letter_id
-        return data
+            ids["dead_letter_id"] = dead_letter_id
+        if self.error is None:
+            return _completed(execution_id=self.execution_id, node_id=self.node_id,
+                              update=self.update, duration=self.duration, **ids)
+        return _failed(execution_id=self.execution_id, node_id=self.node_id, error=self.error,
+                       duration=self.duration, **ids)
 
     def outcome(self) -> Outcome:
         """The :class:`~hypha_celery.graph.Outcome` a reducer (or a re-execution) sees."""
@@ -236,22 +242,22 @@ class NodeOutcome:
                        execution_id=self.execution_id)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], run_id: str | None = None) -> NodeOutcome:
+    def from_json(cls, data: Mapping[str, object], run_id: str | None = None) -> NodeOutcome:
         """Read an envelope, or a stored outcome (``run_id`` given: the row has none)."""
-        return cls(
-            run_id=data["run_id"] if run_id is None else run_id,
-            execution_id=data["execution_id"], node_id=data["node_id"],
-            update=data.get("update"), error=data.get("error"),
-            duration=data.get("duration") or 0.0,
-            edge_of=data.get("edge_of"), index=data.get("index"),
-            late=bool(data.get("late")), calls=data.get("calls"), facts=data.get("facts"),
-            started=data.get("started"), dead_letter=data.get("dead_letter"),
-            settled=bool(data.get("settled")))
+        return _OUTCOME.validate_python(data if run_id is None else {**data, "run_id": run_id})
 
 
-#: Envelope keys that an edge's outcome event leaves out.
-_NOT_EVENT_DATA = frozenset({"started", "late", "run_id", "settled", "dead_letter", "calls",
-                             "facts"})
+class _OutcomeIds(TypedDict, total=False):
+    """What an outcome's event says besides its ids when it is an edge's or dead-lettered."""
+
+    edge_of: str
+    index: int | None
+    dead_letter_id: int
+
+
+# Its events, built unvalidated (the node path's: see payloads.trusted).
+_completed = ev.trusted(ev.NodeExecutionCompleted)
+_failed = ev.trusted(ev.NodeExecutionFailed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,20 +267,19 @@ class EdgeRef:
 
     execution_id: str
     index: int
-    stale: bool = False
+    stale: Flag = False
 
     def to_json(self) -> dict[str, object]:
-        out: dict[str, object] = {"execution_id": self.execution_id, "index": self.index}
-        if self.stale:
-            out["stale"] = True
-        return out
+        """``stale`` written only when true."""
+        json: dict[str, object] = _EDGE_REF.dump_python(self, exclude_defaults=True)
+        return json
 
     @classmethod
-    def from_json(cls, item: Any) -> EdgeRef | None:
+    def from_json(cls, item: object) -> EdgeRef | None:
         """A chord result as a reference (None: not one, e.g. an edge task's error)."""
         if not isinstance(item, dict) or "index" not in item:
             return None
-        return cls(str(item.get("execution_id")), int(item["index"]), bool(item.get("stale")))
+        return _EDGE_REF.validate_python(item)
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,12 +292,12 @@ class FanoutMeta:
     width: int
 
     def to_json(self) -> dict[str, object]:
-        return {"run_id": self.run_id, "execution_id": self.execution_id,
-                "reducer": self.reducer, "width": self.width}
+        json: dict[str, object] = _META.dump_python(self)
+        return json
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> FanoutMeta:
-        return cls(data["run_id"], data["execution_id"], data["reducer"], int(data["width"]))
+    def from_json(cls, data: Mapping[str, object]) -> FanoutMeta:
+        return _META.validate_python(data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,11 +311,20 @@ class ReducerOutcome:
     reducer: str
     edges: tuple[NodeOutcome, ...] = ()
     update: dict[str, object] | None = None
-    error: ErrorJson | None = None
-    duration: float = 0.0
-    stale: bool = False
+    error: Error = None
+    duration: Duration = 0.0
+    stale: Flag = False
 
     kind: ClassVar[Literal["reducer"]] = "reducer"
+
+    @field_validator("edges", mode="before")
+    @classmethod
+    def _of_this_run(cls, edges: object, info: ValidationInfo) -> object:
+        """The edges as ``hypha_outcomes`` holds them (no ``run_id``): this run's."""
+        if not isinstance(edges, list | tuple):
+            return () if edges is None else edges
+        run_id = info.data.get("run_id")
+        return [{**e, "run_id": run_id} if isinstance(e, dict) else e for e in edges]
 
     @property
     def node_id(self) -> str:
@@ -334,25 +348,27 @@ class ReducerOutcome:
         out["duration"] = self.duration
         return out
 
-    def event_data(self) -> dict[str, object]:
-        """The data of its ``node.reducer.completed`` / ``failed`` event."""
-        data: dict[str, object] = {"execution_id": self.execution_id, "reducer": self.reducer,
-                                "duration": None if self.stale else self.duration}
+    def event(self) -> ev.NodeReducerCompleted | ev.NodeReducerFailed:
+        """Its ``node.reducer.completed`` / ``failed`` event (stale: failed, no duration)."""
+        eid, reducer = self.execution_id, self.reducer
         if self.stale:
-            data["error"] = {"type": "StaleEdge", "message": "an edge result was not awaited"}
-        elif self.error is not None:
-            data["error"] = self.error
-        else:
-            data["update"] = self.update
-        return data
+            return _reducer_failed(execution_id=eid, reducer=reducer, duration=None,
+                                   error=_STALE)
+        if self.error is not None:
+            return _reducer_failed(execution_id=eid, reducer=reducer, duration=self.duration,
+                                   error=self.error)
+        return _reducer_completed(execution_id=eid, reducer=reducer, duration=self.duration,
+                                  update=self.update)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ReducerOutcome:
-        run_id = data["run_id"]
-        return cls(run_id, data["execution_id"], data["reducer"],
-                   tuple(NodeOutcome.from_json(e, run_id) for e in data.get("edges") or ()),
-                   data.get("update"), data.get("error"), data.get("duration") or 0.0,
-                   bool(data.get("stale")))
+    def from_json(cls, data: Mapping[str, object]) -> ReducerOutcome:
+        return _REDUCED.validate_python(data)
+
+
+_reducer_completed = ev.trusted(ev.NodeReducerCompleted)
+_reducer_failed = ev.trusted(ev.NodeReducerFailed)
+#: A stale fan-out's reducer error.
+_STALE: ErrorJson = {"type": "StaleEdge", "message": "an edge result was not awaited"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,21 +382,36 @@ class Kickoff:
     kind: ClassVar[Literal["kickoff"]] = "kickoff"
 
     def to_json(self) -> dict[str, object]:
-        return {"run_id": self.run_id, "execution_id": self.execution_id}
+        json: dict[str, object] = _KICKOFF.dump_python(self)
+        return json
 
 
 #: What the coordinator is given.
 Payload = Kickoff | NodeOutcome | ReducerOutcome
 
 
-def parse_payload(data: Mapping[str, Any]) -> Payload:
+def _shape(data: object) -> str | None:
+    """A reducer's outcome has ``edges``, a node's ``node_id``; else a kickoff."""
+    if isinstance(data, Mapping):
+        return "reducer" if "edges" in data else "node" if "node_id" in data else "kickoff"
+    return None
+
+
+def parse_payload(data: Mapping[str, object]) -> Payload:
     """A coordinator message as the previous version wrote it (a dict with ``run_id``
-    and ``execution_id``): a reducer's outcome has ``edges``, a node's ``node_id``."""
-    if "edges" in data:
-        return ReducerOutcome.from_json(data)
-    if "node_id" in data:
-        return NodeOutcome.from_json(data)
-    return Kickoff(data["run_id"], data["execution_id"])
+    and ``execution_id``); a ``ValidationError`` for anything else."""
+    return _PAYLOAD.validate_python(data)
+
+
+_MESSAGE = TypeAdapter(NodeMessage)
+_OUTCOME = TypeAdapter(NodeOutcome)
+_EDGE_REF = TypeAdapter(EdgeRef)
+_META = TypeAdapter(FanoutMeta)
+_REDUCED = TypeAdapter(ReducerOutcome)
+_KICKOFF = TypeAdapter(Kickoff)
+_PAYLOAD: TypeAdapter[Payload] = TypeAdapter(Annotated[
+    Annotated[ReducerOutcome, Tag("reducer")] | Annotated[NodeOutcome, Tag("node")]
+    | Annotated[Kickoff, Tag("kickoff")], Discriminator(_shape)])
 
 
 class DecisionSummary(TypedDict, total=False):

@@ -9,9 +9,10 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from hypha_celery import Hypha
-from hypha_celery.events import Status, fold
+from hypha_celery.events import RunStatus, fold
 from hypha_celery.events.view import view_of_row
 from hypha_celery.graph import Finish, Graph, Next, NodeContext
 from hypha_celery.runtime import nodes
@@ -115,6 +116,81 @@ def test_reducer_outcomes(wire: str) -> None:
     assert outcome.edges[0].outcome().value == {"v": 1}
 
 
+#: The ``node.execution.*`` / ``node.reducer.*`` data the previous version wrote for each
+#: outcome above (a dead-lettered one: dead letter 7), by ``event_data``.
+OUTCOME_EVENTS = [
+    '{"execution_id":"r.1","node_id":"ok","duration":0.5,"update":{"x":3}}',
+    '{"execution_id":"r.2.1","node_id":"bad","edge_of":"r.2","index":1,"error":{"type":'
+    '"InvalidState","class":"validation","message":"node output is not JSON-serializable"},'
+    '"duration":0.5}',
+    '{"execution_id":"r.1","node_id":"boom","duration":0.5,"error":{"type":"ValueError",'
+    '"message":"no","class":"validation"}}',
+    '{"execution_id":"r.1","node_id":"ok","duration":2.5,"error":{"type":"NodeTimeout",'
+    '"class":"timeout","message":"finished after 2.500s, timeout 1.0s"}}',
+    '{"execution_id":"r.2.1","node_id":"bad","edge_of":"r.2","index":1,"error":{"type":'
+    '"DeliveryLimitExceeded","class":"unknown","dead_letter":"delivery_limit","message":"m"},'
+    '"duration":0.0,"dead_letter_id":7}',
+    '{"execution_id":"r.1","node_id":"ok","duration":0.25,"error":{"type":"ConnectionError",'
+    '"class":"transient","message":"down","dead_letter":"retries_exhausted"},'
+    '"dead_letter_id":7}',
+    '{"execution_id":"r.1","node_id":"pay","duration":0.1,"update":{"paid":true}}',
+]
+REDUCER_EVENTS = [
+    '{"execution_id":"r.2","reducer":"m","duration":0.02,"update":{"merged":[1]}}',
+    '{"execution_id":"r.2","reducer":"m","duration":0.02,"error":{"type":"KeyError",'
+    '"message":"x","class":"validation"}}',
+    '{"execution_id":"r.2","reducer":"m","duration":null,"error":{"type":"StaleEdge",'
+    '"message":"an edge result was not awaited"}}',
+]
+
+
+def sorted_text(value: Any) -> str:
+    """The canonical form an event's checksum is taken of (key order aside)."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+@pytest.mark.parametrize(("wire", "stored"), list(zip(OUTCOMES, OUTCOME_EVENTS, strict=True)))
+def test_outcome_events(wire: str, stored: str) -> None:
+    """An outcome's event is its payload model, with the keys and values the hand-built
+    data had (its key order is the model's: an event's checksum sorts keys)."""
+    outcome = NodeOutcome.from_json(json.loads(wire))
+    event = outcome.event(None if outcome.dead_letter is None else 7)
+    assert event.kind == ("node.execution.completed" if outcome.ok
+                          else "node.execution.failed")
+    assert sorted_text(event.dump()) == sorted_text(json.loads(stored))
+
+
+@pytest.mark.parametrize(("wire", "stored"), list(zip(REDUCER_OUTCOMES, REDUCER_EVENTS,
+                                                      strict=True)))
+def test_reducer_events(wire: str, stored: str) -> None:
+    outcome = ReducerOutcome.from_json(json.loads(wire))
+    event = outcome.event()
+    assert event.kind == ("node.reducer.completed" if outcome.ok else "node.reducer.failed")
+    assert sorted_text(event.dump()) == sorted_text(json.loads(stored))
+
+
+@pytest.mark.parametrize("bad", [
+    {"run_id": "r", "execution_id": "r.1", "node_id": "a", "duration": "slow"},
+    {"run_id": "r", "execution_id": "r.1", "node_id": "a", "update": [1, 2]},
+    {"run_id": "r", "execution_id": "r.1", "node_id": 3},
+    {"run_id": "r", "execution_id": "r.2", "reducer": "m", "edges": [{"node_id": "a"}]},
+    {"run_id": "r"},
+])
+def test_a_payload_of_another_shape_is_a_validation_error(bad: dict[str, Any]) -> None:
+    """The coordinator's argument is validated where it is read (a ``ValueError``: the
+    task records the message as an ``invalid_schema`` dead letter), not later."""
+    with pytest.raises(ValidationError):
+        parse_payload(bad)
+
+
+def test_null_flags_and_durations_read_as_the_hand_readers_had_them() -> None:
+    outcome = NodeOutcome.from_json({"execution_id": "r.1", "node_id": "a", "duration": None,
+                                     "late": None, "settled": None, "update": {}}, "r")
+    assert (outcome.duration, outcome.late, outcome.settled) == (0.0, False, False)
+    assert EdgeRef.from_json({"execution_id": "r.2.1", "index": 1, "stale": None}) == (
+        EdgeRef("r.2.1", 1))
+
+
 def test_kickoff_meta_and_edge_refs() -> None:
     kickoff = parse_payload({"run_id": "r", "execution_id": "r.0"})
     assert kickoff == Kickoff("r", "r.0") and text(kickoff.to_json()) == (
@@ -190,7 +266,7 @@ def test_the_run_view_document() -> None:
     assert _doc(fold(R, evs)) == REVIEWED
     for doc in (DOC, REVIEWED):  # a row the previous version wrote loads as it was
         view = view_of_row(json.loads(doc), 7, 9.0)
-        assert view["seq"] == 7 and isinstance(view["status"], Status)
+        assert view["seq"] == 7 and isinstance(view["status"], RunStatus)
         assert _doc(view) == doc
 
 
