@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TypedDict
 
 from hypha_celery.errors import GraphSpecError, ToolCallRejected
+from hypha_celery.events.payloads import ToolCallFailed, payload_as
 from hypha_celery.graph import AT_MOST_ONCE, Node, NodeContext
 from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.tools.approvals import MemoryApprovals
@@ -90,7 +91,8 @@ def _recorder(ctx: NodeContext) -> Recorder:
     def record(type_: str, payload: Mapping[str, object], /) -> None:
         if type_ in _WRITTEN_ELSEWHERE:
             return
-        if type_ == "tool.call.failed" and payload.get("phase") == "execute":
+        if type_ == "tool.call.failed" and \
+                payload_as(ToolCallFailed, type_, payload).phase == "execute":
             return  # ctx.tool recorded the failed call
         ctx.record(type_, payload)
     return record
