@@ -15,6 +15,7 @@ from typing import Any
 
 from hypha_celery.errors import StoreConflict
 from hypha_celery.events import View
+from hypha_celery.events import payloads as ev
 from hypha_celery.graph import Graph
 from hypha_celery.graph.calls import CallRecord
 from hypha_celery.runtime.attempts import record_attempt
@@ -26,6 +27,10 @@ from hypha_celery.runtime.protocol import (
     StartedJson,
 )
 from hypha_celery.store import Tx
+
+# Events of an attempt's path, built unvalidated (see payloads.trusted).
+_started = ev.trusted(ev.NodeExecutionStarted)
+_retrying = ev.trusted(ev.NodeExecutionRetrying)
 
 #: Circuit breaker defaults (hypha): failures within the window open it for ``RESET`` s.
 THRESHOLD = 3
@@ -73,9 +78,9 @@ def count_delivery(rt: Runtime, msg: NodeMessage, task: str, queue: str | None
         nonlocal counted
         counted = _edge_deliveries(tx, msg) if msg.edge_of is not None else (
             int(view["deliveries"] or 1) + 1)
-        tx.append(msg.run_id, "node.execution.redelivered",
-                  {"execution_id": msg.execution_id, "node_id": msg.node_id,
-                   "delivery": counted}, idem=f"{msg.execution_id}:delivery:{counted}")
+        tx.emit(msg.run_id, ev.NodeExecutionRedelivered(
+            execution_id=msg.execution_id, node_id=msg.node_id, delivery=counted),
+            idem=f"{msg.execution_id}:delivery:{counted}")
 
     if not _while_awaited(rt, msg, write) or counted <= rt.delivery_limit:
         return None
@@ -119,12 +124,10 @@ def record_retry(rt: Runtime, outcome: NodeOutcome, attempt: int, delay: float,
     def write(tx: Tx, view: View) -> None:
         record_attempt(tx, run_id, outcome)  # what the failed attempt did stays in the log
         if circuit is not None:
-            tx.append(run_id, "recovery.circuit.opened", {"key": circuit[0],
-                                                           "until": circuit[1]})
-        tx.append(run_id, "node.execution.retrying",
-                  {"execution_id": eid, "node_id": outcome.node_id, "attempt": attempt,
-                   "delay": delay, "at": time.time() + delay, "error": error},
-                  idem=f"{eid}:retry:{attempt}")
+            tx.emit(run_id, ev.RecoveryCircuitOpened(key=circuit[0], until=circuit[1]))
+        tx.emit(run_id, _retrying(execution_id=eid, node_id=outcome.node_id, attempt=attempt,
+                                  delay=delay, at=time.time() + delay, error=error),
+                idem=f"{eid}:retry:{attempt}")
 
     return _while_awaited(rt, outcome, write)
 
@@ -135,9 +138,9 @@ def begin_effect(rt: Runtime, msg: NodeMessage, attempt: int, worker: str) -> bo
     eid = msg.execution_id
 
     def write(tx: Tx, view: View) -> None:
-        tx.append(msg.run_id, "node.execution.started",
-                  {"execution_id": eid, "node_id": msg.node_id, "attempt": attempt,
-                   "worker": worker, "at_most_once": True}, idem=f"{eid}:started:{attempt}")
+        tx.emit(msg.run_id, _started(execution_id=eid, node_id=msg.node_id, attempt=attempt,
+                                     worker=worker, at_most_once=True),
+                idem=f"{eid}:started:{attempt}")
 
     return _while_awaited(rt, msg, write)
 
