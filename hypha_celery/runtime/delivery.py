@@ -34,9 +34,6 @@ from hypha_celery.runtime.seams import attempt_end, attempt_of, stepped
 
 __all__ = ["NodeDelivery", "local_steps", "publish_retry", "step"]
 
-#: A message as Celery hands it over and takes it back: a JSON object.
-Json = dict[str, object]
-
 
 class NodeDelivery:
     """One delivery of a node or edge message (attempt ``number``, of task ``task`` from
@@ -91,7 +88,7 @@ class NodeDelivery:
         assert self.outcome is not None
         return self._handed_on(self.outcome)
 
-    def in_task(self, task: Task) -> Json | None:
+    def in_task(self, task: Task) -> dict[str, object] | None:
         """The whole path in the delivery's own task; what the task returns."""
         request = task.request
         outcome = self.run(failures.deliveries(request) > 1)

@@ -24,9 +24,6 @@ from hypha_celery.runtime.protocol import FanoutMeta, Payload, ReducerOutcome, p
 
 __all__ = ["RESULT_REPR", "node_task", "register_coordinator", "register_graph", "step"]
 
-#: A message as Celery hands it over and takes it back: a JSON object.
-Json = dict[str, object]
-
 #: Worker logs and task events show results cut to this many characters: a node's
 #: output (possibly prompt text) never reaches logs or Flower.
 RESULT_REPR = 8
@@ -35,7 +32,7 @@ RESULT_REPR = 8
 def register_coordinator(rt: Runtime) -> None:
     @rt.app.task(name=COORDINATOR_TASK, bind=True, ignore_result=True, shared=False,
                  acks_late=True, reject_on_worker_lost=True)
-    def coordinator(self: Task, payload: Json) -> None:
+    def coordinator(self: Task, payload: object) -> None:
         if isinstance(payload, dict) and "run_id" in payload and "execution_id" in payload:
             parsed = _parsed(rt, self.name, payload, parse_payload)
             if parsed is not None:
@@ -67,7 +64,7 @@ def register_graph(rt: Runtime, graph: Graph) -> None:
         _register_reducer(rt, graph, name)
 
 
-def _continue(rt: Runtime, task: Task, outcome: ReducerOutcome) -> Json | None:
+def _continue(rt: Runtime, task: Task, outcome: ReducerOutcome) -> dict[str, object] | None:
     """Run the coordinator link inline when possible, else let the chain carry it."""
     if canvas.take_coordinator(rt.app, task.request, rt.inline_coordinator):
         step(rt, outcome)
@@ -80,21 +77,21 @@ def _register_node(rt: Runtime, graph: Graph, node_id: str) -> None:
 
     @rt.app.task(name=f"{graph.id}.{node_id}", bind=True, ignore_result=False, shared=False,
                  resultrepr_maxsize=RESULT_REPR, acks_late=late, reject_on_worker_lost=late)
-    def node(self: Task, env: Json) -> Json | None:
+    def node(self: Task, env: object) -> dict[str, object] | None:
         return node_task(rt, graph, self, env)
 
 
 def _register_reducer(rt: Runtime, graph: Graph, name: str) -> None:
     @rt.app.task(name=f"{graph.id}.{name}", bind=True, ignore_result=True, shared=False,
                  resultrepr_maxsize=RESULT_REPR, acks_late=True, reject_on_worker_lost=True)
-    def reducer(self: Task, results: list[Any], meta: Json) -> Json | None:
+    def reducer(self: Task, results: list[object], meta: object) -> dict[str, object] | None:
         parsed = _parsed(rt, self.name, meta, FanoutMeta.from_json)
         if parsed is None:
             return None
         return _continue(rt, self, run_reducer(rt, graph, parsed, results))
 
 
-def node_task(rt: Runtime, graph: Graph, task: Task, env: Json) -> Json | None:
+def node_task(rt: Runtime, graph: Graph, task: Task, env: object) -> dict[str, object] | None:
     """One delivery of a node or edge message (its path: :class:`NodeDelivery`)."""
     delivery = NodeDelivery.received(rt, graph, task, env)
     return None if delivery is None else delivery.in_task(task)
