@@ -11,15 +11,18 @@ that message is lost the recovery supervisor re-drives it like a lost kickoff.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from hypha_celery.errors import NoPendingReview, RunNotFound
-from hypha_celery.events import EventType, RunStatus, View
+from hypha_celery.events import RunStatus, View
+from hypha_celery.events import payloads as ev
 from hypha_celery.events.view import ReviewDoc
 from hypha_celery.runtime import canvas
 from hypha_celery.runtime.core import Runtime
-from hypha_celery.store import EventStore, Tx
+from hypha_celery.store import EventStore
 
 __all__ = ["PendingReview", "approve", "expire_due", "pending", "pending_for", "reject"]
 
@@ -61,16 +64,16 @@ def pending_for(store: EventStore, run_id: str) -> PendingReview | None:
 def approve(rt: Runtime, run_id: str, *, by: str, note: str = "",
             review_id: str | None = None) -> str:
     """Approve the run's pending review; the run goes on. Returns the review id."""
-    return _decide(rt, run_id, "human.review.approved", review_id,
-                   {"by": by[:MAX_BY_CHARS], "note": note[:MAX_REASON_CHARS]})
+    return _decide(rt, run_id, review_id, lambda found, at: ev.HumanReviewApproved(
+        review_id=found, by=by[:MAX_BY_CHARS], note=note[:MAX_REASON_CHARS], at=at))
 
 
 def reject(rt: Runtime, run_id: str, *, by: str, reason: str,
            review_id: str | None = None) -> str:
     """Reject the run's pending review; the policy decides what follows (a workflow
     ends ``run.failed``, reason ``review_rejected``). Returns the review id."""
-    return _decide(rt, run_id, "human.review.rejected", review_id,
-                   {"by": by[:MAX_BY_CHARS], "reason": reason[:MAX_REASON_CHARS]})
+    return _decide(rt, run_id, review_id, lambda found, at: ev.HumanReviewRejected(
+        review_id=found, by=by[:MAX_BY_CHARS], reason=reason[:MAX_REASON_CHARS], at=at))
 
 
 def expire_due(rt: Runtime, now: float | None = None, limit: int = 100,
@@ -86,8 +89,8 @@ def expire_due(rt: Runtime, now: float | None = None, limit: int = 100,
             continue
         try:
             run_id = view["run_id"]
-            done.append((run_id, _decide(rt, run_id, "human.review.expired", review_id,
-                                         {"expires_at": expires})))
+            done.append((run_id, _decide(rt, run_id, review_id, partial(
+                _expired, expires_at=expires))))
         except NoPendingReview:
             continue  # decided by a person meanwhile
     return done
@@ -112,8 +115,16 @@ def _pending_of(view: View) -> tuple[str | None, ReviewDoc | None]:
     return waiting, review
 
 
-def _decide(rt: Runtime, run_id: str, kind: EventType, review_id: str | None,
-            data: dict[str, Any]) -> str:
+def _expired(review_id: str, at: float, *, expires_at: float) -> ev.HumanReviewExpired:
+    return ev.HumanReviewExpired(review_id=review_id, expires_at=expires_at, at=at)
+
+
+#: A review's decision event, given the review's id and the time it was taken.
+_Decided = Callable[[str, float], ev.HumanReviewApproved | ev.HumanReviewRejected
+                   | ev.HumanReviewExpired]
+
+
+def _decide(rt: Runtime, run_id: str, review_id: str | None, decided: _Decided) -> str:
     with rt.store.transaction() as tx:
         view = tx.lock(run_id)
         if view is None:
@@ -122,11 +133,7 @@ def _decide(rt: Runtime, run_id: str, kind: EventType, review_id: str | None,
         if found is None or (review_id is not None and review_id != found):
             what = f"review {review_id}" if review_id else "a review"
             raise NoPendingReview(f"run {run_id} is {view['status']}, not waiting for {what}")
-        _record(tx, run_id, kind, found, data)
+        tx.emit(run_id, decided(found, time.time()))
         tx.after_commit(lambda: canvas.kickoff(rt.app, run_id, found))
     return found
 
-
-def _record(tx: Tx, run_id: str, kind: EventType, review_id: str, data: dict[str, Any]
-            ) -> None:
-    tx.append(run_id, kind, {"review_id": review_id, **data, "at": time.time()})

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from hypha_celery.errors import StoreConflict
 from hypha_celery.events import RunStatus, View
+from hypha_celery.events.payloads import NodeExecutionLateResult
 from hypha_celery.middleware import Attempt
 from hypha_celery.runtime import seams
 from hypha_celery.runtime.core import Runtime, awaits
@@ -50,7 +51,7 @@ def record_late(rt: Runtime, late: Attempt, timed_out: bool = False) -> None:
 
 
 def _log(tx: Tx, rt: Runtime, late: Attempt, reason: str) -> None:
-    tx.append(late.run_id, "node.execution.late_result",
-              {"execution_id": late.execution_id, "node_id": late.node, "reason": reason},
-              idem=f"{late.execution_id}:late")
+    tx.emit(late.run_id, NodeExecutionLateResult(execution_id=late.execution_id,
+                                                 node_id=late.node, reason=reason),
+            idem=f"{late.execution_id}:late")
     seams.late_result(tx, rt, late, reason)

@@ -78,6 +78,22 @@ def test_workflow_facts_keep_their_json(hypha: Hypha) -> None:
         "guard": "matches(variables.intent, '^(question|other)$')"}
 
 
+def test_review_decisions_keep_their_json(hypha: Hypha) -> None:
+    """human.review.approved / rejected written as payload models, stored as before."""
+    ids = []
+    for _ in range(2):
+        run = hypha.start("triage", {"text": "refund please", "order": "A-1"})
+        wait_until(lambda run=run: run.status().status == "waiting_human")
+        ids.append(run.id)
+    approved = hypha.approve(ids[0], by="alice")
+    rejected = hypha.reject(ids[1], by="bob", reason="no")
+    (a,) = [e.data for e in hypha.store.events(ids[0]) if e.kind == "human.review.approved"]
+    (r,) = [e.data for e in hypha.store.events(ids[1]) if e.kind == "human.review.rejected"]
+    assert isinstance(a["at"], float) and isinstance(r["at"], float)
+    assert a == {"review_id": approved, "by": "alice", "note": "", "at": a["at"]}
+    assert r == {"review_id": rejected, "by": "bob", "reason": "no", "at": r["at"]}
+
+
 def test_review_parks_the_run_then_approval_resumes_it(hypha: Hypha) -> None:
     run = hypha.start("triage", {"text": "refund please", "order": "A-1"})
     wait_until(lambda: run.status().status == "waiting_human")
