@@ -1,9 +1,17 @@
-"""What a decision policy returns: ``Next``, ``FanOut``, ``Finish``, ``Fail`` or ``Review``."""
+"""What a decision policy returns: ``Next``, ``FanOut``, ``Finish``, ``Fail`` or ``Review``.
+
+Each is a frozen slotted dataclass whose ``type`` (not an argument) names it; ``to_json``
+is its JSON by :data:`DECISION` (a pydantic ``TypeAdapter``): ``type``, then the fields in
+order. Nothing stores it (the coordinator records a decision's summary,
+``decision.policy.recorded``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import TypeAdapter
 
 from hypha_celery.errors import GraphSpecError
 
@@ -20,11 +28,12 @@ DEFAULT_MAX_FANOUT = 256
 class Next:
     """Schedule one node with ``input``."""
 
+    type: Literal["next"] = field(default="next", init=False, repr=False)
     node_id: str
-    input: Any = None
+    input: Any = None  # user data
 
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "next", "node_id": self.node_id, "input": self.input}
+    def to_json(self) -> dict[str, object]:
+        return _json(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +42,7 @@ class FanOut:
     the graph's ``max_fanout`` edges (:data:`DEFAULT_MAX_FANOUT`): a wider one ends the
     run ``run.failed`` ``fanout_too_wide`` at the decision, before anything is scheduled."""
 
+    type: Literal["fanout"] = field(default="fanout", init=False, repr=False)
     edges: list[Next] = field(default_factory=list)
     reducer: str = ""
 
@@ -44,28 +54,26 @@ class FanOut:
         if not self.reducer:
             raise GraphSpecError("FanOut needs reducer=<name of a registered reducer>")
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "type": "fanout",
-            "reducer": self.reducer,
-            "edges": [e.to_json() for e in self.edges],
-        }
+    def to_json(self) -> dict[str, object]:
+        return _json(self)
 
 
 @dataclass(frozen=True, slots=True)
 class Finish:
     """End the run with ``result``."""
 
-    result: Any = None
+    type: Literal["finish"] = field(default="finish", init=False, repr=False)
+    result: Any = None  # user data
 
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "finish", "result": self.result}
+    def to_json(self) -> dict[str, object]:
+        return _json(self)
 
 
 @dataclass(frozen=True, slots=True)
 class Fail:
     """End the run ``run.failed`` with ``reason`` (a short code) and ``message``."""
 
+    type: Literal["fail"] = field(default="fail", init=False, repr=False)
     message: str = ""
     reason: str = "workflow_failed"
 
@@ -73,8 +81,8 @@ class Fail:
         if not isinstance(self.reason, str) or not self.reason:
             raise GraphSpecError("Fail needs a non-empty reason code")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "fail", "reason": self.reason, "message": self.message}
+    def to_json(self) -> dict[str, object]:
+        return _json(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +94,9 @@ class Review:
     ``subject`` (JSON) says what is reviewed — shown to the reviewer, so keep secrets and
     prompt text out of it; ``expires_in`` (seconds) lets the supervisor expire it."""
 
+    type: Literal["review"] = field(default="review", init=False, repr=False)
     reason: str
-    subject: Any = None
+    subject: Any = None  # user data: not in its JSON
     expires_in: float | None = None
 
     def __post_init__(self) -> None:
@@ -96,8 +105,17 @@ class Review:
         if self.expires_in is not None and not self.expires_in > 0:
             raise GraphSpecError("Review expires_in must be > 0 seconds")
 
-    def to_json(self) -> dict[str, Any]:
-        return {"type": "review", "reason": self.reason, "expires_in": self.expires_in}
+    def to_json(self) -> dict[str, object]:
+        """``type``, ``reason``, ``expires_in`` (not the subject)."""
+        return _json(self)
 
 
 Decision = Next | FanOut | Finish | Fail | Review
+
+#: Writes a decision's JSON (``type`` first); a review's subject stays out of it.
+DECISION: TypeAdapter[Decision] = TypeAdapter(Decision)
+
+
+def _json(decision: Decision) -> dict[str, object]:
+    json: dict[str, object] = DECISION.dump_python(decision, exclude={"subject"})
+    return json
