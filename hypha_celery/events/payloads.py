@@ -789,17 +789,18 @@ def trusted(model: Callable[Ps, P]) -> Callable[Ps, P]:
 
 
 def _construct(model: type[P], data: Mapping[str, Any]) -> P:
-    """``model`` over ``data`` (its attribute names), without validation."""
-    extra = None
+    """``model`` over ``data`` (its attribute names), without validation; the fields set
+    are the keys given (a reserved type's extra ones too, as pydantic has them)."""
+    given, extra = set(data), None
     if model._kept:
         extra = {k: v for k, v in data.items() if k not in model._kept}
         data = {k: v for k, v in data.items() if k in model._kept}
     values = {**model._defaults, **data}
     if not _FAST:
-        return model.model_construct(set(data), **values, **(extra or {}))
+        return model.model_construct(given, **values, **(extra or {}))
     body = _new(model)
     _set(body, "__dict__", values)
-    _set(body, "__pydantic_fields_set__", set(data))
+    _set(body, "__pydantic_fields_set__", given)
     _set(body, "__pydantic_extra__", extra)
     _set(body, "__pydantic_private__", None)
     return body

@@ -22,11 +22,14 @@ from hypha_celery.events.envelope import canonical
 from hypha_celery.events.payloads import (
     FsmStateEntered,
     MemoryReadCompleted,
+    ModelCallCompleted,
     ModelCallFailed,
+    ModelCallStarted,
     NodeExecutionScheduled,
     RunCreated,
     RunFailed,
     parse_payload,
+    trusted,
 )
 from hypha_celery.runtime import lifecycle
 from hypha_celery.store import EventStore
@@ -148,3 +151,28 @@ def test_emit_refuses_a_lifecycle_payload_from_anyone_but_the_lifecycle_writer(
     with pytest.raises(NotTheLifecycleWriter):
         store.emit("r", RunFailed(reason="x"))
     assert [e.type for e in store.events("r")] == ["run.created"]
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_trusted_builds_what_the_validated_model_builds(kind: str) -> None:
+    """``trusted(Model)(...)``: no validation, the same model (fields set, defaults, JSON)."""
+    rows = [r for r in RECORDED if r["type"] == kind]
+    model = PAYLOADS[kind]
+    for row in rows:
+        checked = model.model_validate(row["payload"])
+        values = {name: getattr(checked, name) for name in checked.model_fields_set}
+        built = trusted(model)(**values)  # a reserved type: its extra fields too
+        assert type(built) is model
+        assert built.dump() == checked.dump() == row["payload"]
+        assert built.model_fields_set == checked.model_fields_set
+        assert built == checked
+
+
+def test_trusted_fills_defaults_and_does_not_validate() -> None:
+    started = trusted(ModelCallStarted)(call_id="c", model="m")
+    assert (started.attempt, started.provider) == (1, None)
+    assert started.dump() == {"call_id": "c", "model": "m"}
+    odd = trusted(ModelCallCompleted)(usage={"input_tokens": 1.5})  # type: ignore[dict-item]
+    assert odd.dump() == {"usage": {"input_tokens": 1.5}}  # a validated model refuses it
+    with pytest.raises(pydantic.ValidationError):
+        ModelCallCompleted(usage={"input_tokens": 1.5})  # type: ignore[dict-item]
