@@ -61,7 +61,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 from urllib.parse import urlsplit
 
 from hypha_celery.backends.base import Backend, Checkpoint, Session
@@ -76,6 +76,7 @@ from hypha_celery.backends.llm.stream import LLMStream
 from hypha_celery.backends.llm.types import LLMRequest, Message, ToolDecl, tool_decls
 from hypha_celery.backends.llm.wire import ToolNames
 from hypha_celery.errors import ExtraNotInstalled, InvalidModelRef
+from hypha_celery.jsontypes import JsonValue
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_MESSAGES", "DEFAULT_TIMEOUT", "HostedBackend"]
 
@@ -134,7 +135,7 @@ class HostedBackend(Backend):
                      float(opts.get("timeout", DEFAULT_TIMEOUT)), self._services)
         with self._lock:
             self._turn = turn
-        return turn.events(), {"opts": opts, "messages": [*messages]}
+        return turn.events(), {"opts": opts, "messages": _json(messages)}
 
     def update_session(self, session: Session, result_data: dict[str, Any]) -> Session:
         opts, history = self._read(session)
@@ -142,7 +143,7 @@ class HostedBackend(Backend):
         calls = result_data.get("tool_calls")
         if calls:
             answer["tool_calls"] = calls
-        return {"opts": opts, "messages": [*history, answer]}
+        return {"opts": opts, "messages": _json([*history, answer])}
 
     def reset_session(self, session: Session) -> Session:
         opts, _ = self._read(session)
@@ -302,6 +303,11 @@ class _Turn:
             stream = self._stream
         if stream is not None:
             stream.close()
+
+
+def _json(messages: list[Message]) -> list[JsonValue]:
+    """A session's history as the JSON it is (each message a JSON object, as written)."""
+    return cast(list[JsonValue], messages)
 
 
 def _next_messages(history: list[Message], prompt: str) -> list[Message]:

@@ -33,7 +33,7 @@ from hypha_celery.backends.llm import errors, ref
 from hypha_celery.backends.llm.sdk import ClientCache
 from hypha_celery.backends.llm.sse import open_raw
 from hypha_celery.backends.llm.stream import LLMStream
-from hypha_celery.backends.llm.types import LLMRequest, LLMResult, ToolCall, Usage
+from hypha_celery.backends.llm.types import LLMRequest, LLMResult, Message, ToolCall, Usage
 from hypha_celery.backends.llm.wire import ToolNames, check_options, parse_arguments, text
 
 __all__ = ["DEFAULT_MAX_TOKENS", "OPTIONS", "VENDOR", "open_stream"]
@@ -108,7 +108,7 @@ def _body(request: LLMRequest, names: ToolNames) -> dict[str, Any]:
     return body
 
 
-def _blocks(message: dict[str, Any], names: ToolNames) -> tuple[str, list[dict[str, Any]]]:
+def _blocks(message: Message, names: ToolNames) -> tuple[str, list[dict[str, Any]]]:
     role = message.get("role")
     content = text(message)
     if role == "user":

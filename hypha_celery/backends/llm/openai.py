@@ -31,7 +31,7 @@ from hypha_celery.backends.llm import errors, ref
 from hypha_celery.backends.llm.sdk import ClientCache
 from hypha_celery.backends.llm.sse import open_raw
 from hypha_celery.backends.llm.stream import LLMStream
-from hypha_celery.backends.llm.types import LLMRequest, LLMResult, ToolCall, Usage
+from hypha_celery.backends.llm.types import LLMRequest, LLMResult, Message, ToolCall, Usage
 from hypha_celery.backends.llm.wire import (
     ToolNames,
     check_options,
@@ -143,7 +143,7 @@ def _responses_body(request: LLMRequest, names: ToolNames) -> dict[str, Any]:
     return body
 
 
-def _responses_assistant(message: dict[str, Any], names: ToolNames) -> list[dict[str, Any]]:
+def _responses_assistant(message: Message, names: ToolNames) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     if text(message):
         items.append({"role": "assistant", "content": text(message)})
@@ -297,7 +297,7 @@ def _chat_body(request: LLMRequest, names: ToolNames) -> dict[str, Any]:
     return body
 
 
-def _chat_message(message: dict[str, Any], names: ToolNames) -> dict[str, Any]:
+def _chat_message(message: Message, names: ToolNames) -> dict[str, Any]:
     role = message.get("role")
     if role in ("system", "user"):
         return {"role": role, "content": text(message)}

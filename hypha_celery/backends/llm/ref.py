@@ -22,7 +22,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from hypha_celery.backends.llm.types import LLMRequest
+from hypha_celery.backends.llm.types import LLMRequest, Message
 from hypha_celery.errors import ExtraNotInstalled, InvalidModelRef
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ class ModelRef(NamedTuple):
         where a call is defined: no SDK is imported)."""
         return sorted(set(options) - OPTIONS[self.vendor])
 
-    def request(self, messages: tuple[dict[str, Any], ...], tools: tuple[Any, ...] = (),
+    def request(self, messages: tuple[Message, ...], tools: tuple[Any, ...] = (),
                 **options: Any) -> LLMRequest:
         """An :class:`LLMRequest` for this model (the implied options first)."""
         return LLMRequest(self.model, messages, tools, {**self.options, **options})

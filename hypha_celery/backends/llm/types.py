@@ -15,9 +15,67 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal, Required
 
-Message = dict[str, Any]
+from pydantic import BeforeValidator, PlainSerializer, SkipValidation, TypeAdapter
+from typing_extensions import TypedDict  # pydantic reads it (python < 3.12)
+
+from hypha_celery.jsontypes import JsonObject
+
+__all__ = ["LLMRequest", "LLMResult", "Message", "Role", "ToolCall", "ToolCallJson",
+           "ToolDecl", "Usage", "tool_decls"]
+
+#: Who wrote a message (the neutral format's four roles).
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class ToolCallJson(TypedDict):
+    """A tool call an assistant message carries (:meth:`ToolCall.to_json`)."""
+
+    id: str
+    name: str
+    arguments: JsonObject
+
+
+class Message(TypedDict, total=False):
+    """One message in the neutral format (the module docstring's three shapes): its
+    ``role`` and ``content`` (text; None or missing: none), an assistant's ``tool_calls``,
+    a tool answer's ``tool_call_id``. A provider module refuses another role or content
+    that is not text (``ValueError``) when it translates the message."""
+
+    role: Required[Role]
+    content: str | None
+    tool_calls: list[ToolCallJson]
+    tool_call_id: str
+
+
+def _as_given(messages: tuple[Message, ...]) -> list[Message]:
+    return list(messages)
+
+
+def _count(value: object) -> object:
+    """A token count as the provider reported it: null or missing is 0, 3.0 is 3."""
+    if value is None:
+        return 0
+    return int(value) if isinstance(value, float) else value
+
+
+def _text(value: object) -> object:
+    return "" if value is None else value
+
+
+def _no_calls(value: object) -> object:
+    return () if value is None else value
+
+
+def _no_usage(value: object) -> object:
+    return {} if value is None else value
+
+
+#: A token count (see :func:`_count`).
+Count = Annotated[int, BeforeValidator(_count)]
+#: Text a provider may leave null (read as empty).
+Text = Annotated[str, BeforeValidator(_text)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +91,7 @@ class ToolDecl:
 
     name: str
     description: str
-    parameters: dict[str, Any]
+    parameters: JsonObject  # a JSON Schema
 
     @classmethod
     def of(cls, spec: Any) -> ToolDecl:
@@ -61,9 +119,10 @@ class ToolDecl:
             raise ValueError(f"tool {name!r} needs {field_!r}: its JSON Schema, an object")
         return cls(name, _description(doc.get("description")), dict(schema))
 
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description,
-                "parameters": self.parameters}
+    def to_json(self) -> dict[str, object]:
+        """``name``, ``description``, ``parameters``."""
+        json: dict[str, object] = _DECL.dump_python(self, mode="json")
+        return json
 
 
 def _description(value: Any) -> Any:
@@ -85,19 +144,20 @@ def tool_decls(tools: Iterable[Any] | None) -> tuple[ToolDecl, ...]:
 class Usage:
     """Token counts of one call (cache tokens where the provider reports them)."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    cache_read_tokens: Count = 0
+    cache_write_tokens: Count = 0
 
     def to_json(self) -> dict[str, int]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cache_read_tokens": self.cache_read_tokens,
-                "cache_write_tokens": self.cache_write_tokens}
+        """All four counts."""
+        json: dict[str, int] = _USAGE.dump_python(self, mode="json")
+        return json
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Usage:
-        return cls(**{k: int(doc.get(k) or 0) for k in cls.__slots__})
+    def from_json(cls, doc: Mapping[str, object]) -> Usage:
+        """Counts as :meth:`to_json` or a provider wrote them (other keys ignored)."""
+        return _USAGE.validate_python(doc)
 
     @property
     def total(self) -> int:
@@ -106,12 +166,15 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
+    """A tool the model asked for: the call's ``id``, the tool's ``name``, its arguments."""
+
     id: str
     name: str
-    arguments: dict[str, Any]
+    arguments: JsonObject
 
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+    def to_json(self) -> ToolCallJson:
+        json: ToolCallJson = _CALL.dump_python(self, mode="json")
+        return json
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,14 +182,18 @@ class LLMRequest:
     """One call: ``model`` is the provider's model name (not the ``provider:`` ref)."""
 
     model: str
-    messages: tuple[Message, ...]
+    #: Written as given (every key: a recorded call's request hash is taken of them).
+    messages: Annotated[tuple[Message, ...], SkipValidation,
+                        PlainSerializer(_as_given, return_type=list[Any])]
     tools: tuple[ToolDecl, ...] = ()
     #: Provider options (``max_output_tokens``, ``temperature``, ``api`` ...): JSON.
     options: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"model": self.model, "messages": list(self.messages),
-                "tools": [t.to_json() for t in self.tools], "options": self.options}
+    def to_json(self) -> dict[str, object]:
+        """``model``, ``messages``, ``tools``, ``options``: what a recorded call's request
+        hash is taken of."""
+        json: dict[str, object] = _REQUEST.dump_python(self, mode="json")
+        return json
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,21 +201,26 @@ class LLMResult:
     """A completed call. ``stop_reason`` is the provider's (``end_turn``, ``tool_use``,
     ``stop``, ``completed`` ...)."""
 
-    text: str
-    tool_calls: tuple[ToolCall, ...] = ()
-    usage: Usage = field(default_factory=Usage)
+    text: Text
+    tool_calls: Annotated[tuple[ToolCall, ...], BeforeValidator(_no_calls)] = ()
+    usage: Annotated[Usage, BeforeValidator(_no_usage)] = field(default_factory=Usage)
     stop_reason: str | None = None
-    model: str = ""
+    model: Text = ""
     response_id: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"text": self.text, "tool_calls": [c.to_json() for c in self.tool_calls],
-                "usage": self.usage.to_json(), "stop_reason": self.stop_reason,
-                "model": self.model, "response_id": self.response_id}
+    def to_json(self) -> dict[str, object]:
+        """Every field (a ``model.call.completed``'s output)."""
+        json: dict[str, object] = _RESULT.dump_python(self, mode="json")
+        return json
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> LLMResult:
-        calls = tuple(ToolCall(c["id"], c["name"], c["arguments"])
-                      for c in doc.get("tool_calls") or ())
-        return cls(doc.get("text") or "", calls, Usage.from_json(doc.get("usage") or {}),
-                   doc.get("stop_reason"), doc.get("model") or "", doc.get("response_id"))
+    def from_json(cls, doc: Mapping[str, object]) -> LLMResult:
+        """The result :meth:`to_json` wrote (null text, model, calls and usage: empty)."""
+        return _RESULT.validate_python(doc)
+
+
+_DECL = TypeAdapter(ToolDecl)
+_USAGE = TypeAdapter(Usage)
+_CALL = TypeAdapter(ToolCall)
+_REQUEST = TypeAdapter(LLMRequest)
+_RESULT = TypeAdapter(LLMResult)

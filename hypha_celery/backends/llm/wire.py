@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from hypha_celery.backends.llm.types import ToolDecl
+from hypha_celery.backends.llm.types import Message, ToolDecl
 
 __all__ = ["ToolNames", "check_options", "check_tool", "dumps", "parse_arguments", "text",
            "wire_name"]
@@ -74,7 +74,7 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def text(message: dict[str, Any]) -> str:
+def text(message: Message) -> str:
     """A neutral message's ``content``: text (None and a missing one are empty)."""
     content = message.get("content")
     if content is None:
