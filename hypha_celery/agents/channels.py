@@ -20,11 +20,12 @@ import json
 import logging
 import threading
 import uuid
-from dataclasses import dataclass
-from typing import Any, Literal, TypedDict, cast
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, TypedDict, cast
 
 from celery import Celery, signature
 from celery.canvas import Signature
+from pydantic import Discriminator, Field, Tag, TypeAdapter
 
 from hypha_celery.backends.gate import GateChannel, InProcessGateChannel, RedisGateChannel
 from hypha_celery.errors import AgentSpecError
@@ -36,14 +37,14 @@ log = logging.getLogger(__name__)
 class Channel:
     """A named FIFO of messages (JSON ``{"channel": name}`` as a target)."""
 
-    name: str
+    name: Annotated[str, Field(alias="channel")]
 
     @classmethod
     def new(cls) -> Channel:
         return cls(uuid.uuid4().hex)
 
     def to_json(self) -> dict[str, object]:
-        return {"channel": self.name}
+        return _json(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +55,27 @@ class SignatureTarget:
     signature: dict[str, Any]
 
     def to_json(self) -> dict[str, object]:
-        return {"signature": self.signature}
+        return _json(self)
 
 
 Target = Channel | SignatureTarget
+
+
+def _target_kind(data: object) -> str:
+    if isinstance(data, Channel | SignatureTarget):
+        return type(data).__name__
+    return "Channel" if isinstance(data, dict) and "channel" in data else "SignatureTarget"
+
+
+#: Reads and writes a target's JSON (``{"channel": name}`` or ``{"signature": {...}}``).
+TARGET: TypeAdapter[Target] = TypeAdapter(Annotated[
+    Annotated[Channel, Tag("Channel")] | Annotated[SignatureTarget, Tag("SignatureTarget")],
+    Discriminator(_target_kind)])
+
+
+def _json(value: Target) -> dict[str, object]:
+    json: dict[str, object] = TARGET.dump_python(value, by_alias=True)
+    return json
 
 
 def target(recipient: Channel | Signature | None) -> Target | None:
@@ -70,13 +88,9 @@ def target(recipient: Channel | Signature | None) -> Target | None:
                          f"{type(recipient).__name__}")
 
 
-def target_from(data: Any) -> Target | None:
-    """A target from its JSON (a stored request, the outbox)."""
-    if data is None:
-        return None
-    if "channel" in data:
-        return Channel(data["channel"])
-    return SignatureTarget(data["signature"])
+def target_from(data: object) -> Target | None:
+    """A target from its JSON (a stored request, the outbox); None from null."""
+    return None if data is None else TARGET.validate_python(data)
 
 
 class CompletionMessage(TypedDict):
@@ -106,29 +120,36 @@ class Completion:
     """The one completion of a request: ``outcome`` is its JSON (``{"ok": ...}`` or
     ``{"error", "info"}``)."""
 
+    type: Literal["completion"] = field(default="completion", init=False, repr=False)
     agent: str
     ref: str
-    outcome: object
+    outcome: Any  # JSON, as given
 
     def to_json(self) -> CompletionMessage:
-        return {"type": "completion", "agent": self.agent, "ref": self.ref,
-                "outcome": self.outcome}
+        json: CompletionMessage = _COMPLETION.dump_python(self)
+        return json
 
     @classmethod
-    def from_json(cls, data: Any) -> Completion:
-        return cls(data["agent"], data["ref"], data["outcome"])
+    def from_json(cls, data: object) -> Completion:
+        return _COMPLETION.validate_python(data)
 
 
 @dataclass(frozen=True, slots=True)
 class Streamed:
     """One streamed event of a request (its JSON), relayed to ``stream_to``."""
 
+    type: Literal["event"] = field(default="event", init=False, repr=False)
     agent: str
     ref: str
-    event: object
+    event: Any  # a BackendEvent's JSON, as given
 
     def to_json(self) -> EventMessage:
-        return {"type": "event", "agent": self.agent, "ref": self.ref, "event": self.event}
+        json: EventMessage = _STREAMED.dump_python(self)
+        return json
+
+
+_COMPLETION = TypeAdapter(Completion)
+_STREAMED = TypeAdapter(Streamed)
 
 
 _CHANNEL_PREFIX = "hypha:agent-channel:"

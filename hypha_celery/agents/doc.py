@@ -256,7 +256,7 @@ class AgentDoc:
     def from_json(cls, data: Any, session: Any = None) -> AgentDoc:
         cur, chain = data.get("current"), data.get("self_chain")
         return cls(data["name"], data["incarnation"], data["kind"], data["backend"],
-                   Limits(**data["limits"]), data.get("state"), session,
+                   Limits.from_json(data["limits"]), data.get("state"), session,
                    bool(data.get("halted")), bool(data.get("halt_pending")),
                    bool(data.get("halting")), bool(data.get("draining")),
                    bool(data.get("pre_run")), data.get("pump"),

@@ -3,8 +3,11 @@ called (a bad value is an :class:`~hypha_celery.errors.AgentSpecError`, nothing 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
+
+from pydantic import TypeAdapter
 
 from hypha_celery.errors import AgentSpecError
 from hypha_celery.lanes import Bound
@@ -64,7 +67,14 @@ class Limits:
         return Bound(self.max_pending_notifications, self.max_pending_notification_bytes)
 
     def to_json(self) -> dict[str, object]:
-        return {name: getattr(self, name) for name in _FIELDS}
+        """Every bound, in field order (an agent doc's ``limits``)."""
+        json: dict[str, object] = _LIMITS.dump_python(self)
+        return json
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> Limits:
+        """The bounds :meth:`to_json` wrote (a ``ValidationError`` for another shape)."""
+        return _LIMITS.validate_python(data)
 
 
-_FIELDS = tuple(f.name for f in fields(Limits))
+_LIMITS = TypeAdapter(Limits)
