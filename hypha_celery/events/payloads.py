@@ -420,21 +420,23 @@ class ModelCallStarted(_ModelCall):
     kind: ClassVar[EventType] = "model.call.started"
 
 
-class _ModelCallEnded(_ModelCall):
+# A call's end: its outcome, then what it measured (in the order its writer writes them).
+class ModelCallCompleted(_ModelCall):
+    kind: ClassVar[EventType] = "model.call.completed"
+    output: Any = None  # user data
     usage: dict[str, int] | None = None
     latency_ms: float | None = None
     wait_ms: float | None = None
     cost_usd: float | None = None
 
 
-class ModelCallCompleted(_ModelCallEnded):
-    kind: ClassVar[EventType] = "model.call.completed"
-    output: Any = None  # user data
-
-
-class ModelCallFailed(_ModelCallEnded):
+class ModelCallFailed(_ModelCall):
     kind: ClassVar[EventType] = "model.call.failed"
     error: Error | None = None
+    usage: dict[str, int] | None = None
+    latency_ms: float | None = None
+    wait_ms: float | None = None
+    cost_usd: float | None = None
     error_kind: str | None = None  # incomplete_stream, rate_limited, ...
 
 
@@ -444,19 +446,20 @@ class _ToolCall(_Call):
 
     tool: str | None = None
     source: str | None = None
-    side_effect: str | None = None
     request_hash: str | None = None
-    permission_scope: str | None = None
+    side_effect: str | None = None
 
 
 class ToolCallRequested(_ToolCall):
     kind: ClassVar[EventType] = "tool.call.requested"
     input_hash: str | None = None
+    permission_scope: str | None = None
 
 
 class ToolPolicyChecked(_ToolCall):
     kind: ClassVar[EventType] = "tool.policy.checked"
     decision: Any = None  # the policy's verdict (a JSON object; a word in hypha's exports)
+    permission_scope: str | None = None
 
 
 class ToolCallApproved(_ToolCall):
@@ -470,26 +473,27 @@ class ToolCallStarted(_ToolCall):
     input_hash: str | None = None
 
 
-class _ToolCallEnded(_ToolCall):
+class ToolCallCompleted(_ToolCall):
+    kind: ClassVar[EventType] = "tool.call.completed"
+    output: Any = None  # user data
+    output_hash: str | None = None
     usage: dict[str, int] | None = None
     latency_ms: float | None = None
     wait_ms: float | None = None
     cost_usd: float | None = None
 
 
-class ToolCallCompleted(_ToolCallEnded):
-    kind: ClassVar[EventType] = "tool.call.completed"
-    output: Any = None  # user data
-    output_hash: str | None = None
-
-
-class ToolCallFailed(_ToolCallEnded):
+class ToolCallFailed(_ToolCall):
     kind: ClassVar[EventType] = "tool.call.failed"
-    error: Error | None = None
     code: str | None = None
     phase: str | None = None
     message: str | None = None
     issues: list[str] | None = None
+    error: Error | None = None
+    usage: dict[str, int] | None = None
+    latency_ms: float | None = None
+    wait_ms: float | None = None
+    cost_usd: float | None = None
     reason: str | None = None  # hypha's exports: why
 
 
@@ -544,42 +548,48 @@ class HumanReviewRequested(Payload):
     request also names its call (``call_id``, ``tool``, ...)."""
 
     kind: ClassVar[EventType] = "human.review.requested"
-    review_id: str | None = None
-    reason: str | None = None
-    subject: Any = None
-    step: int | None = None
-    expires_at: float | None = None
     call_id: str | None = None
     tool: str | None = None
     source: str | None = None
     side_effect: str | None = None
+    review_id: str | None = None
+    reason: str | None = None
+    subject: Any = None
+    step: int | None = None
     input_hash: str | None = None
+    expires_at: float | None = None
 
 
 class _ReviewDecided(Payload):
+    """A decision on a review: its id, who, what they said, then ``at`` (each subclass
+    ends with it: the order its writer writes them)."""
+
     review_id: str | None = None
     by: str | None = None
-    at: float | None = None
 
 
 class HumanReviewApproved(_ReviewDecided):
     kind: ClassVar[EventType] = "human.review.approved"
     note: str = ""
+    at: float | None = None
 
 
 class HumanReviewRejected(_ReviewDecided):
     kind: ClassVar[EventType] = "human.review.rejected"
     reason: str = ""
+    at: float | None = None
 
 
 class HumanReviewExpired(_ReviewDecided):
     kind: ClassVar[EventType] = "human.review.expired"
     expires_at: float | None = None
+    at: float | None = None
 
 
 class HumanReviewCancelled(_ReviewDecided):
     kind: ClassVar[EventType] = "human.review.cancelled"
     reason: str = ""
+    at: float | None = None
 
 
 # -- messages and memory (reserved: no writer here yet) -------------------------------------

@@ -1,27 +1,27 @@
 """The runner's events are payload models: each type's JSON has exactly the keys the
-hand-built dicts had (an earlier version's rows and a new one's read alike)."""
+hand-built dicts had, in their order (an earlier version's rows and a new one's alike)."""
 
 from __future__ import annotations
 
 from hypha_celery.events.payloads import model_of
 from tests.tools.test_runner import CALLS_OUT, NOTE, SECRET, Rig
 
-IDS = {"call_id", "tool", "source", "side_effect"}
+IDS = ["call_id", "tool", "source", "side_effect"]
 KEYS = {
-    "tool.call.requested": IDS | {"input_hash", "permission_scope"},
-    "tool.policy.checked": IDS | {"decision", "permission_scope"},
-    "tool.call.approved": IDS | {"review_id", "approved_by"},
-    "human.review.requested": IDS | {"review_id", "reason", "input_hash", "expires_at"},
-    "tool.call.started": IDS | {"input_hash"},
-    "tool.output.invalid": IDS | {"issues"},
-    "tool.output.validated": IDS | {"output_hash"},
-    "tool.call.completed": IDS | {"output_hash"},
-    "tool.call.rejected": IDS | {"code", "phase", "message"},
-    "tool.call.failed": IDS | {"code", "phase", "message", "issues", "error"},
+    "tool.call.requested": [*IDS, "input_hash", "permission_scope"],
+    "tool.policy.checked": [*IDS, "decision", "permission_scope"],
+    "tool.call.approved": [*IDS, "review_id", "approved_by"],
+    "human.review.requested": [*IDS, "review_id", "reason", "input_hash", "expires_at"],
+    "tool.call.started": [*IDS, "input_hash"],
+    "tool.output.invalid": [*IDS, "issues"],
+    "tool.output.validated": [*IDS, "output_hash"],
+    "tool.call.completed": [*IDS, "output_hash"],
+    "tool.call.rejected": [*IDS, "code", "phase", "message"],
+    "tool.call.failed": [*IDS, "code", "phase", "message", "issues", "error"],
 }
 
 
-def test_each_event_has_the_keys_it_always_had_and_reads_back_as_its_model() -> None:
+def test_each_event_has_the_keys_it_always_had_in_order_and_reads_back_as_its_model() -> None:
     rig = Rig()
     rig.add("notes.write", "write", human_review=True, input_schema=NOTE,
             output_schema=CALLS_OUT)
@@ -37,5 +37,5 @@ def test_each_event_has_the_keys_it_always_had_and_reads_back_as_its_model() -> 
     rig.run("fs.delete", invocation_id="d", scope_allow=["none"])
     assert set(rig.types()) == set(KEYS)
     for type_, payload in rig.events:
-        assert set(payload) == KEYS[type_], type_
+        assert list(payload) == KEYS[type_], type_
         assert model_of(type_).model_validate(payload).dump() == payload, type_
