@@ -9,7 +9,9 @@ kind, retryable and status (plus ``retry_after`` in JSON) do. Never retried auto
 from __future__ import annotations
 
 import errno
-from typing import Any, TypedDict
+from typing import Any
+
+from typing_extensions import TypedDict  # pydantic reads it (python < 3.12)
 
 from hypha_celery.errors import HyphaRuntimeError
 

@@ -18,7 +18,10 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, cast
+from typing import Annotated, Any, ClassVar, cast
+
+from pydantic import ConfigDict, Strict, TypeAdapter, ValidationError
+from typing_extensions import TypedDict  # pydantic reads it (python < 3.12)
 
 from hypha_celery.errors import HyphaRuntimeError
 from hypha_celery.jsontypes import JsonObject
@@ -76,9 +79,9 @@ class BackendEventJson(TypedDict):
 
 @dataclass(frozen=True, slots=True)
 class BackendEvent:
-    kind: str
+    kind: Annotated[str, Strict()]  # (Strict: how pydantic reads it in from_json)
     data: JsonObject
-    timestamp_ms: float
+    timestamp_ms: Annotated[float, Strict()]
     size: int = field(init=False, repr=False, compare=False)  # bytes of ``data`` as JSON
 
     def __post_init__(self) -> None:
@@ -115,15 +118,25 @@ class BackendEvent:
     def terminal(self) -> bool:
         return self.kind in TERMINAL_KINDS
 
+    #: Read by :data:`_EVENT`: exactly ``kind``, ``data``, ``timestamp_ms``.
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
+
     def to_json(self) -> BackendEventJson:
+        """Written by hand, once per streamed event: ``data`` is passed on as it is, not
+        copied as pydantic's serializer would (docs/architecture.md, "Serialization")."""
         return {"kind": self.kind, "data": self.data, "timestamp_ms": self.timestamp_ms}
 
     @classmethod
-    def from_json(cls, doc: Any) -> BackendEvent:
-        if not isinstance(doc, dict) or set(doc) != {"kind", "data", "timestamp_ms"}:
-            raise InvalidEvent("an event is a JSON object with exactly kind, data, timestamp_ms")
-        return cls(doc["kind"], doc["data"], doc["timestamp_ms"])
+    def from_json(cls, doc: object) -> BackendEvent:
+        """The event :meth:`to_json` wrote; :class:`InvalidEvent` for anything else."""
+        try:
+            return _EVENT.validate_python(doc)
+        except ValidationError:
+            raise InvalidEvent("an event is a JSON object with exactly kind, data (a JSON "
+                               "object), timestamp_ms") from None
 
+
+_EVENT = TypeAdapter(BackendEvent)
 
 # The slots' own setters (a frozen dataclass refuses ``event.kind = ...``): what
 # :meth:`BackendEvent.text` fills a new event with, at half the cost of ``object.__setattr__``.

@@ -27,7 +27,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Literal
+
+from pydantic import TypeAdapter
+from typing_extensions import TypedDict  # pydantic reads it (python < 3.12)
 
 from hypha_celery.backends.error import BackendError, BackendErrorJson
 from hypha_celery.backends.event import BackendEvent, BackendEventJson, monotonic_ms
@@ -98,16 +101,14 @@ class Response:
     model: str | None = None
 
     def to_json(self) -> ResponseJson:
-        return {"prompt": self.prompt, "text": self.text, "final_message": self.final_message,
-                "events": [e.to_json() for e in self.events],
-                "terminal": self.terminal.to_json(), "event_coverage": self.event_coverage,
-                "usage": self.usage, "duration_ms": self.duration_ms,
-                "metadata": self.metadata, "session_id": self.session_id, "model": self.model}
+        """Every field, in order (stored with its turn)."""
+        json: ResponseJson = _RESPONSE.dump_python(self, mode="json")
+        return json
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Response:
-        return cls(**{**doc, "events": tuple(BackendEvent.from_json(e) for e in doc["events"]),
-                      "terminal": BackendEvent.from_json(doc["terminal"])})
+    def from_json(cls, doc: Mapping[str, object]) -> Response:
+        """The response :meth:`to_json` wrote (a ``ValidationError`` for another shape)."""
+        return _RESPONSE.validate_python(doc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +121,12 @@ class TurnError:
     terminal: BackendEvent | None = None
 
     def to_json(self) -> TurnErrorJson:
-        return {"reason": self.reason, "info": self.info,
-                "terminal": None if self.terminal is None else self.terminal.to_json()}
+        json: TurnErrorJson = _TURN_ERROR.dump_python(self, mode="json")
+        return json
+
+
+_RESPONSE = TypeAdapter(Response)
+_TURN_ERROR = TypeAdapter(TurnError)
 
 
 @dataclass(slots=True)
