@@ -8,6 +8,6 @@ model or tool call made through ``ctx`` is served from the recording
 new code decides, calls or returns something else is reported.
 """
 
-from hypha_celery.rerun.engine import Divergence, RerunReport, rerun
+from hypha_celery.rerun._engine import Divergence, RerunReport, rerun
 
 __all__ = ["Divergence", "RerunReport", "rerun"]

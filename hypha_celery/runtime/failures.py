@@ -157,6 +157,8 @@ def envelope_problem(env: Any, graph: Graph, task: str) -> str | None:
     if env.get("edge_of") is not None and not (
             isinstance(env["edge_of"], str) and isinstance(env.get("index"), int)):
         return "an edge envelope needs a string 'edge_of' and an integer 'index'"
+    if env.get("index") is not None and not isinstance(env["index"], int):
+        return "'index' must be an integer"
     attempt = env.get("attempt")
     if attempt is not None and not (isinstance(attempt, int) and attempt >= 1):
         return "'attempt' must be an integer >= 1"

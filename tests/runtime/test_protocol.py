@@ -17,7 +17,7 @@ from hypha_celery.events.view import view_of_row
 from hypha_celery.graph import Finish, Graph, Next, NodeContext
 from hypha_celery.runtime import nodes
 from hypha_celery.runtime.coordinator import coordinate
-from hypha_celery.runtime.failures import dead_lettered
+from hypha_celery.runtime.failures import dead_lettered, envelope_problem
 from hypha_celery.runtime.lanes import kickoff_id
 from hypha_celery.runtime.protocol import (
     EdgeRef,
@@ -285,3 +285,15 @@ def test_a_duplicate_kickoff_is_fenced_and_logs_nothing(hypha: Hypha) -> None:
     coordinate(hypha._rt, NodeOutcome(run.id, f"{run.id}.9", "a", {"x": 2}, duration=0.1))
     (late,) = of_kind(run, "node.execution.late_result")
     assert late.data == {"execution_id": f"{run.id}.9", "node_id": "a", "reason": "run_ended"}
+
+
+@pytest.mark.parametrize("index", ["x", 1.5, [1]])
+def test_an_envelope_the_check_passes_reads_as_a_message(index: object) -> None:
+    """The envelope check covers every field the message's adapter reads: an ``index``
+    that is no integer is the check's problem (the message is dead-lettered), never a
+    ``ValidationError`` out of the task."""
+    graph = Graph(id="g", nodes={"a": lambda s, i: {}}, decision_policy=lambda c: Finish(None))
+    env = {"run_id": "r", "execution_id": "r.1", "node_id": "a", "index": index}
+    assert envelope_problem(env, graph, "g.a") == "'index' must be an integer"
+    assert envelope_problem({**env, "index": None}, graph, "g.a") is None
+    assert NodeMessage.from_json({**env, "index": None}).index is None
