@@ -81,12 +81,12 @@ from hypha_celery.react.workflow import (
 
 __all__ = [
     # building
-    "react_graph",
-    "react_workflow",
     "HAPPY_PATH",
     "STATE_NODES",
     "STEPS_PER_ITERATION",
     "budget_steps",
+    "react_graph",
+    "react_workflow",
     # the model
     "Action",
     "LLMProvider",

@@ -32,23 +32,27 @@ from hypha_celery.replay.store import (
 )
 
 __all__ = [
-    "FAMILIES",
+    # capturing
     "FIXTURE_VERSION",
-    "FileFixtureStore",
-    "Mismatch",
-    "OutputDiff",
     "Projection",
     "ReplayFixture",
     "ReplaySpec",
-    "SequenceDiff",
     "SnapshotPolicy",
-    "TraceDiff",
     "capture",
     "capture_run",
-    "compare",
-    "diff_sequences",
     "final_output",
     "project",
-    "read_fixture", "MAX_FIXTURE_BYTES",
+    # comparing
+    "FAMILIES",
+    "Mismatch",
+    "OutputDiff",
+    "SequenceDiff",
+    "TraceDiff",
+    "compare",
+    "diff_sequences",
+    # storing
+    "MAX_FIXTURE_BYTES",
+    "FileFixtureStore",
+    "read_fixture",
     "write_fixture",
 ]
