@@ -7,9 +7,17 @@ import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    TypeAdapter,
+    ValidationError,
+)
 
 from hypha_celery.backends.llm.ref import ModelRef
 from hypha_celery.backends.llm.types import LLMResult, Message
@@ -44,54 +52,69 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
 DEFAULT_MAX_STATE_BYTES = 1_048_576
 
 
+def _text(value: object) -> object:
+    return value if isinstance(value, str) else str(value)
+
+
+def _str_or_none(value: object) -> object:
+    return value if isinstance(value, str) else None
+
+
+def _none_if_empty(value: object) -> object:
+    return value or None
+
+
+def _no(value: object) -> bool:
+    return not value
+
+
+#: Text, whatever JSON scalar an error record held (``str()`` of it, as ever).
+_Text = Annotated[str, BeforeValidator(_text)]
+
+
 @dataclass(frozen=True, slots=True)
 class ErrorInfo:
     """A node / reducer error as data: exception type name, message, and its class
     (``transient``, ``rate_limit``, ``timeout``, ``validation``, ``policy``, ``unknown``;
-    ``dead_lettered`` when the message was given up on)."""
+    ``dead_lettered`` when the message was given up on). Its JSON is an
+    :data:`~hypha_celery.events.view.ErrorJson` (``class``: :attr:`error_class`)."""
 
-    type: str
-    message: str
-    error_class: str = "unknown"
+    type: _Text
+    message: _Text = ""
+    error_class: Annotated[_Text, Field(alias="class")] = "unknown"
     #: Why the message was dead-lettered (``retries_exhausted``, ``delivery_limit``,
-    #: ``recovery_exhausted``), or None.
-    dead_letter: str | None = None
+    #: ``recovery_exhausted``), or None; written only when set.
+    dead_letter: Annotated[str | None, BeforeValidator(_str_or_none),
+                           Field(exclude_if=_no)] = None
 
     def to_json(self) -> ErrorJson:
-        out: ErrorJson = {"type": self.type, "message": self.message,
-                          "class": self.error_class}
-        if self.dead_letter:
-            out["dead_letter"] = self.dead_letter
-        return out
+        json: ErrorJson = _ERROR.dump_python(self, by_alias=True)
+        return json
 
     @classmethod
     def from_json(cls, data: ErrorJson | Mapping[str, object]) -> ErrorInfo:
-        dead_letter = data.get("dead_letter")
-        return cls(type=str(data["type"]), message=str(data.get("message", "")),
-                   error_class=str(data.get("class", "unknown")),
-                   dead_letter=dead_letter if isinstance(dead_letter, str) else None)
+        """An error record (other keys, such as ``by``, ignored)."""
+        return _ERROR.validate_python(data)
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """Result of one node execution: ``ok`` with ``value`` or not ok with ``error``."""
 
-    node_id: str
+    node_id: _Text
     ok: bool
     value: dict[str, object] | None = None
-    error: ErrorInfo | None = None
-    execution_id: str = ""
+    error: Annotated[ErrorInfo | None, BeforeValidator(_none_if_empty)] = None
+    execution_id: _Text = ""
 
     @classmethod
     def from_json(cls, data: LastOutcome) -> Outcome:
-        err = data.get("error")
-        return cls(
-            node_id=str(data.get("node_id", "")),
-            ok=bool(data["ok"]),
-            value=data.get("value"),
-            error=ErrorInfo.from_json(err) if err else None,
-            execution_id=str(data.get("execution_id", "")),
-        )
+        """The last outcome a run view holds (``ctx.last``)."""
+        return _OUTCOME.validate_python(data)
+
+
+_ERROR = TypeAdapter(ErrorInfo)
+_OUTCOME = TypeAdapter(Outcome)
 
 
 @dataclass(frozen=True, slots=True)

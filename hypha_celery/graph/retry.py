@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from pydantic import TypeAdapter
+
 from hypha_celery.errors import GraphSpecError
 
 ErrorClass = Literal["transient", "rate_limit", "timeout", "validation", "policy", "unknown"]
@@ -128,10 +130,11 @@ class RetryPolicy:
         value = base * (1 + self.jitter * (2 * unit - 1))
         return round(float(min(self.max_backoff, max(0.0, value))), 3)
 
-    def to_json(self) -> dict[str, Any]:
-        return {"max_attempts": self.max_attempts, "backoff": self.backoff,
-                "max_backoff": self.max_backoff, "jitter": self.jitter,
-                "retry_on": list(self.retry_on)}
+    def to_json(self) -> dict[str, object]:
+        """Every field, ``retry_on`` a list."""
+        json: dict[str, object] = _POLICY.dump_python(self, mode="json")
+        return json
 
 
+_POLICY = TypeAdapter(RetryPolicy)
 NO_RETRY = RetryPolicy(max_attempts=1)

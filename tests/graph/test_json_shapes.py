@@ -1,13 +1,25 @@
-"""A decision's JSON (``to_json``, by pydantic's adapter) has the keys and values the
-hand-written ``to_json`` gave: each literal is the previous version's output."""
+"""Decisions, errors and outcomes are written and read by pydantic adapters as the JSON
+the hand-written ``to_json`` / ``from_json`` gave: each literal is the previous version's
+output."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from pydantic import ValidationError
 
-from hypha_celery.graph import Decision, Fail, FanOut, Finish, Next, Review
+from hypha_celery.graph import (
+    Decision,
+    ErrorInfo,
+    Fail,
+    FanOut,
+    Finish,
+    Next,
+    Outcome,
+    RetryPolicy,
+    Review,
+)
 
 PREVIOUS: list[tuple[Decision, str]] = [
     (Next("a", {"x": 1}), '{"type":"next","node_id":"a","input":{"x":1}}'),
@@ -33,3 +45,38 @@ def test_type_names_the_decision_and_is_not_an_argument() -> None:
     with pytest.raises(TypeError):
         Next("a", None, "finish")  # type: ignore[call-arg]
     assert repr(Next("a", 1)) == "Next(node_id='a', input=1)"
+
+
+ERRORS = [
+    (ErrorInfo("ValueError", "no", "validation"),
+     '{"type":"ValueError","message":"no","class":"validation"}'),
+    (ErrorInfo("E", "m", "transient", "retries_exhausted"),
+     '{"type":"E","message":"m","class":"transient","dead_letter":"retries_exhausted"}'),
+    (ErrorInfo("E", "m", "unknown", ""), '{"type":"E","message":"m","class":"unknown"}'),
+]
+
+
+@pytest.mark.parametrize(("error", "previous"), ERRORS)
+def test_an_error_is_written_as_before(error: ErrorInfo, previous: str) -> None:
+    assert json.dumps(error.to_json(), separators=(",", ":")) == previous
+
+
+def test_errors_and_outcomes_are_read_as_before() -> None:
+    assert ErrorInfo.from_json({"type": "E", "message": "m", "class": "timeout",
+                                "by": "supervisor"}) == ErrorInfo("E", "m", "timeout")
+    assert ErrorInfo.from_json({"type": 3, "dead_letter": 5}) == ErrorInfo("3", "")
+    error = {"type": "E", "message": "m", "class": "transient"}
+    last = {"node_id": "a", "execution_id": "r.1", "ok": False, "value": None,
+            "error": error}
+    assert Outcome.from_json(last) == Outcome("a", False, None, ErrorInfo("E", "m", "transient"),
+                                              "r.1")
+    assert Outcome.from_json({**last, "ok": True, "value": {"y": 2}, "error": {}}) == (
+        Outcome("a", True, {"y": 2}, None, "r.1"))
+    with pytest.raises(ValidationError):
+        ErrorInfo.from_json({"message": "no type"})
+
+
+def test_a_retry_policy_is_written_as_before() -> None:
+    assert json.dumps(RetryPolicy().to_json(), separators=(",", ":")) == (
+        '{"max_attempts":3,"backoff":0.25,"max_backoff":30.0,"jitter":0.2,'
+        '"retry_on":["transient","rate_limit","timeout"]}')

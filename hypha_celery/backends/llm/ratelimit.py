@@ -56,7 +56,9 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import PlainSerializer, TypeAdapter
 
 from hypha_celery.backends.error import BackendError
 from hypha_celery.middleware.process import on_fork
@@ -123,26 +125,34 @@ def parse_limits(value: Mapping[str, Any] | str | None) -> dict[str, Limit]:
     return {str(k): Limit.of(v) for k, v in value.items()}
 
 
+def _micro(seconds: float) -> float:
+    return round(seconds, 6)
+
+
+#: Seconds, written to the microsecond.
+Seconds = Annotated[float, PlainSerializer(_micro)]
+
+
 @dataclass
 class LimiterStats:
     granted: int = 0
     waited: int = 0
-    wait_seconds: float = 0.0
+    wait_seconds: Seconds = 0.0
     refused: int = 0
     paused: int = 0
     slots_granted: int = 0
     slots_waited: int = 0
-    slot_wait_seconds: float = 0.0
+    slot_wait_seconds: Seconds = 0.0
     slots_refused: int = 0
     slots_reclaimed: int = 0
 
     def to_json(self) -> dict[str, float | int]:
-        return {"granted": self.granted, "waited": self.waited,
-                "wait_seconds": round(self.wait_seconds, 6), "refused": self.refused,
-                "paused": self.paused, "slots_granted": self.slots_granted,
-                "slots_waited": self.slots_waited,
-                "slot_wait_seconds": round(self.slot_wait_seconds, 6),
-                "slots_refused": self.slots_refused, "slots_reclaimed": self.slots_reclaimed}
+        """Every count, in order; waits rounded to the microsecond."""
+        json: dict[str, float | int] = _STATS.dump_python(self)
+        return json
+
+
+_STATS = TypeAdapter(LimiterStats)
 
 
 class Slot:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from hypha_celery.backends.llm.ratelimit import LimiterStats
 from hypha_celery.backends.llm.types import (
     LLMRequest,
     LLMResult,
@@ -86,3 +87,11 @@ def test_counts_read_as_before() -> None:
 def test_a_result_of_another_shape_is_a_validation_error(doc: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         LLMResult.from_json(doc)
+
+
+def test_limiter_stats_are_written_as_before() -> None:
+    stats = LimiterStats(1, 2, 0.12345678, 0, 1, 3, 4, 1.0000004, 0, 2)
+    assert text(stats.to_json()) == (
+        '{"granted":1,"waited":2,"wait_seconds":0.123457,"refused":0,"paused":1,'
+        '"slots_granted":3,"slots_waited":4,"slot_wait_seconds":1.0,"slots_refused":0,'
+        '"slots_reclaimed":2}')
