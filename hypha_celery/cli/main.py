@@ -42,8 +42,7 @@ from hypha_celery.cli.worker import POOLS, PROFILES, parse_queues, worker_argv
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.errors import HyphaError
 from hypha_celery.events import Event
-from hypha_celery.exchange import export_jsonl, import_parsed, read_file
-from hypha_celery.exchange.signing import KEY_ENV, export_key
+from hypha_celery.exchange import KEY_ENV, export_jsonl, export_key, import_parsed, read_file
 from hypha_celery.live import LiveItem, run_topic
 from hypha_celery.store import STORE_ERRORS, display_url, store_error
 

@@ -12,7 +12,7 @@ import pytest
 from hypha_celery import Event
 from hypha_celery.errors import SignatureMismatch, SigningKeyMissing
 from hypha_celery.exchange import dump_line, read_file, write_jsonl
-from hypha_celery.exchange.signing import KEY_ENV, export_key
+from hypha_celery.exchange._signing import KEY_ENV, export_key
 from tests.cli.conftest import DemoRun
 from tests.cli.test_commands import invoke, one_line_error
 
@@ -116,7 +116,7 @@ def test_the_cli_signs_and_verifies(demo_run: DemoRun, tmp_path: Path) -> None:
 def test_the_line_mac_is_rfc_2104_hmac_sha256(key: bytes) -> None:
     import hmac
 
-    from hypha_celery.exchange.signing import _Mac
+    from hypha_celery.exchange._signing import _Mac
 
     mac = _Mac(key, "nonce")
     assert mac.hex(b"7:", b'{"a":1}') == hmac.digest(key, b'nonce:7:{"a":1}', "sha256").hex()

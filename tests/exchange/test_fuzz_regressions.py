@@ -12,7 +12,7 @@ import pytest
 from hypha_celery import Event
 from hypha_celery.errors import MalformedLine, SignatureMismatch
 from hypha_celery.exchange import read_file, write_jsonl
-from hypha_celery.exchange.signing import is_signed
+from hypha_celery.exchange._signing import is_signed
 
 
 def test_a_first_line_that_is_not_utf8_is_a_malformed_line(tmp_path: Path) -> None:

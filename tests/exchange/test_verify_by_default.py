@@ -13,7 +13,7 @@ import pytest
 from hypha_celery import Event
 from hypha_celery.errors import SignatureMismatch, SigningKeyMissing
 from hypha_celery.exchange import dump_line, read_file, write_jsonl
-from hypha_celery.exchange.signing import KEY_ENV, unsigned
+from hypha_celery.exchange._signing import KEY_ENV, unsigned
 from tests.cli.test_commands import invoke, one_line_error
 from tests.exchange.conftest import DemoRun
 

@@ -23,7 +23,7 @@ import hypha_celery.store  # noqa: F401
 
 with atheris.instrument_imports(include=["hypha_celery.exchange"]):
     from hypha_celery.exchange import parse_jsonl
-    from hypha_celery.exchange.signing import Verifier, is_signed, unsigned
+    from hypha_celery.exchange._signing import Verifier, is_signed, unsigned
 
 from hypha_celery.errors import ImportFormatError
 

@@ -22,7 +22,7 @@ from hypha_celery import Event
 from hypha_celery.errors import ImportConflict, ImportFormatError
 from hypha_celery.events.envelope import EventType, bodies
 from hypha_celery.exchange import Parsed, import_parsed, parse_jsonl, read_file, write_jsonl
-from hypha_celery.exchange.signing import Verifier, is_signed, unsigned
+from hypha_celery.exchange._signing import Verifier, is_signed, unsigned
 from hypha_celery.store import EventStore, check_run
 from tests.fuzz._mutate import DEEP, JSON, byte_flips, line_edits, resealed, seal, tally
 from tests.fuzz.conftest import Export, budget

@@ -51,7 +51,7 @@ from hypha_celery.events.envelope import (
     deriver,
 )
 from hypha_celery.events.fold import View, apply_event, new_view
-from hypha_celery.exchange.signing import (
+from hypha_celery.exchange._signing import (
     KEY_ENV,
     Signer,
     Verifier,
@@ -117,7 +117,7 @@ def _line_checks_out(line: str | bytes, stated: str) -> bool:
 def write_jsonl(events: Iterable[Event], out: IO[str], *, key: bytes | None = None,
                 ) -> tuple[int, int]:
     """Write ``events`` as JSONL, each sealed (and signed with ``key``, see
-    :mod:`~hypha_celery.exchange.signing`); returns (runs, events) written."""
+    :mod:`~hypha_celery.exchange._signing`); returns (runs, events) written."""
     runs: set[str] = set()
     count = 0
     chunk: list[str] = []
