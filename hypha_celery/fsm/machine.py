@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
+
+from pydantic import Field, InstanceOf, PlainSerializer, TypeAdapter
 
 from hypha_celery.errors import TransitionRejected, WorkflowSpecError
 from hypha_celery.fsm.spec import (
@@ -27,19 +29,29 @@ _ENVELOPE_KIND: dict[str, Literal["failed", "cancelled"]] = {"Failed": "failed",
                                                              "Cancelled": "cancelled"}
 
 
+def _expression(guard: Guard | None) -> str | None:
+    return None if guard is None else guard.expression
+
+
 @dataclass(frozen=True, slots=True)
 class Transition:
-    source: str
+    source: Annotated[str, Field(serialization_alias="from")]
     to: str
-    guard: Guard | None = None
-    declared: bool = True  # False: an edge of the recovery envelope
+    #: Written as its expression.
+    guard: Annotated[InstanceOf[Guard] | None, PlainSerializer(_expression)] = None
+    #: False: an edge of the recovery envelope (not in the JSON).
+    declared: Annotated[bool, Field(exclude=True)] = True
 
     def holds(self, scope: Mapping[str, object]) -> bool:
         return self.guard is None or self.guard.evaluate(scope)
 
     def to_json(self) -> TransitionJson:
-        return {"from": self.source, "to": self.to,
-                "guard": self.guard.expression if self.guard else None}
+        """``from``, ``to`` and the guard's expression (or null)."""
+        json: TransitionJson = _TRANSITION.dump_python(self, by_alias=True)
+        return json
+
+
+_TRANSITION = TypeAdapter(Transition)
 
 
 class Fsm:

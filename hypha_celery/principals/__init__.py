@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from hypha_celery.errors import InvalidPrincipal
 
@@ -37,6 +39,9 @@ class Principal:
     role: Role
     id: str
 
+    #: Read by :data:`_PRINCIPAL`: exactly ``role`` and ``id``.
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(extra="forbid")
+
     def __post_init__(self) -> None:
         if not isinstance(self.role, Role):
             raise InvalidPrincipal(f"a principal's role is 'user' or 'admin', got {self.role!r}")
@@ -60,21 +65,35 @@ class Principal:
         return None if self.is_admin else self.id
 
     def to_json(self) -> dict[str, str]:
-        return {"role": self.role.value, "id": self.id}
+        """``{"role": "user" | "admin", "id": ...}``."""
+        json: dict[str, str] = _PRINCIPAL.dump_python(self, mode="json")
+        return json
 
     @classmethod
-    def from_json(cls, value: Any) -> Principal:
+    def from_json(cls, value: object) -> Principal:
         """The inverse of :meth:`to_json`; :class:`InvalidPrincipal` for anything else."""
-        if not isinstance(value, dict) or set(value) != {"role", "id"}:
-            raise InvalidPrincipal("a principal is {'role': 'user' | 'admin', 'id': str}")
         try:
-            role = Role(value["role"])
-        except ValueError:
-            raise InvalidPrincipal(f"unknown principal role {value['role']!r}") from None
-        return cls(role, value["id"])
+            return _PRINCIPAL.validate_python(value)
+        except ValidationError as exc:
+            raise InvalidPrincipal(_problem(exc)) from None
 
     def __str__(self) -> str:
         return f"{self.role.value}:{self.id}"
+
+
+_PRINCIPAL = TypeAdapter(Principal)
+
+
+def _problem(exc: ValidationError) -> str:
+    """What :meth:`Principal.from_json` says: the id's problem, an unknown role, or the
+    shape it wants."""
+    first = exc.errors()[0]
+    cause = (first.get("ctx") or {}).get("error")
+    if isinstance(cause, InvalidPrincipal):  # raised by check_id
+        return str(cause)
+    if first["loc"] == ("role",) and first["type"] == "enum":
+        return f"unknown principal role {first['input']!r}"
+    return "a principal is {'role': 'user' | 'admin', 'id': str}"
 
 
 def check_id(value: Any) -> str:

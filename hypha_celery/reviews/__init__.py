@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from hypha_celery.errors import NoPendingReview, RunNotFound
 from hypha_celery.events import RunStatus, View
 from hypha_celery.events import payloads as ev
@@ -45,8 +47,13 @@ class PendingReview:
     user_id: str | None
     session_id: str | None
 
-    def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__slots__}
+    def to_json(self) -> dict[str, object]:
+        """Every field, in order (``hypha review list --json``)."""
+        json: dict[str, object] = _PENDING.dump_python(self)
+        return json
+
+
+_PENDING = TypeAdapter(PendingReview)
 
 
 def pending(store: EventStore, limit: int = 100) -> list[PendingReview]:
