@@ -7,7 +7,7 @@ restarts within a window) and telling each death and restart as a :class:`Notice
 :meth:`Fleet.stop` ends them (SIGTERM to each process group, SIGKILL after the grace
 period). The CLI keeps the options and the printing."""
 
-from hypha_celery.fleet.processes import (
+from hypha_celery.fleet._processes import (
     TAIL_LINES,
     Child,
     Running,
@@ -17,7 +17,7 @@ from hypha_celery.fleet.processes import (
     tail,
     wait_port,
 )
-from hypha_celery.fleet.supervisor import (
+from hypha_celery.fleet._supervisor import (
     DEFAULT_RESTARTS,
     Exited,
     Fleet,
@@ -31,6 +31,26 @@ from hypha_celery.fleet.supervisor import (
     supervise,
 )
 
-__all__ = ["DEFAULT_RESTARTS", "TAIL_LINES", "Child", "Exited", "Fleet", "GaveUp", "Notice",
-           "RestartPolicy", "Restarted", "Restarting", "Running", "exit_reason", "listening",
-           "start", "stop", "stop_requested", "supervise", "tail", "wait_port"]
+__all__ = [
+    # processes
+    "TAIL_LINES",
+    "Child",
+    "Running",
+    "listening",
+    "start",
+    "stop",
+    "tail",
+    "wait_port",
+    # a fleet kept running
+    "DEFAULT_RESTARTS",
+    "Exited",
+    "Fleet",
+    "GaveUp",
+    "Notice",
+    "RestartPolicy",
+    "Restarted",
+    "Restarting",
+    "exit_reason",
+    "stop_requested",
+    "supervise",
+]

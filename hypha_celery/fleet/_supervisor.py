@@ -20,7 +20,7 @@ from types import FrameType
 from typing import Literal
 
 from hypha_celery.errors import SetupError
-from hypha_celery.fleet.processes import Child, Running, signal_group, start, stop
+from hypha_celery.fleet._processes import Child, Running, signal_group, start, stop
 
 __all__ = ["DEFAULT_RESTARTS", "Exited", "Fleet", "GaveUp", "Notice", "RestartPolicy",
            "Restarted", "Restarting", "exit_reason", "stop_requested", "supervise"]
@@ -183,7 +183,7 @@ class Fleet:
         self.notify(Restarted(r.child, r.proc.pid))
 
     def stop(self, grace: float) -> int:
-        """Stop every child (:func:`~hypha_celery.fleet.processes.stop`); how many ran."""
+        """Stop every child (:func:`~hypha_celery.fleet.stop`); how many ran."""
         running, self.running = self.running, []
         self._pending.clear()
         stop(running, grace)
