@@ -16,7 +16,7 @@ Items producers publish (JSON objects, ``kind`` first on the wire): ``text`` ``{
 ``execution_id``, ``call_id``; a turn: ``ref``). Watchers also get ``gap`` ``{"lost"}`` and
 ``end``. Use :func:`run_topic` / :func:`agent_topic` for the topic names."""
 
-from hypha_celery.live.bus import (
+from hypha_celery.live._bus import (
     LiveBounds,
     LiveBus,
     LiveItem,
@@ -26,9 +26,24 @@ from hypha_celery.live.bus import (
     gap_item,
     run_topic,
 )
-from hypha_celery.live.memory import MemoryLiveBus
-from hypha_celery.live.queue import LiveStream, Subscription
-from hypha_celery.live.redis import RedisLiveBus
+from hypha_celery.live._memory import MemoryLiveBus
+from hypha_celery.live._queue import LiveStream, Subscription
+from hypha_celery.live._redis import RedisLiveBus
 
-__all__ = ["LiveBounds", "LiveBus", "LiveItem", "LiveStream", "MemoryLiveBus", "NullBus",
-           "RedisLiveBus", "Subscription", "agent_topic", "end_item", "gap_item", "run_topic"]
+__all__ = [
+    # the interface and its items
+    "LiveBounds",
+    "LiveBus",
+    "LiveItem",
+    "NullBus",
+    "agent_topic",
+    "end_item",
+    "gap_item",
+    "run_topic",
+    # the buses
+    "MemoryLiveBus",
+    "RedisLiveBus",
+    # watching
+    "LiveStream",
+    "Subscription",
+]

@@ -120,7 +120,7 @@ def test_a_dense_burst_arrives_whole_and_in_order(redis_url: str) -> None:
 
 
 def test_frames_join_runs_of_one_channel_within_the_frame_bound() -> None:
-    from hypha_celery.live import redis as live_redis
+    from hypha_celery.live import _redis as live_redis
 
     big = b"x" * (live_redis.FRAME_BYTES // 2)
     batch = [(b"a", b"1"), (b"a", b"2"), (b"b", b"3"), (b"a", big), (b"a", big), (b"a", b"4")]

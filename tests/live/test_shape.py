@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from hypha_celery.live import LiveBounds
-from hypha_celery.live.bus import is_end, shape
+from hypha_celery.live._bus import is_end, shape
 
 
 def decoded(payloads: list[bytes]) -> list[dict[str, object]]:

@@ -13,7 +13,7 @@ from hypha_celery.events.jsontext import prebuilt
 from hypha_celery.jsontypes import JsonObject, JsonValue, json_str
 
 if TYPE_CHECKING:
-    from hypha_celery.live.queue import Subscription
+    from hypha_celery.live._queue import Subscription
 
 log = logging.getLogger("hypha_celery.live")
 
@@ -88,7 +88,7 @@ class NullBus(LiveBus):
         return None
 
     def subscribe(self, topic: str, *, timeout: float | None = None) -> Subscription:
-        from hypha_celery.live.queue import Subscription
+        from hypha_celery.live._queue import Subscription
 
         return Subscription(LiveBounds(queue_items=1, queue_bytes=1), timeout=timeout)
 

@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from types import TracebackType
 
-from hypha_celery.live.bus import LiveBounds, LiveItem, gap_item, is_end
+from hypha_celery.live._bus import LiveBounds, LiveItem, gap_item, is_end
 
 
 class _Gap:

@@ -3,7 +3,7 @@
 connection per process.
 
 Publishing: ``publish`` encodes the item (splitting or truncating it, see
-:class:`~hypha_celery.live.bus.LiveBounds`) and appends it to a bounded outbox; one
+:class:`~hypha_celery.live.LiveBounds`) and appends it to a bounded outbox; one
 background thread sends the outbox to Redis, everything queued at that moment in one
 pipelined round trip. The producer (a model stream) never waits on the network and never
 sees an error: a failed send is logged by its type (at most every few seconds) and its
@@ -34,7 +34,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from hypha_celery.live.bus import (
+from hypha_celery.live._bus import (
     LiveBounds,
     LiveBus,
     LiveItem,
@@ -44,7 +44,7 @@ from hypha_celery.live.bus import (
     log,
     shape,
 )
-from hypha_celery.live.queue import Subscription
+from hypha_celery.live._queue import Subscription
 from hypha_celery.middleware.process import on_fork
 
 PREFIX = "hypha:live:"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from hypha_celery.live.bus import LiveBounds, LiveBus, LiveItem, log, shape
-from hypha_celery.live.queue import Subscription
+from hypha_celery.live._bus import LiveBounds, LiveBus, LiveItem, log, shape
+from hypha_celery.live._queue import Subscription
 
 
 class MemoryLiveBus(LiveBus):
