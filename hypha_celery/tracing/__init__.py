@@ -10,11 +10,11 @@ Spans: ``hypha.run <graph>`` (the root), ``hypha.admit`` (the run admitted, or q
 ``hypha.step`` (a coordinator step), ``hypha.node <node>`` (a node attempt),
 ``hypha.call <model or tool>`` (a model or tool call the node made through its context).
 Their attributes are ids, names, attempts, status or reason, token counts and error types,
-never input, state, prompts or outputs. See :mod:`~hypha_celery.tracing.middleware` for
+never input, state, prompts or outputs. See :class:`TracingMiddleware` for
 how the processes share a trace. opentelemetry is imported only when used."""
 
 from __future__ import annotations
 
-from hypha_celery.tracing.middleware import TracingMiddleware, run_span_context
+from hypha_celery.tracing._middleware import TracingMiddleware, run_span_context
 
 __all__ = ["TracingMiddleware", "run_span_context"]

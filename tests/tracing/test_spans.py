@@ -14,8 +14,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from hypha_celery.middleware import Attempt, AttemptEnd, RunEnd, Step
-from hypha_celery.tracing import TracingMiddleware, run_span_context, spans
-from hypha_celery.tracing.spans import SCOPE, HyphaSpan, sink_of
+from hypha_celery.tracing import TracingMiddleware, run_span_context
+from hypha_celery.tracing import _spans as spans
+from hypha_celery.tracing._spans import SCOPE, HyphaSpan, sink_of
 
 
 def pipeline() -> tuple[TracerProvider, InMemorySpanExporter]:
@@ -146,6 +147,8 @@ def test_past_the_bound_the_ending_span_hands_over_what_waits(
     assert tracing.sink is not None and not tracing.sink.pending
     assert tracing.sink.overflows == 1
     assert "more than 5 spans waited" in caplog.text  # once a minute at most
+    # the logger docs/operations.md names
+    assert {r.name for r in caplog.records} == {"hypha_celery.tracing._spans"}
     for i in range(3, 6):
         one_step(tracing, f"b{i}")
     assert tracing.sink.overflows == 2 and caplog.text.count("spans waited") == 1

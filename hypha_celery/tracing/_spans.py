@@ -3,7 +3,7 @@
 The SDK's ``Tracer.start_span`` and ``Span.end`` cost ~20 µs a span (a sampler asked per
 span, attributes cleaned into a locked bounded mapping, the span copied into a
 ``ReadableSpan`` at its end); a traced step makes two. Hypha decides sampling once per
-run (:mod:`~hypha_celery.tracing.middleware`) and its own attributes are strings, ints
+run (:class:`~hypha_celery.tracing.TracingMiddleware`) and its own attributes are strings, ints
 and bools, so a span here is an :class:`HyphaSpan`, an OpenTelemetry API ``Span`` that
 keeps what it is told and, at its end, hands one SDK ``ReadableSpan`` to the tracer's
 span processor (~3.5 µs a span). Exporters and processors see the same object as from the
@@ -46,7 +46,7 @@ from typing import Any
 
 from hypha_celery._private_api import put_span_processor_first
 from hypha_celery.middleware.process import on_fork
-from hypha_celery.tracing.client import otel_context, otel_trace
+from hypha_celery.tracing._client import otel_context, otel_trace
 
 log = logging.getLogger(__name__)
 

@@ -47,8 +47,8 @@ from hypha_celery.middleware import (
     RunStart,
     Step,
 )
-from hypha_celery.tracing.client import otel_context, otel_trace, tracecontext
-from hypha_celery.tracing.spans import SCOPE, TracerSpans, add_first, processor_for, sink_of
+from hypha_celery.tracing._client import otel_context, otel_trace, tracecontext
+from hypha_celery.tracing._spans import SCOPE, TracerSpans, add_first, processor_for, sink_of
 
 #: Runs whose first sighting this process remembers (for the root span's start).
 MAX_REMEMBERED = 10_000
@@ -148,7 +148,7 @@ class TracingMiddleware(Middleware):
     """Spans for runs, coordinator steps, node attempts and their model and tool calls in
     ``tracer_provider``
     (default: OpenTelemetry's global one, which must be set before: the tracer is taken
-    once). With the SDK's tracer the spans are made here (:mod:`~hypha_celery.tracing.spans`,
+    once). With the SDK's tracer the spans are made here (:mod:`~hypha_celery.tracing._spans`,
     the root with the run's ids) and handed to its span processor; another API's tracer
     makes its own."""
 
