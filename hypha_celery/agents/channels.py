@@ -67,10 +67,12 @@ def _target_kind(data: object) -> str:
     return "Channel" if isinstance(data, dict) and "channel" in data else "SignatureTarget"
 
 
-#: Reads and writes a target's JSON (``{"channel": name}`` or ``{"signature": {...}}``).
-TARGET: TypeAdapter[Target] = TypeAdapter(Annotated[
+#: A :data:`Target` as pydantic reads it: ``{"channel": name}`` or ``{"signature": {...}}``.
+TargetField = Annotated[
     Annotated[Channel, Tag("Channel")] | Annotated[SignatureTarget, Tag("SignatureTarget")],
-    Discriminator(_target_kind)])
+    Discriminator(_target_kind)]
+#: Reads and writes a target's JSON.
+TARGET: TypeAdapter[Target] = TypeAdapter(TargetField)
 
 
 def _json(value: Target) -> dict[str, object]:

@@ -14,15 +14,23 @@ order, so rows and lane items it wrote load unchanged:
   ``sent, started_at`` once streaming, ``sealed, stream_state, keeps`` once deciding.
 * An outcome (:data:`RequestOutcome`): :class:`Answered` ``{"ok": <Response JSON>}`` or
   :class:`Failed` ``{"error", "info"}`` (plus ``terminal`` for the outcome of a turn).
+
+A :class:`Request` is read and written by its ``TypeAdapter`` (docs/architecture.md,
+"Serialization"). The other three keep hand-written ``to_json`` / ``from_json``: which
+keys they write depends on their state, not on one field's value (a turn's outcome has
+``terminal``, even null; the current turn is its request's keys plus its own; ``owner``
+appears once a worker has owned the agent), and they are written on every turn.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from hypha_celery.agents.channels import Target, target_from
+from pydantic import BeforeValidator, Field, TypeAdapter
+
+from hypha_celery.agents.channels import TargetField
 from hypha_celery.agents.options import Limits
 from hypha_celery.backends import BackendEvent, Response, TurnError
 
@@ -117,38 +125,42 @@ def outcome_from(data: Any) -> RequestOutcome:
 
 
 # -- requests and the current turn -----------------------------------------------------
+def _queue_if_none(value: object) -> object:
+    return OnHalt.QUEUE if value is None else value
+
+
+def _none(value: object) -> bool:
+    return value is None
+
+
 @dataclass(slots=True)
 class Request:
-    """A prompt waiting for its turn (and the request part of the current turn)."""
+    """A prompt waiting for its turn (and the request part of the current turn). Its JSON
+    is its fields in order (``caller`` only when set), read and written by
+    :data:`_REQUEST`."""
 
     ref: str
     origin: Origin
     prompt: str
     attempt: int
     bytes: int
-    completion: Target | None = None
-    stream_to: Target | None = None
-    on_halt: OnHalt = OnHalt.QUEUE
+    completion: TargetField | None = None
+    stream_to: TargetField | None = None
+    on_halt: Annotated[OnHalt, BeforeValidator(_queue_if_none)] = OnHalt.QUEUE
     #: The caller lease id of a queued ask (see :mod:`.callers`).
-    caller: str | None = None
+    caller: Annotated[str | None, Field(exclude_if=_none)] = None
 
     def to_json(self) -> dict[str, object]:
-        out: dict[str, object] = {
-            "ref": self.ref, "origin": self.origin.value, "prompt": self.prompt,
-            "attempt": self.attempt, "bytes": self.bytes,
-            "completion": None if self.completion is None else self.completion.to_json(),
-            "stream_to": None if self.stream_to is None else self.stream_to.to_json(),
-            "on_halt": self.on_halt.value}
-        if self.caller is not None:
-            out["caller"] = self.caller
-        return out
+        json: dict[str, object] = _REQUEST.dump_python(self, mode="json", by_alias=True)
+        return json
 
     @classmethod
-    def from_json(cls, data: Any) -> Request:
-        return cls(data["ref"], Origin(data["origin"]), data["prompt"], data["attempt"],
-                   data["bytes"], target_from(data.get("completion")),
-                   target_from(data.get("stream_to")),
-                   OnHalt(data.get("on_halt") or OnHalt.QUEUE), data.get("caller"))
+    def from_json(cls, data: object) -> Request:
+        """The request :meth:`to_json` wrote (keys of a current turn's beside it ignored)."""
+        return _REQUEST.validate_python(data)
+
+
+_REQUEST = TypeAdapter(Request)
 
 
 @dataclass(slots=True)

@@ -9,8 +9,10 @@ kind, retryable and status (plus ``retry_after`` in JSON) do. Never retried auto
 from __future__ import annotations
 
 import errno
+from collections.abc import Mapping
 from typing import Any
 
+from pydantic import TypeAdapter
 from typing_extensions import TypedDict  # pydantic reads it (python < 3.12)
 
 from hypha_celery.errors import HyphaRuntimeError
@@ -36,6 +38,10 @@ class BackendErrorJson(TypedDict):
     retryable: bool
     status: int | None
     retry_after: str | int | float | None
+
+
+#: Reads a :class:`BackendErrorJson` (``BackendError.from_json``).
+_ERROR_JSON = TypeAdapter(BackendErrorJson)
 
 
 class BackendError(HyphaRuntimeError):
@@ -74,14 +80,16 @@ class BackendError(HyphaRuntimeError):
         return found
 
     def to_json(self) -> BackendErrorJson:
-        """Content-free: safe for events, logs and metrics."""
+        """Content-free: safe for events, logs and metrics. (Written by hand: an exception
+        is no dataclass; its JSON's shape is :class:`BackendErrorJson`.)"""
         return {"provider": self.provider, "kind": self.kind, "retryable": self.retryable,
                 "status": self.status, "retry_after": self.retry_after}
 
     @classmethod
-    def from_json(cls, doc: BackendErrorJson) -> BackendError:
-        return cls(doc["provider"], doc["kind"], bool(doc["retryable"]), doc.get("status"),
-                   doc.get("retry_after"))
+    def from_json(cls, doc: Mapping[str, object]) -> BackendError:
+        """The error :meth:`to_json` wrote (other keys ignored), read by
+        :data:`_ERROR_JSON` (a ``ValidationError`` for another shape)."""
+        return cls(**_ERROR_JSON.validate_python(doc))
 
     @classmethod
     def http(cls, provider: str, status: int, body: Any = None,

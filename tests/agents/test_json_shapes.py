@@ -18,6 +18,7 @@ from hypha_celery.agents.channels import (
     Streamed,
     target_from,
 )
+from hypha_celery.agents.doc import OnHalt, Origin, Request
 from hypha_celery.agents.options import Limits
 
 SIGNATURE = ('{"signature":{"task":"app.done","args":[1],"kwargs":{"k":"v"},'
@@ -68,3 +69,30 @@ def test_an_agents_limits_are_written_and_read_as_before() -> None:
     assert Limits.from_json(json.loads(LIMITS)) == limits
     with pytest.raises(ValidationError):
         Limits.from_json({"watchdog_ms": "soon"})
+
+
+REQUESTS = [
+    (Request("ref1", Origin.ASK, "hello", 1, 5, Channel("c1"), None, OnHalt.QUEUE, "lease1"),
+     '{"ref":"ref1","origin":"ask","prompt":"hello","attempt":1,"bytes":5,'
+     '"completion":{"channel":"c1"},"stream_to":null,"on_halt":"queue","caller":"lease1"}'),
+    (Request("ref2", Origin.TELL, "p", 2, 1, SignatureTarget({"task": "t", "args": []}),
+             Channel("s"), OnHalt.FAIL),
+     '{"ref":"ref2","origin":"tell","prompt":"p","attempt":2,"bytes":1,"completion":'
+     '{"signature":{"task":"t","args":[]}},"stream_to":{"channel":"s"},"on_halt":"fail"}'),
+    (Request("ref3", Origin.SELF_CHAIN, "", 1, 0),
+     '{"ref":"ref3","origin":"self_chain","prompt":"","attempt":1,"bytes":0,'
+     '"completion":null,"stream_to":null,"on_halt":"queue"}'),
+]
+
+
+@pytest.mark.parametrize(("request_", "previous"), REQUESTS)
+def test_a_request_is_written_and_read_as_before(request_: Request, previous: str) -> None:
+    """(A prompt-lane item, the self-chain slot, a current turn's request part.)"""
+    assert json.dumps(request_.to_json(), separators=(",", ":")) == previous
+    assert Request.from_json(json.loads(previous)) == request_
+
+
+def test_a_request_without_on_halt_queues() -> None:
+    doc = {"ref": "r", "origin": "event", "prompt": "x", "attempt": 1, "bytes": 1,
+           "on_halt": None, "stage": "queued"}
+    assert Request.from_json(doc).on_halt is OnHalt.QUEUE

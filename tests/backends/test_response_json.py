@@ -8,7 +8,10 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from hypha_celery.backends.cli import CliExit
+from hypha_celery.backends.error import BackendError
 from hypha_celery.backends.event import BackendEvent, InvalidEvent
 from hypha_celery.backends.response import EventCoverage, Response, TurnError
 
@@ -58,3 +61,21 @@ def test_a_turn_error_is_written_as_before() -> None:
 def test_an_event_of_another_shape_is_refused(doc: Any) -> None:
     with pytest.raises(InvalidEvent):
         BackendEvent.from_json(doc)
+
+
+ERROR = ('{"provider":"openai","kind":"rate_limited","retryable":true,"status":429,'
+         '"retry_after":"2.5"}')
+CLI_EXIT = ('{"provider":"claude","kind":"cli_exit","retryable":false,"status":null,'
+            '"retry_after":null,"exit_code":3}')
+
+
+def test_a_backend_error_is_written_and_read_as_before() -> None:
+    error = BackendError("openai", "rate_limited", True, 429, "2.5")
+    assert text(error.to_json()) == ERROR
+    back = BackendError.from_json(json.loads(ERROR))
+    assert (back.provider, back.kind, back.retryable, back.status, back.retry_after) == (
+        "openai", "rate_limited", True, 429, "2.5")
+    assert text(CliExit("claude", 3).to_json()) == CLI_EXIT
+    assert BackendError.from_json(json.loads(CLI_EXIT)).kind == "cli_exit"  # exit_code ignored
+    with pytest.raises(ValidationError):
+        BackendError.from_json({"provider": "openai", "kind": "x"})
