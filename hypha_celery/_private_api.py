@@ -104,7 +104,7 @@ def use_multiprocess_values() -> bool:
     for name in ("ValueClass", "MutexValue", "get_value_class"):
         if not hasattr(values, name):
             raise PrivateApiChanged(f"prometheus_client.values has no {name!r}: "
-                                    "hypha_celery.metrics.exporter needs updating")
+                                    "hypha_celery.metrics._exporter needs updating")
     if values.ValueClass is not values.MutexValue:
         return False
     values.ValueClass = values.get_value_class()

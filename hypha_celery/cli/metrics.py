@@ -14,7 +14,7 @@ from hypha_celery.cli.common import app_option, echo_line, operator_only
 from hypha_celery.cli.loading import app_from
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.metrics import HyphaCollector, queue_depths
-from hypha_celery.metrics.exporter import registry, serve
+from hypha_celery.metrics._exporter import registry, serve
 
 
 def depth_lines(depths: dict[str, int]) -> list[str]:

@@ -52,7 +52,7 @@ from hypha_celery.fleet import (
     tail,
     wait_port,
 )
-from hypha_celery.metrics.exporter import PORT_ENV
+from hypha_celery.metrics._exporter import PORT_ENV
 from hypha_celery.store import EventStore
 
 __all__ = ["COMMANDS", "Child", "Console", "Plan", "parse_workers", "plan", "up"]

@@ -10,17 +10,18 @@ phase)::
     export(hypha)  # a no-op unless HYPHA_METRICS_PORT is set
 
 ``hypha metrics`` prints (or serves) the queue depths without a worker. The names are in
-:mod:`~hypha_celery.metrics.names`; prometheus_client is imported only when used."""
+:mod:`~hypha_celery.metrics.names`, the one public module here (dashboards and alerts
+read it); prometheus_client is imported only when used."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from hypha_celery.metrics.collector import HyphaCollector
-from hypha_celery.metrics.depth import queue_depths
-from hypha_celery.metrics.exporter import install
-from hypha_celery.metrics.initial import Initialized, built
-from hypha_celery.metrics.middleware import PrometheusMiddleware
+from hypha_celery.metrics._collector import HyphaCollector
+from hypha_celery.metrics._depth import queue_depths
+from hypha_celery.metrics._exporter import install
+from hypha_celery.metrics._initial import Initialized, built
+from hypha_celery.metrics._middleware import PrometheusMiddleware
 
 
 def export(hypha: Any) -> None:
@@ -29,7 +30,7 @@ def export(hypha: Any) -> None:
     of every worker process, queue depths of ``hypha.queues()`` and agents by phase.
 
     Set or not, the series of ``hypha``'s graphs and nodes are made at 0 in every
-    ``PrometheusMiddleware``'s metrics of this process (:mod:`~hypha_celery.metrics.initial`):
+    ``PrometheusMiddleware``'s metrics of this process (:mod:`~hypha_celery.metrics._initial`):
     call it once the graphs are registered; a graph registered later gets its series at
     the next scrape."""
     install(hypha.celery, collector_of(hypha))
@@ -45,4 +46,12 @@ def collector_of(hypha: Any) -> HyphaCollector:
                           before=lambda: known.catch_up(hypha.graphs))
 
 
-__all__ = ["HyphaCollector", "PrometheusMiddleware", "collector_of", "export", "queue_depths"]
+__all__ = [
+    # recording
+    "PrometheusMiddleware",
+    # serving
+    "HyphaCollector",
+    "collector_of",
+    "export",
+    "queue_depths",
+]

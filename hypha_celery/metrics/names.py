@@ -29,6 +29,6 @@ AGENTS: Final = "hypha_agents"
 RECORDED: Final = (RUNS_STARTED, RUNS_QUEUED, RUNS_COMPLETED, RUNS_FAILED, RUNS_CANCELLED,
                    NODE_DURATION, CALL_DURATION, MODEL_CALL_FAILURES, NODE_RETRIES,
                    DEAD_LETTERS, LATE_RESULTS, SWEEP_DURATION, SWEEP_DECISIONS)
-#: Gauges read on scrape (:class:`~hypha_celery.metrics.collector.HyphaCollector`).
+#: Gauges read on scrape (:class:`~hypha_celery.metrics.HyphaCollector`).
 GAUGES: Final = (QUEUE_DEPTH, AGENTS)
 ALL: Final = RECORDED + GAUGES

@@ -16,7 +16,9 @@ from prometheus_client import CollectorRegistry
 
 from hypha_celery.cli.main import cli
 from hypha_celery.errors import ExtraNotInstalled, SetupError
-from hypha_celery.metrics import HyphaCollector, client, exporter, names, queue_depths
+from hypha_celery.metrics import HyphaCollector, names, queue_depths
+from hypha_celery.metrics import _client as client
+from hypha_celery.metrics import _exporter as exporter
 from hypha_celery.store import EventStore
 from hypha_celery.store import agents as agent_rows
 from tests.integration.helpers import purge, rabbit_vhost

@@ -14,7 +14,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from hypha_celery.metrics import names
-from hypha_celery.metrics.initial import DEAD_LETTER_REASONS, LATE_REASONS
+from hypha_celery.metrics._initial import DEAD_LETTER_REASONS, LATE_REASONS
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ multiprocess mode: each process writes its values to files under
 ``PROMETHEUS_MULTIPROC_DIR`` (a fresh temporary directory unless the environment names
 one, set by :func:`prepare_multiprocess` when the middleware is built, before its
 metrics), and the worker's main process serves their sum (``MultiProcessCollector``)
-together with the live gauges of :class:`~hypha_celery.metrics.collector.HyphaCollector`.
+together with the live gauges of :class:`~hypha_celery.metrics.HyphaCollector`.
 The exporter is a middleware bound to the app's worker processes
 (:mod:`~hypha_celery.middleware.celery_signals`): it serves once the worker is ready
 (``process_boot`` of the main process), a child that exits is marked dead (its
@@ -23,7 +23,7 @@ from typing import Any
 
 from hypha_celery._private_api import use_multiprocess_values
 from hypha_celery.errors import SetupError
-from hypha_celery.metrics.client import multiprocess, prometheus
+from hypha_celery.metrics._client import multiprocess, prometheus
 from hypha_celery.middleware import Middleware, MiddlewareStack, Process, celery_signals
 
 log = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ LATE_REASONS: Final = ("timeout", "cancelled", "superseded", "quarantined", "par
 
 def initialize(metrics: Any, graphs: Mapping[str, Any]) -> None:
     """The series of ``graphs`` (id -> :class:`~hypha_celery.graph.Graph`) in ``metrics``
-    (a :class:`~hypha_celery.metrics.middleware.Metrics`), at 0; idempotent."""
+    (a :class:`~hypha_celery.metrics._middleware.Metrics`), at 0; idempotent."""
     for graph_id, graph in graphs.items():
         for counter in (metrics.runs_started, metrics.runs_queued, metrics.runs_completed,
                         metrics.runs_cancelled):
@@ -63,9 +63,9 @@ def _node(metrics: Any, node: str) -> None:
 
 
 def built() -> list[Any]:
-    """Every :class:`~hypha_celery.metrics.middleware.Metrics` this process built (one per
+    """Every :class:`~hypha_celery.metrics._middleware.Metrics` this process built (one per
     registry its ``PrometheusMiddleware`` instances record in)."""
-    from hypha_celery.metrics import middleware
+    from hypha_celery.metrics import _middleware as middleware
 
     with middleware._LOCK:
         return [metrics for _registry, metrics in middleware._BY_REGISTRY.values()]

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from hypha_celery.metrics import names
-from hypha_celery.metrics.client import core
-from hypha_celery.metrics.depth import queue_depths
+from hypha_celery.metrics._client import core
+from hypha_celery.metrics._depth import queue_depths
 from hypha_celery.store import EventStore
 from hypha_celery.store import agents as agent_rows
 

@@ -4,7 +4,7 @@ Each process records its own: run starts where runs are admitted (the client's
 ``Hypha.start``, or the worker that hands a lane to a queued run), run ends, node
 attempts, their model and tool calls, retries, dead letters and sweeps in the worker
 that commits or runs them. With ``HYPHA_METRICS_PORT`` set, the metrics are built in
-multiprocess mode (:mod:`~hypha_celery.metrics.exporter`), so a prefork worker's
+multiprocess mode (:mod:`~hypha_celery.metrics._exporter`), so a prefork worker's
 children are summed."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import threading
 from typing import Any
 
 from hypha_celery.backends.llm.errors import ModelErrorKind
-from hypha_celery.metrics import exporter, names
-from hypha_celery.metrics.client import prometheus
+from hypha_celery.metrics import _exporter as exporter
+from hypha_celery.metrics import names
+from hypha_celery.metrics._client import prometheus
 from hypha_celery.middleware import (
     Attempt,
     AttemptEnd,
