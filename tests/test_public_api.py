@@ -119,7 +119,7 @@ PACKAGES = ["hypha_celery", "hypha_celery.agents", "hypha_celery.backends",
 
 #: Packages laid out as httpx is: the implementation modules are private (``_name.py``)
 #: and the package's ``__init__`` re-exports the API. Users import from the package.
-PRIVATE_LAYOUT = ["hypha_celery.exchange", "hypha_celery.fleet",
+PRIVATE_LAYOUT = ["hypha_celery.evaluation", "hypha_celery.exchange", "hypha_celery.fleet",
                   "hypha_celery.guards", "hypha_celery.live",
                   "hypha_celery.metrics", "hypha_celery.tracing", "hypha_celery.rerun"]
 

@@ -11,8 +11,8 @@ from typing import Any, get_args
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from hypha_celery.evaluation.contracts import OutputContract
-from hypha_celery.evaluation.regression import RegressionCheck
+from hypha_celery.evaluation._contracts import OutputContract
+from hypha_celery.evaluation._regression import RegressionCheck
 from hypha_celery.fsm import problems as workflow_problems
 from hypha_celery.packs._paths import Problem, path, under
 from hypha_celery.packs.model import NODE_PATTERN, DomainPack, PackCase

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from hypha_celery.errors import HyphaError, PackError
-from hypha_celery.evaluation.contracts import OutputContract
+from hypha_celery.evaluation._contracts import OutputContract
 from hypha_celery.fsm import Fsm, StateSpec, TransitionPolicy, workflow_graph
 from hypha_celery.graph import Graph, Node
 from hypha_celery.graph.model import NodeFn

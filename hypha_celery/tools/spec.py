@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 
-from hypha_celery.evaluation.contracts import OutputContract
+from hypha_celery.evaluation._contracts import OutputContract
 from hypha_celery.graph.model import SIDE_EFFECTS, SideEffect
 from hypha_celery.jsontypes import JsonObject
 from hypha_celery.replay.fixture import checked_schema

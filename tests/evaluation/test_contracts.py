@@ -8,7 +8,7 @@ import pytest
 
 from hypha_celery.errors import InvalidContract
 from hypha_celery.evaluation import Check, OutputContract, json_path, validate_output
-from hypha_celery.evaluation.results import result
+from hypha_celery.evaluation._results import result
 from tests.replay.support import ANSWER_CONTRACT
 
 CONTRACT = OutputContract("output.default", ANSWER_CONTRACT, version="0.0.0")

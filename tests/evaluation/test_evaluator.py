@@ -13,7 +13,7 @@ from hypha_celery.evaluation import (
     evaluate,
     evaluate_run,
 )
-from hypha_celery.evaluation import evaluator as evaluator_module
+from hypha_celery.evaluation import _evaluator as evaluator_module
 from tests.replay.support import (
     ANSWER_CONTRACT,
     agent_graph,

@@ -26,9 +26,9 @@ from pydantic import (
 )
 
 from hypha_celery.errors import InvalidRegressionSpec
-from hypha_celery.evaluation.contracts import OutputContract, validate_output
-from hypha_celery.evaluation.results import Check, EvaluationResult
-from hypha_celery.evaluation.trace import evaluate_trace
+from hypha_celery.evaluation._contracts import OutputContract, validate_output
+from hypha_celery.evaluation._results import Check, EvaluationResult
+from hypha_celery.evaluation._trace import evaluate_trace
 from hypha_celery.events import payloads as ev
 from hypha_celery.events.envelope import Event
 from hypha_celery.replay.compare import SEQUENCE_FAMILIES, TraceDiff, compare, describe

@@ -11,9 +11,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from hypha_celery.errors import RunNotFound
-from hypha_celery.evaluation.contracts import OutputContract, as_contract, validate_output
-from hypha_celery.evaluation.results import Check, EvaluationResult, EvaluationSummary, result
-from hypha_celery.evaluation.trace import TraceSpec, evaluate_trace
+from hypha_celery.evaluation._contracts import OutputContract, as_contract, validate_output
+from hypha_celery.evaluation._results import Check, EvaluationResult, EvaluationSummary, result
+from hypha_celery.evaluation._trace import TraceSpec, evaluate_trace
 from hypha_celery.events import payloads as ev
 from hypha_celery.events.envelope import Event
 from hypha_celery.jsontypes import JsonObject

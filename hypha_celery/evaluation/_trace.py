@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from hypha_celery.evaluation.results import Check, EvaluationResult, result
+from hypha_celery.evaluation._results import Check, EvaluationResult, result
 from hypha_celery.events.envelope import KINDS, Event, derived_alone
 
 #: start type -> the types that close it

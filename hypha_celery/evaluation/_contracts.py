@@ -12,7 +12,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from hypha_celery.evaluation.results import Check, EvaluationResult, result
+from hypha_celery.evaluation._results import Check, EvaluationResult, result
 from hypha_celery.replay.fixture import checked_schema
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
