@@ -3,7 +3,9 @@ value past its bound is a typed error at the call and nothing of it is written."
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,6 +112,19 @@ def test_a_fixture_past_the_bound_is_refused_before_it_is_read(
     path.write_text("{" + " " * 20 + "}")
     with pytest.raises(InvalidFixture, match="larger than 10 bytes"):
         fixtures.read_fixture(path)
+
+
+def test_every_constant_the_bounds_table_names_is_in_its_public_package() -> None:
+    """docs/security.md's table names a bound's constant as ``package.NAME``: the public
+    package exports it (an implementation module is no address for users)."""
+    doc = (Path(__file__).parent.parent / "docs" / "security.md").read_text()
+    table = doc.split("## Bounds at the entry points", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"`([a-z_.]+)\.([A-Z][A-Z0-9_]+)`", table)
+    assert len(named) >= 4, named
+    for where, name in named:
+        assert "." not in where, f"{where}.{name}: name it from its package"
+        package = importlib.import_module(f"hypha_celery.{where}")
+        assert name in package.__all__, f"hypha_celery.{where} does not export {name}"
 
 
 @pytest.mark.parametrize("reason", ["message_too_large", "bad_signature", "unsigned"])

@@ -119,9 +119,17 @@ PACKAGES = ["hypha_celery", "hypha_celery.agents", "hypha_celery.backends",
 
 #: Packages laid out as httpx is: the implementation modules are private (``_name.py``)
 #: and the package's ``__init__`` re-exports the API. Users import from the package.
-PRIVATE_LAYOUT = ["hypha_celery.evaluation", "hypha_celery.exchange", "hypha_celery.fleet",
-                  "hypha_celery.guards", "hypha_celery.live",
-                  "hypha_celery.metrics", "hypha_celery.tracing", "hypha_celery.rerun"]
+PRIVATE_LAYOUT = [
+    "hypha_celery.evaluation",
+    "hypha_celery.exchange",
+    "hypha_celery.fleet",
+    "hypha_celery.guards",
+    "hypha_celery.live",
+    "hypha_celery.metrics",
+    "hypha_celery.packs",
+    "hypha_celery.rerun",
+    "hypha_celery.tracing",
+]
 
 #: The modules of a PRIVATE_LAYOUT package that are public anyway, and why.
 PUBLIC_MODULES = {

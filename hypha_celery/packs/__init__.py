@@ -15,8 +15,8 @@ evaluation / regression cases. Every reference is checked at load; a file may
 ``extends:`` a base pack (an overlay: upsert or ``remove`` by id).
 """
 
-from hypha_celery.packs.check import Layout, problems
-from hypha_celery.packs.compile import (
+from hypha_celery.packs._check import Layout, problems
+from hypha_celery.packs._compile import (
     compile_all,
     compile_pack,
     output_issues,
@@ -25,8 +25,8 @@ from hypha_celery.packs.compile import (
     validate_input,
     workflow_policy,
 )
-from hypha_celery.packs.load import load_pack, read_doc
-from hypha_celery.packs.model import (
+from hypha_celery.packs._load import load_pack, read_doc
+from hypha_celery.packs._model import (
     DomainPack,
     MockOutput,
     NodeDecl,
@@ -35,9 +35,9 @@ from hypha_celery.packs.model import (
     PackWorkflow,
     SessionProfile,
 )
-from hypha_celery.packs.overlay import merge, overlay
-from hypha_celery.packs.parse import parse_pack
-from hypha_celery.packs.registry import PackRegistry, version_key
+from hypha_celery.packs._overlay import merge, overlay
+from hypha_celery.packs._parse import MAX_DOC_DEPTH, MAX_DOC_VALUES, parse_pack
+from hypha_celery.packs._registry import PackRegistry, version_key
 
 __all__ = [
     # the model
@@ -49,6 +49,8 @@ __all__ = [
     "PackWorkflow",
     "SessionProfile",
     # loading and checking
+    "MAX_DOC_DEPTH",
+    "MAX_DOC_VALUES",
     "Layout",
     "load_pack",
     "parse_pack",

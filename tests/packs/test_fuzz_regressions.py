@@ -10,7 +10,7 @@ import pytest
 
 from hypha_celery.errors import PackError
 from hypha_celery.packs import load_pack, parse_pack
-from hypha_celery.packs.parse import MAX_DOC_DEPTH, MAX_DOC_VALUES
+from hypha_celery.packs._parse import MAX_DOC_DEPTH, MAX_DOC_VALUES
 
 
 @pytest.mark.parametrize("name", ["deep.yaml", "deep.json"])

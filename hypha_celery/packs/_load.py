@@ -1,7 +1,7 @@
 """Pack files: YAML (``yaml.safe_load``) or JSON (``.json``), never pickle or eval.
 
 A file may say ``extends: <path of the base pack file, relative to this one>``: it is
-then an overlay (:mod:`hypha_celery.packs.overlay`) on its base (which may extend
+then an overlay (:func:`~hypha_celery.packs.overlay`) on its base (which may extend
 another), and the merged document is validated as a whole.
 """
 
@@ -14,10 +14,10 @@ from pathlib import Path
 import yaml
 
 from hypha_celery.errors import PackError
+from hypha_celery.packs._model import DomainPack
+from hypha_celery.packs._overlay import merge
+from hypha_celery.packs._parse import parse_pack
 from hypha_celery.packs._paths import Problem
-from hypha_celery.packs.model import DomainPack
-from hypha_celery.packs.overlay import merge
-from hypha_celery.packs.parse import parse_pack
 
 __all__ = ["MAX_EXTENDS_DEPTH", "load_pack", "read_doc"]
 

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 
 from hypha_celery.errors import PackError
-from hypha_celery.packs.model import DomainPack
+from hypha_celery.packs._model import DomainPack
 
 __all__ = ["PackRegistry", "version_key"]
 

@@ -4,8 +4,8 @@ A pack holds task schemas (a workflow's input), output contracts, workflows (a
 :class:`~hypha_celery.fsm.WorkflowSpec` plus the refs that govern it), nodes (code, a
 governed tool, or constants), tools (a :class:`~hypha_celery.tools.ToolSpec` plus its
 handler or a mock), tool profiles, tool policies, session profiles and light evaluation /
-regression cases. The models check shape only; :func:`hypha_celery.packs.check.problems`
-checks that every reference resolves, and :func:`hypha_celery.packs.load.parse_pack`
+regression cases. The models check shape only; :func:`~hypha_celery.packs.problems`
+checks that every reference resolves, and :func:`~hypha_celery.packs.parse_pack`
 runs both and reports every problem at once.
 """
 

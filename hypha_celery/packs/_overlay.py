@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from hypha_celery.errors import PackError
+from hypha_celery.packs._model import DomainPack
+from hypha_celery.packs._parse import parse_pack
 from hypha_celery.packs._paths import Problem, path
-from hypha_celery.packs.model import DomainPack
-from hypha_celery.packs.parse import parse_pack
 
 __all__ = ["LIST_SECTIONS", "MAP_SECTIONS", "merge", "overlay"]
 

@@ -1,6 +1,6 @@
 """A pack document (already read: YAML / JSON) to a :class:`DomainPack`, or one
 :class:`PackError` with every problem: its shape (pydantic), the values that are not
-JSON, then every reference (:mod:`hypha_celery.packs.check`).
+JSON, then every reference (:func:`~hypha_celery.packs.problems`).
 
 The references are checked even when the shape is broken: the entries that failed are
 left out of a partial pack (and references to them are not reported again), so a broken
@@ -17,9 +17,9 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from hypha_celery.errors import PackError
+from hypha_celery.packs._check import Layout, problems
+from hypha_celery.packs._model import DomainPack, PackWorkflow
 from hypha_celery.packs._paths import Problem, path
-from hypha_celery.packs.check import Layout, problems
-from hypha_celery.packs.model import DomainPack, PackWorkflow
 
 __all__ = ["MAX_DOC_DEPTH", "MAX_DOC_VALUES", "parse_pack"]
 

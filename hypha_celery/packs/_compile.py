@@ -24,9 +24,9 @@ from hypha_celery.graph import Graph, Node
 from hypha_celery.graph.model import NodeFn
 from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.loading import load_object
+from hypha_celery.packs._check import problems
+from hypha_celery.packs._model import DomainPack, PackWorkflow
 from hypha_celery.packs._paths import Problem, path
-from hypha_celery.packs.check import problems
-from hypha_celery.packs.model import DomainPack, PackWorkflow
 from hypha_celery.tools import ToolPolicy, ToolRegistry, ToolSpec, tool_node
 
 __all__ = ["compile_all", "compile_pack", "output_issues", "tool_registry",

@@ -14,8 +14,8 @@ from jsonschema.exceptions import SchemaError
 from hypha_celery.evaluation._contracts import OutputContract
 from hypha_celery.evaluation._regression import RegressionCheck
 from hypha_celery.fsm import problems as workflow_problems
+from hypha_celery.packs._model import NODE_PATTERN, DomainPack, PackCase
 from hypha_celery.packs._paths import Problem, path, under
-from hypha_celery.packs.model import NODE_PATTERN, DomainPack, PackCase
 from hypha_celery.tools import DEFAULT_POLICY_ID
 
 __all__ = ["Layout", "problems", "schema_problem"]
