@@ -11,7 +11,7 @@ from typing import Literal, TypedDict
 
 from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.react.actions import Action
-from hypha_celery.tools.node import ToolSummary
+from hypha_celery.tools._node import ToolSummary
 
 __all__ = ["CatalogEntry", "MemoryEntry", "Observation", "ReactResult", "ReactState",
            "ReasonRequest", "Verdict"]

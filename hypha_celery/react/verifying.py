@@ -11,7 +11,7 @@ from hypha_celery.jsontypes import JsonValue
 from hypha_celery.react.actions import Action
 from hypha_celery.react.state import MemoryEntry, Observation, ReactState
 from hypha_celery.react.verifiers import Verifier, answer_of
-from hypha_celery.tools.node import ToolSummary
+from hypha_celery.tools._node import ToolSummary
 
 __all__ = ["memory_sync_node", "observe_result", "verify_node"]
 

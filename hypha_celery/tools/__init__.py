@@ -11,19 +11,19 @@ Nothing here needs a service: :class:`MemoryApprovals` keeps reviews and results
 memory.
 """
 
-from hypha_celery.tools.approvals import ApprovalStore, MemoryApprovals, ReviewStatus
-from hypha_celery.tools.node import run_governed, summary, tool_node
-from hypha_celery.tools.policy import (
+from hypha_celery.tools._approvals import ApprovalStore, MemoryApprovals, ReviewStatus
+from hypha_celery.tools._node import run_governed, summary, tool_node
+from hypha_celery.tools._policy import (
     DEFAULT_POLICY_ID,
     Effect,
     PolicyDecision,
     PolicyRule,
     ToolPolicy,
 )
-from hypha_celery.tools.registry import Handler, Tool, ToolRegistry
-from hypha_celery.tools.result import Phase, ToolResult, ToolStatus
-from hypha_celery.tools.runner import GovernedRunner, Recorder, ToolEventType
-from hypha_celery.tools.spec import SideEffect, ToolSource, ToolSpec
+from hypha_celery.tools._registry import Handler, Tool, ToolRegistry
+from hypha_celery.tools._result import Phase, ToolResult, ToolStatus
+from hypha_celery.tools._runner import GovernedRunner, Recorder, ToolEventType
+from hypha_celery.tools._spec import SideEffect, ToolSource, ToolSpec
 
 __all__ = [
     # specs and registry

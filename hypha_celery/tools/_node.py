@@ -21,11 +21,11 @@ from hypha_celery.errors import GraphSpecError, ToolCallRejected
 from hypha_celery.events.payloads import ToolCallFailed, payload_as
 from hypha_celery.graph import AT_MOST_ONCE, Node, NodeContext
 from hypha_celery.jsontypes import JsonObject, JsonValue
-from hypha_celery.tools.approvals import MemoryApprovals
-from hypha_celery.tools.policy import ToolPolicy
-from hypha_celery.tools.registry import ToolRegistry
-from hypha_celery.tools.result import ToolResult, ToolStatus
-from hypha_celery.tools.runner import GovernedRunner, Recorder
+from hypha_celery.tools._approvals import MemoryApprovals
+from hypha_celery.tools._policy import ToolPolicy
+from hypha_celery.tools._registry import ToolRegistry
+from hypha_celery.tools._result import ToolResult, ToolStatus
+from hypha_celery.tools._runner import GovernedRunner, Recorder
 
 #: Runner events the node does not record itself: ``ctx.tool`` writes the call, the
 #: workflow requests reviews.

@@ -1,6 +1,6 @@
 """Where governed calls keep human reviews and the results of invocations.
 
-:class:`ApprovalStore` is the protocol :class:`~hypha_celery.tools.runner.GovernedRunner`
+:class:`ApprovalStore` is the protocol :class:`~hypha_celery.tools.GovernedRunner`
 uses (JSON in, JSON out); :class:`MemoryApprovals` keeps both in memory, for tests and
 in-process use, and is where a human approves, rejects or expires a review.
 """
@@ -14,7 +14,7 @@ from typing import Literal, Protocol, Required, TypedDict, cast
 
 from hypha_celery.errors import NoPendingReview, ReviewError
 from hypha_celery.jsontypes import JsonObject
-from hypha_celery.tools.result import ToolResultJson
+from hypha_celery.tools._result import ToolResultJson
 
 __all__ = ["ApprovalStore", "MemoryApprovals", "ReviewRecord", "ReviewRequest", "ReviewStatus",
            "review_status"]

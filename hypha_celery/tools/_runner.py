@@ -40,17 +40,17 @@ from hypha_celery.events.view import ErrorJson
 from hypha_celery.graph.calls import request_hash
 from hypha_celery.graph.jsonsafe import error_json
 from hypha_celery.graph.model import ApprovedReview
-from hypha_celery.tools.approvals import (
+from hypha_celery.tools._approvals import (
     ApprovalStore,
     MemoryApprovals,
     ReviewRecord,
     ReviewRequest,
     review_status,
 )
-from hypha_celery.tools.policy import PolicyDecision, ToolPolicy, tool_matches
-from hypha_celery.tools.registry import Handler, Tool, ToolRegistry
-from hypha_celery.tools.result import Phase, ToolResult, ToolStatus
-from hypha_celery.tools.spec import ToolSpec
+from hypha_celery.tools._policy import PolicyDecision, ToolPolicy, tool_matches
+from hypha_celery.tools._registry import Handler, Tool, ToolRegistry
+from hypha_celery.tools._result import Phase, ToolResult, ToolStatus
+from hypha_celery.tools._spec import ToolSpec
 
 __all__ = ["GovernedRunner", "Recorder", "ToolEventType"]
 

@@ -18,7 +18,7 @@ __all__ = ["Phase", "SchemaIssueJson", "ToolResult", "ToolResultJson", "ToolStat
 #: hypha's result statuses.
 ToolStatus = Literal["completed", "failed", "denied", "human_review_required", "cancelled",
                      "conflict"]
-#: The step of :class:`~hypha_celery.tools.runner.GovernedRunner` that stopped the call.
+#: The step of :class:`~hypha_celery.tools.GovernedRunner` that stopped the call.
 Phase = Literal["scope", "idempotency", "input", "policy", "approval", "execute", "output"]
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from hypha_celery.errors import ToolCallRejected, ToolSpecError
-from hypha_celery.tools.spec import ToolSpec
+from hypha_celery.tools._spec import ToolSpec
 
 __all__ = ["Handler", "Tool", "ToolRegistry"]
 

@@ -19,7 +19,7 @@ from pydantic import Field, TypeAdapter, field_validator
 
 from hypha_celery.graph.model import SideEffect
 from hypha_celery.tools._model import SpecModel
-from hypha_celery.tools.spec import ToolSpec
+from hypha_celery.tools._spec import ToolSpec
 
 __all__ = ["DEFAULT_POLICY_ID", "Effect", "PolicyDecision", "PolicyDecisionJson", "PolicyRule",
            "ToolPolicy", "tool_matches"]
