@@ -127,6 +127,7 @@ PRIVATE_LAYOUT = [
     "hypha_celery.live",
     "hypha_celery.metrics",
     "hypha_celery.packs",
+    "hypha_celery.react",
     "hypha_celery.rerun",
     "hypha_celery.tools",
     "hypha_celery.tracing",

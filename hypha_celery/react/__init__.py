@@ -65,13 +65,13 @@ its calls go through ``ctx.llm`` (usage, cost, shared rate limits, live tokens) 
 ``reason`` node runs on the I/O queue.
 """
 
-from hypha_celery.react.actions import Action, parse_action
-from hypha_celery.react.graph import react_graph
-from hypha_celery.react.llm import LLMProvider
-from hypha_celery.react.provider import MockProvider, Provider, ScriptedError
-from hypha_celery.react.state import Observation, ReactState
-from hypha_celery.react.verifiers import Verifier, answer_of, model_decides, tool_answers
-from hypha_celery.react.workflow import (
+from hypha_celery.react._actions import Action, parse_action
+from hypha_celery.react._graph import react_graph
+from hypha_celery.react._llm import LLMProvider
+from hypha_celery.react._provider import MockProvider, Provider, ScriptedError
+from hypha_celery.react._state import Observation, ReactState
+from hypha_celery.react._verifiers import Verifier, answer_of, model_decides, tool_answers
+from hypha_celery.react._workflow import (
     HAPPY_PATH,
     STATE_NODES,
     STEPS_PER_ITERATION,

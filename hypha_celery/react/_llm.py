@@ -22,7 +22,7 @@ from hypha_celery.backends.llm.ref import ModelRef
 from hypha_celery.backends.llm.types import LLMResult, Message, ToolDecl
 from hypha_celery.graph import NodeContext
 from hypha_celery.jsontypes import JsonObject
-from hypha_celery.react.state import ReasonRequest
+from hypha_celery.react._state import ReasonRequest
 
 __all__ = ["DEFAULT_SYSTEM", "LLMProvider"]
 

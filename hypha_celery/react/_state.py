@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Literal, TypedDict
 
 from hypha_celery.jsontypes import JsonObject, JsonValue
-from hypha_celery.react.actions import Action
+from hypha_celery.react._actions import Action
 from hypha_celery.tools._node import ToolSummary
 
 __all__ = ["CatalogEntry", "MemoryEntry", "Observation", "ReactResult", "ReactState",

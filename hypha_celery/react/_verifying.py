@@ -8,9 +8,9 @@ from typing import Literal
 from hypha_celery.graph import NodeContext
 from hypha_celery.graph.model import NodeFn
 from hypha_celery.jsontypes import JsonValue
-from hypha_celery.react.actions import Action
-from hypha_celery.react.state import MemoryEntry, Observation, ReactState
-from hypha_celery.react.verifiers import Verifier, answer_of
+from hypha_celery.react._actions import Action
+from hypha_celery.react._state import MemoryEntry, Observation, ReactState
+from hypha_celery.react._verifiers import Verifier, answer_of
 from hypha_celery.tools._node import ToolSummary
 
 __all__ = ["memory_sync_node", "observe_result", "verify_node"]

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from hypha_celery.graph import NodeContext
 from hypha_celery.graph.model import NodeFn
 from hypha_celery.jsontypes import JsonValue
-from hypha_celery.react.actions import parse_action
-from hypha_celery.react.llm import LLMProvider
-from hypha_celery.react.provider import Provider
-from hypha_celery.react.state import CatalogEntry, Observation, ReactState, ReasonRequest
+from hypha_celery.react._actions import parse_action
+from hypha_celery.react._llm import LLMProvider
+from hypha_celery.react._provider import Provider
+from hypha_celery.react._state import CatalogEntry, Observation, ReactState, ReasonRequest
 from hypha_celery.tools import ToolRegistry, ToolSpec
 
 __all__ = ["observe", "question_of", "reason_node", "select_action"]

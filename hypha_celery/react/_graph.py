@@ -8,13 +8,13 @@ from hypha_celery.errors import GraphSpecError
 from hypha_celery.fsm import Fsm, workflow_graph
 from hypha_celery.graph import Graph, Node
 from hypha_celery.graph.model import NodeFn
-from hypha_celery.react.acting import act_node, policy_check_node
-from hypha_celery.react.llm import LLMProvider
-from hypha_celery.react.provider import Provider
-from hypha_celery.react.reasoning import observe, reason_node, select_action
-from hypha_celery.react.verifiers import Verifier, tool_answers
-from hypha_celery.react.verifying import memory_sync_node, observe_result, verify_node
-from hypha_celery.react.workflow import budget_steps, react_workflow
+from hypha_celery.react._acting import act_node, policy_check_node
+from hypha_celery.react._llm import LLMProvider
+from hypha_celery.react._provider import Provider
+from hypha_celery.react._reasoning import observe, reason_node, select_action
+from hypha_celery.react._verifiers import Verifier, tool_answers
+from hypha_celery.react._verifying import memory_sync_node, observe_result, verify_node
+from hypha_celery.react._workflow import budget_steps, react_workflow
 from hypha_celery.tools import ToolPolicy, ToolRegistry
 
 __all__ = ["react_graph"]

@@ -17,8 +17,8 @@ from hypha_celery.events import payloads as ev
 from hypha_celery.graph import AT_MOST_ONCE, Node, NodeContext
 from hypha_celery.graph.calls import request_hash
 from hypha_celery.jsontypes import JsonValue
-from hypha_celery.react.actions import Action
-from hypha_celery.react.state import ReactState, Verdict
+from hypha_celery.react._actions import Action
+from hypha_celery.react._state import ReactState, Verdict
 from hypha_celery.tools import (
     PolicyDecision,
     ToolPolicy,

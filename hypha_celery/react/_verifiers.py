@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import cast
 
 from hypha_celery.jsontypes import JsonValue
-from hypha_celery.react.state import Observation
+from hypha_celery.react._state import Observation
 
 __all__ = ["Verifier", "answer_of", "model_decides", "tool_answers"]
 
