@@ -27,7 +27,7 @@ from hypha_celery.agents import Agent, NoReply
 from hypha_celery.backends import MockBackend
 from hypha_celery.errors import InvalidFixture, MalformedLine, RunFailed
 from hypha_celery.exchange import MAX_LINE_BYTES, read_file
-from hypha_celery.replay import store as fixtures
+from hypha_celery.replay import _store as fixtures
 from tests.runtime.support import WAIT, embedded
 
 

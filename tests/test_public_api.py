@@ -128,6 +128,7 @@ PRIVATE_LAYOUT = [
     "hypha_celery.metrics",
     "hypha_celery.packs",
     "hypha_celery.react",
+    "hypha_celery.replay",
     "hypha_celery.rerun",
     "hypha_celery.tools",
     "hypha_celery.tracing",

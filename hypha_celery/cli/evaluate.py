@@ -36,7 +36,7 @@ from hypha_celery.replay import (
     read_fixture,
     write_fixture,
 )
-from hypha_celery.replay.compare import describe
+from hypha_celery.replay._compare import describe
 
 _FILE = click.Path(exists=True, dir_okay=False)
 

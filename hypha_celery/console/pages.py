@@ -19,7 +19,7 @@ from hypha_celery.console.filters import BadQuery, parse_query
 from hypha_celery.console.overview import overview
 from hypha_celery.console.runpage import DEAD_LETTERS_SHOWN, TIMELINE_PAGE, diff_rows, run_page
 from hypha_celery.errors import AgentNotFound, NotPermitted, RunNotFound
-from hypha_celery.replay.store import FileFixtureStore
+from hypha_celery.replay._store import FileFixtureStore
 from hypha_celery.store import RunFilter
 
 if TYPE_CHECKING:

@@ -29,8 +29,8 @@ from hypha_celery.console.diagram import diagram, svg
 from hypha_celery.events import TERMINAL_STATUSES, Event, View, apply_event, new_view
 from hypha_celery.events import payloads as ev
 from hypha_celery.projections.timeline import TimelineRow, rows
-from hypha_celery.replay.compare import FAMILIES, TraceDiff, compare, describe
-from hypha_celery.replay.fixture import ReplayFixture
+from hypha_celery.replay._compare import FAMILIES, TraceDiff, compare, describe
+from hypha_celery.replay._fixture import ReplayFixture
 
 __all__ = ["CALLS_SHOWN", "DEAD_LETTERS_SHOWN", "NODE_CLOCK", "STEPS_PAGE", "TIMELINE_PAGE",
            "CallRow", "Clock", "DeadLetterLink", "DiffRow", "Header", "RunPage", "ShownRow",

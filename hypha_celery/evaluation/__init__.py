@@ -22,7 +22,7 @@ from hypha_celery.evaluation._regression import (
 )
 from hypha_celery.evaluation._results import Check, EvaluationResult, EvaluationSummary
 from hypha_celery.evaluation._trace import LIFECYCLE_PAIRS, TraceSpec, evaluate_trace
-from hypha_celery.replay.record import RESERVED_PREFIXES, check_recordable, record
+from hypha_celery.replay._record import RESERVED_PREFIXES, check_recordable, record
 
 __all__ = [
     # output contracts

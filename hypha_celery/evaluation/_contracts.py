@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from hypha_celery.evaluation._results import Check, EvaluationResult, result
-from hypha_celery.replay.fixture import checked_schema
+from hypha_celery.replay._fixture import checked_schema
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

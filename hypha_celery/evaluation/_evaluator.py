@@ -17,8 +17,8 @@ from hypha_celery.evaluation._trace import TraceSpec, evaluate_trace
 from hypha_celery.events import payloads as ev
 from hypha_celery.events.envelope import Event
 from hypha_celery.jsontypes import JsonObject
-from hypha_celery.replay.fixture import final_output, own_events
-from hypha_celery.replay.record import emit
+from hypha_celery.replay._fixture import final_output, own_events
+from hypha_celery.replay._record import emit
 from hypha_celery.store import EventStore
 
 EvaluationType = Literal["schema", "output_contract", "tool_trace", "policy", "process",

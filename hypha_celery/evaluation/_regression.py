@@ -31,10 +31,10 @@ from hypha_celery.evaluation._results import Check, EvaluationResult
 from hypha_celery.evaluation._trace import evaluate_trace
 from hypha_celery.events import payloads as ev
 from hypha_celery.events.envelope import Event
-from hypha_celery.replay.compare import SEQUENCE_FAMILIES, TraceDiff, compare, describe
-from hypha_celery.replay.fixture import ReplayFixture, final_output, own_events
-from hypha_celery.replay.record import emit
-from hypha_celery.replay.store import FileFixtureStore, read_fixture
+from hypha_celery.replay._compare import SEQUENCE_FAMILIES, TraceDiff, compare, describe
+from hypha_celery.replay._fixture import ReplayFixture, final_output, own_events
+from hypha_celery.replay._record import emit
+from hypha_celery.replay._store import FileFixtureStore, read_fixture
 from hypha_celery.store import EventStore
 
 RegressionCheck = Literal["event_types", "state_path", "tool_calls", "model_calls",

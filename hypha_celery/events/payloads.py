@@ -24,7 +24,7 @@ field the row lacks takes its default (a required one is missing: reading it rai
 ``AttributeError``, as a missing key raised ``KeyError``). :func:`parse_payload`
 validates (an unknown field is an error), for input from outside.
 
-Facts anyone may record (:func:`hypha_celery.replay.record`: model and tool calls,
+Facts anyone may record (:func:`hypha_celery.evaluation.record`: model and tool calls,
 workflow steps, human review, messages, memory, evaluation) come in more shapes than the
 runtime writes (an import of hypha's exports, an application's own): their fields are
 optional but for what every reader needs. The runtime's own families (``run.``,

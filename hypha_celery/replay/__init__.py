@@ -5,7 +5,7 @@ external service, and it leaves out evaluation's own ``eval.*``, ``replay.*`` an
 ``regression.*`` events. See docs/traces.md.
 """
 
-from hypha_celery.replay.compare import (
+from hypha_celery.replay._compare import (
     FAMILIES,
     Mismatch,
     OutputDiff,
@@ -14,7 +14,7 @@ from hypha_celery.replay.compare import (
     compare,
     diff_sequences,
 )
-from hypha_celery.replay.fixture import (
+from hypha_celery.replay._fixture import (
     FIXTURE_VERSION,
     Projection,
     ReplayFixture,
@@ -22,9 +22,9 @@ from hypha_celery.replay.fixture import (
     final_output,
     project,
 )
-from hypha_celery.replay.run import capture_run
-from hypha_celery.replay.spec import ReplaySpec, SnapshotPolicy
-from hypha_celery.replay.store import (
+from hypha_celery.replay._run import capture_run
+from hypha_celery.replay._spec import ReplaySpec, SnapshotPolicy
+from hypha_celery.replay._store import (
     MAX_FIXTURE_BYTES,
     FileFixtureStore,
     read_fixture,

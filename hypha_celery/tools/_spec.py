@@ -10,7 +10,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 from hypha_celery.evaluation._contracts import OutputContract
 from hypha_celery.graph.model import SIDE_EFFECTS, SideEffect
 from hypha_celery.jsontypes import JsonObject
-from hypha_celery.replay.fixture import checked_schema
+from hypha_celery.replay._fixture import checked_schema
 from hypha_celery.tools._model import SpecModel
 
 __all__ = ["KEYED_LEVELS", "SIDE_EFFECTS", "SideEffect", "ToolSource", "ToolSpec"]

@@ -121,8 +121,8 @@ def test_dead_letters_and_agents_pages(hypha: Hypha, t: Tokens) -> None:
 
 
 def test_the_replay_diff_against_a_fixture(hypha: Hypha, t: Tokens, tmp_path: Path) -> None:
-    from hypha_celery.replay.fixture import capture
-    from hypha_celery.replay.store import FileFixtureStore
+    from hypha_celery.replay._fixture import capture
+    from hypha_celery.replay._store import FileFixtureStore
 
     same = hypha.start("echo", {"n": 1})
     other = hypha.start("echo", {"n": 2})

@@ -17,7 +17,7 @@ from typing import Any
 
 from hypha_celery import FanOut, Finish, Graph, Hypha, Next, NodeContext, RunFailed
 from hypha_celery.events import Event
-from hypha_celery.replay.record import record
+from hypha_celery.replay._record import record
 from tests.runtime.support import running
 
 #: A JSON Schema for the agent graph's output (hypha's answer contract).

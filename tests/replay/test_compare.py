@@ -8,7 +8,7 @@ import pytest
 
 from hypha_celery.errors import EmptyTrace, FixtureRunMismatch
 from hypha_celery.replay import FAMILIES, ReplaySpec, capture, compare, diff_sequences
-from hypha_celery.replay.compare import OutputDiff, describe
+from hypha_celery.replay._compare import OutputDiff, describe
 from tests.replay.support import completed_run_events, ev
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from hypha_celery.errors import InvalidFixture
 from hypha_celery.replay import FileFixtureStore, ReplaySpec, capture, compare, read_fixture
-from hypha_celery.replay.store import safe_name
+from hypha_celery.replay._store import safe_name
 from tests.replay.support import ANSWER_CONTRACT, completed_run_events
 
 

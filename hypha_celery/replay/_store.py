@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from hypha_celery.atomic import write_atomically
 from hypha_celery.errors import InvalidFixture
-from hypha_celery.replay.fixture import FIXTURE_VERSION, ReplayFixture
+from hypha_celery.replay._fixture import FIXTURE_VERSION, ReplayFixture
 
 #: Largest fixture file :func:`read_fixture` reads (bytes), checked before reading it.
 MAX_FIXTURE_BYTES = 64 * 1024 * 1024

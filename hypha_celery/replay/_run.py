@@ -6,9 +6,9 @@ from collections.abc import Callable, Mapping
 
 from hypha_celery.errors import RunNotFound
 from hypha_celery.events import payloads as ev
-from hypha_celery.replay.fixture import ReplayFixture, capture
-from hypha_celery.replay.record import emit
-from hypha_celery.replay.spec import ReplaySpec
+from hypha_celery.replay._fixture import ReplayFixture, capture
+from hypha_celery.replay._record import emit
+from hypha_celery.replay._spec import ReplaySpec
 from hypha_celery.store import EventStore
 
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 from hypha_celery.errors import FixtureRunMismatch
 from hypha_celery.events.envelope import Event, canonical
 from hypha_celery.jsontypes import JsonValue
-from hypha_celery.replay.fixture import Projection, ReplayFixture, check_single_run, project
+from hypha_celery.replay._fixture import Projection, ReplayFixture, check_single_run, project
 
 #: The sequence families :func:`compare` checks, in report order (then ``output``).
 SEQUENCE_FAMILIES = ("event_types", "state_path", "tool_calls", "model_calls",
