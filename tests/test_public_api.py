@@ -127,6 +127,7 @@ PRIVATE_LAYOUT = [
     "hypha_celery.live",
     "hypha_celery.metrics",
     "hypha_celery.packs",
+    "hypha_celery.projections",
     "hypha_celery.react",
     "hypha_celery.replay",
     "hypha_celery.rerun",

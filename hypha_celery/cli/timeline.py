@@ -17,8 +17,8 @@ from typing import IO, Any
 import click
 
 from hypha_celery.events import Event
-from hypha_celery.projections.timeline import depth, rows, summary
-from hypha_celery.projections.timeline import duration as own_duration
+from hypha_celery.projections._timeline import depth, rows, summary
+from hypha_celery.projections._timeline import duration as own_duration
 
 __all__ = ["depth", "format_event", "summary", "timeline", "use_colour"]
 

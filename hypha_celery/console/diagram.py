@@ -14,7 +14,7 @@ from html import escape
 
 from hypha_celery.events import Event
 from hypha_celery.events import payloads as ev
-from hypha_celery.projections.timeline import duration
+from hypha_celery.projections._timeline import duration
 
 __all__ = ["MAX_COLUMNS", "Box", "Diagram", "Drawing", "diagram", "svg"]
 

@@ -34,7 +34,7 @@ from hypha_celery.console.runpage import (
 )
 from hypha_celery.errors import RunNotFound
 from hypha_celery.events import TERMINAL_KINDS, Event
-from hypha_celery.projections.timeline import rows
+from hypha_celery.projections._timeline import rows
 from hypha_celery.store.recovery import DeadLetterRow
 
 if TYPE_CHECKING:

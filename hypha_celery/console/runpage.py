@@ -28,7 +28,7 @@ from hypha_celery.console.content import Shown, shown
 from hypha_celery.console.diagram import diagram, svg
 from hypha_celery.events import TERMINAL_STATUSES, Event, View, apply_event, new_view
 from hypha_celery.events import payloads as ev
-from hypha_celery.projections.timeline import TimelineRow, rows
+from hypha_celery.projections._timeline import TimelineRow, rows
 from hypha_celery.replay._compare import FAMILIES, TraceDiff, compare, describe
 from hypha_celery.replay._fixture import ReplayFixture
 

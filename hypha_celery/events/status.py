@@ -1,6 +1,6 @@
 """A run's status: the one vocabulary the store's projection
 (:func:`~hypha_celery.events.fold.fold`), the event-only view
-(:func:`~hypha_celery.projections.run.run_view`), the CLI and the console use, and the
+(:func:`~hypha_celery.projections.run_view`), the CLI and the console use, and the
 statuses a run ends in."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ class RunStatus(StrEnum):
     always was (``"running"``), and equal to it.
 
     The store's projection uses all nine. The event-only view
-    (:class:`~hypha_celery.projections.run.RunView`) never says ``new`` (a run has
+    (:class:`~hypha_celery.projections.RunView`) never says ``new`` (a run has
     events), and says ``running`` for a run held by ``quarantined`` / ``parked`` (hypha's
     rule), naming the hold in ``held``.
     """

@@ -1,14 +1,14 @@
 """Views derived from events alone (hypha's projections): a run, a session, an audit.
 
 Each view is a pure function of a list of :class:`~hypha_celery.events.Event` and a
-frozen pydantic model; :mod:`~hypha_celery.projections.stored` reads a store's events
-for them.
+frozen pydantic model; :func:`stored_session` and :func:`runs_of_session` read a
+store's events for them.
 """
 
 import warnings
 from typing import Any
 
-from hypha_celery.projections.audit import (
+from hypha_celery.projections._audit import (
     AuditDecision,
     AuditOutcome,
     AuditPolicyDecision,
@@ -18,15 +18,15 @@ from hypha_celery.projections.audit import (
     ToolCall,
     audit_view,
 )
-from hypha_celery.projections.run import RunError, RunStatus, RunView, run_view
-from hypha_celery.projections.session import (
+from hypha_celery.projections._run import RunError, RunStatus, RunView, run_view
+from hypha_celery.projections._session import (
     SessionRun,
     SessionStatus,
     SessionView,
     StatusCounts,
     session_view,
 )
-from hypha_celery.projections.stored import runs_of_session, stored_session
+from hypha_celery.projections._stored import runs_of_session, stored_session
 
 __all__ = [
     # a run

@@ -17,7 +17,7 @@ from hypha_celery.errors import EmptyTrace, InvalidContract, MixedRunTrace
 from hypha_celery.events import payloads as ev
 from hypha_celery.events.envelope import META_PREFIXES, Event, canonical, derived_alone
 from hypha_celery.jsontypes import JsonObject, JsonValue
-from hypha_celery.projections.audit import state_path
+from hypha_celery.projections._audit import state_path
 from hypha_celery.replay._spec import ReplaySpec
 
 #: The fixture file format; a loader refuses anything else.

@@ -11,7 +11,7 @@ from typing import Any
 from hypha_celery import Hypha
 from hypha_celery.console.runpage import Clock, shown_rows
 from hypha_celery.events import Event
-from hypha_celery.projections.timeline import rows
+from hypha_celery.projections._timeline import rows
 from tests.console.support import Tokens, app_for, client
 from tests.runtime.support import WAIT
 

@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from hypha_celery.events.envelope import Event
-from hypha_celery.projections.run import TERMINAL_STATUSES, RunStatus, RunView, run_view
+from hypha_celery.projections._run import TERMINAL_STATUSES, RunStatus, RunView, run_view
 
 __all__ = ["SessionRun", "SessionStatus", "SessionView", "StatusCounts", "session_view"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypha_celery.projections.session import SessionView, session_view
+from hypha_celery.projections._session import SessionView, session_view
 from hypha_celery.store import EventStore
 
 __all__ = ["runs_of_session", "stored_session"]

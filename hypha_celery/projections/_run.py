@@ -34,7 +34,7 @@ from hypha_celery.events.payloads import (
     RunFailed,
 )
 from hypha_celery.events.status import TERMINAL_STATUSES, RunStatus
-from hypha_celery.projections.trace import last_of, run_trace
+from hypha_celery.projections._trace import last_of, run_trace
 
 __all__ = ["STATUSES", "TERMINAL_STATUSES", "Held", "RunError", "RunStatus", "RunView",
            "run_view", "status_of"]

@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict
 
 from hypha_celery.events import payloads as ev
 from hypha_celery.events.envelope import TERMINAL_KINDS, Event
-from hypha_celery.projections.run import RunStatus, status_of
-from hypha_celery.projections.trace import last_of, run_trace
+from hypha_celery.projections._run import RunStatus, status_of
+from hypha_celery.projections._trace import last_of, run_trace
 
 __all__ = ["AuditDecision", "AuditOutcome", "AuditPolicyDecision", "AuditView", "Counts",
            "ModelCall", "ToolCall", "audit_view", "state_path"]
