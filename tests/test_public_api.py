@@ -126,6 +126,7 @@ PRIVATE_LAYOUT = [
     "hypha_celery.guards",
     "hypha_celery.live",
     "hypha_celery.metrics",
+    "hypha_celery.middleware",
     "hypha_celery.packs",
     "hypha_celery.projections",
     "hypha_celery.react",

@@ -27,7 +27,7 @@ import uuid
 from contextlib import suppress
 
 from hypha_celery.agents.doc import Request
-from hypha_celery.middleware.process import on_fork
+from hypha_celery.middleware._process import on_fork
 from hypha_celery.store import EventStore, Tx
 from hypha_celery.store import agents as table
 

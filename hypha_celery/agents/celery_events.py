@@ -11,7 +11,7 @@ from typing import Any
 
 from celery import Celery, Task
 
-from hypha_celery.middleware.process import on_fork
+from hypha_celery.middleware._process import on_fork
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,8 @@ from hypha_celery.events import payloads as ev
 from hypha_celery.graph import Graph
 from hypha_celery.graph.jsonsafe import is_json, json_size_or_none
 from hypha_celery.live import LiveBus, MemoryLiveBus, NullBus, RedisLiveBus
-from hypha_celery.middleware import Middleware, MiddlewareStack, celery_signals
+from hypha_celery.middleware import Middleware, MiddlewareStack
+from hypha_celery.middleware import _celery_signals as celery_signals
 from hypha_celery.principals import Principal
 from hypha_celery.reviews import PendingReview
 from hypha_celery.reviews import approve as approve_review

@@ -12,7 +12,7 @@ from typing import Any
 from celery import Celery
 from celery.worker import WorkController
 
-from hypha_celery.middleware.celery_signals import set_consumed_queues
+from hypha_celery.middleware._celery_signals import set_consumed_queues
 
 
 class _Controller(WorkController):

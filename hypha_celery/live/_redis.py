@@ -45,7 +45,7 @@ from hypha_celery.live._bus import (
     shape,
 )
 from hypha_celery.live._queue import Subscription
-from hypha_celery.middleware.process import on_fork
+from hypha_celery.middleware._process import on_fork
 
 PREFIX = "hypha:live:"
 #: How long ``subscribe`` waits for Redis to confirm a channel.

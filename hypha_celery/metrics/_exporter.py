@@ -8,7 +8,7 @@ one, set by :func:`prepare_multiprocess` when the middleware is built, before it
 metrics), and the worker's main process serves their sum (``MultiProcessCollector``)
 together with the live gauges of :class:`~hypha_celery.metrics.HyphaCollector`.
 The exporter is a middleware bound to the app's worker processes
-(:mod:`~hypha_celery.middleware.celery_signals`): it serves once the worker is ready
+(:mod:`~hypha_celery.middleware._celery_signals`): it serves once the worker is ready
 (``process_boot`` of the main process), a child that exits is marked dead (its
 ``process_shutdown``), and the server and the temporary directory go with the worker
 (the main process's ``process_shutdown``)."""
@@ -24,7 +24,8 @@ from typing import Any
 from hypha_celery._private_api import use_multiprocess_values
 from hypha_celery.errors import SetupError
 from hypha_celery.metrics._client import multiprocess, prometheus
-from hypha_celery.middleware import Middleware, MiddlewareStack, Process, celery_signals
+from hypha_celery.middleware import Middleware, MiddlewareStack, Process
+from hypha_celery.middleware import _celery_signals as celery_signals
 
 log = logging.getLogger(__name__)
 

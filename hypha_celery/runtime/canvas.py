@@ -10,7 +10,7 @@
 Task ids are execution ids, so a duplicate publish carries the same id and
 Flower shows ``graph.node`` names with the run's execution ids. What is published here
 is the app's also outside a task (a client's kickoff: the middleware's publish hooks,
-:func:`~hypha_celery.middleware.celery_signals.publishing`).
+:func:`~hypha_celery.middleware._celery_signals.publishing`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 from celery import Celery, chord
 from celery.canvas import Signature
 
-from hypha_celery.middleware.celery_signals import consumed_queues, publishing
+from hypha_celery.middleware._celery_signals import consumed_queues, publishing
 from hypha_celery.runtime.config import (
     AGENT_PUMP_TASK,
     AGENTS_QUEUE,

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from hypha_celery.middleware.process import on_fork
+from hypha_celery.middleware._process import on_fork
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from hypha_celery.errors import ExtraNotInstalled, SetupError
-from hypha_celery.middleware.process import on_fork
+from hypha_celery.middleware._process import on_fork
 
 #: compact JSON, NaN refused: what the engines write into JSON columns
 dumps = partial(json.dumps, allow_nan=False, separators=(",", ":"))

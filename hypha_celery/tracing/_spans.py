@@ -21,7 +21,7 @@ waits first (the sink adds a span processor of its own to the provider for it), 
 does the process's exit
 (``atexit``, registered after the provider's, so it runs before the provider's shutdown).
 A prefork child starts its own thread (the fork hook,
-:func:`~hypha_celery.middleware.process.on_fork`).
+:func:`~hypha_celery.middleware.on_fork`).
 
 What it does not do, unlike the SDK's tracer (the trade-off): spans reach the processors
 up to :data:`FLUSH_S` after they end; the span processors' ``on_start`` is not called
@@ -45,7 +45,7 @@ from collections import deque
 from typing import Any
 
 from hypha_celery._private_api import put_span_processor_first
-from hypha_celery.middleware.process import on_fork
+from hypha_celery.middleware._process import on_fork
 from hypha_celery.tracing._client import otel_context, otel_trace
 
 log = logging.getLogger(__name__)

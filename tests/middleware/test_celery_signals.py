@@ -9,7 +9,8 @@ import pytest
 from celery import Celery
 from celery.signals import worker_process_shutdown, worker_ready, worker_shutdown
 
-from hypha_celery.middleware import Middleware, MiddlewareStack, Process, Publish, celery_signals
+from hypha_celery.middleware import Middleware, MiddlewareStack, Process, Publish
+from hypha_celery.middleware import _celery_signals as celery_signals
 
 
 class Sender:

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from hypha_celery.middleware import Middleware, MiddlewareStack, on_fork
-from hypha_celery.middleware.process import forked
+from hypha_celery.middleware._process import forked
 
 
 class Forgets(Middleware):
@@ -54,7 +54,7 @@ def test_a_raising_callback_is_logged_and_the_others_run(
 
     on_fork(broken)
     on_fork(holder.forget)
-    with caplog.at_level(logging.WARNING, "hypha_celery.middleware.process"):
+    with caplog.at_level(logging.WARNING, "hypha_celery.middleware._process"):
         forked()
     assert holder.forks == 1
     assert "broken raised RuntimeError" in caplog.text and "secret" not in caplog.text

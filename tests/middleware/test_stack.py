@@ -63,7 +63,7 @@ def test_a_raising_hook_is_logged_by_type_and_the_others_still_run(
         caplog: pytest.LogCaptureFixture) -> None:
     calls: list[str] = []
     stack = MiddlewareStack([Broken(), Recorder("a", calls)])
-    with caplog.at_level(logging.WARNING, "hypha_celery.middleware.stack"):
+    with caplog.at_level(logging.WARNING, "hypha_celery.middleware._stack"):
         stack.before_attempt(ATTEMPT)
         stack.after_run_end(RunEnd("r", "completed"))
     assert calls == ["a.before"]

@@ -61,7 +61,7 @@ from typing import Annotated, Any
 from pydantic import PlainSerializer, TypeAdapter
 
 from hypha_celery.backends.error import BackendError
-from hypha_celery.middleware.process import on_fork
+from hypha_celery.middleware._process import on_fork
 
 __all__ = ["FREE", "NO_LIMITS", "SLOT_LEASE_S", "Limit", "Limiter", "LimiterStats",
            "MemoryLimiter", "RedisLimiter", "Slot", "limit_key", "parse_limits"]

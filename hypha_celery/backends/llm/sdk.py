@@ -25,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from hypha_celery.middleware.process import on_fork
+from hypha_celery.middleware._process import on_fork
 
 __all__ = ["SHARDS", "ClientCache"]
 

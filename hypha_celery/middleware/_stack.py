@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal, get_args
 
 from hypha_celery.errors import MiddlewareSignatureError
-from hypha_celery.middleware.hooks import (
+from hypha_celery.middleware._hooks import (
     Attempt,
     AttemptEnd,
     Call,
@@ -243,7 +243,7 @@ class MiddlewareStack:
 
 
 #: The stacks of this process with an ``after_fork`` hook (see
-#: :mod:`~hypha_celery.middleware.process`, which tells them after a fork).
+#: :mod:`~hypha_celery.middleware._process`, which tells them after a fork).
 _FORKED: weakref.WeakSet[MiddlewareStack] = weakref.WeakSet()
 
 EMPTY = MiddlewareStack()

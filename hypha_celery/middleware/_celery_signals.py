@@ -25,7 +25,7 @@ the app whose task the publishing thread runs (a chain's or a chord's next messa
 included), else of the app the runtime publishes for (:func:`publishing`), else of
 Celery's current app. The publish signals are connected only once a bound stack has a
 publish hook: an app without one pays nothing per message. Forks are told by
-:mod:`~hypha_celery.middleware.process` (``os.register_at_fork``), not by a signal.
+:mod:`~hypha_celery.middleware._process` (``os.register_at_fork``), not by a signal.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from celery.signals import (
     worker_shutdown,
 )
 
-from hypha_celery.middleware.hooks import Process, Publish
-from hypha_celery.middleware.stack import MiddlewareStack
+from hypha_celery.middleware._hooks import Process, Publish
+from hypha_celery.middleware._stack import MiddlewareStack
 
 __all__ = ["bind", "consumed_queues", "publishing", "set_consumed_queues", "stacks_of"]
 

@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from hypha_celery.middleware.stack import _FORKED
+from hypha_celery.middleware._stack import _FORKED
 
 __all__ = ["forked", "on_fork"]
 
