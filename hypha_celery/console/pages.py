@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -19,14 +20,17 @@ from hypha_celery.console.filters import BadQuery, parse_query
 from hypha_celery.console.overview import overview
 from hypha_celery.console.runpage import DEAD_LETTERS_SHOWN, TIMELINE_PAGE, diff_rows, run_page
 from hypha_celery.errors import AgentNotFound, NotPermitted, RunNotFound
+from hypha_celery.events import Event
+from hypha_celery.events import payloads as ev
 from hypha_celery.replay._store import FileFixtureStore
 from hypha_celery.store import RunFilter
 
 if TYPE_CHECKING:
     from hypha_celery.console.app import Console
 
-__all__ = ["DeadLetterNotFound", "agent", "agents", "dead_letter", "dead_letters", "fail",
-           "home", "login", "logout", "readyz", "redrive", "release", "run", "runs"]
+__all__ = ["DeadLetterNotFound", "TurnRow", "agent", "agents", "dead_letter", "dead_letters",
+           "fail", "home", "login", "logout", "readyz", "redrive", "release", "run", "runs",
+           "turn_row"]
 
 Endpoint = Callable[[Request], Any]
 #: Fixed notices an action's redirect may ask a page to show (never free text).
@@ -179,12 +183,42 @@ def agent(console: Console) -> Endpoint:
         snapshot = hypha.agents.runtime_snapshot(name)
         status = hypha.agents.status(name)
         # the incarnation's events (access was checked by the scoped whereis above)
-        turns = [e for e in console.hypha.store.events(info.incarnation)
+        turns = [turn_row(e) for e in console.hypha.store.events(info.incarnation)
                  if e.type.startswith("agent.")][-200:]
         return console.render(request, "agent.html", {
             "name": name, "info": info, "snapshot": snapshot, "turns": turns,
             "state": shown(status.agent_state, console.config.show_content)})
     return page
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRow:
+    """A line of an agent page's turns table: what its event's payload model carries."""
+
+    seq: int
+    ts: float
+    type: str
+    ref: str
+    detail: str
+
+
+def turn_row(e: Event) -> TurnRow:
+    """The request a turn event is about, and its origin and attempt (a failed turn's
+    reason too; a cancelled request's, a stop's), or the agent's kind for its start."""
+    body = e.body
+    ref, detail = "", ""
+    match body:
+        case ev.AgentTurnStarted() | ev.AgentTurnCompleted() | ev.AgentTurnLateResult():
+            ref, detail = body.ref, f"{body.origin}, attempt {body.attempt}"
+        case ev.AgentTurnFailed():
+            ref, detail = body.ref, f"{body.origin}, attempt {body.attempt}: {body.reason}"
+        case ev.AgentRequestCancelled():
+            ref, detail = body.ref, body.reason or ""
+        case ev.AgentStopped():
+            detail = body.reason
+        case ev.AgentStarted():
+            detail = body.kind_
+    return TurnRow(e.seq, e.ts, e.type, ref, detail)
 
 
 def dead_letters(console: Console) -> Endpoint:

@@ -120,6 +120,29 @@ def test_dead_letters_and_agents_pages(hypha: Hypha, t: Tokens) -> None:
     assert missing.status_code == 404 and "Not found" in missing.text
 
 
+def test_an_agent_page_shows_what_its_turn_events_carry(hypha: Hypha, t: Tokens) -> None:
+    """The turns table reads the agent event models: a turn's request, origin and attempt
+    (no duration: no agent event carries one), and agent.started's kind."""
+    from hypha_celery.backends import BackendEvent, MockBackend
+    from tests.console.browser.app import Echo
+
+    reply = [BackendEvent.new("text", {"text": "pong"}), BackendEvent.new("result", {})]
+    hypha.agents.start(Echo, name="echo-page", backend=MockBackend, scripts=[reply])
+    try:
+        assert hypha.agents.ask("echo-page", "ping", timeout=WAIT).text == "pong"
+        page = client(app_for(hypha, t), t.admin).get("/agents/echo-page").text
+    finally:
+        hypha.agents.stop("echo-page")
+    turns = page.split('id="turns"', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr><td>(\d+)</td><td>[^<]*</td><td>([a-z_.]+)</td><td>([^<]*)</td>"
+                      r"\s*<td>([^<]*)</td></tr>", turns)
+    by_type = {kind: (ref, detail.strip()) for _, kind, ref, detail in rows}
+    ref, detail = by_type["agent.turn.completed"]
+    assert ref and detail == "ask, attempt 1"
+    assert by_type["agent.turn.started"] == (ref, "ask, attempt 1")
+    assert by_type["agent.started"][1].endswith("Echo")
+
+
 def test_the_replay_diff_against_a_fixture(hypha: Hypha, t: Tokens, tmp_path: Path) -> None:
     from hypha_celery.replay._fixture import capture
     from hypha_celery.replay._store import FileFixtureStore
