@@ -11,12 +11,15 @@ from operator import attrgetter
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from hypha_celery.errors import EmptyImport, ImportConflict, IncompleteRun, InvalidRun
 from hypha_celery.events.envelope import Event
 from hypha_celery.events.fold import apply_event, new_view
+from hypha_celery.events.payloads import parse_payload
 from hypha_celery.events.view import View
 from hypha_celery.store.engine import Engines
 from hypha_celery.store.projection import columns_of, doc_of
@@ -193,7 +196,11 @@ def check_run(run_id: str, evs: list[Event], where: Where = None) -> View:
     view = new_view(run_id)
     for ev in evs:
         try:
+            _check_payload(ev)
             apply_event(view, ev.type, ev.payload, ev.timestamp)
+        except _BadPayload as exc:
+            raise InvalidRun(f"{_at(where, ev)}event {run_id}:{ev.seq} ({ev.type}) does not "
+                             f"fold into run {run_id} ({exc})") from None
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise InvalidRun(f"{_at(where, ev)}event {run_id}:{ev.seq} ({ev.type}) does not "
                              f"fold into run {run_id} ({type(exc).__name__}: {exc})") from None
@@ -201,6 +208,29 @@ def check_run(run_id: str, evs: list[Event], where: Where = None) -> View:
             raise InvalidRun(f"{_at(where, ev)}event {run_id}:{ev.seq} has an idempotency "
                              f"key longer than {IDEM_MAX} characters")
     return close_run(view, evs, where)
+
+
+class _BadPayload(Exception):
+    """A payload of an imported event its type's model refuses (the problems, one line)."""
+
+
+def _check_payload(ev: Event, most: int = 3) -> None:
+    """``ev``'s payload validated against its type's model, as input from outside the log
+    is: a missing or mistyped field refuses it; a field the model does not know (written by
+    a newer version, or by hand) is tolerated, as the fold ignores it."""
+    try:
+        parse_payload(ev.type, ev.payload)
+    except ValidationError as exc:
+        errors = [e for e in exc.errors() if e["type"] != "extra_forbidden"]
+        if errors:
+            said = [_problem(e) for e in errors[:most]]
+            more = f" (+{len(errors) - most} more)" if len(errors) > most else ""
+            raise _BadPayload("; ".join(said) + more) from None
+
+
+def _problem(err: ErrorDetails) -> str:
+    where = ".".join(map(str, err["loc"])) or "payload"
+    return f"no {where}" if err["type"] == "missing" else f"{where}: {err['msg']}"
 
 
 def close_run(view: View, evs: list[Event], where: Where = None) -> View:

@@ -24,7 +24,7 @@ from hypha_celery.errors import (
     MalformedLine,
     UnknownEventType,
 )
-from hypha_celery.events.envelope import canonical, checksum
+from hypha_celery.events.envelope import canonical, checksum, enrich
 from hypha_celery.exchange import (
     dump_line,
     import_parsed,
@@ -180,6 +180,23 @@ def test_a_run_must_start_with_run_created(demo_run: DemoRun) -> None:
     evs = [e.model_copy(update={"seq": e.seq - 1}) for e in demo_run.events[1:]]
     with pytest.raises(InvalidRun, match="must start with run.created, not run.started"):
         read_jsonl(dump(evs))
+
+
+def test_an_imported_payload_is_checked_against_its_types_model() -> None:
+    """A mistyped field is refused with its name; a field the model does not know (a newer
+    version's, or one written by hand) is tolerated, as the fold ignores it."""
+    created = Event(run_id="r", seq=1, type="run.created", timestamp=1.0,
+                    payload={"graph_id": "g"})
+    decided = Event(run_id="r", seq=2, type="decision.policy.recorded", timestamp=2.0,
+                    payload={"step": "first", "type": "next"})
+    with pytest.raises(InvalidRun, match=r"\(decision.policy.recorded\) does not fold into "
+                                         r"run r \(step: Input should be a valid integer"):
+        read_jsonl(dump([created, decided]))
+    newer = enrich([("r", 1, "run.created", 1.0, {"graph_id": "g"}, None),
+                    ("r", 2, "decision.policy.recorded", 2.0,
+                     {"step": 0, "type": "next", "added_later": [1]}, None)],
+                   {"graph_id": "g"})
+    assert [e.payload for e in read_jsonl(dump(newer))] == [e.payload for e in newer]
 
 
 def test_events_that_do_not_fold_are_refused() -> None:
