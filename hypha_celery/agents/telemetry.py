@@ -42,13 +42,13 @@ from hypha_celery.middleware import Middleware, MiddlewareStack, Turn, TurnEnd
 log = logging.getLogger(__name__)
 
 EventName = tuple[str, ...]
-Handler = Callable[[EventName, dict[str, Any], dict[str, Any]], None]
+Handler = Callable[[EventName, dict[str, object], dict[str, object]], None]
 CONTENT_FREE = frozenset({("turn", "start"), ("turn", "stop"), ("turn", "error"),
                           ("turn", "rejected"), ("turn", "cancelled")})
 
 _handlers: dict[EventName, list[Handler]] = {}
 _lock = threading.Lock()
-Sink = Callable[[str, dict[str, Any]], None]
+Sink = Callable[[str, dict[str, object]], None]
 _celery_sink: contextvars.ContextVar[Sink | None] = contextvars.ContextVar(
     "hypha_agent_celery_sink", default=None)
 

@@ -24,27 +24,27 @@ from typing import Any, Protocol
 
 GATE_URL_ENV = "HYPHA_MOCK_GATE_URL"
 #: What a gate channel carries: a JSON object (sent as JSON between processes).
-Payload = Mapping[str, object]
+GateMessage = Mapping[str, object]  # one JSON message of a gate channel
 _KEY_TTL_S = 3600
 
 
 class GateChannel(Protocol):
-    def push(self, key: str, payload: Payload) -> None: ...
+    def push(self, key: str, payload: GateMessage) -> None: ...
 
-    def pop(self, key: str, timeout: float) -> Payload | None: ...
+    def pop(self, key: str, timeout: float) -> GateMessage | None: ...
 
 
 class InProcessGateChannel:
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._queues: defaultdict[str, deque[Payload]] = defaultdict(deque)
+        self._queues: defaultdict[str, deque[GateMessage]] = defaultdict(deque)
 
-    def push(self, key: str, payload: Payload) -> None:
+    def push(self, key: str, payload: GateMessage) -> None:
         with self._cond:
             self._queues[key].append(payload)
             self._cond.notify_all()
 
-    def pop(self, key: str, timeout: float) -> Payload | None:
+    def pop(self, key: str, timeout: float) -> GateMessage | None:
         deadline = time.monotonic() + max(timeout, 0.0)
         with self._cond:
             while not self._queues.get(key):
@@ -68,13 +68,13 @@ class RedisGateChannel:
     def _key(self, key: str) -> str:
         return f"{self._prefix}{key}"
 
-    def push(self, key: str, payload: Payload) -> None:
+    def push(self, key: str, payload: GateMessage) -> None:
         with self._client.pipeline() as pipe:
             pipe.rpush(self._key(key), json.dumps(payload))
             pipe.expire(self._key(key), _KEY_TTL_S)
             pipe.execute()
 
-    def pop(self, key: str, timeout: float) -> Payload | None:
+    def pop(self, key: str, timeout: float) -> GateMessage | None:
         raw: Any
         if timeout <= 0:  # BLPOP 0 would block forever
             raw = self._client.lpop(self._key(key))

@@ -40,7 +40,7 @@ from typing import ClassVar, Literal, TypedDict, cast
 from hypha_celery.backends.base import Backend, Checkpoint, Session
 from hypha_celery.backends.error import BackendError
 from hypha_celery.backends.event import BackendEvent, BackendEventJson
-from hypha_celery.backends.gate import Payload, gate_channel
+from hypha_celery.backends.gate import GateMessage, gate_channel
 from hypha_celery.jsontypes import JsonObject
 
 ScriptFn = Callable[[str], Iterable[BackendEvent]]
@@ -140,7 +140,7 @@ class MockBackend(Backend):
         gate_channel().push(f"{tag}:release", {"tag": tag})
 
     @staticmethod
-    def wait_blocked(tag: str, timeout: float = 5.0) -> Payload | None:
+    def wait_blocked(tag: str, timeout: float = 5.0) -> GateMessage | None:
         """The announcement (``tag``, ``pid``, ``thread``) of a stream blocked at ``tag``,
         or None after ``timeout`` seconds. Each announcement is returned once."""
         return gate_channel().pop(f"{tag}:blocked", timeout)

@@ -66,8 +66,8 @@ from hypha_celery.runtime.lanes import kickoff_id, lane_key
 from hypha_celery.runtime.leases import LeaseMiddleware
 from hypha_celery.runtime.live import LiveEnds
 from hypha_celery.runtime.notifier import LocalNotifier, Notifier, RedisNotifier
-from hypha_celery.runtime.tls import redis_client_url
 from hypha_celery.runtime.retries import Retries
+from hypha_celery.runtime.tls import redis_client_url
 from hypha_celery.store import EventStore
 
 OnBusy = Literal["queue", "reject"]
@@ -119,8 +119,8 @@ class Hypha:
                            lease_interval=settings.lease_interval,
                            middleware=_stack(self.store, settings, middleware, self.live),
                            live=self.live, llm=self.llm)
-        tasks.register_coordinator(self._rt)
         celery_signals.bind(self.celery, self._rt.middleware)  # process and publish hooks
+        tasks.register_coordinator(self._rt)
         supervisor.register(self._rt)
         self._embedded: EmbeddedWorker | None = None
         self.agents = _agents(self)

@@ -23,7 +23,7 @@ IN_CHUNK = 500  # ids per IN (...) list
 #: events per commit from which PostgreSQL gets them by COPY (two round trips, then the
 #: rows in one stream) rather than one pipelined INSERT each (one round trip)
 COPY_FROM = 64
-EventRow = tuple[str, int, str, float, dict[str, Any], str | None]
+EventRow = tuple[str, int, str, float, dict[str, object], str | None]
 #: ``dumps(value)`` without building an encoder per call (same text)
 json_text = prebuilt(json.JSONEncoder(allow_nan=False, separators=(",", ":"),
                                       check_circular=False))

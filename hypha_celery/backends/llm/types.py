@@ -1,5 +1,5 @@
 """The provider-neutral shapes of one model call: :class:`LLMRequest` in, a stream of
-:class:`~hypha_celery.backends.Event` and one :class:`LLMResult` out.
+:class:`~hypha_celery.backends.BackendEvent` and one :class:`LLMResult` out.
 
 Messages are plain JSON in one neutral format that every provider module translates:
 
