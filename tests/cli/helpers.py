@@ -39,10 +39,10 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int = 1)
 
 @contextmanager
 def module_restored(name: str) -> Iterator[None]:
-    """After the block, ``sys.modules[name]`` as it was before: an app module a test
-    imported in-process under its own environment (a broker URL) is not the one a later
-    test finds cached."""
-    before = sys.modules.get(name)
+    """In the block, ``name`` is not imported yet; after it, ``sys.modules[name]`` is as
+    it was before: an app module a test imports in-process under its own environment (a
+    broker URL) is neither one an earlier test cached nor the one a later test finds."""
+    before = sys.modules.pop(name, None)  # the block imports its own, under its environment
     try:
         yield
     finally:

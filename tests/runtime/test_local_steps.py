@@ -19,12 +19,20 @@ def fast(name: str) -> Any:
     return lambda state, inp: {name: True}
 
 
-def test_the_kickoff_runs_fast_nodes_locally(hypha: Hypha, published: list[str]) -> None:
-    hypha.register(Graph("l1", {n: fast(n) for n in "abc"}, chain_of("a", "b", "c")))
-    run = hypha.start("l1")
-    assert run.wait(WAIT) == {"a": True, "b": True, "c": True}
+def test_the_kickoff_runs_fast_nodes_locally(sqlite_url: str, published: list[str]) -> None:
+    """A budget no run of three no-op nodes can spend, so the test does not depend on the
+    speed of the machine (the default 50 ms can pass in a GC pause of a long session)."""
+    hypha = Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
+                           store_url=sqlite_url, embedded=True, local_budget=5.0))
+    try:
+        hypha.register(Graph("l1", {n: fast(n) for n in "abc"}, chain_of("a", "b", "c")))
+        run = hypha.start("l1")
+        assert run.wait(WAIT) == {"a": True, "b": True, "c": True}
+        events = run.events()
+    finally:
+        hypha.close()
     assert published == ["hypha.coordinator"]  # the kickoff; no node message at all
-    workers = {e.data["worker"] for e in run.events() if e.kind == "node.execution.started"}
+    workers = {e.data["worker"] for e in events if e.kind == "node.execution.started"}
     assert len(workers) == 1
 
 
