@@ -197,3 +197,20 @@ circuits = Table(
     Column("window_start", Float, nullable=False),
     Column("open_until", Float, nullable=False),
 )
+
+# A session: one row per (user_id, session_id), written by the run that opened it (with
+# its ``session.created`` event); ``key`` is the lane key of the pair (unique with NULLs).
+sessions = Table(
+    "hypha_sessions",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("key", String(420), nullable=False, unique=True),
+    Column("user_id", String(200)),
+    Column("session_id", String(200), nullable=False),
+    Column("profile", String(200)),
+    Column("pack", String(200)),
+    Column("meta", JSON, nullable=False),
+    Column("first_run_id", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Index("ix_hypha_sessions_user", "user_id", "id"),
+)
