@@ -12,7 +12,6 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 import hypha_celery.store
-
 from hypha_celery.store import EventStore
 from hypha_celery.store.schema import metadata
 
