@@ -62,6 +62,16 @@ The tree, split by phase::
     │   │                                guard_rejected, policy_denied, human_review_required
     │   ├── ToolCallRejected             a governed tool call that did not run; ``.code``
     │   │                                (``TOOL_POLICY_DENIED``, ``TOOL_INPUT_INVALID``, ...)
+    │   ├── BusError                     a message bus call was refused (hypha_celery.bus);
+    │   │   │                            ``.code`` is hypha's
+    │   │   ├── MessageScopeMismatch     a message's user / session is not its run's or the
+    │   │   │                            caller's (``MESSAGE_SCOPE_MISMATCH``)
+    │   │   ├── MessageAlreadyExists     ``publish`` with an id the bus holds
+    │   │   │                            (``MESSAGE_ALREADY_EXISTS``)
+    │   │   ├── MessageNotFound (LookupError)  no message by that id
+    │   │   ├── UnknownRecipient (LookupError)  ``to`` names no live agent / no run
+    │   │   ├── MessageTooLarge (TooLarge)  a payload past ``BusLimits.max_message_bytes``
+    │   │   └── QueueFull (Overloaded)   the recipient queue's count or bytes bound
     │   ├── ReviewError                  a human review action that cannot apply
     │   │   └── NoPendingReview (LookupError)  the run is not waiting for that review
     │   ├── ReplayDivergence             re-executing a recorded run: new code did something
@@ -526,3 +536,51 @@ class ReviewError(HyphaRuntimeError):
 
 class NoPendingReview(ReviewError, LookupError):
     """The run is not waiting for a human review (or not for that one)."""
+
+
+class BusError(HyphaRuntimeError):
+    """A message bus call was refused (:mod:`hypha_celery.bus`); nothing was recorded.
+    ``code`` is hypha's error code."""
+
+    code = "MESSAGE_REFUSED"
+
+
+class MessageScopeMismatch(BusError):
+    """A message's ``user_id`` / ``session_id`` differ from its run's, or from the scope
+    of the caller acknowledging or failing it."""
+
+    code = "MESSAGE_SCOPE_MISMATCH"
+
+
+class MessageAlreadyExists(BusError):
+    """``publish`` with a message id the bus already holds (in any state)."""
+
+    code = "MESSAGE_ALREADY_EXISTS"
+
+
+class MessageNotFound(BusError, LookupError):
+    """No message by that id (or none the caller's scope may see)."""
+
+    code = "MESSAGE_NOT_FOUND"
+
+
+class UnknownRecipient(BusError, LookupError):
+    """A message to an agent that is not running or to a workflow run that does not
+    exist."""
+
+    code = "MESSAGE_UNKNOWN_RECIPIENT"
+
+
+class MessageTooLarge(TooLarge, BusError):
+    """A message's payload and metadata (compact JSON) past
+    ``BusLimits.max_message_bytes``; nothing was recorded."""
+
+    code = "MESSAGE_TOO_LARGE"
+
+
+class QueueFull(Overloaded, BusError):
+    """The recipient queue holds ``BusLimits.max_queue_messages`` messages or
+    ``max_queue_bytes`` bytes not yet settled; ``info`` says which (GenAgent's overload
+    map); nothing was recorded."""
+
+    code = "MESSAGE_QUEUE_FULL"
