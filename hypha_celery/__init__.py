@@ -4,6 +4,7 @@ from hypha_celery.beat import RecoveryPolicy
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.client.run import RunHandle, RunSnapshot
 from hypha_celery.client.scoped import ScopedHypha
+from hypha_celery.client.sessions import SessionOpening
 from hypha_celery.errors import (
     BrokerUnavailable,
     FailureReason,
@@ -51,6 +52,7 @@ __all__ = [
     "RunHandle",
     "RunSnapshot",
     "RunStatus",
+    "SessionOpening",
     "Settings",
     # principals: scoped clients
     "Principal",

@@ -19,7 +19,8 @@ import hypha_celery
 from hypha_celery import errors
 
 PUBLIC = {
-    "Hypha", "RunHandle", "RunSnapshot", "RunStatus", "Settings", "Principal", "ScopedHypha",
+    "Hypha", "RunHandle", "RunSnapshot", "RunStatus", "SessionOpening", "Settings", "Principal",
+    "ScopedHypha",
     "Context", "ErrorInfo", "Fail", "FanOut", "Finish", "Graph", "Next", "Node", "Outcome",
     "Review",
     "NodeContext", "RetryPolicy", "classify", "RecoveryPolicy",

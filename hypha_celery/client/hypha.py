@@ -23,6 +23,7 @@ from hypha_celery.backends.llm.ratelimit import Limiter, MemoryLimiter, RedisLim
 from hypha_celery.beat import operator, supervisor
 from hypha_celery.client.run import RunHandle
 from hypha_celery.client.scoped import ScopedHypha
+from hypha_celery.client.sessions import SessionOpening, check_opening
 from hypha_celery.embedded import EmbeddedWorker
 from hypha_celery.errors import (
     BrokerUnavailable,
@@ -68,7 +69,7 @@ from hypha_celery.runtime.live import LiveEnds
 from hypha_celery.runtime.notifier import LocalNotifier, Notifier, RedisNotifier
 from hypha_celery.runtime.retries import Retries
 from hypha_celery.runtime.tls import redis_client_url
-from hypha_celery.store import EventStore
+from hypha_celery.store import EventStore, SessionRow, Tx
 
 OnBusy = Literal["queue", "reject"]
 
@@ -179,8 +180,13 @@ class Hypha:
         notify: Signature | None = None,
         on_busy: OnBusy = "queue",
         idempotency_key: str | None = None,
+        session: SessionOpening | None = None,
     ) -> RunHandle:
         """Record ``run.created`` and enqueue the coordinator; returns at once.
+
+        The first run with a ``session_id`` opens the session ``(user_id, session_id)``
+        (``session.created``, with ``session``'s profile and metadata: :class:`SessionOpening`);
+        later runs of the session ignore ``session``.
 
         Runs with the same ``(user_id, session_id)`` go one at a time, FIFO;
         ``on_busy="reject"`` raises :class:`LaneBusy` instead of queueing; a lane whose
@@ -190,6 +196,7 @@ class Hypha:
         """
         g = self._graph(graph)
         _check_start_args(notify, on_busy)
+        opening = check_opening(session, session_id)
         size = json_size_or_none(input)  # the one encoding that checks and measures it
         if size is None:
             raise SpecError("run input must be JSON-serializable")
@@ -207,7 +214,7 @@ class Hypha:
                              notify=dict(notify) if notify is not None else None,
                              idempotency_key=idempotency_key)
         try:
-            started = self._create(run_id, created, on_busy, size)
+            started = self._create(run_id, created, on_busy, size, opening)
         except StoreConflict:
             if idempotency_key is None:
                 raise
@@ -236,11 +243,13 @@ class Hypha:
                 "it was recorded as run.failed (enqueue_failed)"
             ) from None
 
-    def _create(self, run_id: str, created: ev.RunCreated, on_busy: OnBusy, size: int) -> bool:
+    def _create(self, run_id: str, created: ev.RunCreated, on_busy: OnBusy, size: int,
+                opening: SessionOpening) -> bool:
         lane = created.lane
         with self.store.transaction() as tx:
             tx.create(new_view(run_id))
             lifecycle.emit(tx, run_id, created)
+            _open_session(tx, run_id, created, opening)
             active = lanes.lock(tx, lane).active if lane is not None else None
             if lane is not None and active is not None:
                 if on_busy == "reject":
@@ -257,6 +266,15 @@ class Hypha:
             lifecycle.emit(tx, run_id, ev.RunStarted(execution_id=kickoff_id(run_id)))
             seams.run_started(tx, self._rt, run_id, created.graph_id, queued=False)
         return True
+
+    # -- sessions ------------------------------------------------------------
+    def sessions(self, *, user_id: str | None = None, limit: int = 50) -> list[SessionRow]:
+        """The newest sessions first (of ``user_id`` if given), with their run counts."""
+        return self.store.sessions(user_id=user_id, limit=limit)
+
+    def session(self, session_id: str, user_id: str | None = None) -> SessionRow | None:
+        """The session ``(user_id, session_id)``; None if no run opened it."""
+        return self.store.session(user_id, session_id)
 
     def get_run(self, run_id: str) -> RunHandle:
         if self.store.load(run_id) is None:
@@ -448,3 +466,15 @@ def _agents(hypha: Hypha) -> Agents:
     agent_tasks.register(rt)
     hypha._rt.sweeps.append(partial(agent_recovery.sweep, rt))  # the supervisor's part
     return Agents(rt, ensure_worker=hypha._ensure_worker)
+
+
+def _open_session(tx: Tx, run_id: str, created: ev.RunCreated, opening: SessionOpening) -> None:
+    """Open the run's session if it is the session's first run (``session.created``)."""
+    session_id = created.session_id
+    if session_id is None:
+        return
+    if tx.open_session(created.user_id, session_id, run_id=run_id, profile=opening.profile,
+                       pack=opening.pack, metadata=opening.metadata, at=time.time()):
+        lifecycle.emit(tx, run_id, ev.SessionCreated(
+            session_id=session_id, user_id=created.user_id, profile=opening.profile,
+            pack=opening.pack, metadata=opening.metadata))

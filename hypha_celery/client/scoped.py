@@ -21,6 +21,7 @@ from celery.canvas import Signature
 from hypha_celery.agents.api import Agents
 from hypha_celery.agents.scoped import ScopedAgents
 from hypha_celery.client.run import RunHandle
+from hypha_celery.client.sessions import SessionOpening
 from hypha_celery.errors import NotPermitted, NotRedrivable, RunNotFound
 from hypha_celery.graph import Graph
 from hypha_celery.live import LiveBus
@@ -30,7 +31,7 @@ from hypha_celery.reviews import pending as pending_reviews
 from hypha_celery.runtime.config import Settings
 from hypha_celery.runtime.core import SweepDecision
 from hypha_celery.runtime.notifier import Notifier
-from hypha_celery.store import EventStore, RunFilter, RunRow
+from hypha_celery.store import EventStore, RunFilter, RunRow, SessionRow
 from hypha_celery.store.recovery import DeadLetterRow
 
 if TYPE_CHECKING:
@@ -77,7 +78,8 @@ class ScopedHypha:
     def start(self, graph: Graph | str, input: Any = None, *, user_id: str | None = None,
               session_id: str | None = None, notify: Signature | None = None,
               on_busy: Literal["queue", "reject"] = "queue",
-              idempotency_key: str | None = None) -> RunHandle:
+              idempotency_key: str | None = None,
+              session: SessionOpening | None = None) -> RunHandle:
         """:meth:`Hypha.start` as this principal: a user's runs carry its user id (another
         ``user_id`` is :class:`NotPermitted`) and its idempotency keys are its own; an
         admin starts runs for any ``user_id``."""
@@ -90,7 +92,7 @@ class ScopedHypha:
                 idempotency_key = f"{owner}/{idempotency_key}"
         handle = self._hypha.start(graph, input, user_id=user_id, session_id=session_id,
                                    notify=notify, on_busy=on_busy,
-                                   idempotency_key=idempotency_key)
+                                   idempotency_key=idempotency_key, session=session)
         return RunHandle(self, handle.id)
 
     def get_run(self, run_id: str) -> RunHandle:
@@ -119,6 +121,15 @@ class ScopedHypha:
         if user is None:
             raise NotPermitted("an admin names the user of a session (user_id=...)")
         return self.store.session_runs(user, session_id)
+
+    def sessions(self, *, user_id: str | None = None, limit: int = 50) -> list[SessionRow]:
+        """This principal's sessions, newest first (an admin may name a user)."""
+        return self.store.sessions(user_id=user_id, limit=limit)
+
+    def session(self, session_id: str, user_id: str | None = None) -> SessionRow | None:
+        """One session of this user (an admin names the user; None: no such session)."""
+        owner = self.principal.owner
+        return self.store.session(owner if owner is not None else user_id, session_id)
 
     # -- reviews ----------------------------------------------------------------------
     def reviews(self, limit: int = 100) -> list[PendingReview]:

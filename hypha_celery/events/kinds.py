@@ -44,6 +44,9 @@ EventType = Literal[
     "run.completed",
     "run.failed",
     "run.cancelled",
+    # sessions: written once per (user_id, session_id) by the lifecycle writer, in the log
+    # of the run that opened the session
+    "session.created",
     # model and tool calls made through a node's context (recorded, replayable)
     "model.call.started",
     "model.call.completed",

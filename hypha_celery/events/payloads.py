@@ -64,7 +64,8 @@ __all__ = [
     "RegressionCompleted", "RegressionFailed", "RegressionStarted", "ReplayCompleted",
     "ReplayFailed", "ReplayStarted", "RunCancelRequested", "RunCancelled", "RunCompleted",
     "RunCreated", "RunFailed", "RunParked", "RunPayload", "RunQuarantined", "RunQueued",
-    "RunRedriven", "RunReleased", "RunStarted", "RunWaitingHuman", "TerminalPayload",
+    "RunRedriven", "RunReleased", "RunStarted", "RunWaitingHuman", "SessionCreated",
+    "TerminalPayload",
     "ToolCallApproved", "ToolCallCompleted", "ToolCallFailed", "ToolCallRejected",
     "ToolCallRequested", "ToolCallStarted", "ToolOutputInvalid", "ToolOutputValidated",
     "ToolPolicyChecked", "model_of", "parse_payload", "payload_as", "payload_of", "reader",
@@ -242,6 +243,20 @@ RunPayload = (RunCreated | RunQueued | RunStarted | RunCancelRequested | RunPark
               | RunQuarantined | RunReleased | RunRedriven | RunWaitingHuman | RunCompleted
               | RunFailed | RunCancelled)
 TerminalPayload = RunCompleted | RunFailed | RunCancelled
+
+
+class SessionCreated(Payload):
+    """A session begins (once per ``(user_id, session_id)``, in the log of the run that
+    opened it, right after its ``run.created``): the session profile applied (``profile``,
+    of pack ``pack``) and the session's metadata (the profile's defaults under the
+    caller's)."""
+
+    kind: ClassVar[EventType] = "session.created"
+    session_id: str
+    user_id: str | None = None
+    profile: str | None = None
+    pack: str | None = None
+    metadata: dict[str, Any] = {}
 
 
 # -- decisions and node executions ----------------------------------------------------------

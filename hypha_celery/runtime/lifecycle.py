@@ -1,4 +1,4 @@
-"""The one writer of run lifecycle events (hypha's RunManager).
+"""The one writer of run and session lifecycle events (hypha's RunManager).
 
 Every ``run.*`` event — created, queued, started, cancel.requested, parked, quarantined,
 released, redriven, waiting_human, completed, failed, cancelled — is appended here, by the
@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from hypha_celery.errors import NotTheLifecycleWriter
 from hypha_celery.events import TERMINAL_KINDS, TERMINAL_STATUSES, View
-from hypha_celery.events.payloads import RunPayload
+from hypha_celery.events.payloads import RunPayload, SessionCreated
 from hypha_celery.store import LIFECYCLE_WRITER, Tx
 
 #: The run lifecycle's event types: the ones only this module appends.
@@ -32,9 +32,10 @@ RunKind = Literal["run.created", "run.queued", "run.started", "run.cancel.reques
 TerminalKind = Literal["run.completed", "run.failed", "run.cancelled"]
 
 
-def emit(tx: Tx, run_id: str, payload: RunPayload, *, idem: str | None = None,
-         ts: float | None = None) -> View:
-    """Append the lifecycle event ``payload`` (a ``run.*`` payload model) to ``run_id``."""
+def emit(tx: Tx, run_id: str, payload: RunPayload | SessionCreated, *,
+         idem: str | None = None, ts: float | None = None) -> View:
+    """Append the lifecycle event ``payload`` (a ``run.*`` payload model, or the
+    ``session.created`` of the session the run opened) to ``run_id``."""
     _check(tx, run_id, payload.kind)
     return tx.emit(run_id, payload, idem=idem, ts=ts, writer=LIFECYCLE_WRITER)
 
@@ -48,8 +49,8 @@ def record(tx: Tx, run_id: str, kind: RunKind, data: Mapping[str, Any], *,
 
 
 def _check(tx: Tx, run_id: str, kind: str) -> None:
-    if not kind.startswith("run."):
-        raise NotTheLifecycleWriter(f"{kind} is not a run lifecycle event")
+    if not kind.startswith(("run.", "session.")):
+        raise NotTheLifecycleWriter(f"{kind} is not a run or session lifecycle event")
     view = tx.lock(run_id) if kind != "run.created" else None
     if view is not None and view["status"] in TERMINAL_STATUSES and kind not in TERMINAL_KINDS:
         raise NotTheLifecycleWriter(f"run {run_id} has ended; {kind} cannot follow")

@@ -16,6 +16,7 @@ from hypha_celery.store.imports import IDEM_MAX, RUN_ID_MAX, ImportResult, check
 from hypha_celery.store.lanes import Item, LaneState
 from hypha_celery.store.projection import MAX_LIST, RunFilter, RunRow, parse_time
 from hypha_celery.store.rows import gc_paused
+from hypha_celery.store.sessions import MAX_SESSIONS, SessionRow
 from hypha_celery.store.stats import Bucket, GraphFailures, RunStats
 from hypha_celery.store.tx import LIFECYCLE_WRITER, Tx, check_append
 
@@ -28,6 +29,8 @@ __all__ = [
     "Bucket", "GraphFailures", "RunStats",
     # lane rows
     "Item", "LaneState",
+    # sessions
+    "MAX_SESSIONS", "SessionRow",
     # export / import
     "IDEM_MAX", "RUN_ID_MAX", "ImportResult", "check_run", "close_run", "export_rows",
     "gc_paused",

@@ -6,10 +6,11 @@ from hypha_celery.store.events import EventLog
 from hypha_celery.store.imports import Imports
 from hypha_celery.store.outcomes import Outcomes
 from hypha_celery.store.recovery import Recovery
+from hypha_celery.store.sessions import Sessions
 from hypha_celery.store.stats import Stats
 
 
-class EventStore(EventLog, Outcomes, Recovery, Imports, Stats):
+class EventStore(EventLog, Outcomes, Recovery, Imports, Stats, Sessions):
     """Append-only events with a per-run projection (SQLAlchemy 2 Core; SQLite embedded,
     PostgreSQL in production). Safe to share across threads; each process (after fork)
     builds its own engines.
@@ -20,4 +21,4 @@ class EventStore(EventLog, Outcomes, Recovery, Imports, Stats):
     (:mod:`~hypha_celery.store.events`), edge outcomes (:mod:`~hypha_celery.store.outcomes`),
     recovery records (:mod:`~hypha_celery.store.recovery`), the import
     (:mod:`~hypha_celery.store.imports`), a window's figures
-    (:mod:`~hypha_celery.store.stats`)."""
+    (:mod:`~hypha_celery.store.stats`), sessions (:mod:`~hypha_celery.store.sessions`)."""

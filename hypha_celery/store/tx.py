@@ -28,11 +28,14 @@ from hypha_celery.store.engine import Engines
 from hypha_celery.store.lanes import LaneRows
 from hypha_celery.store.projection import VIEW_ROW, columns_of, doc_of, owned, view_of
 from hypha_celery.store.rows import COPY_FROM, insert_rows, json_text
+from hypha_celery.store.sessions import SessionRows
 from hypha_celery.store.schema import events, runs
 
 #: What :mod:`hypha_celery.runtime.lifecycle` passes as ``writer``: the one canonical
-#: writer of ``run.*`` events (hypha's RunManager); :meth:`Tx.append` refuses them otherwise.
+#: writer of ``run.*`` and ``session.*`` events (hypha's RunManager); :meth:`Tx.append`
+#: refuses them otherwise.
 LIFECYCLE_WRITER = object()
+_LIFECYCLE = ("run.", "session.")
 
 
 def check_kind(kind: str) -> None:
@@ -43,16 +46,16 @@ def check_kind(kind: str) -> None:
 
 def check_append(kind: str, writer: object = None) -> None:
     """The checks every appended event passes, whoever appends it: a type of the
-    taxonomy (:func:`check_kind`), and ``run.*`` only from the lifecycle writer
-    (:class:`NotTheLifecycleWriter`)."""
-    if kind.startswith("run.") and writer is not LIFECYCLE_WRITER:
+    taxonomy (:func:`check_kind`), and ``run.*`` and ``session.*`` only from the
+    lifecycle writer (:class:`NotTheLifecycleWriter`)."""
+    if kind.startswith(_LIFECYCLE) and writer is not LIFECYCLE_WRITER:
         raise NotTheLifecycleWriter(
-            f"{kind} is a run lifecycle event: only hypha_celery.runtime.lifecycle "
-            "appends those")
+            f"{kind} is a run or session lifecycle event: only "
+            "hypha_celery.runtime.lifecycle appends those")
     check_kind(kind)
 
 
-class Tx(LaneRows):
+class Tx(LaneRows, SessionRows):
     """One store transaction. Use through :meth:`EventStore.transaction`."""
 
     def __init__(self, conn: Connection, dialect: str, owner: str | None = None) -> None:

@@ -60,7 +60,7 @@ def test_kinds() -> None:
     assert len(AGENT_KINDS) == 10
 
 
-HYPHA_TWO_PART = ("run", "message", "eval", "replay", "regression")
+HYPHA_TWO_PART = ("run", "session", "message", "eval", "replay", "regression")
 
 
 def test_event_types_follow_the_area_noun_past_tense_taxonomy() -> None:
@@ -255,7 +255,7 @@ def test_only_the_lifecycle_writer_appends_run_events(tmp_path: Path) -> None:
             lifecycle.record(tx, "r", "run.completed", {"result": 1}, idem="r:terminal")
             with pytest.raises(NotTheLifecycleWriter, match="has ended"):
                 lifecycle.record(tx, "r", "run.started", {"execution_id": "r.0"})
-            with pytest.raises(NotTheLifecycleWriter, match="not a run lifecycle"):
+            with pytest.raises(NotTheLifecycleWriter, match="not a run or session lifecycle"):
                 lifecycle.record(tx, "r", "eval.completed", {})
         assert [e.type for e in store.events("r")] == ["run.created", "eval.started",
                                                        "run.completed"]
