@@ -26,6 +26,7 @@ from hypha_celery.cli import (
     rerun,
     review,
     runs,
+    sessions,
     views,
 )
 from hypha_celery.cli.common import AS_USER, app_option, echo_json, opened, operator_only
@@ -391,7 +392,7 @@ def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | Non
 
 for _command in (*recovery.COMMANDS, *agents.COMMANDS, *rerun.COMMANDS, *views.COMMANDS,
                  *evaluate.COMMANDS, *pack.COMMANDS, *review.COMMANDS, *runs.COMMANDS,
-                 *metrics.COMMANDS, *console.COMMANDS, *UP_COMMANDS):
+                 *sessions.COMMANDS, *metrics.COMMANDS, *console.COMMANDS, *UP_COMMANDS):
     cli.add_command(_command)
 
 
