@@ -12,7 +12,9 @@ A pack names its task schemas, output contracts, workflows (:class:`WorkflowSpec
 refs that govern them), nodes (code, governed tool, constants), tools (:class:`ToolSpec`
 plus a handler or a mock), tool profiles, policies, session profiles and light
 evaluation / regression cases. Every reference is checked at load; a file may
-``extends:`` a base pack (an overlay: upsert or ``remove`` by id).
+``extends:`` a base pack (an overlay: upsert or ``remove`` by id). Keys are read in our
+snake_case spelling or in hypha's camelCase one (``sessionProfiles``,
+``humanReviewPolicy``): hypha's pack files load unchanged.
 """
 
 from hypha_celery.packs._check import Layout, problems
@@ -31,7 +33,14 @@ from hypha_celery.packs._model import (
     MockOutput,
     NodeDecl,
     PackCase,
+    PackHumanReview,
+    PackPolicy,
+    PackPolicyRule,
+    PackRetry,
+    PackState,
     PackTool,
+    PackToolSpec,
+    PackTransition,
     PackWorkflow,
     SessionProfile,
 )
@@ -45,7 +54,14 @@ __all__ = [
     "MockOutput",
     "NodeDecl",
     "PackCase",
+    "PackHumanReview",
+    "PackPolicy",
+    "PackPolicyRule",
+    "PackRetry",
+    "PackState",
     "PackTool",
+    "PackToolSpec",
+    "PackTransition",
     "PackWorkflow",
     "SessionProfile",
     # loading and checking

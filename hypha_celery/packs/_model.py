@@ -7,6 +7,14 @@ handler or a mock), tool profiles, tool policies, session profiles and light eva
 regression cases. The models check shape only; :func:`~hypha_celery.packs.problems`
 checks that every reference resolves, and :func:`~hypha_celery.packs.parse_pack`
 runs both and reports every problem at once.
+
+Every model of a pack (the nested workflow, state, review, retry, tool and policy models
+too) reads a key in our snake_case spelling or in hypha's camelCase one
+(``session_profiles`` / ``sessionProfiles``, ``human_review`` / ``humanReview`` /
+``humanReviewPolicy``): one model with validation aliases, so hypha's own pack files load
+unchanged. One mapping uses one spelling: both spellings of a field, or camelCase and
+snake_case keys side by side, are a problem. A pack is always written back
+(:meth:`DomainPack.to_doc`, ``hypha pack show --json``) in snake_case.
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
+    AliasChoices,
+    AliasGenerator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -25,14 +35,23 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from pydantic.alias_generators import to_camel
 
 from hypha_celery.errors import ToolSpecError
-from hypha_celery.fsm import WorkflowSpec
+from hypha_celery.fsm import (
+    HumanReviewPolicy,
+    StateRetry,
+    StateSpec,
+    TransitionSpec,
+    WorkflowSpec,
+)
 from hypha_celery.jsontypes import JsonObject, JsonValue
-from hypha_celery.tools import ToolPolicy, ToolSpec
+from hypha_celery.tools import PolicyRule, ToolPolicy, ToolSpec
 
 __all__ = ["ID_PATTERN", "NODE_PATTERN", "REF_PATTERN", "DomainPack", "MockOutput",
-           "NodeDecl", "PackCase", "PackTool", "PackWorkflow", "SessionProfile"]
+           "NodeDecl", "PackCase", "PackHumanReview", "PackPolicy", "PackPolicyRule",
+           "PackRetry", "PackState", "PackTool", "PackToolSpec", "PackTransition", "PackWorkflow",
+           "SessionProfile"]
 
 #: Pack, schema, contract, profile and case ids.
 ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$"
@@ -54,11 +73,107 @@ _Id = Annotated[str, Field(pattern=ID_PATTERN)]
 _Ref = Annotated[str, AfterValidator(_module_attr)]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+#: Every pack model: a field is read by its name (snake_case) or its camelCase alias
+#: (hypha's spelling); it is written by its name.
+_ALIASES = ConfigDict(alias_generator=AliasGenerator(validation_alias=to_camel),
+                      validate_by_name=True, validate_by_alias=True, loc_by_alias=False)
 
 
-def _as_value_error(model: type[ToolSpec] | type[ToolPolicy]) -> Any:
+def _spellings(model: type[BaseModel], data: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The camelCase and the snake_case keys of ``data`` that name fields of ``model``
+    (a one-word key is both and neither); both spellings of one field is an error."""
+    camel: list[str] = []
+    snake: list[str] = []
+    for name, info in model.model_fields.items():
+        alias = info.validation_alias
+        names = ([a for a in alias.choices if isinstance(a, str)]
+                 if isinstance(alias, AliasChoices) else [alias] if isinstance(alias, str)
+                 else [])
+        used = [k for k in dict.fromkeys([name, *names]) if k in data]
+        if len(used) > 1:
+            raise ValueError(f"{' and '.join(used)} are one field: give one of them")
+        if used and used[0] == name and "_" in name.strip("_"):
+            snake.append(name)
+        elif used and used[0] != name and used[0] != used[0].lower():
+            camel.append(used[0])
+    return camel, snake
+
+
+class _Aliased(BaseModel):
+    """Reads hypha's camelCase keys as well as ours; one spelling per mapping."""
+
+    model_config = _ALIASES
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_spelling(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            camel, snake = _spellings(cls, data)
+            if camel and snake:
+                raise ValueError(f"one mapping mixes camelCase ({camel[0]}) and snake_case "
+                                 f"({snake[0]}) keys: write it in one spelling")
+        return data
+
+
+class _Model(_Aliased):
+    model_config = ConfigDict(extra="forbid", frozen=True, **_ALIASES)
+
+
+class PackHumanReview(HumanReviewPolicy, _Aliased):
+    """A state's :class:`~hypha_celery.fsm.HumanReviewPolicy` (``expiresIn``)."""
+
+    model_config = _ALIASES
+
+
+class PackRetry(StateRetry, _Aliased):
+    """A state's :class:`~hypha_celery.fsm.StateRetry` (``maxAttempts``)."""
+
+    model_config = _ALIASES
+
+
+class PackState(StateSpec, _Aliased):
+    """A workflow state (:class:`~hypha_celery.fsm.StateSpec`); hypha's
+    ``humanReviewPolicy`` and ``policyRefs`` name ``human_review`` and ``policies``."""
+
+    model_config = _ALIASES
+
+    human_review: PackHumanReview | None = Field(
+        default=None, validation_alias=AliasChoices("human_review", "humanReview",
+                                                    "humanReviewPolicy"))
+    retry: PackRetry | None = None
+    policies: list[str] = Field(default=[], validation_alias=AliasChoices(
+        "policies", "policyRefs"))
+
+
+class PackTransition(TransitionSpec, _Aliased):
+    """A workflow transition (:class:`~hypha_celery.fsm.TransitionSpec`)."""
+
+    model_config = _ALIASES
+
+
+class PackToolSpec(ToolSpec, _Aliased):
+    """A pack tool's :class:`~hypha_celery.tools.ToolSpec` (``inputSchema``,
+    ``sideEffect``, ...)."""
+
+    model_config = _ALIASES
+
+
+class PackPolicyRule(PolicyRule, _Aliased):
+    """A rule of a pack policy (``sideEffects``)."""
+
+    model_config = _ALIASES
+
+
+class PackPolicy(ToolPolicy, _Aliased):
+    """A pack's :class:`~hypha_celery.tools.ToolPolicy` (``defaultEffect``)."""
+
+    model_config = _ALIASES
+
+    #: Narrowed to the aliased rule (pydantic validates into it; read-only, frozen).
+    rules: list[PackPolicyRule] = []  # type: ignore[assignment]
+
+
+def _as_value_error(model: type[PackToolSpec] | type[PackPolicy]) -> Any:
     """Validate with ``model``; its :class:`ToolSpecError` becomes a ``ValueError`` so
     pydantic reports it at its place in the pack (with the other problems)."""
     def validate(value: Any) -> Any:
@@ -82,8 +197,6 @@ class NodeDecl(_Model):
     input_from: str | None = None
     output_to: Annotated[str, Field(pattern=NODE_PATTERN)] | None = None
     set_: JsonObject | None = Field(default=None, alias="set")
-
-    model_config = ConfigDict(populate_by_name=True)
 
     @model_validator(mode="after")
     def _one_kind(self) -> NodeDecl:
@@ -111,7 +224,7 @@ class PackTool(_Model):
     """A :class:`ToolSpec` (its fields, flat) plus exactly one of ``handler``
     (``module:attr``, ``handler(input) -> output``) or ``mock``."""
 
-    spec: Annotated[ToolSpec, _as_value_error(ToolSpec)]
+    spec: Annotated[PackToolSpec, _as_value_error(PackToolSpec)]
     handler: _Ref | None = None
     mock: MockOutput | None = None
 
@@ -141,12 +254,17 @@ class PackTool(_Model):
         return self.spec.id
 
 
-class PackWorkflow(WorkflowSpec):
+class PackWorkflow(WorkflowSpec, _Aliased):
     """A workflow plus the pack entries that govern it: the JSON Schema of its input
     (``task_schema``), of its output (``output_contract``), the tools its tool nodes may
     call (``tool_profile``: none, any) and the policy for tools and transitions
     (``policy``: none, the pack's ``default_policy``)."""
 
+    model_config = _ALIASES
+
+    #: Narrowed to the aliased models (pydantic validates into them; frozen).
+    states: list[PackState] = Field(min_length=1)  # type: ignore[assignment]
+    transitions: list[PackTransition] = []  # type: ignore[assignment]
     task_schema: str | None = None
     output_contract: str | None = None
     tool_profile: str | None = None
@@ -190,12 +308,16 @@ class DomainPack(_Model):
     nodes: dict[str, NodeDecl] = {}
     tools: list[PackTool] = []
     tool_profiles: dict[str, list[str]] = {}
-    policies: list[Annotated[ToolPolicy, _as_value_error(ToolPolicy)]] = []
+    policies: list[Annotated[PackPolicy, _as_value_error(PackPolicy)]] = Field(
+        default=[], validation_alias=AliasChoices("policies", "toolPolicies"))
     default_policy: str | None = None
     session_profiles: dict[str, SessionProfile] = {}
     default_workflow: str | None = None
     evaluation_cases: list[PackCase] = []
     regression_cases: list[PackCase] = []
+    #: MCP servers (hypha's ``mcpProfiles``) by name: accepted as declared, not run by
+    #: the pack itself.
+    mcp_profiles: dict[str, JsonObject] = {}
 
     @field_validator("version", mode="before")
     @classmethod

@@ -6,7 +6,8 @@ or is appended; ``{id: X, remove: true}`` removes it. In each mapping section
 (``task_schemas``, ``output_contracts``, ``nodes``, ``tool_profiles``,
 ``session_profiles``) a key replaces the base's or is added; ``X: {remove: true}`` removes
 it. Any other field (``id``, ``version``, ``name``, ``default_workflow``, ...) replaces the
-base's. The result is validated as a whole.
+base's. The result is validated as a whole. A section may be spelled as hypha does
+(``evaluationCases``, ``toolProfiles``): it merges the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from typing import Any
+
+from pydantic import AliasChoices
 
 from hypha_celery.errors import PackError
 from hypha_celery.packs._model import DomainPack
@@ -24,14 +27,28 @@ __all__ = ["LIST_SECTIONS", "MAP_SECTIONS", "merge", "overlay"]
 
 LIST_SECTIONS = ("workflows", "tools", "policies", "evaluation_cases", "regression_cases")
 MAP_SECTIONS = ("task_schemas", "output_contracts", "nodes", "tool_profiles",
-                "session_profiles")
+                "session_profiles", "mcp_profiles")
 _REMOVE = {"remove": True}
+def _spellings(field: str) -> list[str]:
+    info = DomainPack.model_fields[field]
+    alias = info.validation_alias
+    names = alias.choices if isinstance(alias, AliasChoices) else [alias]
+    return list(dict.fromkeys([field, *(n for n in names if isinstance(n, str))]))
+
+
+#: Every spelling of a pack field -> its name (``defaultWorkflow`` -> ``default_workflow``).
+_FIELD = {spelling: field for field in DomainPack.model_fields
+          for spelling in _spellings(field)}
 
 
 def overlay(base: DomainPack, overlay_doc: Mapping[str, object]) -> DomainPack:
     """``base`` with ``overlay_doc`` applied; :class:`PackError` lists every problem of
-    the overlay and of the resulting pack."""
-    merged, problems = merge(base.to_doc(), overlay_doc)
+        the overlay and of the resulting pack. The overlay's top-level keys may be spelled as
+    hypha does (``evaluationCases``)."""
+    if not isinstance(overlay_doc, Mapping):
+        raise PackError([("", "an overlay is a mapping of pack fields")])
+    ours = {_FIELD.get(k, k): v for k, v in overlay_doc.items()}  # base.to_doc(): ours
+    merged, problems = merge(base.to_doc(), ours)
     return parse_pack(merged, problems)
 
 
@@ -46,10 +63,11 @@ def merge(base: Mapping[str, object], overlay_doc: Mapping[str, object]
     for key, value in overlay_doc.items():
         value = copy.deepcopy(value)
         current = out.get(key)
-        if key in LIST_SECTIONS and isinstance(value, list) \
+        section = _FIELD.get(key, key)
+        if section in LIST_SECTIONS and isinstance(value, list) \
                 and isinstance(current, list | None):
             out[key] = _merge_list(key, current or [], value, problems)
-        elif key in MAP_SECTIONS and isinstance(value, dict) \
+        elif section in MAP_SECTIONS and isinstance(value, dict) \
                 and isinstance(current, dict | None):
             out[key] = _merge_map(key, current or {}, value, problems)
         else:

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import AliasChoices, ValidationError
 from pydantic_core import ErrorDetails
 
 from hypha_celery.errors import PackError
@@ -105,27 +105,42 @@ def _salvage(doc: dict[str, object], errors: Sequence[ErrorDetails]
     drop: dict[str, set[Any]] = {}
     for error in errors:
         loc = error["loc"]
-        if len(loc) == 1 or not isinstance(doc.get(str(loc[0])), list | dict):
-            doc.pop(str(loc[0]), None)
+        if not loc:  # the whole document (e.g. mixed spellings): nothing to salvage
+            return None, Layout()
+        key = _doc_key(doc, str(loc[0]))
+        if len(loc) == 1 or not isinstance(doc.get(key), list | dict):
+            doc.pop(key, None)
         else:
             drop.setdefault(str(loc[0]), set()).add(loc[1])
     positions: dict[str, list[int]] = {}
     broken: dict[str, set[str]] = {}
     for section, bad in drop.items():
-        entries = doc.get(section)
+        key = _doc_key(doc, section)
+        entries = doc.get(key)
         if isinstance(entries, list):
             positions[section] = [i for i in range(len(entries)) if i not in bad]
             broken[section] = {e["id"] for i, e in enumerate(entries) if i in bad
                                and isinstance(e, dict) and isinstance(e.get("id"), str)}
-            doc[section] = [entries[i] for i in positions[section]]
+            doc[key] = [entries[i] for i in positions[section]]
         elif isinstance(entries, dict):
             broken[section] = {str(k) for k in bad}
-            doc[section] = {k: v for k, v in entries.items() if k not in bad}
+            doc[key] = {k: v for k, v in entries.items() if k not in bad}
     try:
         partial = _Partial.model_validate(doc)
     except ValidationError:
         return None, Layout()
     return partial, Layout(positions, {k: frozenset(v) for k, v in broken.items()})
+
+
+def _doc_key(doc: Mapping[str, object], field: str) -> str:
+    """The key of ``doc`` holding the pack field ``field`` (hypha's camelCase spelling, or
+    any of a field's other names, when the document uses it)."""
+    if field in doc:
+        return field
+    info = DomainPack.model_fields.get(field)
+    alias = info.validation_alias if info is not None else None
+    names = alias.choices if isinstance(alias, AliasChoices) else [alias]
+    return next((n for n in names if isinstance(n, str) and n in doc), field)
 
 
 def _not_json(value: Any, at: tuple[str | int, ...]) -> Iterator[Problem]:
