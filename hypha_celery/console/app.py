@@ -186,6 +186,7 @@ def create_app(hypha: Hypha, config: ConsoleConfig | None = None) -> Starlette:
         Route("/runs/{run_id}", pages.run(console)),
         Route("/runs/{run_id}/live", live_rows(console)),
         Route("/agents", pages.agents(console)),
+        Route("/sessions", pages.sessions(console)),
         Route("/agents/{name:path}", pages.agent(console)),
         Route("/dead-letters", pages.dead_letters(console)),
         Route("/dead-letters/{dead_letter_id:int}", pages.dead_letter(console)),

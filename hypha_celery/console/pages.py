@@ -4,11 +4,13 @@ runs them in its thread pool, where the store's blocking calls belong."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -23,7 +25,7 @@ from hypha_celery.errors import AgentNotFound, NotPermitted, RunNotFound
 from hypha_celery.events import Event
 from hypha_celery.events import payloads as ev
 from hypha_celery.replay._store import FileFixtureStore
-from hypha_celery.store import RunFilter
+from hypha_celery.store import RunFilter, SessionRow
 
 if TYPE_CHECKING:
     from hypha_celery.console.app import Console
@@ -34,6 +36,8 @@ __all__ = ["DeadLetterNotFound", "TurnRow", "agent", "agents", "dead_letter", "d
 
 Endpoint = Callable[[Request], Any]
 #: Fixed notices an action's redirect may ask a page to show (never free text).
+#: The most sessions the sessions page lists (newest first).
+SESSIONS_SHOWN = 200
 NOTICES = {"redriven": "Dead letter redriven.", "released": "Run released: its node runs "
            "again.", "failed": "Run failed by you.", "signed-out": "Signed out."}
 
@@ -168,6 +172,38 @@ def agents(console: Console) -> Endpoint:
             except AgentNotFound:
                 continue  # stopped between the list and the read
         return console.render(request, "agents.html", {"agents": found})
+    return page
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLine:
+    """One row of the sessions page (metadata shown only with ``show_content``)."""
+
+    user_id: str | None
+    session_id: str
+    profile: str
+    runs: int
+    first_run_id: str
+    created: str
+    metadata: str
+    query: str  # the runs page filtered to this session
+
+
+def session_line(s: SessionRow) -> SessionLine:
+    profile = "" if s.profile is None else (f"{s.pack}:{s.profile}" if s.pack else s.profile)
+    query = urlencode({"session": s.session_id, **({"user": s.user_id} if s.user_id else {})})
+    return SessionLine(s.user_id, s.session_id, profile, s.runs, s.first_run_id,
+                       time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s.created_at)),
+                       json.dumps(s.metadata, sort_keys=True), query)
+
+
+def sessions(console: Console) -> Endpoint:
+    def page(request: Request) -> Response:
+        hypha = console.scoped(request)
+        rows = [session_line(s) for s in hypha.sessions(limit=SESSIONS_SHOWN)]
+        return console.render(request, "sessions.html", {
+            "sessions": rows, "limit": SESSIONS_SHOWN,
+            "show_content": console.config.show_content})
     return page
 
 
