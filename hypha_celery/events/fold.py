@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, cast
 
+from hypha_celery.events.cases import CASE_PAYLOADS, fold_case
 from hypha_celery.events.kinds import KINDS
 from hypha_celery.events.payloads import (
     PAYLOADS,
@@ -284,6 +285,14 @@ def _fsm_entered(v: View, p: FsmStateEntered) -> None:
     v["fsm"] = fsm
 
 
+def _case(v: View, p: Payload) -> None:
+    fsm: FsmPosition = v["fsm"] or {"workflow": None, "state": None, "path": []}
+    fsm["case"] = fold_case(fsm.get("case"), p)
+    if type(p).kind == "recovery.case.opened":
+        fsm["cases"] = int(fsm.get("cases") or 0) + 1
+    v["fsm"] = fsm
+
+
 #: The handler of each kind that changes the projection, by its payload model.
 _FOLDS: dict[str, _Handler] = {}
 
@@ -320,6 +329,8 @@ _on(HumanReviewRejected)(_rejected)
 _on(HumanReviewExpired)(_expired)
 _on(HumanReviewCancelled)(_review_cancelled)
 _on(FsmStateEntered)(_fsm_entered)
+for _model in CASE_PAYLOADS:
+    _on(_model)(_case)
 
 #: Kinds that leave the projection document unchanged (only ``seq`` moves): the other
 #: families (decisions, calls, messages, evaluation, an agent's stream, ...) are facts

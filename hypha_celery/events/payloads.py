@@ -59,6 +59,9 @@ __all__ = [
     "NodeExecutionFailed", "NodeExecutionLateResult", "NodeExecutionRedelivered",
     "NodeExecutionRetrying", "NodeExecutionScheduled", "NodeExecutionStarted",
     "NodeFanoutScheduled", "NodeReducerCompleted", "NodeReducerFailed", "Payload",
+    "RecoveryCaseAttempted", "RecoveryCaseCompensated", "RecoveryCaseCompensationStarted",
+    "RecoveryCaseEscalated", "RecoveryCaseOpened", "RecoveryCaseQuarantined",
+    "RecoveryCaseResolved",
     "RecoveryCircuitOpened", "RecoveryDeadLetterRedriven", "RecoveryNodeTimedOut",
     "RecoveryOutcomeReconciled", "RecoveryRedriveExhausted", "RecoveryRunRedriven",
     "RegressionCompleted", "RegressionFailed", "RegressionStarted", "ReplayCompleted",
@@ -407,6 +410,97 @@ class RecoveryDeadLetterRedriven(Payload):
     dead_letter_id: int
     execution_id: str | None
     by: str | None = None
+
+
+# -- recovery cases (hypha_celery.fsm) ------------------------------------------------------
+class _Case(Payload):
+    """A workflow state's recovery case: its id (``<run>:case:<n>``), the workflow and
+    the state whose failure opened it."""
+
+    case_id: str
+    workflow: str | None = None
+    state: str
+
+
+class RecoveryCaseOpened(_Case):
+    """A failure of ``node`` in ``state`` opened the case: its fingerprint, its evidence
+    hash, the error (``type``, ``class``, ``message``) and the case's limits."""
+
+    kind: ClassVar[EventType] = "recovery.case.opened"
+    node: str
+    fingerprint: str
+    evidence: str
+    error: Error
+    at: float
+    strategies: list[str]
+    max_cycles: int
+    max_no_progress_cycles: int
+    max_same_strategy: int
+    max_elapsed: float
+
+
+class RecoveryCaseAttempted(_Case):
+    """One cycle: ``strategy`` (its ``attempt``-th try) enters ``target`` and runs
+    ``node``, after the failure of fingerprint / evidence hash (``progress``: its evidence
+    differs from the failure before it); ``reason``: why this strategy."""
+
+    kind: ClassVar[EventType] = "recovery.case.attempted"
+    cycle: int
+    strategy: str
+    attempt: int
+    target: str
+    node: str
+    fingerprint: str
+    evidence: str
+    progress: bool
+    reason: str
+
+
+class RecoveryCaseCompensationStarted(_Case):
+    """``node`` runs to undo the committed effect of state ``compensates``, before the
+    case escalates (``reason``)."""
+
+    kind: ClassVar[EventType] = "recovery.case.compensation_started"
+    node: str
+    compensates: str
+    reason: str  # why the case escalates once compensated
+
+
+class RecoveryCaseCompensated(_Case):
+    kind: ClassVar[EventType] = "recovery.case.compensated"
+    node: str
+    compensates: str
+
+
+class RecoveryCaseQuarantined(_Case):
+    """The failure says the run's data cannot be trusted (an invariant): held for a
+    person in ``Quarantined``."""
+
+    kind: ClassVar[EventType] = "recovery.case.quarantined"
+    reason: str
+    evidence: str
+
+
+class RecoveryCaseResolved(_Case):
+    """The case ended ``resolved`` (a retry succeeded) or ``degraded`` (a fallback or a
+    degrade did)."""
+
+    kind: ClassVar[EventType] = "recovery.case.resolved"
+    status: Literal["resolved", "degraded"]
+    strategy: str
+    cycles: int
+
+
+class RecoveryCaseEscalated(_Case):
+    """The case ended ``escalated`` to human review: ``reason`` (the limit reached,
+    ``strategies_exhausted``, ``not_retryable:<class>``, ``compensation_failed``), the
+    states compensated before, the error of a compensation that failed."""
+
+    kind: ClassVar[EventType] = "recovery.case.escalated"
+    reason: str
+    cycles: int
+    compensated: list[str] = []
+    error: Error | None = None
 
 
 # -- model and tool calls -------------------------------------------------------------------

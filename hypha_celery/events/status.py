@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["HELD_STATUSES", "TERMINAL_STATUSES", "RunStatus"]
+__all__ = ["HELD_STATUSES", "TERMINAL_STATUSES", "CaseStatus", "RunStatus"]
 
 
 class RunStatus(StrEnum):
@@ -45,6 +45,24 @@ TERMINAL_STATUSES: frozenset[RunStatus] = frozenset(
     {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
 #: The statuses of a run an operator must look at (a node's effect unknown, a dead letter).
 HELD_STATUSES: frozenset[RunStatus] = frozenset({RunStatus.QUARANTINED, RunStatus.PARKED})
+
+class CaseStatus(StrEnum):
+    """Where a workflow state's recovery case is (``recovery.case.*``): ``open`` while
+    strategies are tried (``compensating`` while committed effects are undone), then
+    ``resolved`` (a retry succeeded), ``degraded`` (a fallback or a degrade did),
+    ``escalated`` (to human review) or ``quarantined`` (held for a person)."""
+
+    OPEN = "open"
+    COMPENSATING = "compensating"
+    RESOLVED = "resolved"
+    DEGRADED = "degraded"
+    ESCALATED = "escalated"
+    QUARANTINED = "quarantined"
+
+    @property
+    def ended(self) -> bool:
+        return self not in (CaseStatus.OPEN, CaseStatus.COMPENSATING)
+
 
 #: The name this enum had before it was the one vocabulary; new code says ``RunStatus``.
 Status = RunStatus

@@ -17,8 +17,8 @@ from typing_extensions import TypedDict
 
 from hypha_celery.events.status import RunStatus
 
-__all__ = ["ErrorJson", "FsmPosition", "LastOutcome", "Parked", "Quarantine", "ReviewDoc",
-           "TerminalError", "View", "view_of_row"]
+__all__ = ["CaseDoc", "ErrorJson", "FsmPosition", "LastOutcome", "Parked", "Quarantine",
+           "ReviewDoc", "TerminalError", "View", "view_of_row"]
 
 #: An error as data: ``type``, ``message``, ``class`` (its retry class), and for some
 #: ``dead_letter`` (the dead-letter reason) or ``by`` (``"supervisor"``).
@@ -56,13 +56,41 @@ class Parked(TypedDict):
     dead_letter_id: int
 
 
+class CaseDoc(TypedDict):
+    """A workflow state's recovery case, as its ``recovery.case.*`` events fold it
+    (:mod:`hypha_celery.events.cases`): the state and node whose failure opened it, its
+    status (a :class:`~hypha_celery.events.status.CaseStatus` value), when it opened, the
+    last failure's fingerprint and evidence hash, the cycles so far, the strategy tried
+    now and its attempts, the failures in a row with no progress, the strategies tried,
+    the states compensated, why it ended."""
+
+    case_id: str
+    state: str
+    node: str
+    status: str
+    opened_at: float
+    fingerprint: str
+    evidence: str
+    cycles: int
+    strategy: str | None
+    attempts: int
+    no_progress: int
+    tried: list[str]
+    compensating: str | None
+    compensated: list[str]
+    reason: str | None
+
+
 class FsmPosition(TypedDict):
-    """A workflow's state once one is entered, its path, the run's step when entered."""
+    """A workflow's state once one is entered, its path, the run's step when entered;
+    its last recovery case and how many it opened."""
 
     workflow: str | None
     state: str | None
     path: list[str]
     step: NotRequired[int | None]
+    case: NotRequired[CaseDoc | None]
+    cases: NotRequired[int]
 
 
 class ReviewDoc(TypedDict):

@@ -8,7 +8,9 @@ state is recorded with the decision (``fsm.transition.accepted``, ``fsm.state.en
 ``fsm.transition.rejected``). A target that needs human review parks the run in
 ``HumanReview`` (a ``Review`` decision); an approval resumes into the target, a
 rejection or expiry ends in ``Failed``. A failed node or a transition no guard allows
-ends in ``Failed`` with ``run.failed`` and a typed reason.
+ends in ``Failed`` with ``run.failed`` and a typed reason — unless the state declares
+``recovery``: then the failure opens a recovery case (:mod:`hypha_celery.fsm._cases`),
+which goes through ``Recovering``, ``Compensating``, ``Quarantined`` and ``HumanReview``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, TypedDict, cast
 
 from hypha_celery.errors import TransitionRejected
 from hypha_celery.events import payloads as ev
+from hypha_celery.fsm._cases import CaseSteps, open_case
 from hypha_celery.fsm.machine import Fsm
 from hypha_celery.fsm.spec import StateRetry
 from hypha_celery.graph import Context, Fail, Finish, Graph, Next, Node, RetryPolicy, Review
@@ -63,7 +66,7 @@ class WorkflowPolicy:
         return _Walk(self.fsm, ctx, self.max_hops).decide()
 
 
-class _Walk:
+class _Walk(CaseSteps):
     """One decision's walk over the FSM; records what it does on ``ctx``."""
 
     def __init__(self, fsm: Fsm, ctx: Context, max_hops: int) -> None:
@@ -75,14 +78,20 @@ class _Walk:
         if snap is None:
             self._enter(self.fsm.spec.initial_state, None)
             return self._settle()
-        if self.state == "HumanReview":
+        if self.state in ("HumanReview", "Quarantined"):
             return self._after_review()
         ran = self.ctx.step > int(snap.get("step") or 0)
-        last = self.ctx.last
+        last, case = self.ctx.last, open_case(self.ctx)
+        if ran and last is not None and case is not None and self.state == "Compensating":
+            return self.compensation_done(case, last)
         if ran and last is not None and not last.ok:
+            if self.recovers(case):
+                return self.recover(case, last)
             err = last.error
             what = f"{last.node_id}: {err.type}: {err.message}" if err else last.node_id
             return self._fail("node_failed", what)
+        if ran and case is not None:
+            self.resolve(case)
         if ran or self.fsm.states[self.state].node is None:
             return self._move_on()
         return self._settle()
@@ -132,6 +141,8 @@ class _Walk:
         if status != "approved" or review is None:
             return self._fail(f"review_{status}", f"human review {status}")
         target = review["subject"]["to"]
+        if self.state == "Quarantined":  # released: back through Recovering
+            self._accept("Recovering", None)
         try:
             self.fsm.check(self.state, target, self._scope(), approved=True)
         except TransitionRejected as rejected:
@@ -207,5 +218,9 @@ def workflow_graph(fsm: Fsm, nodes: Mapping[str, NodeFn | Node], **graph_options
         if state.node is None or state.node in bound:
             continue
         bound[state.node] = _with_retry(nodes[state.node], state.retry)
+    for state in fsm.spec.states:  # a case's degrade and compensation nodes
+        for node in (state.degrade, state.compensate):
+            if node is not None and node not in bound:
+                bound[node] = nodes[node]
     graph_options.setdefault("on_node_error", "policy")
     return Graph(fsm.id, bound, WorkflowPolicy(fsm), **graph_options)

@@ -4,6 +4,7 @@ rule a spec breaks, as ``(path, message)``."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,6 +40,43 @@ class StateRetry(_Model):
     backoff: float = Field(default=1.0, ge=0)
 
 
+class RecoveryStrategy(StrEnum):
+    """What a recovery case tries, in the order a :class:`StateRecovery` lists them:
+    ``retry`` the state's node, ``fallback`` to another state, ``degrade`` (run the
+    state's degrade node: a bounded, lesser result), ``escalate`` to a person."""
+
+    RETRY = "retry"
+    FALLBACK = "fallback"
+    DEGRADE = "degrade"
+    ESCALATE = "escalate"
+
+
+#: hypha's order (``RecoveryConvergencePolicy``): retry, then fallback, then degrade, then
+#: escalate to human review.
+DEFAULT_STRATEGIES = (RecoveryStrategy.RETRY, RecoveryStrategy.FALLBACK,
+                      RecoveryStrategy.DEGRADE, RecoveryStrategy.ESCALATE)
+
+
+class StateRecovery(_Model):
+    """A state's recovery case (hypha's ``RecoveryConvergencePolicy``; its defaults).
+
+    A failure of the state's node opens a case; each cycle tries one strategy, in the
+    order of ``strategies`` (those the state can use: ``fallback`` needs the state's
+    ``fallback``, ``degrade`` its ``degrade`` node). A strategy is left for the next one
+    after ``max_same_strategy`` attempts, or after ``max_no_progress_cycles`` failures in a
+    row with the same fingerprint and evidence hash. Past ``max_cycles`` cycles or
+    ``max_elapsed`` seconds since the case opened, or with no strategy left, the case
+    escalates to human review (committed effects with a ``compensate`` handler are
+    compensated first)."""
+
+    strategies: list[RecoveryStrategy] = Field(default=list(DEFAULT_STRATEGIES),
+                                               min_length=1, max_length=4)
+    max_cycles: int = Field(default=8, ge=1, le=100)
+    max_no_progress_cycles: int = Field(default=2, ge=1, le=100)
+    max_same_strategy: int = Field(default=2, ge=1, le=100)
+    max_elapsed: float = Field(default=300.0, gt=0, le=86_400)
+
+
 class StateSpec(_Model):
     """One state. ``node``: the node it runs once entered (None: routing-only, its
     transitions are taken at once). ``kind``: ``completed`` / ``failed`` / ``cancelled``
@@ -50,6 +88,15 @@ class StateSpec(_Model):
     kind: Literal["domain", "completed", "failed", "cancelled"] | None = None
     human_review: HumanReviewPolicy | None = None
     retry: StateRetry | None = None
+    #: A failure of the node opens a recovery case (None: the run fails, as before).
+    recovery: StateRecovery | None = None
+    #: The state a case's ``fallback`` strategy enters.
+    fallback: str | None = None
+    #: The node a case's ``degrade`` strategy runs in this state (its output stands in).
+    degrade: str | None = None
+    #: The node that undoes this state's committed effect when a later case escalates:
+    #: at most once with a receipt (``Node(side_effect="external_effect", receipt=...)``).
+    compensate: str | None = None
     tools: list[str] | None = None  # allow-list of tool ids (None: the profile's)
     denied_tools: list[str] = []  # deny wins
     tool_profiles: list[str] = []
@@ -107,7 +154,66 @@ def problems(spec: WorkflowSpec, nodes: Any = None) -> list[tuple[str, str]]:
             out.append((f"states[{i}].node", f"terminal state {s.id!r} runs no node"))
         if s.human_review is not None and s.human_review.when is not None:
             out += _guard_problem(f"states[{i}].human_review.when", s.human_review.when)
+        out += _recovery_problems(f"states[{i}]", s, terminals)
+        out += _handler_problems(f"states[{i}]", s, nodes)
+    out += _fallback_problems(spec, terminals)
     out += _transition_problems(spec, known, terminals)
+    return out
+
+
+def _recovery_problems(where: str, s: StateSpec, terminals: set[str]) -> list[tuple[str, str]]:
+    """A state's ``recovery``: on a state that runs a node, its strategies usable."""
+    rec = s.recovery
+    if rec is None:
+        return [(f"{where}.{f}", f"{f} without recovery does nothing")
+                for f in ("fallback", "degrade") if getattr(s, f) is not None]
+    out: list[tuple[str, str]] = []
+    if s.id in terminals or s.node is None:
+        out.append((f"{where}.recovery", f"state {s.id!r} runs no node to recover"))
+    names = [str(x) for x in rec.strategies]
+    if len(set(names)) != len(names):
+        out.append((f"{where}.recovery.strategies", f"a strategy is listed twice: {names}"))
+    if "escalate" in names and names.index("escalate") != len(names) - 1:
+        out.append((f"{where}.recovery.strategies", "nothing can follow escalate"))
+    for strategy, field in (("fallback", s.fallback), ("degrade", s.degrade)):
+        if strategy in names and field is None:
+            out.append((f"{where}.recovery.strategies",
+                        f"strategy {strategy!r} needs the state's {strategy}"))
+    return out
+
+
+def _handler_problems(where: str, s: StateSpec, nodes: Any) -> list[tuple[str, str]]:
+    """``degrade`` and ``compensate`` name nodes; a compensation is at most once with a
+    receipt (so it runs exactly once, also when its worker dies)."""
+    out: list[tuple[str, str]] = []
+    for field in ("degrade", "compensate"):
+        node = getattr(s, field)
+        if node is None or nodes is None:
+            continue
+        if node not in nodes:
+            out.append((f"{where}.{field}", f"unknown node {node!r}"))
+            continue
+        fn = nodes[node]
+        if field == "compensate" and (getattr(fn, "receipt", None) is None
+                                      or not getattr(fn, "at_most_once", False)):
+            out.append((f"{where}.compensate",
+                        f"compensation {node!r} must be Node(side_effect='external_effect', "
+                        "receipt=...): at most once, with a receipt"))
+    if s.compensate is not None and s.node is None:
+        out.append((f"{where}.compensate", f"state {s.id!r} runs no node to compensate"))
+    return out
+
+
+def _fallback_problems(spec: WorkflowSpec, terminals: set[str]) -> list[tuple[str, str]]:
+    ids = {s.id for s in spec.states}
+    out: list[tuple[str, str]] = []
+    for i, s in enumerate(spec.states):
+        f = s.fallback
+        if f is None:
+            continue
+        if f not in ids or f in terminals or f in RECOVERY_STATES or f == s.id:
+            out.append((f"states[{i}].fallback",
+                        f"fallback {f!r} is not another work state of the workflow"))
     return out
 
 

@@ -43,8 +43,9 @@ AT_MOST_ONCE: frozenset[str] = frozenset({"external_effect", "irreversible"})
 ReducerFn = Callable[[dict[str, object], list["Outcome"]], Mapping[str, object]]
 PolicyFn = Callable[["Context"], Any]
 
-#: The event families a decision policy may record with its decision (``Context.record``).
-POLICY_FACTS = ("fsm.",)
+#: The event families a decision policy may record with its decision (``Context.record``):
+#: a workflow's transitions and states, and its states' recovery cases.
+POLICY_FACTS = ("fsm.", "recovery.case.")
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
 
@@ -138,8 +139,9 @@ class Context:
                                                         compare=False)
 
     def record(self, kind: str, data: Mapping[str, object]) -> None:
-        """Record a fact with this decision, in its transaction: ``fsm.*`` events only
-        (a workflow's transitions and entered states)."""
+        """Record a fact with this decision, in its transaction: ``fsm.*`` and
+        ``recovery.case.*`` events only (a workflow's transitions, entered states and
+        recovery cases)."""
         if not kind.startswith(POLICY_FACTS) or not isinstance(data, Mapping):
             raise GraphSpecError(f"a decision policy records only {POLICY_FACTS} events, "
                                  f"not {kind!r}")

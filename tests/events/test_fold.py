@@ -61,6 +61,8 @@ def test_kinds() -> None:
 
 
 HYPHA_TWO_PART = ("run", "session", "message", "eval", "replay", "regression")
+#: hypha's own four-part MCP names.
+HYPHA_FOUR_PART = ("mcp.capability.trust.evaluated", "mcp.capability.drift.detected")
 
 
 def test_event_types_follow_the_area_noun_past_tense_taxonomy() -> None:
@@ -70,7 +72,8 @@ def test_event_types_follow_the_area_noun_past_tense_taxonomy() -> None:
     and redriven are allowed."""
     for kind in KINDS - AGENT_KINDS:
         parts = kind.split(".")
-        assert len(parts) == 3 or (len(parts) == 2 and parts[0] in HYPHA_TWO_PART), kind
+        assert len(parts) == 3 or (len(parts) == 2 and parts[0] in HYPHA_TWO_PART) \
+            or kind in HYPHA_FOUR_PART, kind
         past = any(word.endswith("ed") for word in parts[-1].split("_"))  # timed_out
         assert past or parts[-1] in ("late_result", "waiting_human", "retrying", "redriven",
                                    "invalid"), kind
@@ -151,6 +154,36 @@ def _ended(status: str, data: dict[str, Any]) -> dict[str, Any]:
             "error": {"reason": data["reason"], "message": data["message"]}}
 
 
+#: The recorded ``recovery.case.opened`` (a case's other events are applied after it).
+OPENED = next(r["payload"] for r in RECORDED if r["type"] == "recovery.case.opened")
+#: That case as the fold of its opening holds it.
+CASE = {"case_id": OPENED["case_id"], "state": OPENED["state"], "node": OPENED["node"],
+        "status": "open", "opened_at": OPENED["at"], "fingerprint": OPENED["fingerprint"],
+        "evidence": OPENED["evidence"], "cycles": 0, "strategy": None, "attempts": 0,
+        "no_progress": 0, "tried": [], "compensating": None, "compensated": [],
+        "reason": None}
+
+
+def _case(**changed: Any) -> dict[str, Any]:
+    """A recovery case event: the run's workflow snapshot holds the case changed so."""
+    return {"fsm": {"workflow": None, "state": None, "path": [], "cases": 1,
+                    "case": {**CASE, **changed}}}
+
+
+_CASE_FOLDED = {
+    "recovery.case.opened": lambda d: _case(),
+    "recovery.case.attempted": lambda d: _case(
+        cycles=d["cycle"], strategy=d["strategy"], attempts=d["attempt"],
+        evidence=d["evidence"], tried=[d["strategy"]]),
+    "recovery.case.compensation_started": lambda d: _case(
+        status="compensating", compensating=d["compensates"], reason=d["reason"]),
+    "recovery.case.compensated": lambda d: _case(compensated=[d["compensates"]]),
+    "recovery.case.quarantined": lambda d: _case(status="quarantined", reason=d["reason"]),
+    "recovery.case.resolved": lambda d: _case(status=d["status"], reason=d["strategy"]),
+    "recovery.case.escalated": lambda d: _case(status="escalated", reason=d["reason"]),
+}
+
+
 def _review_decided(data: dict[str, Any]) -> dict[str, Any]:
     """The run runs again, its deadline moved by the time it was held (since 3.5, with
     99.0 as its deadline)."""
@@ -200,6 +233,7 @@ FOLDED: dict[str, Any] = {
     "human.review.cancelled": _review_decided,
     "fsm.state.entered": lambda d: {"fsm": {"workflow": d["workflow"], "state": d["state"],
                                             "path": [d["state"]], "step": d["step"]}},
+    **_CASE_FOLDED,
 }
 
 
@@ -216,6 +250,8 @@ def test_every_kind_folds_and_only_the_passive_ones_change_nothing() -> None:
                  else LINEAR[:2])
         if kind in ("node.execution.retrying", "node.execution.redelivered"):
             v["waiting"] = data["execution_id"]  # what they count is the awaited one's
+        if kind.startswith("recovery.case.") and kind != "recovery.case.opened":
+            apply_event(v, "recovery.case.opened", OPENED, 4.0)  # the case it is about
         before = copy.deepcopy(v)
         apply_event(v, kind, data, 50.0)
         assert v.pop("updated_at") == 50.0
