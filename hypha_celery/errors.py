@@ -71,7 +71,9 @@ The tree, split by phase::
     │   │   ├── MessageNotFound (LookupError)  no message by that id
     │   │   ├── UnknownRecipient (LookupError)  ``to`` names no live agent / no run
     │   │   ├── MessageTooLarge (TooLarge)  a payload past ``BusLimits.max_message_bytes``
-    │   │   └── QueueFull (Overloaded)   the recipient queue's count or bytes bound
+    │   │   ├── QueueFull (Overloaded)   the recipient queue's count or bytes bound
+    │   │   └── HandOffFailed            a workflow's hand-off to an agent got no reply (dead
+    │   │                                letter or timeout)
     │   ├── ReviewError                  a human review action that cannot apply
     │   │   └── NoPendingReview (LookupError)  the run is not waiting for that review
     │   ├── ReplayDivergence             re-executing a recorded run: new code did something
@@ -584,3 +586,10 @@ class QueueFull(Overloaded, BusError):
     map); nothing was recorded."""
 
     code = "MESSAGE_QUEUE_FULL"
+
+
+class HandOffFailed(BusError):
+    """A workflow handed work to an agent (``hypha_celery.bus.hand_off``) and got no
+    answer: the message was dead-lettered or the reply did not come in time."""
+
+    code = "MESSAGE_HANDOFF_FAILED"

@@ -109,7 +109,8 @@ def test_failure_reasons_are_the_documented_values() -> None:
 
 #: Public packages with a deliberate ``__all__`` (issue 24): each name resolves, none twice.
 PACKAGES = ["hypha_celery", "hypha_celery.agents", "hypha_celery.backends",
-            "hypha_celery.backends.llm", "hypha_celery.beat", "hypha_celery.evaluation",
+            "hypha_celery.backends.llm", "hypha_celery.beat", "hypha_celery.bus",
+            "hypha_celery.evaluation",
             "hypha_celery.exchange", "hypha_celery.fleet", "hypha_celery.fsm",
             "hypha_celery.guards", "hypha_celery.jsontypes", "hypha_celery.lanes",
             "hypha_celery.live", "hypha_celery.metrics", "hypha_celery.middleware",
@@ -121,6 +122,7 @@ PACKAGES = ["hypha_celery", "hypha_celery.agents", "hypha_celery.backends",
 #: Packages laid out as httpx is: the implementation modules are private (``_name.py``)
 #: and the package's ``__init__`` re-exports the API. Users import from the package.
 PRIVATE_LAYOUT = [
+    "hypha_celery.bus",
     "hypha_celery.evaluation",
     "hypha_celery.exchange",
     "hypha_celery.fleet",

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from celery import Celery
 from celery.canvas import Signature
 
+from hypha_celery import bus as message_bus
 from hypha_celery import lanes
 from hypha_celery.agents import recovery as agent_recovery
 from hypha_celery.agents import tasks as agent_tasks
@@ -125,6 +126,8 @@ class Hypha:
         supervisor.register(self._rt)
         self._embedded: EmbeddedWorker | None = None
         self.agents = _agents(self)
+        #: The message bus between agents, workflows and humans (``docs/bus.md``).
+        self.bus = _bus(self)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Hypha:
@@ -457,6 +460,16 @@ def _stack(store: EventStore, settings: Settings, middleware: Iterable[Middlewar
         if settings.lease_interval > 0 else []
     ends = [] if isinstance(live, NullBus) else [LiveEnds(live)]
     return MiddlewareStack([Retries(store), *leases, Telemetry(), *ends, *middleware])
+
+
+def _bus(hypha: Hypha) -> message_bus.Bus:
+    """The bus on the app's store; messages to agents wake ``hypha.bus.deliver`` on the
+    agents' queue; the supervisor re-sends lost wake-ups."""
+    wake = message_bus.celery_waker(hypha.celery, hypha._ensure_worker)
+    bus = message_bus.Bus(hypha.store, wake=wake)
+    message_bus.register(bus, hypha.agents, hypha.celery)
+    hypha._rt.sweeps.append(partial(message_bus.sweep, bus, wake))
+    return bus
 
 
 def _agents(hypha: Hypha) -> Agents:

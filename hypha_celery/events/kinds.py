@@ -80,8 +80,12 @@ EventType = Literal[
     "human.review.expired",
     "human.review.cancelled",
     "run.waiting_human",
+    # the message bus (hypha_celery.bus): written to the log of the message's run
     "message.enqueued",
     "message.delivered",
+    "message.retrying",
+    "message.acknowledged",
+    "message.failed",
     "message.dead_lettered",
     "memory.read.completed",
     "eval.started",

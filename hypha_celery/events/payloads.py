@@ -54,7 +54,8 @@ __all__ = [
     "FsmTransitionAccepted", "FsmTransitionRejected", "HumanReviewApproved",
     "HumanReviewCancelled", "HumanReviewExpired", "HumanReviewRejected",
     "HumanReviewRequested", "MemoryReadCompleted", "MessageDeadLettered",
-    "MessageDelivered", "MessageEnqueued", "ModelCallCompleted", "ModelCallFailed",
+    "MessageAcknowledged", "MessageDelivered", "MessageEnqueued", "MessageFailed",
+    "MessageRetrying", "ModelCallCompleted", "ModelCallFailed",
     "ModelCallStarted", "NodeExecutionCompleted", "NodeExecutionDeadLettered",
     "NodeExecutionFailed", "NodeExecutionLateResult", "NodeExecutionRedelivered",
     "NodeExecutionRetrying", "NodeExecutionScheduled", "NodeExecutionStarted",
@@ -701,22 +702,61 @@ class HumanReviewCancelled(_ReviewDecided):
     at: float | None = None
 
 
-# -- messages and memory (reserved: no writer here yet) -------------------------------------
-class MessageEnqueued(_Reserved):
+# -- the message bus (hypha_celery.bus) ------------------------------------------------------
+class _MessageFact(_Reserved):
+    """A delivery fact of one bus message, in the log of the message's run: its id and
+    type, the queue (``user:session:kind:id``), the endpoints (``{kind, id}``), the
+    delivery attempt and the status it reached. Content free: never the payload. Other
+    fields (an import of hypha's own) are kept as they are."""
+
+    message_id: str | None = None
+    type: str | None = None
+    queue: str | None = None
+    from_: Any = _alias("from")
+    to: Any = None
+    status: str | None = None
+    attempt: int | None = None
+    correlation_id: str | None = None
+    causation_id: str | None = None
+    fsm_state: str | None = None
+
+
+class MessageEnqueued(_MessageFact):
     kind: ClassVar[EventType] = "message.enqueued"
-    message_id: str | None = None
 
 
-class MessageDelivered(_Reserved):
+class MessageDelivered(_MessageFact):
     kind: ClassVar[EventType] = "message.delivered"
-    message_id: str | None = None
 
 
-class MessageDeadLettered(_Reserved):
+class MessageRetrying(_MessageFact):
+    """``fail(retry=True)`` with attempts left: available again at ``available_at``
+    (after ``delay_ms``)."""
+
+    kind: ClassVar[EventType] = "message.retrying"
+    reason: str | None = None
+    delay_ms: int | None = None
+    available_at: float | None = None
+
+
+class MessageAcknowledged(_MessageFact):
+    kind: ClassVar[EventType] = "message.acknowledged"
+
+
+class MessageFailed(_MessageFact):
+    kind: ClassVar[EventType] = "message.failed"
+    reason: str | None = None
+
+
+class MessageDeadLettered(_MessageFact):
+    """Dead-lettered: ``reason`` is ``expired``, ``delivery_attempt_budget_exhausted``,
+    ``poison`` or the consumer's own."""
+
     kind: ClassVar[EventType] = "message.dead_lettered"
-    message_id: str | None = None
+    reason: str | None = None
 
 
+# -- memory (reserved: no writer here yet) ----------------------------------------------------
 class MemoryReadCompleted(_Reserved):
     kind: ClassVar[EventType] = "memory.read.completed"
     target: str | None = None
@@ -954,4 +994,3 @@ def parse_payload(kind: str, data: Mapping[str, Any]) -> Payload:
 def model_of(kind: str) -> type[Payload]:
     """The payload model of event type ``kind``."""
     return _model(kind)
-

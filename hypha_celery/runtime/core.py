@@ -61,10 +61,11 @@ class RunSweepDecision(TypedDict):
 @final
 class AgentSweepDecision(TypedDict):
     """What the agents' sweep did: ``agent_redriven`` (``why``: ``owner_lost`` /
-    ``never_taken``) or ``completion_resent`` (``ref``: the request's)."""
+    ``never_taken``), ``completion_resent`` (``ref``: the request's) or ``bus_rewoken``
+    (a bus message waits for the agent: its wake-up was sent again)."""
 
     agent: str
-    action: Literal["agent_redriven", "completion_resent"]
+    action: Literal["agent_redriven", "completion_resent", "bus_rewoken"]
     why: NotRequired[str]
     ref: NotRequired[str]
 

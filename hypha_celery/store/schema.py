@@ -214,3 +214,43 @@ sessions = Table(
     Column("created_at", Float, nullable=False),
     Index("ix_hypha_sessions_user", "user_id", "id"),
 )
+
+# The message bus (hypha_celery.bus): one row per message, kept after it settles (its
+# status and reason are the record of a message with no run). ``doc`` is the message as
+# published; the columns are what changes and what pulls filter on. ``pos`` orders a
+# queue (FIFO); a pull takes rows with ``FOR UPDATE SKIP LOCKED`` on PostgreSQL.
+messages = Table(
+    "hypha_messages",
+    metadata,
+    Column("pos", _ID, primary_key=True, autoincrement=True),
+    Column("message_id", String(100), nullable=False, unique=True),
+    Column("queue", String(420), nullable=False),
+    Column("to_kind", String(16), nullable=False),
+    Column("user_id", String(100), nullable=False),
+    Column("run_id", String(64)),
+    Column("fsm_state", String(120)),
+    Column("correlation_id", String(120)),
+    Column("status", String(16), nullable=False),
+    Column("attempt_count", Integer, nullable=False),
+    Column("available_at", Float, nullable=False),
+    Column("expires_at", Float),
+    Column("lease_until", Float),
+    Column("bytes", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("reason", String(200)),
+    Column("doc", JSON, nullable=False),
+    Index("ix_hypha_messages_queue", "queue", "status", "pos"),
+    Index("ix_hypha_messages_run", "run_id", "pos"),
+    Index("ix_hypha_messages_live", "status", "to_kind", "created_at"),
+)
+
+# A bus queue's live (queued or delivered) messages in count and bytes: what admission
+# checks under this row's lock (the bounds of hypha_celery.bus.BusLimits).
+bus_queues = Table(
+    "hypha_bus_queues",
+    metadata,
+    Column("queue", String(420), primary_key=True),
+    Column("live_count", Integer, nullable=False, server_default="0"),
+    Column("live_bytes", BigInteger, nullable=False, server_default="0"),
+)

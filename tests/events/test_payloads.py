@@ -37,7 +37,8 @@ from hypha_celery.store import EventStore
 RECORDED = [json.loads(line) for line in
             (Path(__file__).parent / "recorded_payloads.jsonl").read_text().splitlines()]
 #: Types that no writer of this package appends: their models keep unknown fields.
-RESERVED = {"message.enqueued", "message.delivered", "message.dead_lettered",
+RESERVED = {"message.enqueued", "message.delivered", "message.retrying",
+            "message.acknowledged", "message.failed", "message.dead_lettered",
             "memory.read.completed"}
 
 

@@ -1,0 +1,374 @@
+""":class:`Bus`: publish, pull, acknowledge, fail — hypha's message bus on the event store.
+
+The store is the truth: a message is a row of ``hypha_messages`` from ``publish`` on; a
+broker or worker restart loses nothing (a wake-up task lost with the broker is only a
+nudge: the next pull, or the recovery sweep, finds the row). Every transition is one
+store transaction that also writes the ``message.*`` event to the log of the message's run
+(a message with no run has no log: its row — status, reason, attempts, timestamps — is its
+record)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypha_celery.bus._model import (
+    BusLimits,
+    DeadLetterReason,
+    Endpoint,
+    EndpointKind,
+    Message,
+    MessageStatus,
+    RetryPolicy,
+    Scope,
+    queue_key,
+)
+from hypha_celery.errors import (
+    MessageAlreadyExists,
+    MessageNotFound,
+    MessageScopeMismatch,
+    MessageTooLarge,
+    QueueFull,
+    RunNotFound,
+    UnknownRecipient,
+)
+from hypha_celery.events.payloads import (
+    MessageAcknowledged,
+    MessageDeadLettered,
+    MessageDelivered,
+    MessageEnqueued,
+    MessageFailed,
+    MessageRetrying,
+)
+from hypha_celery.store import EventStore, Tx
+from hypha_celery.store import bus as rows
+
+#: Messages one :meth:`Bus.pull_many` delivers at most.
+MAX_PULL = 500
+#: Seconds between two pulls of :meth:`Bus.receive` (doubling up to the second value).
+RECEIVE_POLL = (0.002, 0.05)
+
+#: Called after a commit that made a message available to its recipient: the message and
+#: the seconds until it is (a Celery wake-up task to the recipient's queue).
+Waker = Callable[[Message, float], None]
+
+_FACTS: dict[MessageStatus, type[MessageDelivered | MessageAcknowledged | MessageFailed
+                                   | MessageDeadLettered]] = {
+    MessageStatus.DELIVERED: MessageDelivered,
+    MessageStatus.ACKNOWLEDGED: MessageAcknowledged,
+    MessageStatus.FAILED: MessageFailed,
+    MessageStatus.DEAD_LETTERED: MessageDeadLettered,
+}
+
+
+@dataclass(slots=True)
+class _Batch:
+    """The transitions of one transaction: row changes, queue counters, events."""
+
+    changes: list[rows.Change] = field(default_factory=list)
+    settled: dict[str, tuple[int, int]] = field(default_factory=dict)
+    out: list[Message] = field(default_factory=list)
+    retrying: dict[str, int] = field(default_factory=dict)  # message id -> delay ms
+
+
+class Bus:
+    """hypha's message bus between agents, workflows and humans.
+
+    ``retry``: how ``fail(retry=True)`` requeues; ``limits``: every bound;
+    ``clock``: seconds since the epoch (inject one in tests); ``wake``: called after a
+    message became available (see :data:`Waker`)."""
+
+    def __init__(self, store: EventStore, *, retry: RetryPolicy | None = None,
+                 limits: BusLimits | None = None, clock: Callable[[], float] = time.time,
+                 wake: Waker | None = None) -> None:
+        self.store = store
+        self.retry = retry or RetryPolicy()
+        self.limits = limits or BusLimits()
+        self.clock = clock
+        self.wakers: list[Waker] = [wake] if wake is not None else []
+
+    # -- publish --------------------------------------------------------------------
+    def publish(self, message: Message) -> Message:
+        """Queue ``message`` for ``message.to``; the stored message (``queued``).
+
+        Raises :class:`MessageAlreadyExists`, :class:`MessageTooLarge`,
+        :class:`QueueFull`, :class:`UnknownRecipient` (an agent that is not running, a
+        workflow run that does not exist), :class:`RunNotFound` (``run_id``) and
+        :class:`MessageScopeMismatch` (the run belongs to another user or session);
+        nothing is recorded then."""
+        now = self.clock()
+        msg = message.model_copy(update={
+            "status": MessageStatus.QUEUED, "created_at": now, "updated_at": now,
+            "available_at": message.available_at or now, "attempt_count": 0,
+            "reason": None})
+        size = msg.size()
+        if size > self.limits.max_message_bytes:
+            raise MessageTooLarge("message", size, self.limits.max_message_bytes,
+                                  "BusLimits.max_message_bytes")
+        with self.store.transaction() as tx:
+            if rows.exists(tx, msg.id):
+                raise MessageAlreadyExists(f"a message {msg.id!r} exists")
+            self._admit(tx, msg, size)
+            self._check_run(tx, msg)
+            _check_recipient(tx, msg.to)
+            if not rows.insert(tx, _new_row(msg, size)):
+                raise MessageAlreadyExists(f"a message {msg.id!r} exists")
+            rows.queue_add(tx, msg.queue, 1, size)
+            _emit(tx, msg, MessageEnqueued)
+        self._wake(msg, max(0.0, msg.available_at - now))
+        return msg
+
+    def _admit(self, tx: Tx, msg: Message, size: int) -> None:
+        count, nbytes = rows.queue_lock(tx, msg.queue)
+        lim = self.limits
+        if count + 1 > lim.max_queue_messages or nbytes + size > lim.max_queue_bytes:
+            raise QueueFull({"queue": msg.queue,
+                             "limit": "count" if count + 1 > lim.max_queue_messages
+                             else "bytes",
+                             "pending_count": count, "pending_bytes": nbytes,
+                             "incoming_bytes": size, "max_count": lim.max_queue_messages,
+                             "max_bytes": lim.max_queue_bytes})
+
+    @staticmethod
+    def _check_run(tx: Tx, msg: Message) -> None:
+        if msg.run_id is None:
+            return
+        view = tx.lock(msg.run_id)
+        if view is None:
+            raise RunNotFound(f"no run {msg.run_id!r} in the event store")
+        for name, ours in (("user_id", msg.user_id), ("session_id", msg.session_id)):
+            theirs = view.get(name)
+            if theirs is not None and theirs != ours:
+                raise MessageScopeMismatch(
+                    f"message {msg.id!r} has {name} {ours!r}; run {msg.run_id!r} has "
+                    f"{theirs!r}")
+
+    # -- pull -----------------------------------------------------------------------
+    def pull(self, recipient: Endpoint, scope: Scope, *, run_id: str | None = None,
+             fsm_state: str | None = None, correlation_id: str | None = None,
+             ) -> Message | None:
+        """The first message of ``recipient``'s queue in ``scope`` that is available,
+        now ``delivered`` (its ``attempt_count`` one more), or None. Expired messages met on
+        the way are dead-lettered (``expired``); messages not yet available are skipped;
+        filters: the message's run, FSM state and correlation id."""
+        found = self.pull_many(recipient, scope, 1, run_id=run_id, fsm_state=fsm_state,
+                               correlation_id=correlation_id)
+        return found[0] if found else None
+
+    def pull_many(self, recipient: Endpoint, scope: Scope, limit: int, *,
+                  run_id: str | None = None, fsm_state: str | None = None,
+                  correlation_id: str | None = None) -> list[Message]:
+        """:meth:`pull` up to ``limit`` (:data:`MAX_PULL`) messages in one transaction,
+        in queue order."""
+        limit = max(1, min(limit, MAX_PULL))
+        queue = queue_key(scope, recipient)
+        batch = _Batch()
+        with self.store.transaction() as tx:
+            now = self.clock()
+            for row in rows.expired(tx, queue, now):
+                self._settle(batch, row, MessageStatus.DEAD_LETTERED, now,
+                             DeadLetterReason.EXPIRED.value)
+            for row in rows.takeable(tx, queue, now, limit, run_id=run_id,
+                                     fsm_state=fsm_state, correlation_id=correlation_id):
+                self._deliver(batch, row, now)
+            self._write(tx, batch)
+        return [m for m in batch.out if m.status is MessageStatus.DELIVERED]
+
+    def _deliver(self, batch: _Batch, row: rows.MessageRow, now: float) -> None:
+        if row.status == MessageStatus.DELIVERED and \
+                row.attempt_count >= self.retry.max_delivery_attempts:  # lease ran out
+            self._settle(batch, row, MessageStatus.DEAD_LETTERED, now,
+                         DeadLetterReason.BUDGET_EXHAUSTED.value)
+            return
+        change = rows.Change(row.pos, MessageStatus.DELIVERED.value, row.attempt_count + 1,
+                             row.available_at, now + self.limits.ack_deadline_s, None, now)
+        batch.changes.append(change)
+        batch.out.append(_message(row, change))
+
+    # -- acknowledge / fail -----------------------------------------------------------
+    def acknowledge(self, message_id: str, *, scope: Scope | None = None) -> Message:
+        """Settle the message ``acknowledged``. A message already settled is returned as
+        it is, with no new event (terminal states are idempotent). Raises
+        :class:`MessageNotFound` and :class:`MessageScopeMismatch` (``scope`` given and
+        not the message's)."""
+        return self.acknowledge_many([message_id], scope=scope)[0]
+
+    def acknowledge_many(self, message_ids: Sequence[str], *,
+                         scope: Scope | None = None) -> list[Message]:
+        """:meth:`acknowledge` several messages in one transaction (in the order given)."""
+        batch = _Batch()
+        settled: list[Message] = []
+        with self.store.transaction() as tx:
+            now = self.clock()
+            for row in self._locked(tx, message_ids, scope):
+                if MessageStatus(row.status).terminal:
+                    settled.append(_message(row))
+                    continue
+                self._settle(batch, row, MessageStatus.ACKNOWLEDGED, now, None)
+                settled.append(batch.out[-1])
+            self._write(tx, batch)
+        return settled
+
+    def fail(self, message_id: str, reason: str = "", *, retry: bool = False,
+             dead_letter: bool = False, retry_after_ms: int | None = None,
+             scope: Scope | None = None) -> Message:
+        """A consumer could not handle the message. ``retry``: requeue it after
+        ``retry_after_ms`` or the policy's backoff (``message.retrying``) while deliveries
+        are left, else dead-letter it (``delivery_attempt_budget_exhausted``). Otherwise
+        ``dead_letter`` (poison: reason ``poison`` unless given) or ``failed``. Either way
+        the message leaves the queue's head: the next one is delivered. A settled message
+        is returned unchanged, with no new event."""
+        batch = _Batch()
+        with self.store.transaction() as tx:
+            now = self.clock()
+            [row] = self._locked(tx, [message_id], scope)
+            if MessageStatus(row.status).terminal:
+                return _message(row)
+            if retry:
+                self._retry(batch, row, now, reason, retry_after_ms)
+            elif dead_letter:
+                self._settle(batch, row, MessageStatus.DEAD_LETTERED, now,
+                             reason or DeadLetterReason.POISON.value)
+            else:
+                self._settle(batch, row, MessageStatus.FAILED, now, reason or None)
+            self._write(tx, batch)
+        msg = batch.out[0]
+        if msg.id in batch.retrying:
+            self._wake(msg, batch.retrying[msg.id] / 1000)
+        return msg
+
+    def _retry(self, batch: _Batch, row: rows.MessageRow, now: float, reason: str,
+               retry_after_ms: int | None) -> None:
+        if row.attempt_count >= self.retry.max_delivery_attempts:
+            self._settle(batch, row, MessageStatus.DEAD_LETTERED, now,
+                         DeadLetterReason.BUDGET_EXHAUSTED.value)
+            return
+        delay = self.retry.delay_ms(max(row.attempt_count, 1)) if retry_after_ms is None \
+            else max(0, int(retry_after_ms))
+        change = rows.Change(row.pos, MessageStatus.QUEUED.value, row.attempt_count,
+                             now + delay / 1000, None, reason or None, now)
+        batch.changes.append(change)
+        batch.out.append(_message(row, change))
+        batch.retrying[row.doc["id"]] = delay
+
+    def _locked(self, tx: Tx, message_ids: Iterable[str],
+                scope: Scope | None) -> list[rows.MessageRow]:
+        found = []
+        for message_id in message_ids:
+            row = rows.lock(tx, message_id)
+            if row is None:
+                raise MessageNotFound(f"no message {message_id!r}")
+            if scope is not None and (row.doc["user_id"], row.doc["session_id"]) != (
+                    scope.user_id, scope.session_id):
+                raise MessageScopeMismatch(
+                    f"message {message_id!r} is not in scope {scope.user_id}:"
+                    f"{scope.session_id}")
+            found.append(row)
+        return found
+
+    # -- the transaction's writes -------------------------------------------------------
+    @staticmethod
+    def _settle(batch: _Batch, row: rows.MessageRow, status: MessageStatus, now: float,
+                reason: str | None) -> None:
+        change = rows.Change(row.pos, status.value, row.attempt_count, row.available_at,
+                             None, reason, now)
+        batch.changes.append(change)
+        batch.out.append(_message(row, change))
+        count, nbytes = batch.settled.get(row.queue, (0, 0))
+        batch.settled[row.queue] = (count + 1, nbytes + row.bytes)
+
+    @staticmethod
+    def _write(tx: Tx, batch: _Batch) -> None:
+        rows.update(tx, batch.changes)
+        for queue, (count, nbytes) in sorted(batch.settled.items()):
+            rows.queue_add(tx, queue, -count, -nbytes)
+        for run_id in sorted({m.run_id for m in batch.out if m.run_id is not None}):
+            tx.lock(run_id)  # runs in one order: no deadlock between two batches
+        for msg in batch.out:
+            if msg.id in batch.retrying:
+                _emit(tx, msg, MessageRetrying, reason=msg.reason,
+                      delay_ms=batch.retrying[msg.id], available_at=msg.available_at)
+            elif msg.status in (MessageStatus.FAILED, MessageStatus.DEAD_LETTERED):
+                _emit(tx, msg, _FACTS[msg.status], reason=msg.reason)
+            else:
+                _emit(tx, msg, _FACTS[msg.status])
+
+    # -- wake-ups -----------------------------------------------------------------------
+    def _wake(self, msg: Message, delay: float) -> None:
+        for wake in self.wakers:
+            wake(msg, delay)
+
+    # -- reads --------------------------------------------------------------------------
+    def get(self, message_id: str) -> Message | None:
+        row = rows.get(self.store, message_id)
+        return None if row is None else _message(row)
+
+    def messages(self, *, run_id: str | None = None, recipient: Endpoint | None = None,
+                 scope: Scope | None = None, statuses: Iterable[MessageStatus] = (),
+                 limit: int = 100) -> list[Message]:
+        """Messages of a run, or of a recipient's queue in ``scope``, in queue order."""
+        queue = None if recipient is None or scope is None else queue_key(scope, recipient)
+        return [_message(r) for r in rows.listing(
+            self.store, run_id=run_id, queue=queue, statuses=[s.value for s in statuses],
+            limit=limit)]
+
+    def receive(self, recipient: Endpoint, scope: Scope, *, timeout: float,
+                run_id: str | None = None, fsm_state: str | None = None,
+                correlation_id: str | None = None,
+                cancelled: Callable[[], bool] = lambda: False) -> Message | None:
+        """:meth:`pull` until a message comes or ``timeout`` seconds pass (polling the
+        store, 2 ms doubling to 50 ms); None then."""
+        end = time.monotonic() + timeout
+        pause = RECEIVE_POLL[0]
+        while True:
+            msg = self.pull(recipient, scope, run_id=run_id, fsm_state=fsm_state,
+                            correlation_id=correlation_id)
+            if msg is not None or time.monotonic() >= end or cancelled():
+                return msg
+            time.sleep(min(pause, max(0.0, end - time.monotonic())))
+            pause = min(pause * 2, RECEIVE_POLL[1])
+
+    def prune(self, before: float, limit: int = 10_000) -> int:
+        """Delete up to ``limit`` settled messages last changed before ``before``."""
+        return rows.prune(self.store, before, limit)
+
+
+def _new_row(msg: Message, size: int) -> rows.NewMessage:
+    return rows.NewMessage(msg.id, msg.queue, msg.to.kind.value, msg.user_id, msg.run_id,
+                           msg.fsm_state, msg.correlation_id, msg.available_at,
+                           msg.expires_at, size, msg.created_at, msg.doc())
+
+
+def _message(row: rows.MessageRow, change: rows.Change | None = None) -> Message:
+    """The message of ``row`` (after ``change``)."""
+    msg = Message.model_validate(row.doc)
+    if change is None:
+        return msg.model_copy(update={
+            "status": MessageStatus(row.status), "attempt_count": row.attempt_count,
+            "available_at": row.available_at, "updated_at": row.updated_at,
+            "reason": row.reason})
+    return msg.model_copy(update={
+        "status": MessageStatus(change.status), "attempt_count": change.attempt_count,
+        "available_at": change.available_at, "updated_at": change.updated_at,
+        "reason": change.reason})
+
+
+def _check_recipient(tx: Tx, to: Endpoint) -> None:
+    if to.kind is EndpointKind.AGENT and not rows.agent_exists(tx, to.id):
+        raise UnknownRecipient(f"no running agent {to.id!r}")
+    if to.kind is EndpointKind.WORKFLOW and not rows.run_exists(tx, to.id):
+        raise UnknownRecipient(f"no workflow run {to.id!r}")
+
+
+def _emit(tx: Tx, msg: Message, model: type[Any], **extra: Any) -> None:
+    """Write ``model``'s event for ``msg`` to its run's log (none for a message of no
+    run: its row is the record)."""
+    if msg.run_id is None or tx.lock(msg.run_id) is None:
+        return
+    tx.emit(msg.run_id, model(
+        message_id=msg.id, type=msg.type, queue=msg.queue, from_=msg.from_.model_dump(
+            mode="json"), to=msg.to.model_dump(mode="json"), status=msg.status.value,
+        attempt=msg.attempt_count, correlation_id=msg.correlation_id,
+        causation_id=msg.causation_id, fsm_state=msg.fsm_state, **extra))

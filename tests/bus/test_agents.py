@@ -1,0 +1,134 @@
+"""Agents on the bus (embedded runtime: memory broker, in-process worker): a message to an
+agent is a prompt, its answer a reply on the bus; routes chain agents; a workflow hands work
+to an agent and resumes on its reply."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hypha_celery import Hypha
+from hypha_celery.backends import BackendEvent, MockBackend
+from hypha_celery.bus import (
+    FAILED_TYPE,
+    REPLY_TYPE,
+    Message,
+    MessageStatus,
+    Scope,
+    UnknownRecipient,
+    agent,
+    hand_off,
+    human,
+    workflow,
+)
+from hypha_celery.fsm import Fsm, WorkflowSpec, workflow_graph
+from hypha_celery.store import agents as agent_rows
+from tests.bus.agents import Stage
+from tests.runtime.support import embedded
+
+SCOPE = Scope("alice", "s1")
+ALICE = human("alice")
+
+
+def says(text: str) -> list[BackendEvent]:
+    return [BackendEvent.new("text", {"text": text}), BackendEvent.new("result", {})]
+
+
+def to_agent(name: str, payload: object, **fields: object) -> Message:
+    return Message.model_validate({"type": "task", "user_id": "alice", "session_id": "s1",
+                                   "from": ALICE, "to": agent(name), "payload": payload,
+                                   **fields})
+
+
+@pytest.fixture
+def hypha(tmp_path: Path) -> Iterator[Hypha]:
+    h = embedded(f"sqlite:///{tmp_path / 'bus.db'}")
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def test_an_agent_answers_a_bus_message_on_the_bus(hypha: Hypha) -> None:
+    hypha.agents.start(Stage, name="writer", backend=MockBackend, scripts=[says("a poem")])
+    sent = hypha.bus.publish(to_agent("writer", "write a poem"))
+    reply = hypha.bus.receive(ALICE, SCOPE, timeout=20)
+    assert reply is not None and reply.payload == "a poem" and reply.type == REPLY_TYPE
+    assert (reply.from_, reply.causation_id, reply.correlation_id) == (
+        agent("writer"), sent.id, sent.id)
+    done = hypha.bus.get(sent.id)
+    assert done is not None and done.status is MessageStatus.ACKNOWLEDGED
+    assert done.attempt_count == 1
+
+
+def test_a_poison_message_is_dead_lettered_and_the_sender_told(hypha: Hypha) -> None:
+    hypha.agents.start(Stage, name="writer", backend=MockBackend, scripts=[says("ok")])
+    bad = hypha.bus.publish(to_agent("writer", {"not": "a prompt"}))
+    good = hypha.bus.publish(to_agent("writer", {"prompt": "fine"}))
+    first = hypha.bus.receive(ALICE, SCOPE, timeout=20)
+    second = hypha.bus.receive(ALICE, SCOPE, timeout=20)
+    assert first is not None and second is not None
+    by_type = {first.type: first, second.type: second}
+    assert by_type[FAILED_TYPE].payload == {"agent": "writer", "message_id": bad.id,
+                                            "reason": "poison"}
+    assert by_type[REPLY_TYPE].causation_id == good.id
+
+
+def test_a_failed_turn_is_retried_then_dead_lettered(hypha: Hypha) -> None:
+    hypha.bus.retry = type(hypha.bus.retry)(max_delivery_attempts=2, initial_delay_ms=10)
+    hypha.agents.start(Stage, name="flaky", backend=MockBackend,
+                       scripts=[MockBackend.error("boom"), MockBackend.error("boom")])
+    sent = hypha.bus.publish(to_agent("flaky", "try"))
+    notice = hypha.bus.receive(ALICE, SCOPE, timeout=20)
+    assert notice is not None and notice.type == FAILED_TYPE
+    dead = hypha.bus.get(sent.id)
+    assert dead is not None and dead.status is MessageStatus.DEAD_LETTERED
+    assert dead.attempt_count == 2
+
+
+def test_a_message_to_an_agent_that_is_not_running_is_refused(hypha: Hypha) -> None:
+    with pytest.raises(UnknownRecipient):
+        hypha.bus.publish(to_agent("ghost", "hello"))
+
+
+def test_a_route_chains_agents(hypha: Hypha) -> None:
+    """GenAgent's pipeline on the bus: each stage's answer is the next stage's prompt."""
+    for name, text in (("research", "facts"), ("draft", "draft of facts"),
+                       ("edit", "final text")):
+        hypha.agents.start(Stage, name=name, backend=MockBackend, scripts=[says(text)])
+    sent = hypha.bus.publish(to_agent("research", "topic", route=[agent("draft"),
+                                                                   agent("edit"), ALICE],
+                                      correlation_id="job-1"))
+    final = hypha.bus.receive(ALICE, SCOPE, correlation_id="job-1", timeout=30)
+    assert final is not None and final.payload == "final text"
+    assert final.from_ == agent("edit")
+    chain = [hypha.bus.get(final.causation_id or "")]
+    assert chain[0] is not None and chain[0].from_ == agent("draft")
+    prompts = [MockBackend.history(agent_rows.read(hypha.store, n)["session"])  # type: ignore[index]
+               for n in ("research", "draft", "edit")]
+    assert prompts == [["topic"], ["facts"], ["draft of facts"]]
+    assert hypha.bus.get(sent.id).status is MessageStatus.ACKNOWLEDGED  # type: ignore[union-attr]
+
+
+def test_a_workflow_hands_work_to_an_agent_and_resumes_on_its_reply(hypha: Hypha) -> None:
+    hypha.agents.start(Stage, name="writer", backend=MockBackend, scripts=[says("a draft")])
+    nodes = {"write": hand_off(hypha.bus, "writer", lambda state, req: f"write {req['topic']}",
+                               timeout=30),
+             "publish": lambda state, req: {"published": state["reply"].upper()}}
+    spec = WorkflowSpec.model_validate({
+        "id": "article", "initial_state": "Write", "terminal_states": ["Done"],
+        "states": [{"id": "Write", "node": "write"}, {"id": "Publish", "node": "publish"},
+                   {"id": "Done"}],
+        "transitions": [{"from": "Write", "to": "Publish"},
+                        {"from": "Publish", "to": "Done"}]})
+    hypha.register(workflow_graph(Fsm(spec, nodes), nodes))
+    run = hypha.start("article", {"topic": "bees"}, user_id="alice", session_id="s1")
+    assert run.wait(60)["published"] == "A DRAFT"
+    kinds = [e.type for e in hypha.store.events(run.id) if e.type.startswith("message.")]
+    assert kinds == ["message.enqueued", "message.delivered", "message.enqueued",
+                     "message.acknowledged", "message.delivered", "message.acknowledged"]
+    handoff, reply = hypha.bus.messages(run_id=run.id)
+    assert (handoff.fsm_state, handoff.to, reply.to) == ("Write", agent("writer"),
+                                                         workflow(run.id))
