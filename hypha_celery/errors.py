@@ -24,6 +24,7 @@ The tree, split by phase::
     │   │                                states, unknown targets, duplicate (from, to, guard),
     │   │                                retry on a terminal state); ``.problems``
     │   ├── ToolSpecError                a ``ToolSpec`` / tool policy that does not validate
+    │   ├── McpProfileError              an MCP server profile that does not validate
     │   ├── InvalidPrincipal (ValueError)  a principal whose role or id does not validate
     │   ├── InvalidModelRef (ValueError) a model reference that is not ``provider:model`` with
     │   │                                a known provider (``openai``, ``openai-chat``,
@@ -74,6 +75,16 @@ The tree, split by phase::
     │   │   ├── QueueFull (Overloaded)   the recipient queue's count or bytes bound
     │   │   └── HandOffFailed            a workflow's hand-off to an agent got no reply (dead
     │   │                                letter or timeout)
+    │   ├── McpError                     an MCP server or tool call failed (hypha_celery.mcp);
+    │   │   │                            ``.server``, ``.error_class`` (the retry class)
+    │   │   ├── McpUnavailable           the server could not be started / reached or died
+    │   │   │                            (transient: the node's retry policy retries it)
+    │   │   ├── McpTimeout (TimeoutError)  a call past the profile's ``call_timeout``
+    │   │   ├── McpOutcomeUnknown        an effect call (write and up) lost mid-way: it may
+    │   │   │                            have happened; never retried
+    │   │   ├── McpToolError             the tool answered ``isError``
+    │   │   ├── McpResultTooLarge        a result past the profile's ``max_result_bytes``
+    │   │   └── CapabilityQuarantined    a new or changed tool no operator accepted yet
     │   ├── ReviewError                  a human review action that cannot apply
     │   │   └── NoPendingReview (LookupError)  the run is not waiting for that review
     │   ├── ReplayDivergence             re-executing a recorded run: new code did something
@@ -491,6 +502,11 @@ class ToolSpecError(SpecError):
     """A ``ToolSpec`` or tool policy that does not validate (bad schema, level, rule)."""
 
 
+class McpProfileError(SpecError):
+    """An MCP server profile (``McpServer``) that does not validate; the message names the
+    field."""
+
+
 class InvalidPrincipal(SpecError, ValueError):
     """A principal whose role is not ``user`` / ``admin`` or whose id does not validate."""
 
@@ -530,6 +546,52 @@ class ToolCallRejected(HyphaRuntimeError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
+
+
+class McpError(HyphaRuntimeError):
+    """An MCP server or tool call failed. ``server`` names the profile; ``error_class`` is
+    the class the node's retry policy sees (:func:`hypha_celery.graph.classify`)."""
+
+    error_class = "unknown"
+
+    def __init__(self, server: str, message: str) -> None:
+        super().__init__(f"mcp server {server!r}: {message}")
+        self.server = server
+
+
+class McpUnavailable(McpError):
+    """The server could not be started or reached, or died (retried as transient).
+    ``sent``: False when nothing was asked of the server yet (the session did not open)."""
+
+    error_class = "transient"
+    sent = True
+
+
+class McpTimeout(McpError, TimeoutError):
+    """A call took longer than the profile's ``call_timeout``."""
+
+    error_class = "timeout"
+
+
+class McpOutcomeUnknown(McpError):
+    """A call of a ``write`` / ``external_effect`` / ``irreversible`` tool was lost mid-way
+    (the server died or hung): it may have taken effect, so it is never retried."""
+
+
+class McpToolError(McpError):
+    """The tool answered with ``isError``: its own failure, not the transport's."""
+
+
+class McpResultTooLarge(McpError):
+    """A tool result past the profile's ``max_result_bytes`` (nothing of it recorded)."""
+
+    error_class = "validation"
+
+
+class CapabilityQuarantined(McpError):
+    """A new or changed MCP capability that no operator accepted (``hypha mcp accept``)."""
+
+    error_class = "policy"
 
 
 class ReviewError(HyphaRuntimeError):

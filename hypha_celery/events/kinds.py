@@ -69,6 +69,17 @@ EventType = Literal[
     "tool.call.approved",
     "tool.output.validated",
     "tool.output.invalid",
+    # the MCP gateway (hypha_celery.mcp): a server's capabilities discovered, judged and
+    # normalized; its tool calls (with the governed runner's tool.call.* events)
+    "mcp.capability.discovered",
+    "mcp.capability.trust.evaluated",
+    "mcp.capability.drift.detected",
+    "mcp.capability.quarantined",
+    "mcp.capability.approved",
+    "mcp.tool.normalized",
+    "mcp.call.started",
+    "mcp.call.completed",
+    "mcp.call.failed",
     # workflows compiled to an FSM (hypha_celery.fsm); the snapshot is projected from these
     "fsm.state.entered",
     "fsm.transition.accepted",

@@ -53,7 +53,10 @@ __all__ = [
     "EvalCompleted", "EvalFailed", "EvalStarted", "FanoutEdge", "FsmStateEntered",
     "FsmTransitionAccepted", "FsmTransitionRejected", "HumanReviewApproved",
     "HumanReviewCancelled", "HumanReviewExpired", "HumanReviewRejected",
-    "HumanReviewRequested", "MemoryReadCompleted", "MessageDeadLettered",
+    "HumanReviewRequested", "McpCallCompleted", "McpCallFailed", "McpCallStarted",
+    "McpCapabilityApproved", "McpCapabilityDiscovered", "McpCapabilityDriftDetected",
+    "McpCapabilityQuarantined", "McpCapabilityTrustEvaluated", "McpToolNormalized",
+    "MemoryReadCompleted", "MessageDeadLettered",
     "MessageAcknowledged", "MessageDelivered", "MessageEnqueued", "MessageFailed",
     "MessageRetrying", "ModelCallCompleted", "ModelCallFailed",
     "ModelCallStarted", "NodeExecutionCompleted", "NodeExecutionDeadLettered",
@@ -624,6 +627,88 @@ class ToolOutputValidated(_ToolCall):
 class ToolOutputInvalid(_ToolCall):
     kind: ClassVar[EventType] = "tool.output.invalid"
     issues: list[str] = []
+
+
+# -- the MCP gateway (hypha_celery.mcp) -------------------------------------------------------
+class _McpCapability(Payload):
+    """What every capability event says first: the server profile's id and the
+    capability's name on that server (a tool's, a resource's URI, a prompt's)."""
+
+    server: str
+    capability: str
+
+
+class McpCapabilityDiscovered(_McpCapability):
+    kind: ClassVar[EventType] = "mcp.capability.discovered"
+    capability_type: Literal["tool", "resource", "prompt"] = "tool"
+    capability_hash: str | None = None
+
+
+class McpCapabilityTrustEvaluated(_McpCapability):
+    """The side-effect level the server declared and the one hypha uses under the
+    profile's trust (an untrusted ``read`` / ``none`` becomes ``external_effect``)."""
+
+    kind: ClassVar[EventType] = "mcp.capability.trust.evaluated"
+    trust: str
+    declared: str
+    side_effect: str
+
+
+class McpCapabilityDriftDetected(_McpCapability):
+    """A tool ``added`` (no baseline), ``changed`` (another hash) or ``removed``."""
+
+    kind: ClassVar[EventType] = "mcp.capability.drift.detected"
+    change: Literal["added", "changed", "removed"]
+    capability_hash: str | None = None
+    baseline_hash: str | None = None
+
+
+class McpCapabilityQuarantined(_McpCapability):
+    kind: ClassVar[EventType] = "mcp.capability.quarantined"
+    capability_hash: str | None = None
+    reason: str | None = None
+
+
+class McpCapabilityApproved(_McpCapability):
+    kind: ClassVar[EventType] = "mcp.capability.approved"
+    capability_hash: str
+    approved_by: str | None = None
+
+
+class McpToolNormalized(_McpCapability):
+    """A tool registered as a ``ToolSpec`` (``tool``: ``<server>.<name>``)."""
+
+    kind: ClassVar[EventType] = "mcp.tool.normalized"
+    tool: str
+    side_effect: str
+    capability_hash: str
+
+
+class _McpCall(_McpCapability):
+    tool: str
+
+
+class McpCallStarted(_McpCall):
+    kind: ClassVar[EventType] = "mcp.call.started"
+    transport: str | None = None
+
+
+class McpCallCompleted(_McpCall):
+    kind: ClassVar[EventType] = "mcp.call.completed"
+    latency_ms: float | None = None
+    result_bytes: int | None = None
+
+
+class McpCallFailed(_McpCall):
+    """``error``: the typed error (``type``, ``class``); ``outcome_unknown``: an effect
+    call lost mid-way (it may have happened)."""
+
+    kind: ClassVar[EventType] = "mcp.call.failed"
+    error_class: str | None = None
+    error_type: str | None = None
+    message: str | None = None
+    latency_ms: float | None = None
+    outcome_unknown: bool = False
 
 
 # -- workflows (hypha_celery.fsm) -----------------------------------------------------------

@@ -14,6 +14,7 @@ from hypha_celery.store.events import export_rows
 from hypha_celery.store.facade import EventStore
 from hypha_celery.store.imports import IDEM_MAX, RUN_ID_MAX, ImportResult, check_run, close_run
 from hypha_celery.store.lanes import Item, LaneState
+from hypha_celery.store.mcp import MAX_BASELINES, BaselineRow, BaselineStatus
 from hypha_celery.store.projection import MAX_LIST, RunFilter, RunRow, parse_time
 from hypha_celery.store.rows import gc_paused
 from hypha_celery.store.sessions import MAX_SESSIONS, SessionRow
@@ -31,6 +32,8 @@ __all__ = [
     "Item", "LaneState",
     # sessions
     "MAX_SESSIONS", "SessionRow",
+    # the MCP gateway's baselines
+    "MAX_BASELINES", "BaselineRow", "BaselineStatus",
     # export / import
     "IDEM_MAX", "RUN_ID_MAX", "ImportResult", "check_run", "close_run", "export_rows",
     "gc_paused",

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from hypha_celery.store.events import EventLog
 from hypha_celery.store.imports import Imports
+from hypha_celery.store.mcp import McpBaselines
 from hypha_celery.store.outcomes import Outcomes
 from hypha_celery.store.recovery import Recovery
 from hypha_celery.store.sessions import Sessions
 from hypha_celery.store.stats import Stats
 
 
-class EventStore(EventLog, Outcomes, Recovery, Imports, Stats, Sessions):
+class EventStore(EventLog, Outcomes, Recovery, Imports, Stats, Sessions, McpBaselines):
     """Append-only events with a per-run projection (SQLAlchemy 2 Core; SQLite embedded,
     PostgreSQL in production). Safe to share across threads; each process (after fork)
     builds its own engines.

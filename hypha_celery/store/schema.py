@@ -254,3 +254,24 @@ bus_queues = Table(
     Column("live_count", Integer, nullable=False, server_default="0"),
     Column("live_bytes", BigInteger, nullable=False, server_default="0"),
 )
+
+# The MCP gateway's baselines: one row per (server, capability), the contract last seen
+# (``capability_hash`` over its canonical JSON) and the one an operator (or the drift policy
+# ``accept``) approved; ``status`` is ``approved`` when they are the same, else
+# ``quarantined`` (hypha_celery.mcp; written by discovery and ``hypha mcp accept``).
+mcp_baselines = Table(
+    "hypha_mcp_baselines",
+    metadata,
+    Column("server", String(200), primary_key=True),
+    Column("capability", String(200), primary_key=True),
+    Column("capability_hash", String(64), nullable=False),
+    Column("approved_hash", String(64)),
+    Column("status", String(16), nullable=False),
+    Column("side_effect", String(32), nullable=False),
+    Column("contract", JSON, nullable=False),
+    Column("first_seen", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("decided_by", String(200)),
+    Column("decided_at", Float),
+    Index("ix_hypha_mcp_baselines_status", "status"),
+)
