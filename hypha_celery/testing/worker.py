@@ -76,11 +76,14 @@ class WorkerProcess:
                         HYPHA_STORE_URL=store_url)
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = START_TIMEOUT) -> WorkerProcess:
-        """Migrate the store, drop messages left in the app's queues, start the worker and
-        wait for it to answer a ping."""
+    def start(self, timeout: float = START_TIMEOUT, *, purge_queues: bool = True,
+              ) -> WorkerProcess:
+        """Migrate the store, drop messages left in the app's queues (unless
+        ``purge_queues`` is false: a restart that finds what the broker kept), start the
+        worker and wait for it to answer a ping."""
         self.client.store.migrate()
-        purge(self.settings.broker_url, sorted(self.client.queues()))
+        if purge_queues:
+            purge(self.settings.broker_url, sorted(self.client.queues()))
         with self.log_path.open("ab") as out:
             self.proc = subprocess.Popen(self.argv, cwd=self.cwd, env=self.env, stdout=out,
                                          stderr=subprocess.STDOUT)

@@ -1,0 +1,77 @@
+"""The bus across restarts, with a real ``celery worker`` process, Redis and PostgreSQL:
+the store is the truth, the wake-up task a nudge."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hypha_celery.backends import BackendEvent, MockBackend
+from hypha_celery.beat import supervisor
+from hypha_celery.bus import Message, MessageStatus, Scope, agent, human
+from hypha_celery.testing.worker import WorkerProcess, fresh_store_url
+from tests.bus.agents import Stage
+from tests.integration.helpers import REPO
+
+APP = "tests.bus.worker_app:build"
+SCOPE = Scope("alice", "s1")
+ALICE = human("alice")
+
+
+def says(text: str) -> list[BackendEvent]:
+    return [BackendEvent.new("text", {"text": text}), BackendEvent.new("result", {})]
+
+
+def task(prompt: str) -> Message:
+    return Message.model_validate({"type": "task", "user_id": "alice", "session_id": "s1",
+                                   "from": ALICE, "to": agent("w"), "payload": prompt})
+
+
+@pytest.fixture
+def store_url(pg_url: str, tmp_path: Path) -> Iterator[str]:
+    with fresh_store_url(tmp_path, pg_url) as url:
+        yield url
+
+
+def worker(redis_url: str, store_url: str, tmp_path: Path, name: str) -> WorkerProcess:
+    return WorkerProcess(APP, broker_url=redis_url, store_url=store_url,
+                         log=tmp_path / f"{name}.log", cwd=REPO, concurrency=2)
+
+
+def test_a_message_published_while_the_worker_is_down_is_delivered_after_restart(
+        redis_url: str, store_url: str, tmp_path: Path) -> None:
+    first = worker(redis_url, store_url, tmp_path, "first").start()
+    try:
+        first.client.agents.start(Stage, name="w", backend=MockBackend,
+                                  scripts=[says("one"), says("two"), says("three")])
+        first.client.bus.publish(task("a"))
+        reply = first.client.bus.receive(ALICE, SCOPE, timeout=60)
+        assert reply is not None and reply.payload == "one", first.log()
+    finally:
+        first.stop()
+    second = worker(redis_url, store_url, tmp_path, "second")
+    sent = second.client.bus.publish(task("b"))  # no worker: the wake-up waits in Redis
+    second.start(purge_queues=False)
+    try:
+        reply = second.client.bus.receive(ALICE, SCOPE, timeout=60)
+        assert reply is not None and reply.payload == "two", second.log()
+        assert reply.causation_id == sent.id
+        done = second.client.bus.get(sent.id)
+        assert done is not None and done.status is MessageStatus.ACKNOWLEDGED
+    finally:
+        second.stop()
+    third = worker(redis_url, store_url, tmp_path, "third")
+    lost = third.client.bus.publish(task("c"))
+    third.start()  # purges the queues: the broker lost the wake-up
+    try:
+        assert third.client.bus.receive(ALICE, SCOPE, timeout=2) is None
+        decisions = supervisor.sweep(third.client._rt, now=time.time() + 60)
+        assert {"agent": "w", "action": "bus_rewoken", "why": "messages_waiting"} in decisions
+        reply = third.client.bus.receive(ALICE, SCOPE, timeout=60)
+        assert reply is not None and reply.payload == "three", third.log()
+        assert reply.causation_id == lost.id
+    finally:
+        third.stop()
