@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from hypha_celery.errors import EmptyImport, ImportConflict, IncompleteRun, InvalidRun
 from hypha_celery.events.envelope import Event
 from hypha_celery.events.fold import apply_event, new_view
-from hypha_celery.events.payloads import parse_payload
+from hypha_celery.events.payloads import SessionCreated, parse_payload
 from hypha_celery.events.view import View
 from hypha_celery.store.engine import Engines
 from hypha_celery.store.projection import columns_of, doc_of
@@ -33,6 +33,7 @@ from hypha_celery.store.rows import (
     json_text,
 )
 from hypha_celery.store.schema import runs
+from hypha_celery.store.sessions import SessionRow, insert_session
 from hypha_celery.store.tx import check_kind
 
 RUN_ID_MAX = 64  # hypha_runs.run_id
@@ -154,6 +155,17 @@ def _import_write(conn: Connection, plans: list[_RunImport],
         insert_rows(conn, ((run_id, seq, kind, ts, encode(data), idem)
                            for evs in todo
                            for run_id, seq, kind, ts, data, idem in map(_row_of, evs)))
+        _open_sessions(conn, [e for evs in todo for e in evs if e.type == "session.created"])
+
+
+def _open_sessions(conn: Connection, opened: list[Event]) -> None:
+    """The sessions the imported ``session.created`` events opened (a session this
+    store has already keeps its row: first writer wins)."""
+    for ev in opened:
+        s = ev.body_as(SessionCreated)
+        insert_session(conn, conn.dialect.name, SessionRow(
+            s.user_id, s.session_id, s.profile, s.pack, dict(s.metadata), ev.run_id,
+            ev.timestamp))
 
 
 def _at(where: Where, ev: Event) -> str:

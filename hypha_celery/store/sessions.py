@@ -19,7 +19,8 @@ from hypha_celery.jsontypes import JsonObject
 from hypha_celery.store.engine import Engines, insert_for
 from hypha_celery.store.schema import runs, sessions
 
-__all__ = ["MAX_SESSIONS", "SessionRow", "SessionRows", "Sessions", "session_key"]
+__all__ = ["MAX_SESSIONS", "SessionRow", "SessionRows", "Sessions", "insert_session",
+           "session_key"]
 
 #: The most sessions one :meth:`Sessions.sessions` call lists.
 MAX_SESSIONS = 500
@@ -55,11 +56,19 @@ class SessionRows:
                      profile: str | None, pack: str | None, metadata: JsonObject,
                      at: float) -> bool:
         """Insert the session's row unless it exists; whether this call opened it."""
-        ins = insert_for(self._dialect)(sessions).values(
-            key=session_key(user_id, session_id), user_id=user_id, session_id=session_id,
-            profile=profile, pack=pack, meta=metadata, first_run_id=run_id, created_at=at)
-        ins = ins.on_conflict_do_nothing(index_elements=["key"]).returning(sessions.c.id)
-        return self.conn.execute(ins).first() is not None  # rowcount: -1 in a pipeline
+        return insert_session(self.conn, self._dialect, SessionRow(
+            user_id, session_id, profile, pack, metadata, run_id, at))
+
+
+def insert_session(conn: Connection, dialect: str, row: SessionRow) -> bool:
+    """Insert ``row`` unless its session exists (first writer wins); whether it did. An
+    import projects the ``session.created`` events it brings through here too."""
+    ins = insert_for(dialect)(sessions).values(
+        key=session_key(row.user_id, row.session_id), user_id=row.user_id,
+        session_id=row.session_id, profile=row.profile, pack=row.pack, meta=row.metadata,
+        first_run_id=row.first_run_id, created_at=row.created_at)
+    ins = ins.on_conflict_do_nothing(index_elements=["key"]).returning(sessions.c.id)
+    return conn.execute(ins).first() is not None  # rowcount: -1 in a pipeline
 
 
 def _row(r: Any, count: int) -> SessionRow:

@@ -4,9 +4,11 @@ input refused before anything is recorded. On both store backends."""
 
 from __future__ import annotations
 
+import io
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from hypha_celery import Finish, Graph, Hypha, Next, SessionOpening, SpecError, 
 from hypha_celery.client.sessions import MAX_SESSION_METADATA_BYTES
 from hypha_celery.errors import NotTheLifecycleWriter
 from hypha_celery.events.payloads import SessionCreated
+from hypha_celery.exchange import export_jsonl, import_parsed, parse_jsonl
 from hypha_celery.store import RunFilter
 from tests.runtime.support import embedded, kinds
 
@@ -142,3 +145,20 @@ def test_session_events_come_only_from_the_lifecycle_writer(hypha: Hypha, u: str
             hypha.store.transaction() as tx:
         tx.lock(run.id)
         tx.emit(run.id, SessionCreated(session_id="forged"))
+
+
+def test_an_import_opens_the_sessions_its_runs_opened(hypha: Hypha, u: str,
+                                                      tmp_path: Path) -> None:
+    run = hypha.start("echo", 1, user_id=u, session_id="moved",
+                      session=SessionOpening(profile="p", metadata={"k": 1}))
+    run.wait(10)
+    out = io.StringIO()
+    export_jsonl(hypha.store, out, [run.id])
+    other = embedded(f"sqlite:///{tmp_path / 'other.db'}")
+    try:
+        import_parsed(other.store, parse_jsonl(out.getvalue().splitlines()))
+        row = other.session("moved", user_id=u)
+        assert row is not None and (row.profile, row.metadata, row.first_run_id) == (
+            "p", {"k": 1}, run.id)
+    finally:
+        other.close()
