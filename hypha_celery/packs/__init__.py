@@ -14,9 +14,25 @@ plus a handler or a mock), tool profiles, policies, session profiles and light
 evaluation / regression cases. Every reference is checked at load; a file may
 ``extends:`` a base pack (an overlay: upsert or ``remove`` by id). Keys are read in our
 snake_case spelling or in hypha's camelCase one (``sessionProfiles``,
-``humanReviewPolicy``): hypha's pack files load unchanged.
+``humanReviewPolicy``): hypha's pack files load unchanged. :func:`run_cases` runs a
+pack's evaluation and regression cases as real runs (``hypha pack test``), and
+:func:`write_junit` writes the report for CI.
 """
 
+from hypha_celery.packs._cases import (
+    DEFAULT_CASE_TIMEOUT,
+    MAX_CASE_TIMEOUT,
+    MAX_CASES,
+    CaseHost,
+    CaseKind,
+    CaseResult,
+    CaseRun,
+    CaseStatus,
+    PackTestReport,
+    case_lines,
+    run_cases,
+    selected_cases,
+)
 from hypha_celery.packs._check import Layout, problems
 from hypha_celery.packs._compile import (
     compile_all,
@@ -27,6 +43,7 @@ from hypha_celery.packs._compile import (
     validate_input,
     workflow_policy,
 )
+from hypha_celery.packs._junit import junit_xml, write_junit
 from hypha_celery.packs._load import load_pack, read_doc
 from hypha_celery.packs._model import (
     DomainPack,
@@ -85,4 +102,19 @@ __all__ = [
     "transition_policy",
     "validate_input",
     "workflow_policy",
+    # testing a pack: its evaluation and regression cases as real runs
+    "DEFAULT_CASE_TIMEOUT",
+    "MAX_CASES",
+    "MAX_CASE_TIMEOUT",
+    "CaseHost",
+    "CaseKind",
+    "CaseResult",
+    "CaseRun",
+    "CaseStatus",
+    "PackTestReport",
+    "case_lines",
+    "junit_xml",
+    "run_cases",
+    "selected_cases",
+    "write_junit",
 ]

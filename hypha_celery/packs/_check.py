@@ -164,6 +164,12 @@ def _cases(pack: DomainPack, layout: Layout, refs: _Refs) -> Iterator[Problem]:
                     yield (f"{where}.checks[{k}]", f"unknown check {name!r} (known: "
                                                    f"{', '.join(sorted(checks))})")
             yield from _case_input(pack, case, f"{where}.input")
+            if section == "evaluation_cases":
+                for key in ("checks", "fixture"):
+                    if getattr(case, key):
+                        yield (f"{where}.{key}", f"{key} belongs to a regression case (an "
+                                                 "evaluation case checks its output contract "
+                                                 "and its trace)")
 
 
 def _case_input(pack: DomainPack, case: PackCase, where: str) -> Iterator[Problem]:

@@ -284,14 +284,17 @@ class SessionProfile(_Model):
 
 class PackCase(_Model):
     """An evaluation or regression case: run ``workflow`` on ``input``; its output must
-    satisfy ``output_contract`` (default: the workflow's); ``checks`` name regression
-    checks (``event_types``, ``state_path``, ...)."""
+    satisfy ``output_contract`` (default: the workflow's). A regression case names its
+    ``checks`` (``event_types``, ``state_path``, ...; default ``event_types``,
+    ``state_path``, ``output_contract``) and may name a replay ``fixture`` file (relative
+    to the pack file) to compare with; ``hypha pack test`` runs them."""
 
     id: _Id
     workflow: str
     input: JsonValue = None
     output_contract: str | None = None
     checks: list[str] = []
+    fixture: str | None = Field(default=None, min_length=1)
     description: str = ""
 
 
