@@ -19,6 +19,7 @@ from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from hypha_celery.console import auth
 from hypha_celery.console.content import shown
 from hypha_celery.console.filters import BadQuery, parse_query
+from hypha_celery.console.messages import message_rows
 from hypha_celery.console.overview import overview
 from hypha_celery.console.runpage import DEAD_LETTERS_SHOWN, TIMELINE_PAGE, diff_rows, run_page
 from hypha_celery.errors import AgentNotFound, NotPermitted, RunNotFound
@@ -158,6 +159,8 @@ def run(console: Console) -> Endpoint:
         return console.render(request, "run.html", {
             "page": data, "run_id": run_id, "fixture": chosen,
             "fixture_ids": [] if fixtures is None else fixtures.names(),
+            "messages": [] if view is None else message_rows(hypha.store, run_id,
+                                                             content=content),
             "notice": _notice(request), "page_size": TIMELINE_PAGE})
     return page
 

@@ -1,12 +1,14 @@
-"""Gauges read when Prometheus scrapes: queue depths and agents by phase.
+"""Gauges read when Prometheus scrapes: queue depths, agents by phase, the message bus.
 
 Read live in the process that serves ``/metrics`` (the worker's main process, or
 ``hypha metrics --serve``), never recorded: a scrape costs one broker round trip per
-queue and one ``GROUP BY`` on the agents' table."""
+queue, one ``GROUP BY`` on the agents' table and two reads of the bus's (its live
+messages by recipient kind and status, the fullest queue's counters)."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -15,6 +17,7 @@ from hypha_celery.metrics._client import core
 from hypha_celery.metrics._depth import queue_depths
 from hypha_celery.store import EventStore
 from hypha_celery.store import agents as agent_rows
+from hypha_celery.store import bus as bus_rows
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,7 @@ class HyphaCollector:
             yield depth
         if self.store is not None:
             yield from self._agents(families)
+            yield from self._bus(families)
 
     def _agents(self, families: Any) -> Iterator[Any]:
         assert self.store is not None
@@ -58,3 +62,37 @@ class HyphaCollector:
         for phase, n in sorted(phases.items()):
             gauge.add_metric([phase], n)
         yield gauge
+
+    def _bus(self, families: Any) -> Iterator[Any]:
+        """``hypha_bus_messages{recipient_kind, status}`` (live messages),
+        ``hypha_bus_oldest_age_seconds{recipient_kind}`` and
+        ``hypha_bus_fullest_queue{measure}`` (``messages`` / ``bytes`` of the fullest
+        queue, against ``BusLimits``); every kind and status present, at 0 when none."""
+        assert self.store is not None
+        try:
+            depths = bus_rows.depths(self.store)
+            count, nbytes = bus_rows.fullest(self.store)
+        except Exception as exc:
+            log.warning("hypha metrics: bus unavailable: %s", type(exc).__name__)
+            return
+        now = time.time()
+        found = {(d.to_kind, d.status): d for d in depths}
+        messages = families.GaugeMetricFamily(
+            names.BUS_MESSAGES, "Live bus messages by recipient kind and status",
+            labels=["recipient_kind", "status"])
+        age = families.GaugeMetricFamily(
+            names.BUS_OLDEST_AGE, "Age of the oldest live bus message by recipient kind",
+            labels=["recipient_kind"])
+        for kind in bus_rows.RECIPIENT_KINDS:
+            oldest = [d.oldest for s in bus_rows.LIVE if (d := found.get((kind, s)))
+                      and d.oldest is not None]
+            for status in bus_rows.LIVE:
+                row = found.get((kind, status))
+                messages.add_metric([kind, status], 0 if row is None else row.count)
+            age.add_metric([kind], max(0.0, now - min(oldest)) if oldest else 0.0)
+        fullest = families.GaugeMetricFamily(
+            names.BUS_FULLEST_QUEUE, "Live messages and bytes of the fullest bus queue",
+            labels=["measure"])
+        fullest.add_metric(["messages"], count)
+        fullest.add_metric(["bytes"], nbytes)
+        yield from (messages, age, fullest)

@@ -22,6 +22,9 @@ from hypha_celery.store.tx import Tx
 
 #: Live statuses: they count against a queue's bounds.
 LIVE = ("queued", "delivered")
+#: The values of ``to_kind`` (``hypha_celery.bus.EndpointKind``): the bounded label set of
+#: the bus gauges.
+RECIPIENT_KINDS = ("runtime", "session", "workflow", "agent", "tool", "human")
 #: Rows a pull dead-letters for expiry at most (more wait for the next pull).
 EXPIRE_BATCH = 100
 #: Rows :func:`listing` returns at most.
