@@ -209,10 +209,12 @@ def _with_retry(fn: Any, retry: StateRetry | None) -> Any:
                 models=fn.models)
 
 
-def workflow_graph(fsm: Fsm, nodes: Mapping[str, NodeFn | Node], **graph_options: Any) -> Graph:
+def workflow_graph(fsm: Fsm, nodes: Mapping[str, NodeFn | Node], *, graph_id: str | None = None,
+                   **graph_options: Any) -> Graph:
     """The :class:`Graph` that runs ``fsm``: the nodes its states bind (with a state's
     retry budget), :class:`WorkflowPolicy` as the decision policy, node errors handed to
-    the policy (which ends in ``Failed``). ``graph_options`` go to :class:`Graph`."""
+    the policy (which ends in ``Failed``). Its id is the workflow's unless ``graph_id``
+    names another (a session profile's variant); ``graph_options`` go to :class:`Graph`."""
     bound: dict[str, NodeFn | Node] = {}
     for state in fsm.spec.states:
         if state.node is None or state.node in bound:
@@ -223,4 +225,4 @@ def workflow_graph(fsm: Fsm, nodes: Mapping[str, NodeFn | Node], **graph_options
             if node is not None and node not in bound:
                 bound[node] = nodes[node]
     graph_options.setdefault("on_node_error", "policy")
-    return Graph(fsm.id, bound, WorkflowPolicy(fsm), **graph_options)
+    return Graph(graph_id or fsm.id, bound, WorkflowPolicy(fsm), **graph_options)

@@ -64,6 +64,7 @@ from hypha_celery.packs._model import (
 from hypha_celery.packs._overlay import merge, overlay
 from hypha_celery.packs._parse import MAX_DOC_DEPTH, MAX_DOC_VALUES, parse_pack
 from hypha_celery.packs._registry import PackRegistry, version_key
+from hypha_celery.packs._sessions import SessionPlan, plan_session, profile_graph_id
 
 __all__ = [
     # the model
@@ -102,6 +103,10 @@ __all__ = [
     "transition_policy",
     "validate_input",
     "workflow_policy",
+    # sessions: a profile applied to the runs of a session
+    "SessionPlan",
+    "plan_session",
+    "profile_graph_id",
     # testing a pack: its evaluation and regression cases as real runs
     "DEFAULT_CASE_TIMEOUT",
     "MAX_CASES",

@@ -27,6 +27,7 @@ from hypha_celery.loading import load_object
 from hypha_celery.packs._check import problems
 from hypha_celery.packs._model import DomainPack, PackWorkflow
 from hypha_celery.packs._paths import Problem, path
+from hypha_celery.packs._sessions import session_graph_problems, session_graphs
 from hypha_celery.tools import ToolPolicy, ToolRegistry, ToolSpec, tool_node
 
 __all__ = ["compile_all", "compile_pack", "output_issues", "tool_registry",
@@ -47,7 +48,9 @@ def compile_pack(pack: DomainPack, workflow_id: str | None = None, **graph_optio
 
 
 def compile_all(pack: DomainPack, **graph_options: Any) -> dict[str, Graph]:
-    """Every workflow's graph, by workflow id; one :class:`PackError` for all problems."""
+    """Every workflow's graph, by workflow id, and the graphs of the session profiles
+    that change one (``<workflow>--<profile>``: :mod:`~hypha_celery.packs._sessions`);
+    one :class:`PackError` for all problems."""
     _check(pack)
     graphs: dict[str, Graph] = {}
     found: list[Problem] = []
@@ -58,7 +61,7 @@ def compile_all(pack: DomainPack, **graph_options: Any) -> dict[str, Graph]:
             found += [p for p in exc.problems if p not in found]
     if found:
         raise PackError(found)
-    return graphs
+    return {**graphs, **session_graphs(pack, _compile, **graph_options)}
 
 
 def workflow_policy(pack: DomainPack, wf: PackWorkflow) -> ToolPolicy:
@@ -117,13 +120,14 @@ def output_issues(pack: DomainPack, workflow_id: str | None, output: Any) -> lis
 
 # -- building -----------------------------------------------------------------------------
 def _check(pack: DomainPack) -> None:
-    found = problems(pack)
+    found = [*problems(pack), *session_graph_problems(pack)]
     if found:
         raise PackError(found)
 
 
 def _compile(pack: DomainPack, wf: PackWorkflow, **graph_options: Any) -> Graph:
-    """The graph of ``wf`` (``pack`` already checked)."""
+    """The graph of ``wf`` (``pack`` already checked; ``graph_id=`` for a session
+    profile's variant)."""
     policy = workflow_policy(pack, wf)
     nodes = _nodes(pack, wf, policy)
     fsm = Fsm(wf, nodes, policy=transition_policy(policy))

@@ -273,13 +273,17 @@ class PackWorkflow(WorkflowSpec, _Aliased):
 
 class SessionProfile(_Model):
     """Defaults for a session (hypha's ``SessionProfile``): metadata merged under the
-    caller's, and refs."""
+    caller's, the workflow its runs start, the tool profile and policy that govern them
+    and their limits (``max_steps``, ``execution_timeout`` in seconds) -- see
+    :mod:`hypha_celery.packs._sessions`."""
 
     description: str = ""
     default_metadata: JsonObject = {}
     workflow: str | None = None
     tool_profile: str | None = None
     policy: str | None = None
+    max_steps: int | None = Field(default=None, ge=1, le=100_000)
+    execution_timeout: float | None = Field(default=None, gt=0, le=30 * 24 * 3600)
 
 
 class PackCase(_Model):
