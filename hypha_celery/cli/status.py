@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from hypha_celery.client.run import RunSnapshot
+from hypha_celery.events.view import CaseDoc
 
 
 def _when(ts: float | None) -> str:
@@ -36,7 +37,21 @@ def status_lines(status: RunSnapshot) -> list[str]:
         ("updated", f"{_when(status.updated_at)} (+{elapsed:.1f}ms)"),
         ("events", status.seq),
     ]
+    if status.workflow_state is not None:
+        rows.insert(3, ("state", status.workflow_state))
+    if status.case is not None:
+        rows.insert(4, ("case", case_line(status.case)))
     return [f"{key:<8} {value}" for key, value in rows]
+
+
+def case_line(case: CaseDoc) -> str:
+    """A recovery case on one line: id, status, state, strategy, cycles, why it ended."""
+    strategy = f"{case['strategy']} #{case['attempts']}" if case["strategy"] else "-"
+    line = (f"{case['case_id']} {case['status']} in {case['state']} "
+            f"({strategy}, {case['cycles']} cycles, evidence {case['evidence']})")
+    if case["compensated"]:
+        line += f" compensated {', '.join(case['compensated'])}"
+    return line + (f": {case['reason']}" if case["reason"] else "")
 
 
 def status_json(status: RunSnapshot) -> str:

@@ -16,7 +16,7 @@ from hypha_celery.errors import (
     WaitTimeout,
 )
 from hypha_celery.events import TERMINAL_STATUSES, Event, RunStatus, View
-from hypha_celery.events.view import Parked, Quarantine, TerminalError
+from hypha_celery.events.view import CaseDoc, Parked, Quarantine, TerminalError
 from hypha_celery.live import (
     LiveBus,
     LiveItem,
@@ -62,6 +62,9 @@ class RunSnapshot:
     #: The awaited execution's attempt (retries) and recovery re-drives so far.
     attempt: int = 1
     recoveries: int = 0
+    #: A workflow's state, and its last recovery case (ids, statuses, hashes, reasons).
+    workflow_state: str | None = None
+    case: CaseDoc | None = None
 
     @property
     def done(self) -> bool:
@@ -86,7 +89,9 @@ class RunHandle:
                          updated_at=v["updated_at"] or 0.0, seq=v["seq"],
                          held=v["quarantine"] or v["parked"],
                          attempt=int(v["attempt"] or 1),
-                         recoveries=int(v["recoveries"] or 0))
+                         recoveries=int(v["recoveries"] or 0),
+                         workflow_state=v["fsm"]["state"] if v["fsm"] else None,
+                         case=v["fsm"].get("case") if v["fsm"] else None)
 
     def events(self, after_seq: int = 0) -> list[Event]:
         return self._hypha.store.events(self.id, after_seq=after_seq)

@@ -28,6 +28,7 @@ from hypha_celery.console.content import Shown, shown
 from hypha_celery.console.diagram import diagram, svg
 from hypha_celery.events import TERMINAL_STATUSES, Event, View, apply_event, new_view
 from hypha_celery.events import payloads as ev
+from hypha_celery.events.view import CaseDoc
 from hypha_celery.projections._timeline import TimelineRow, rows
 from hypha_celery.replay._compare import FAMILIES, TraceDiff, compare, describe
 from hypha_celery.replay._fixture import ReplayFixture
@@ -177,6 +178,9 @@ class RunPage:
     result: Shown | None
     last_seq: int
     diff: list[DiffRow] = field(default_factory=list)
+    #: A workflow's state and its last recovery case (ids, statuses, hashes, reasons).
+    workflow_state: str | None = None
+    case: CaseDoc | None = None
 
 
 #: A call's end: what the page's calls list.
@@ -268,7 +272,8 @@ def run_page(view: View, prior: Iterable[tuple[str, Mapping[str, Any], float]],
                    svg(diagram(window, from_start=first == 1)),
                    shown(view["input"], content),
                    shown(view["result"], content) if header.status == "completed" else None,
-                   last)
+                   last, workflow_state=view["fsm"]["state"] if view["fsm"] else None,
+                   case=view["fsm"].get("case") if view["fsm"] else None)
 
 
 def diff_rows(fixture: ReplayFixture, events: Sequence[Event], content: bool) -> list[DiffRow]:

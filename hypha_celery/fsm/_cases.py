@@ -31,6 +31,28 @@ if TYPE_CHECKING:
     from hypha_celery.fsm.spec import StateRecovery
 
 
+#: The fields of a case event a span event carries (ids, hashes, statuses, reasons: never
+#: an error message or run content).
+_TRACED = ("case_id", "state", "node", "strategy", "attempt", "cycle", "target", "evidence",
+           "fingerprint", "progress", "reason", "status", "compensates", "cycles")
+
+
+def span_event(payload: ev.Payload) -> None:
+    """The case event as an event of the current span (the coordinator step's, under
+    :class:`~hypha_celery.tracing.TracingMiddleware`); nothing without OpenTelemetry or
+    a recording span."""
+    try:
+        from opentelemetry import trace
+    except ImportError:  # the tracing extra is not installed: nothing to add to
+        return
+    span = trace.get_current_span()
+    if not span.is_recording():
+        return
+    data = payload.dump()
+    span.add_event(payload.kind, {f"hypha.{k}": data[k] for k in _TRACED
+                                  if isinstance(data.get(k), str | int | float | bool)})
+
+
 def open_case(ctx: Context) -> CaseDoc | None:
     """The run's case still open (or compensating), if any."""
     case = ctx.fsm.get("case") if ctx.fsm is not None else None
@@ -73,7 +95,7 @@ class CaseSteps:
     def resolve(self, case: CaseDoc) -> None:
         """The node run by the case's strategy succeeded: the case ends."""
         strategy = case["strategy"] or RecoveryAction.RETRY.value
-        self.ctx.emit(ev.RecoveryCaseResolved(
+        self._record(case, ev.RecoveryCaseResolved(
             case_id=case["case_id"], workflow=self.fsm.id, state=case["state"],
             status="resolved" if strategy == RecoveryAction.RETRY else "degraded",
             strategy=strategy, cycles=case["cycles"]))
@@ -181,8 +203,10 @@ class CaseSteps:
                 "to": case["state"], "recovery": reason}
 
     def _record(self, case: CaseDoc | None, payload: ev.Payload) -> CaseDoc:
-        """Record a case event with the decision and fold it into ``case``."""
+        """Record a case event with the decision (and on the step's span, when traced)
+        and fold it into ``case``."""
         self.ctx.emit(payload)
+        span_event(payload)
         folded = fold_case(case, payload)
         assert folded is not None
         return folded

@@ -18,6 +18,7 @@ from hypha_celery.projections._audit import (
     ToolCall,
     audit_view,
 )
+from hypha_celery.projections._cases import AuditCase, AuditCaseCycle, recovery_cases
 from hypha_celery.projections._run import RunError, RunStatus, RunView, run_view
 from hypha_celery.projections._session import (
     SessionRun,
@@ -41,6 +42,8 @@ __all__ = [
     "StatusCounts",
     "session_view",
     # an audit
+    "AuditCase",
+    "AuditCaseCycle",
     "AuditDecision",
     "AuditOutcome",
     "AuditPolicyDecision",
@@ -49,6 +52,7 @@ __all__ = [
     "ModelCall",
     "ToolCall",
     "audit_view",
+    "recovery_cases",
     # over a store
     "runs_of_session",
     "stored_session",

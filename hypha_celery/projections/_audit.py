@@ -2,11 +2,12 @@
 
 hypha's ``projectAudit``: the state path, the decisions, the tool calls, the policy
 decisions, plus hypha-celery's failure handling (retries, redeliveries, dead letters,
-recovery re-drives, timeouts) and the terminal outcome. It never carries the run's
-input, its state or its nodes' outputs: node inputs and updates, the run's result and
-failure messages stay out. Tool outputs and errors are in (they are what a tool call
-audit is about); model calls are named, never their output. Payloads of policy events
-are kept without their content keys (``input``, ``update``, ``output``, ...).
+recovery re-drives, timeouts, a workflow's recovery cases) and the terminal outcome. It
+never carries the run's input, its state or its nodes' outputs: node inputs and updates,
+the run's result and failure messages stay out. Tool outputs and errors are in (they are
+what a tool call audit is about); model calls are named, never their output. Payloads of
+policy events are kept without their content keys (``input``, ``update``, ``output``,
+...).
 
 Step ids come from the envelope (``Event.step_id``, filled by the store).
 """
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hypha_celery.events import payloads as ev
 from hypha_celery.events.envelope import TERMINAL_KINDS, Event
+from hypha_celery.projections._cases import AuditCase, recovery_cases
 from hypha_celery.projections._run import RunStatus, status_of
 from hypha_celery.projections._trace import last_of, run_trace
 
@@ -120,6 +122,8 @@ class AuditView(_Frozen):
     policy_decisions: tuple[AuditPolicyDecision, ...]
     counts: Counts
     outcome: AuditOutcome | None = None
+    #: A workflow's recovery cases (``recovery.case.*``), in the order they opened.
+    recovery_cases: tuple[AuditCase, ...] = ()
 
 
 def audit_view(events: Iterable[Event]) -> AuditView:
@@ -138,6 +142,7 @@ def audit_view(events: Iterable[Event]) -> AuditView:
         policy_decisions=tuple(_policy(e) for e in trace if "policy" in e.type),
         counts=_counts(trace),
         outcome=_outcome(last_of(trace, TERMINAL_KINDS)),
+        recovery_cases=recovery_cases(trace),
     )
 
 
