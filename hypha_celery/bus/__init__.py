@@ -17,6 +17,7 @@ from hypha_celery.bus._agents import (
     FAILED_TYPE,
     REPLY_TASK,
     REPLY_TYPE,
+    WAKE_HORIZON_S,
     AgentFailure,
     AgentPrompt,
     celery_waker,
@@ -73,7 +74,8 @@ __all__ = [
     "MAX_MESSAGE_BYTES", "MAX_NAME_CHARS", "MAX_PULL", "MAX_QUEUE_BYTES", "MAX_QUEUE_MESSAGES",
     "MAX_RETRY_DELAY_MS", "RECEIVE_POLL", "RETRY_MULTIPLIER", "BusLimits", "RetryPolicy",
     # agents on the bus
-    "DELIVER_BATCH", "DELIVER_TASK", "FAILED_TYPE", "REPLY_TASK", "REPLY_TYPE", "AgentFailure",
+    "DELIVER_BATCH", "DELIVER_TASK", "FAILED_TYPE", "REPLY_TASK", "REPLY_TYPE", "WAKE_HORIZON_S",
+    "AgentFailure",
     "AgentPrompt", "celery_waker", "complete", "deliver", "prompt_of", "register", "sweep",
     # workflows on the bus
     "ANONYMOUS", "HANDOFF_TIMEOUT", "HANDOFF_TYPE", "hand_off",

@@ -52,6 +52,9 @@ DELIVER_TASK: Final = "hypha.bus.deliver"
 REPLY_TASK: Final = "hypha.bus.reply"
 #: Messages one wake-up hands to the agent at most (a longer queue: the next wake-up).
 DELIVER_BATCH: Final = 50
+#: Seconds ahead a wake-up is sent with a countdown at most: a message available later is
+#: woken by the recovery sweep once due (a countdown task waits in a worker's memory).
+WAKE_HORIZON_S: Final = 60.0
 #: The type of an agent's answer on the bus (its payload: the answer's text).
 REPLY_TYPE: Final = "agent.reply"
 #: The type of the notice sent when a message to an agent is dead-lettered.
@@ -87,10 +90,11 @@ def prompt_of(payload: Any) -> str | None:
 
 
 def celery_waker(app: Celery, ensure_worker: Callable[[], None] = lambda: None) -> Waker:
-    """A :data:`Waker` sending ``hypha.bus.deliver`` for messages to agents."""
+    """A :data:`Waker` sending ``hypha.bus.deliver`` for messages to agents (none for a
+    message available more than :data:`WAKE_HORIZON_S` from now: the sweep wakes it)."""
 
     def wake(msg: Message, delay: float) -> None:
-        if msg.to.kind is not EndpointKind.AGENT:
+        if msg.to.kind is not EndpointKind.AGENT or delay > WAKE_HORIZON_S:
             return
         ensure_worker()
         app.send_task(DELIVER_TASK, args=(msg.user_id, msg.session_id, msg.to.id),

@@ -32,6 +32,7 @@ from hypha_celery.errors import (
     MessageTooLarge,
     QueueFull,
     RunNotFound,
+    StoreConflict,
     UnknownRecipient,
 )
 from hypha_celery.events.payloads import (
@@ -98,7 +99,41 @@ class Bus:
         workflow run that does not exist), :class:`RunNotFound` (``run_id``) and
         :class:`MessageScopeMismatch` (the run belongs to another user or session);
         nothing is recorded then."""
+        return self.publish_many([message])[0]
+
+    def publish_many(self, messages: Sequence[Message]) -> list[Message]:
+        """:meth:`publish` several messages in one transaction (at most :data:`MAX_PULL`):
+        all are queued, in the order given, or none (the first refusal is raised)."""
+        if not 0 < len(messages) <= MAX_PULL:
+            raise ValueError(f"publish_many takes 1 to {MAX_PULL} messages")
         now = self.clock()
+        batch = [self._prepared(m, now) for m in messages]
+        ids = [m.id for m, _ in batch]
+        if len(set(ids)) != len(ids):
+            raise MessageAlreadyExists("a message id is given twice")
+        try:
+            with self.store.transaction() as tx:
+                taken = rows.existing(tx, ids)
+                if taken:
+                    raise MessageAlreadyExists(f"a message {taken[0]!r} exists")
+                self._admit(tx, batch)
+                for msg, _ in batch:
+                    self._check_run(tx, msg)
+                for to in {msg.to for msg, _ in batch}:
+                    _check_recipient(tx, to)
+                rows.insert(tx, [_new_row(msg, size) for msg, size in batch])
+                for msg, _ in batch:
+                    _emit(tx, msg, MessageEnqueued)
+        except StoreConflict:  # a concurrent publish of the same id won the race
+            raise MessageAlreadyExists(f"a message of {ids[:3]} exists") from None
+        first: dict[str, Message] = {}
+        for msg, _ in batch:  # one wake-up per queue: its first message's delay
+            first.setdefault(msg.queue, msg)
+        for msg in first.values():
+            self._wake(msg, max(0.0, msg.available_at - now))
+        return [msg for msg, _ in batch]
+
+    def _prepared(self, message: Message, now: float) -> tuple[Message, int]:
         msg = message.model_copy(update={
             "status": MessageStatus.QUEUED, "created_at": now, "updated_at": now,
             "available_at": message.available_at or now, "attempt_count": 0,
@@ -107,29 +142,26 @@ class Bus:
         if size > self.limits.max_message_bytes:
             raise MessageTooLarge("message", size, self.limits.max_message_bytes,
                                   "BusLimits.max_message_bytes")
-        with self.store.transaction() as tx:
-            if rows.exists(tx, msg.id):
-                raise MessageAlreadyExists(f"a message {msg.id!r} exists")
-            self._admit(tx, msg, size)
-            self._check_run(tx, msg)
-            _check_recipient(tx, msg.to)
-            if not rows.insert(tx, _new_row(msg, size)):
-                raise MessageAlreadyExists(f"a message {msg.id!r} exists")
-            rows.queue_add(tx, msg.queue, 1, size)
-            _emit(tx, msg, MessageEnqueued)
-        self._wake(msg, max(0.0, msg.available_at - now))
-        return msg
+        return msg, size
 
-    def _admit(self, tx: Tx, msg: Message, size: int) -> None:
-        count, nbytes = rows.queue_lock(tx, msg.queue)
+    def _admit(self, tx: Tx, batch: Sequence[tuple[Message, int]]) -> None:
+        """Lock each queue of ``batch`` (in one order), check its bounds with the batch's
+        messages, count them in."""
+        incoming: dict[str, tuple[int, int]] = {}
+        for msg, size in batch:
+            n, b = incoming.get(msg.queue, (0, 0))
+            incoming[msg.queue] = (n + 1, b + size)
         lim = self.limits
-        if count + 1 > lim.max_queue_messages or nbytes + size > lim.max_queue_bytes:
-            raise QueueFull({"queue": msg.queue,
-                             "limit": "count" if count + 1 > lim.max_queue_messages
-                             else "bytes",
-                             "pending_count": count, "pending_bytes": nbytes,
-                             "incoming_bytes": size, "max_count": lim.max_queue_messages,
-                             "max_bytes": lim.max_queue_bytes})
+        for queue, (n, b) in sorted(incoming.items()):
+            count, nbytes = rows.queue_lock(tx, queue)
+            if count + n > lim.max_queue_messages or nbytes + b > lim.max_queue_bytes:
+                raise QueueFull({"queue": queue,
+                                 "limit": "count" if count + n > lim.max_queue_messages
+                                 else "bytes",
+                                 "pending_count": count, "pending_bytes": nbytes,
+                                 "incoming_bytes": b, "max_count": lim.max_queue_messages,
+                                 "max_bytes": lim.max_queue_bytes})
+            rows.queue_add(tx, queue, n, b)
 
     @staticmethod
     def _check_run(tx: Tx, msg: Message) -> None:
@@ -253,11 +285,13 @@ class Bus:
         batch.out.append(_message(row, change))
         batch.retrying[row.doc["id"]] = delay
 
-    def _locked(self, tx: Tx, message_ids: Iterable[str],
+    def _locked(self, tx: Tx, message_ids: Sequence[str],
                 scope: Scope | None) -> list[rows.MessageRow]:
+        """Lock the messages (in queue order: one lock order), returned as given."""
+        locked = {r.doc["id"]: r for r in rows.lock(tx, message_ids)}
         found = []
         for message_id in message_ids:
-            row = rows.lock(tx, message_id)
+            row = locked.get(message_id)
             if row is None:
                 raise MessageNotFound(f"no message {message_id!r}")
             if scope is not None and (row.doc["user_id"], row.doc["session_id"]) != (

@@ -123,31 +123,31 @@ def queue_add(tx: Tx, queue: str, count: int, nbytes: int) -> None:
 
 
 # -- messages -------------------------------------------------------------------------
-def exists(tx: Tx, message_id: str) -> bool:
-    q = sa.select(messages.c.pos).where(messages.c.message_id == message_id)
-    return tx.conn.execute(q).first() is not None
+def existing(tx: Tx, message_ids: Sequence[str]) -> list[str]:
+    """Those of ``message_ids`` the bus holds."""
+    q = sa.select(messages.c.message_id).where(messages.c.message_id.in_(message_ids))
+    return [str(r) for r in tx.conn.execute(q).scalars()]
 
 
-def insert(tx: Tx, new: NewMessage) -> bool:
-    """Insert a queued message; False when its id is taken (nothing written)."""
-    values = {"message_id": new.message_id, "queue": new.queue, "to_kind": new.to_kind,
-              "user_id": new.user_id, "run_id": new.run_id, "fsm_state": new.fsm_state,
-              "correlation_id": new.correlation_id, "status": "queued", "attempt_count": 0,
-              "available_at": new.available_at, "expires_at": new.expires_at,
-              "lease_until": None, "bytes": new.bytes, "created_at": new.created_at,
-              "updated_at": new.created_at, "doc": new.doc}
-    ins = insert_for(tx.dialect)(messages).values(**values)
-    done = tx.conn.execute(ins.on_conflict_do_nothing(index_elements=["message_id"]))
-    return bool(done.rowcount)
+def insert(tx: Tx, new: Sequence[NewMessage]) -> None:
+    """Insert queued messages (a taken id: ``IntegrityError``, the transaction's
+    ``StoreConflict``)."""
+    tx.conn.execute(messages.insert(), [
+        {"message_id": m.message_id, "queue": m.queue, "to_kind": m.to_kind,
+         "user_id": m.user_id, "run_id": m.run_id, "fsm_state": m.fsm_state,
+         "correlation_id": m.correlation_id, "status": "queued", "attempt_count": 0,
+         "available_at": m.available_at, "expires_at": m.expires_at, "lease_until": None,
+         "bytes": m.bytes, "created_at": m.created_at, "updated_at": m.created_at,
+         "doc": m.doc} for m in new])
 
 
-def lock(tx: Tx, message_id: str) -> MessageRow | None:
-    """Lock one message row (``FOR UPDATE`` on PostgreSQL) and read it."""
-    q = sa.select(*_COLUMNS).where(messages.c.message_id == message_id)
+def lock(tx: Tx, message_ids: Sequence[str]) -> list[MessageRow]:
+    """Lock message rows (``FOR UPDATE`` on PostgreSQL, in queue order) and read them."""
+    q = (sa.select(*_COLUMNS).where(messages.c.message_id.in_(message_ids))
+         .order_by(messages.c.pos))
     if tx.dialect == "postgresql":
         q = q.with_for_update()
-    row = tx.conn.execute(q).first()
-    return None if row is None else _row(row)
+    return [_row(r) for r in tx.conn.execute(q)]
 
 
 def expired(tx: Tx, queue: str, now: float) -> list[MessageRow]:

@@ -322,3 +322,21 @@ def test_concurrent_pullers_never_get_the_same_message(store: EventStore) -> Non
         t.join(60)
     assert errors == []
     assert len(got) == len(set(got)) == 120 and set(got) == sent
+
+
+def test_publish_many_is_all_or_nothing(store: EventStore) -> None:
+    b = bus(store, Clock(), limits=BusLimits(max_queue_messages=5))
+    sc = scope()
+    run = new_run(store, sc)
+    sent = b.publish_many([message(sc, BOB, run_id=run, payload=i) for i in range(3)])
+    assert [m.payload for m in sent] == [0, 1, 2]
+    with pytest.raises(QueueFull):
+        b.publish_many([message(sc, BOB) for _ in range(3)])
+    with pytest.raises(MessageAlreadyExists):
+        b.publish_many([message(sc, human("carol")), message(sc, BOB, id=sent[0].id)])
+    twice = message(sc, human("carol"))
+    with pytest.raises(MessageAlreadyExists):
+        b.publish_many([twice, twice])
+    assert b.messages(recipient=human("carol"), scope=sc) == []
+    assert [m.id for m in b.pull_many(BOB, sc, 10)] == [m.id for m in sent]
+    assert trace(store, run) == ["message.enqueued"] * 3 + ["message.delivered"] * 3
