@@ -44,6 +44,7 @@ from hypha_celery.client.hypha import Hypha
 from hypha_celery.errors import HyphaError
 from hypha_celery.events import Event
 from hypha_celery.exchange import KEY_ENV, export_jsonl, export_key, import_parsed, read_file
+from hypha_celery.jsontypes import JsonObject
 from hypha_celery.live import LiveItem, run_topic
 from hypha_celery.store import STORE_ERRORS, display_url, store_error
 
@@ -119,6 +120,20 @@ def parse_input(value: str | None) -> Any:
         raise click.BadParameter(f"not valid JSON ({exc})", param_hint="'--input'") from None
 
 
+def _meta(value: str | None) -> JsonObject | None:
+    """``--session-meta``: a JSON object."""
+    if value is None:
+        return None
+    try:
+        meta = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON ({exc})", param_hint="'--session-meta'"
+                                 ) from None
+    if not isinstance(meta, dict):
+        raise click.BadParameter("a JSON object", param_hint="'--session-meta'")
+    return meta
+
+
 def _as_user(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     ctx.meta[AS_USER] = value or None
 
@@ -170,6 +185,11 @@ def demo(question: str | None) -> None:
 @click.option("--input", "input_json", metavar="JSON", help="run input as JSON, or @FILE")
 @click.option("--user-id", "--user", help="runs of one (user id, session id) go one at a time")
 @click.option("--session-id", "--session")
+@click.option("--session-profile", metavar="NAME", help="with --pack and --session: the "
+              "pack's session profile the session opens with (its workflow, tool profile, "
+              "policy, limits and metadata govern every run of the session)")
+@click.option("--session-meta", metavar="JSON", help="with --session-profile: the session's "
+              "metadata (a JSON object, over the profile's default_metadata)")
 @click.option("--on-busy", type=click.Choice(["queue", "reject"]), default="queue",
               show_default=True, help="when the session already has an active run")
 @click.option("--idempotency-key", help="a second start with this key returns the same run")
@@ -178,7 +198,8 @@ def demo(question: str | None) -> None:
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="with --wait: give up waiting after this long (the run goes on)")
 def run(graph: str | None, app_spec: str | None, pack_file: str | None, workflow: str | None,
-        input_json: str | None, user_id: str | None, session_id: str | None, on_busy: str,
+        input_json: str | None, user_id: str | None, session_id: str | None,
+        session_profile: str | None, session_meta: str | None, on_busy: str,
         idempotency_key: str | None, wait: bool, timeout: float | None) -> None:
     """Start a run of GRAPH (with --app) or of a pack's workflow (--pack FILE) and print
     its id (then, with --wait or embedded, its result, or the review it waits for)."""
@@ -189,7 +210,12 @@ def run(graph: str | None, app_spec: str | None, pack_file: str | None, workflow
                                    "the pack's workflow)")
         return pack.run_pack(pack_file, workflow, app_spec, payload, wait=wait,
                              timeout=timeout, user_id=user_id, session_id=session_id,
-                             on_busy=on_busy, idempotency_key=idempotency_key)
+                             on_busy=on_busy, idempotency_key=idempotency_key,
+                             session_profile=session_profile,
+                             session_meta=_meta(session_meta))
+    if session_profile is not None or session_meta is not None:
+        raise click.UsageError("--session-profile and --session-meta name a profile of "
+                               "--pack FILE")
     if graph is None:
         raise click.UsageError("give GRAPH (with --app) or --pack FILE")
     if workflow is not None:

@@ -1,5 +1,5 @@
-"""``hypha pack validate | show`` and ``hypha run --pack``: domain packs from the command
-line. Thin: load (:mod:`hypha_celery.packs`), compile, register, start, print.
+"""``hypha pack validate | show | test`` and ``hypha run --pack``: domain packs from the
+command line. Thin: load (:mod:`hypha_celery.packs`), compile, register, start, print.
 
 Every problem of a pack is one line (``FILE: path: message``), and the command exits 1.
 Without ``--app`` a pack runs on the embedded default (SQLite store, in-process worker;
@@ -23,15 +23,20 @@ from hypha_celery.cli.loading import embedded_settings, load_app
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.client.run import RunHandle
 from hypha_celery.client.scoped import ScopedHypha
+from hypha_celery.client.sessions import SessionOpening
 from hypha_celery.errors import PackError
 from hypha_celery.events import TERMINAL_STATUSES
 from hypha_celery.graph import Graph
+from hypha_celery.jsontypes import JsonObject
 from hypha_celery.packs import (
     DomainPack,
+    SessionPlan,
     compile_all,
     load_pack,
     output_issues,
+    plan_session,
     validate_input,
+    workflow_of,
 )
 from hypha_celery.reviews import pending_for
 
@@ -82,20 +87,22 @@ def opened_pack(file: str, app_spec: str | None) -> Iterator[tuple[ScopedHypha, 
 
 
 def run_pack(file: str, workflow: str | None, app_spec: str | None, payload: Any, *,
-             wait: bool, timeout: float | None, **start: Any) -> None:
+             wait: bool, timeout: float | None, session_profile: str | None = None,
+             session_meta: JsonObject | None = None, **start: Any) -> None:
     """``hypha run --pack``: check the input against the workflow's task schema, start
-    the run, then (embedded, or with --wait) print its result, or how to review it."""
+    the run (in its session, under the session's profile), then (embedded, or with
+    --wait) print its result, or how to review it."""
     with opened_pack(file, app_spec) as (hypha, pack):
-        try:
-            wf = pack.workflow(workflow)
-        except KeyError as exc:
-            raise click.BadParameter(str(exc.args[0]), param_hint="'--workflow'") from None
+        plan = _session_plan(hypha, pack, workflow, session_profile, session_meta, start)
+        wf = pack.workflow(plan.workflow_id)
         try:
             validate_input(pack, wf.id, payload)
         except PackError as exc:
             _exit_with(_lines(f"--input does not match task schema {wf.task_schema!r}",
                               exc.problems))
-        handle = hypha.start(wf.id, payload, **start)
+        opening = SessionOpening(plan.profile, plan.pack, plan.metadata)
+        handle = hypha.start(plan.graph_id, payload, **start,
+                             session=opening if start.get("session_id") else None)
         click.echo(handle.id)
         if hypha.settings.embedded and not wait:
             click.echo("hypha: note: no HYPHA_BROKER_URL, the run executes in this process; "
@@ -103,6 +110,28 @@ def run_pack(file: str, workflow: str | None, app_spec: str | None, payload: Any
         if hypha.settings.embedded or wait:
             status = settle(handle, timeout)
             show_outcome(hypha, pack, handle, status, _review_options(file, app_spec))
+
+
+def _session_plan(hypha: ScopedHypha, pack: DomainPack, workflow: str | None,
+                  profile: str | None, meta: JsonObject | None, start: dict[str, Any]
+                  ) -> SessionPlan:
+    """The run's plan: its workflow and, in a session, the session's profile (the one it
+    opened with, or ``profile`` for a session this run opens)."""
+    session_id = start.get("session_id")
+    if session_id is None and (profile is not None or meta is not None):
+        raise click.UsageError("--session-profile and --session-meta need --session")
+    existing = hypha.session(session_id, start.get("user_id")) if session_id else None
+    if workflow is not None:
+        try:
+            pack.workflow(workflow)
+        except KeyError as exc:
+            raise click.BadParameter(str(exc.args[0]), param_hint="'--workflow'") from None
+    try:
+        return plan_session(pack, profile, workflow=workflow, metadata=meta,
+                            opened=existing is not None,
+                            opened_with=existing.profile if existing else None)
+    except PackError as exc:
+        _exit_with(_lines(f"session {session_id!r}", exc.problems))
 
 
 def show_outcome(hypha: ScopedHypha, pack: DomainPack | None, handle: RunHandle, status: str,
@@ -119,12 +148,12 @@ def show_outcome(hypha: ScopedHypha, pack: DomainPack | None, handle: RunHandle,
         return
     result = handle.wait()  # RunFailed / RunCancelled: the one-line error
     echo_json(result)
-    graph_id = handle.status().graph_id
-    if pack is None or graph_id not in {wf.id for wf in pack.workflows}:
+    workflow_id = None if pack is None else workflow_of(pack, handle.status().graph_id)
+    if pack is None or workflow_id is None:
         return
-    issues = output_issues(pack, graph_id, result)
+    issues = output_issues(pack, workflow_id, result)
     if issues:
-        contract = pack.workflow(graph_id).output_contract
+        contract = pack.workflow(workflow_id).output_contract
         _exit_with(_lines(f"run {handle.id} completed, but its output breaks output contract "
                           f"{contract!r}", issues))
 

@@ -64,7 +64,12 @@ from hypha_celery.packs._model import (
 from hypha_celery.packs._overlay import merge, overlay
 from hypha_celery.packs._parse import MAX_DOC_DEPTH, MAX_DOC_VALUES, parse_pack
 from hypha_celery.packs._registry import PackRegistry, version_key
-from hypha_celery.packs._sessions import SessionPlan, plan_session, profile_graph_id
+from hypha_celery.packs._sessions import (
+    SessionPlan,
+    plan_session,
+    profile_graph_id,
+    workflow_of,
+)
 
 __all__ = [
     # the model
@@ -107,6 +112,7 @@ __all__ = [
     "SessionPlan",
     "plan_session",
     "profile_graph_id",
+    "workflow_of",
     # testing a pack: its evaluation and regression cases as real runs
     "DEFAULT_CASE_TIMEOUT",
     "MAX_CASES",

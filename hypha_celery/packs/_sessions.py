@@ -31,7 +31,7 @@ from hypha_celery.packs._model import DomainPack, PackWorkflow, SessionProfile
 from hypha_celery.packs._paths import Problem, path
 
 __all__ = ["SessionPlan", "plan_session", "profile_graph_id", "session_graph_problems",
-           "session_graphs"]
+           "session_graphs", "workflow_of"]
 
 _GRAPH_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")
 
@@ -51,6 +51,18 @@ class SessionPlan:
 def profile_graph_id(workflow_id: str, profile: str) -> str:
     """The graph of ``workflow_id`` run under session profile ``profile``."""
     return f"{workflow_id}--{profile}"
+
+
+def workflow_of(pack: DomainPack, graph_id: str) -> str | None:
+    """The workflow a graph of ``pack`` runs (its own, or a session profile's variant);
+    None for a graph that is not the pack's."""
+    for wf in pack.workflows:
+        if graph_id == wf.id:
+            return wf.id
+        key = graph_id.removeprefix(f"{wf.id}--")
+        if key != graph_id and key in pack.session_profiles:
+            return wf.id
+    return None
 
 
 def changes_graph(profile: SessionProfile, wf: PackWorkflow) -> bool:
