@@ -57,9 +57,14 @@ MAX_OUTPUT_BYTES = 1_048_576
 #: Facts one node execution may record, and the JSON bytes of one.
 MAX_FACTS = 1000
 MAX_FACT_BYTES = 65_536
-#: The event families a node may record as facts (``ctx.record``).
+#: The event families a node may record as facts (``ctx.record``): the governed tool
+#: runner's steps, and the MCP gateway's (its calls, and a discovery made by the node).
 NODE_FACTS = ("tool.call.requested", "tool.call.rejected", "tool.policy.checked",
-              "tool.call.approved", "tool.output.validated", "tool.output.invalid")
+              "tool.call.approved", "tool.output.validated", "tool.output.invalid",
+              "mcp.call.started", "mcp.call.completed", "mcp.call.failed",
+              "mcp.capability.discovered", "mcp.capability.trust.evaluated",
+              "mcp.capability.drift.detected", "mcp.capability.quarantined",
+              "mcp.capability.approved", "mcp.tool.normalized")
 
 
 #: What a call knows once it ended (``measures()``: a ``ctx.llm`` call's provider, usage,

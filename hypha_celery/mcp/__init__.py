@@ -25,8 +25,10 @@ from hypha_celery.mcp._gateway import McpGateway, accept
 from hypha_celery.mcp._node import call_mcp, mcp_node
 from hypha_celery.mcp._profile import (
     DEFAULT_CALL_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_RESULT_BYTES,
     MAX_CALL_TIMEOUT,
+    MAX_CONNECT_TIMEOUT,
     MAX_RESULT_BYTES,
     MAX_TOOLS,
     DriftPolicy,
@@ -40,7 +42,8 @@ from hypha_celery.mcp._profile import (
 __all__ = [
     # profiles
     "DriftPolicy", "HttpTransport", "McpServer", "StdioTransport", "Transport", "Trust",
-    "DEFAULT_CALL_TIMEOUT", "DEFAULT_MAX_RESULT_BYTES", "MAX_CALL_TIMEOUT",
+    "DEFAULT_CALL_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT", "DEFAULT_MAX_RESULT_BYTES",
+    "MAX_CALL_TIMEOUT", "MAX_CONNECT_TIMEOUT",
     "MAX_RESULT_BYTES", "MAX_TOOLS",
     # the gateway and its discoveries
     "Connection", "DiscoveredTool", "Discovery", "McpGateway", "ToolState", "accept",

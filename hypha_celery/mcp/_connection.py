@@ -16,7 +16,6 @@ import os
 import subprocess
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hypha_celery.errors import McpTimeout, McpToolError, McpUnavailable
@@ -59,17 +58,20 @@ class Connection:
         self._session: ClientSession | None = None
         self._stop: asyncio.Event | None = None
         self._opening: asyncio.Lock | None = None
+        self._task: asyncio.Task[None] | None = None
 
     # -- from any thread ----------------------------------------------------------------
     def request(self, call: Callable[[ClientSession], Awaitable[T]],
                 timeout: float | None = None) -> T:
         """``call(session)`` on the loop within ``timeout`` (default: the profile's
-        ``call_timeout``; opening the session counts). Raises :class:`McpTimeout` past
+        ``call_timeout``), after opening the session if need be (within
+        ``connect_timeout``). Raises :class:`McpTimeout` past
         it and :class:`McpUnavailable` when the server cannot be reached or went away;
         either closes the session. Other errors (the SDK's protocol errors) propagate."""
         bound = self.server.call_timeout if timeout is None else timeout
         try:
-            return _loop.run(self._request(call, bound), bound + _GRACE)
+            return _loop.run(self._request(call, bound),
+                             self.server.connect_timeout + bound + _GRACE)
         except TimeoutError:
             self.close()
             raise McpTimeout(self.server.id, f"no answer within {bound:g}s") from None
@@ -82,9 +84,9 @@ class Connection:
     # -- on the loop --------------------------------------------------------------------
     async def _request(self, call: Callable[[ClientSession], Awaitable[T]],
                        timeout: float) -> T:
+        session = await self._session_or_open()
         try:
             async with asyncio.timeout(timeout):
-                session = await self._session_or_open()
                 return await call(session)
         except TimeoutError:
             await self._close()
@@ -109,13 +111,15 @@ class Connection:
         ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
         stop = asyncio.Event()
         self._stop = stop
-        task = asyncio.create_task(self._own(ready, stop))
+        task = self._task = asyncio.create_task(self._own(ready, stop))  # held: a strong ref
         try:
-            session = await ready
+            async with asyncio.timeout(self.server.connect_timeout):
+                session = await asyncio.shield(ready)
         except Exception as exc:
+            stop.set()
             task.cancel()
-            error = McpUnavailable(self.server.id, f"cannot open a session: "
-                                   f"{type(exc).__name__}: {_first_line(exc)}")
+            error = McpUnavailable(self.server.id,
+                                   f"cannot open a session: {_first_line(exc)}")
             error.sent = False  # nothing was asked of the server: safe to retry
             raise error from None
         self.opened += 1
@@ -128,9 +132,8 @@ class Connection:
         try:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
-                session = await stack.enter_async_context(ClientSession(
-                    read, write, read_timeout_seconds=timedelta(
-                        seconds=self.server.call_timeout)))
+                # no read timeout of the SDK's: Connection.request bounds each call
+                session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
                 ready.set_result(session)
                 await stop.wait()
@@ -205,4 +208,4 @@ def _devnull() -> Any:
 def _first_line(exc: BaseException) -> str:
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         return _first_line(exc.exceptions[0])
-    return (str(exc).splitlines() or [""])[0][:300]
+    return f"{type(exc).__name__}: " + (str(exc).splitlines() or [""])[0][:300]

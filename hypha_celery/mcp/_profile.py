@@ -17,13 +17,16 @@ from pydantic import (
 
 from hypha_celery.errors import McpProfileError
 
-__all__ = ["DEFAULT_CALL_TIMEOUT", "DEFAULT_MAX_RESULT_BYTES", "MAX_CALL_TIMEOUT",
-           "MAX_RESULT_BYTES", "MAX_TOOLS", "DriftPolicy", "HttpTransport", "McpServer",
-           "StdioTransport", "Transport", "Trust"]
+__all__ = ["DEFAULT_CALL_TIMEOUT", "DEFAULT_CONNECT_TIMEOUT", "DEFAULT_MAX_RESULT_BYTES",
+           "MAX_CALL_TIMEOUT", "MAX_CONNECT_TIMEOUT", "MAX_RESULT_BYTES", "MAX_TOOLS",
+           "DriftPolicy", "HttpTransport", "McpServer", "StdioTransport", "Transport", "Trust"]
 
 #: A call's default bound in seconds, and the largest a profile may set.
 DEFAULT_CALL_TIMEOUT = 30.0
 MAX_CALL_TIMEOUT = 3600.0
+#: Opening a session (starting a stdio server, the MCP handshake): default and largest.
+DEFAULT_CONNECT_TIMEOUT = 30.0
+MAX_CONNECT_TIMEOUT = 300.0
 #: A result's default bound in bytes of JSON, and the largest a profile may set.
 DEFAULT_MAX_RESULT_BYTES = 1 << 20
 MAX_RESULT_BYTES = 64 << 20
@@ -95,7 +98,8 @@ class McpServer(_Model):
 
     ``id`` prefixes its tools' ids (``weather.forecast``). ``allowed_tools``: the tool
     names (or ``fnmatch`` globs) taken from the server (empty: all of them).
-    ``call_timeout`` bounds one call in seconds; ``max_result_bytes`` the JSON of one
+    ``call_timeout`` bounds one call in seconds (``connect_timeout`` the opening of a
+    session: a stdio server's start and the handshake); ``max_result_bytes`` the JSON of one
     result; ``max_tools`` how many tools (and resources, prompts) one discovery takes.
     """
 
@@ -105,6 +109,8 @@ class McpServer(_Model):
     drift: DriftPolicy = DriftPolicy.QUARANTINE
     allowed_tools: tuple[str, ...] = ()
     call_timeout: float = Field(default=DEFAULT_CALL_TIMEOUT, gt=0, le=MAX_CALL_TIMEOUT)
+    connect_timeout: float = Field(default=DEFAULT_CONNECT_TIMEOUT, gt=0,
+                                   le=MAX_CONNECT_TIMEOUT)
     max_result_bytes: int = Field(default=DEFAULT_MAX_RESULT_BYTES, gt=0,
                                   le=MAX_RESULT_BYTES)
     max_tools: int = Field(default=MAX_TOOLS, gt=0, le=MAX_TOOLS)
