@@ -37,21 +37,23 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from hypha_celery.errors import ToolSpecError
+from hypha_celery.errors import McpProfileError, ToolSpecError
 from hypha_celery.fsm import (
     HumanReviewPolicy,
+    StateRecovery,
     StateRetry,
     StateSpec,
     TransitionSpec,
     WorkflowSpec,
 )
 from hypha_celery.jsontypes import JsonObject, JsonValue
+from hypha_celery.mcp import HttpTransport, McpServer, StdioTransport
 from hypha_celery.tools import PolicyRule, ToolPolicy, ToolSpec
 
-__all__ = ["ID_PATTERN", "NODE_PATTERN", "REF_PATTERN", "DomainPack", "MockOutput",
-           "NodeDecl", "PackCase", "PackHumanReview", "PackPolicy", "PackPolicyRule",
-           "PackRetry", "PackState", "PackTool", "PackToolSpec", "PackTransition", "PackWorkflow",
-           "SessionProfile"]
+__all__ = ["ID_PATTERN", "NODE_PATTERN", "REF_PATTERN", "DomainPack", "MockOutput", "NodeDecl",
+           "PackCase", "PackHttpTransport", "PackHumanReview", "PackMcpServer", "PackPolicy",
+           "PackPolicyRule", "PackRecovery", "PackRetry", "PackState", "PackStdioTransport",
+           "PackTool", "PackToolSpec", "PackTransition", "PackWorkflow", "SessionProfile"]
 
 #: Pack, schema, contract, profile and case ids.
 ID_PATTERN = r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$"
@@ -131,6 +133,13 @@ class PackRetry(StateRetry, _Aliased):
     model_config = _ALIASES
 
 
+class PackRecovery(StateRecovery, _Aliased):
+    """A state's recovery case (:class:`~hypha_celery.fsm.StateRecovery`:
+    ``maxCycles``, ``maxNoProgressCycles``, ...)."""
+
+    model_config = _ALIASES
+
+
 class PackState(StateSpec, _Aliased):
     """A workflow state (:class:`~hypha_celery.fsm.StateSpec`); hypha's
     ``humanReviewPolicy`` and ``policyRefs`` name ``human_review`` and ``policies``."""
@@ -141,6 +150,7 @@ class PackState(StateSpec, _Aliased):
         default=None, validation_alias=AliasChoices("human_review", "humanReview",
                                                     "humanReviewPolicy"))
     retry: PackRetry | None = None
+    recovery: PackRecovery | None = None
     policies: list[str] = Field(default=[], validation_alias=AliasChoices(
         "policies", "policyRefs"))
 
@@ -184,6 +194,40 @@ def _as_value_error(model: type[PackToolSpec] | type[PackPolicy]) -> Any:
         except ToolSpecError as exc:
             raise ValueError(str(exc)) from None
     return BeforeValidator(validate)
+
+
+class PackStdioTransport(StdioTransport, _Aliased):
+    model_config = ConfigDict(extra="forbid", frozen=True, **_ALIASES)
+
+
+class PackHttpTransport(HttpTransport, _Aliased):
+    model_config = ConfigDict(extra="forbid", frozen=True, **_ALIASES)
+
+
+class PackMcpServer(McpServer, _Aliased):
+    """An MCP server profile (:class:`~hypha_celery.mcp.McpServer`) of ``mcp_profiles``:
+    ``command`` / ``args`` / ``env`` or ``url`` / ``headers``, ``trust``, ``drift``
+    (``driftPolicy``), ``allowed_tools`` (``allowedTools``), ``call_timeout`` ..."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, **_ALIASES)
+    transport: Annotated[PackStdioTransport | PackHttpTransport, Field(discriminator="kind")]
+
+
+def _mcp_servers(value: Any) -> Any:
+    """Each ``mcp_profiles`` entry as a :class:`PackMcpServer` whose id is its name; a
+    profile that does not validate is a problem at its place in the pack."""
+    if not isinstance(value, dict):
+        return value
+    servers: dict[str, Any] = {}
+    for name, doc in value.items():
+        if isinstance(doc, McpServer) or not isinstance(doc, dict):
+            servers[name] = doc
+            continue
+        try:
+            servers[name] = PackMcpServer.model_validate({"id": name, **doc})
+        except McpProfileError as exc:
+            raise ValueError(str(exc)) from None
+    return servers
 
 
 class NodeDecl(_Model):
@@ -322,9 +366,9 @@ class DomainPack(_Model):
     default_workflow: str | None = None
     evaluation_cases: list[PackCase] = []
     regression_cases: list[PackCase] = []
-    #: MCP servers (hypha's ``mcpProfiles``) by name: accepted as declared, not run by
-    #: the pack itself.
-    mcp_profiles: dict[str, JsonObject] = {}
+    #: MCP servers (hypha's ``mcpProfiles``) by name: each an
+    #: :class:`~hypha_celery.mcp.McpServer` (its id is the name) for an ``McpGateway``.
+    mcp_profiles: Annotated[dict[str, PackMcpServer], BeforeValidator(_mcp_servers)] = {}
 
     @field_validator("version", mode="before")
     @classmethod
