@@ -20,6 +20,7 @@ import click
 
 from hypha_celery.cli.common import echo_json, echo_line, principal, settle
 from hypha_celery.cli.loading import embedded_settings, load_app
+from hypha_celery.cli.pack_test import test_cmd
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.client.run import RunHandle
 from hypha_celery.client.scoped import ScopedHypha
@@ -249,6 +250,8 @@ def show_lines(pack: DomainPack) -> list[str]:
                  f"{_plural(len(pack.regression_cases), 'regression case')}")
     return lines
 
+
+pack_group.add_command(test_cmd)
 
 #: Registered on the ``hypha`` group by :mod:`hypha_celery.cli.main`.
 COMMANDS: tuple[click.Command, ...] = (pack_group,)
