@@ -32,9 +32,12 @@ from hypha_celery.store import Tx
 _started = ev.trusted(ev.NodeExecutionStarted)
 _retrying = ev.trusted(ev.NodeExecutionRetrying)
 
-#: Circuit breaker defaults (hypha): failures within the window open it for ``RESET`` s.
+#: Circuit breaker defaults (hypha): ``THRESHOLD`` failures within the window open it for
+#: ``RESET`` s; then it is half-open: ``HALF_OPEN_PROBES`` retries run as probes (a
+#: success closes it, a failure re-opens it), the others wait another ``RESET``.
 THRESHOLD = 3
 RESET = 30.0
+HALF_OPEN_PROBES = 1
 
 
 def deliveries(request: Any) -> int:

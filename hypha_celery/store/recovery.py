@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypedDict, cast
+from typing import Any, Literal, TypedDict, cast
 
 import sqlalchemy as sa
 from sqlalchemy.sql import Select
@@ -51,6 +51,21 @@ class CircuitRow(TypedDict):
     failures: int
     window_start: float
     open_until: float
+
+
+CircuitState = Literal["closed", "open", "half_open"]
+
+
+def circuit_state(open_until: float, now: float, reset: float) -> CircuitState:
+    """``open`` until ``open_until``; then ``half_open`` for ``reset`` seconds (its probes
+    run; a success closes it, a failure re-opens it); ``closed`` before it ever opened,
+    once a success closed it (``open_until`` 0), or when no probe told anything within
+    that time (a probe lost with its worker does not hold the circuit)."""
+    if now < open_until:
+        return "open"
+    if open_until > 0 and now < open_until + reset:
+        return "half_open"
+    return "closed"
 
 
 class StaleRun(TypedDict):
@@ -180,30 +195,66 @@ class Recovery(Engines):
     def record_failure(self, key: str, now: float, threshold: int, reset: float
                        ) -> tuple[bool, float]:
         """Count one failure against ``key``'s circuit. Returns (opened_now, open_until).
-        ``threshold`` failures within ``reset`` seconds open it for ``reset`` seconds."""
+
+        Closed: ``threshold`` failures within ``reset`` seconds open it for ``reset``
+        seconds. Open (``now < open_until``): a failure of an attempt already under way
+        counts nothing. Half-open (the ``reset`` seconds after ``open_until``, while its
+        probes run): a failure re-opens it at once for ``reset`` seconds."""
         self.ensure_schema()
         with self.engine.begin() as conn:
-            ins = insert_for(self.dialect)(circuits).values(key=key, failures=0,
-                                                            window_start=now, open_until=0.0)
-            conn.execute(ins.on_conflict_do_nothing(index_elements=["key"]))
-            q = sa.select(circuits).where(circuits.c.key == key)
-            if self.dialect == "postgresql":
-                q = q.with_for_update()
-            row = conn.execute(q).one()
+            row = self._locked_circuit(conn, key, now)
+            state = circuit_state(row.open_until, now, reset)
+            if state == "open":
+                return False, row.open_until
+            if state == "half_open":
+                until = now + reset
+                conn.execute(circuits.update().where(circuits.c.key == key).values(
+                    failures=0, window_start=now, open_until=until))
+                return True, until
             failures = 1 if now - row.window_start > reset else row.failures + 1
             start = now if failures == 1 else row.window_start
-            opened = failures >= threshold and row.open_until <= now
-            until = now + reset if opened else row.open_until
+            opened = failures >= threshold
+            until = now + reset if opened else 0.0
             conn.execute(circuits.update().where(circuits.c.key == key).values(
                 failures=0 if opened else failures, window_start=now if opened else start,
                 open_until=until))
         return opened, until
 
+    def claim_probe(self, key: str, now: float, probes: int, reset: float) -> float:
+        """When a retry of a failure against ``key`` may run. Closed: now. Open or
+        half-open: the first ``probes`` retries of this open period are its half-open
+        probes and run at ``open_until``; the others wait one more ``reset`` (by then a
+        probe has closed the circuit, or re-opened it with probes of its own). The probes
+        granted are counted in ``failures`` while the circuit is open."""
+        self.ensure_schema()
+        with self.engine.begin() as conn:
+            row = self._locked_circuit(conn, key, now)
+            if circuit_state(row.open_until, now, reset) == "closed":
+                return now
+            start = max(float(row.open_until), now)
+            if row.failures >= probes:
+                return start + reset
+            conn.execute(circuits.update().where(circuits.c.key == key).values(
+                failures=row.failures + 1))
+            return start
+
+    def _locked_circuit(self, conn: sa.Connection, key: str, now: float) -> sa.Row[Any]:
+        ins = insert_for(self.dialect)(circuits).values(key=key, failures=0,
+                                                        window_start=now, open_until=0.0)
+        conn.execute(ins.on_conflict_do_nothing(index_elements=["key"]))
+        q = sa.select(circuits).where(circuits.c.key == key)
+        if self.dialect == "postgresql":
+            q = q.with_for_update()
+        return conn.execute(q).one()
+
     def record_success(self, key: str) -> None:
+        """A success against ``key``: its circuit closes (a half-open probe that worked)
+        and its failures are forgotten."""
         self.ensure_schema()
         with self.unflushed.begin() as conn:
-            conn.execute(circuits.update().where(circuits.c.key == key, circuits.c.failures > 0)
-                         .values(failures=0))
+            conn.execute(circuits.update().where(
+                circuits.c.key == key, sa.or_(circuits.c.failures > 0, circuits.c.open_until > 0))
+                .values(failures=0, open_until=0.0))
 
     # -- the supervisor's sweep query -------------------------------------
     def stale_runs(self, *, idle_before: float, now: float, limit: int = 500
