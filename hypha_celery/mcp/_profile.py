@@ -7,6 +7,8 @@ from enum import StrEnum
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
+    AliasChoices,
+    AliasGenerator,
     BaseModel,
     ConfigDict,
     Field,
@@ -14,6 +16,7 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
+from pydantic.alias_generators import to_camel
 
 from hypha_celery.errors import McpProfileError
 
@@ -52,7 +55,14 @@ class DriftPolicy(StrEnum):
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # hypha's camelCase keys (``allowedTools``, ``callTimeout`` ...) read as well as ours
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_by_name=True,
+                              validate_by_alias=True, loc_by_alias=False,
+                              alias_generator=AliasGenerator(validation_alias=to_camel))
+
+
+class _Checked(_Model):
+    """Every problem of the profile (nested ones included) as one ``McpProfileError``."""
 
     @model_validator(mode="wrap")
     @classmethod
@@ -90,11 +100,15 @@ class HttpTransport(_Model):
 Transport = Annotated[StdioTransport | HttpTransport, Field(discriminator="kind")]
 
 
-class McpServer(_Model):
+class McpServer(_Checked):
     """One MCP server's profile::
 
         McpServer(id="weather", transport=StdioTransport(command="python",
                   args=("weather.py",)), trust="trusted", allowed_tools=("forecast",))
+
+    or, as a DomainPack's ``mcp_profiles`` write it, ``command`` / ``args`` / ``env`` or
+    ``url`` / ``headers`` at the top (hypha's camelCase keys too: ``allowedTools``,
+    ``callTimeout``, ``driftPolicy`` ...).
 
     ``id`` prefixes its tools' ids (``weather.forecast``). ``allowed_tools``: the tool
     names (or ``fnmatch`` globs) taken from the server (empty: all of them).
@@ -106,7 +120,8 @@ class McpServer(_Model):
     id: str = Field(pattern=_ID, max_length=100)
     transport: Transport
     trust: Trust = Trust.UNTRUSTED
-    drift: DriftPolicy = DriftPolicy.QUARANTINE
+    drift: DriftPolicy = Field(default=DriftPolicy.QUARANTINE, validation_alias=AliasChoices(
+        "drift", "drift_policy", "driftPolicy"))
     allowed_tools: tuple[str, ...] = ()
     call_timeout: float = Field(default=DEFAULT_CALL_TIMEOUT, gt=0, le=MAX_CALL_TIMEOUT)
     connect_timeout: float = Field(default=DEFAULT_CONNECT_TIMEOUT, gt=0,
@@ -115,3 +130,18 @@ class McpServer(_Model):
                                   le=MAX_RESULT_BYTES)
     max_tools: int = Field(default=MAX_TOOLS, gt=0, le=MAX_TOOLS)
     description: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_transport(cls, data: Any) -> Any:
+        """``command`` (``args``, ``env``, ``cwd``) or ``url`` (``headers``) at the top, as
+        a pack writes them, are the ``transport``."""
+        if not isinstance(data, dict) or "transport" in data:
+            return data
+        keys = ("command", "args", "env", "cwd") if "command" in data else \
+            ("url", "headers") if "url" in data else ()
+        if not keys:
+            return data
+        rest = {k: v for k, v in data.items() if k not in keys}
+        kind = "stdio" if "command" in data else "http"
+        return {**rest, "transport": {"kind": kind, **{k: data[k] for k in keys if k in data}}}
