@@ -226,7 +226,7 @@ def _mcp_servers(value: Any) -> Any:
         try:
             servers[name] = PackMcpServer.model_validate({"id": name, **doc})
         except McpProfileError as exc:
-            raise ValueError(str(exc)) from None
+            raise ValueError(f"{name}: {exc}") from None
     return servers
 
 
