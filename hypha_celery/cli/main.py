@@ -20,6 +20,7 @@ from hypha_celery.cli import (
     agents,
     console,
     evaluate,
+    mcp,
     metrics,
     pack,
     recovery,
@@ -418,7 +419,8 @@ def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | Non
 
 for _command in (*recovery.COMMANDS, *agents.COMMANDS, *rerun.COMMANDS, *views.COMMANDS,
                  *evaluate.COMMANDS, *pack.COMMANDS, *review.COMMANDS, *runs.COMMANDS,
-                 *sessions.COMMANDS, *metrics.COMMANDS, *console.COMMANDS, *UP_COMMANDS):
+                 *sessions.COMMANDS, *mcp.COMMANDS,
+                 *metrics.COMMANDS, *console.COMMANDS, *UP_COMMANDS):
     cli.add_command(_command)
 
 
