@@ -85,7 +85,7 @@ class CaseSteps:
         if case is None:
             case = self._open(failure)
         rec = self._policy(case)
-        step = plan(case, rec, failure, time.time(), progress)
+        step = plan(case, rec, failure, self._now(), progress)
         if step.action == RecoveryAction.QUARANTINE:
             return self._quarantine(case, failure, step.reason)
         if step.action == RecoveryAction.ESCALATE:
@@ -126,11 +126,16 @@ class CaseSteps:
         opened = ev.RecoveryCaseOpened(
             case_id=f"{self.ctx.run_id}:case:{n}", workflow=self.fsm.id, state=self.state,
             node=failure.node, fingerprint=failure.fingerprint, evidence=failure.evidence,
-            error=failure.error.to_json(), at=time.time(),
+            error=failure.error.to_json(), at=self._now(),
             strategies=[s.value for s in rec.strategies], max_cycles=rec.max_cycles,
             max_no_progress_cycles=rec.max_no_progress_cycles,
             max_same_strategy=rec.max_same_strategy, max_elapsed=rec.max_elapsed)
         return self._record(None, opened)
+
+    def _now(self) -> float:
+        """The decision's clock: when its newest event was recorded (the same when the run
+        is re-executed)."""
+        return self.ctx.now if self.ctx.now is not None else time.time()
 
     def _policy(self, case: CaseDoc) -> StateRecovery:
         rec = self.fsm.states[case["state"]].recovery

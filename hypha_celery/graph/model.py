@@ -135,6 +135,9 @@ class Context:
     fsm: FsmPosition | None = None
     #: Human reviews of this run by id: ``{"status": pending|approved|rejected|expired, ...}``.
     reviews: dict[str, ReviewDoc] = field(default_factory=dict)
+    #: When the newest event this decision sees was recorded (the projection's
+    #: ``updated_at``): a clock that reads the same when the run is re-executed.
+    now: float | None = None
     _facts: list[tuple[str, dict[str, object]]] = field(default_factory=list, repr=False,
                                                         compare=False)
 
@@ -455,6 +458,7 @@ class Graph:
             session_id=view.get("session_id"),
             fsm=copy.deepcopy(view.get("fsm")),
             reviews=copy.deepcopy(view.get("reviews") or {}),
+            now=view.get("updated_at"),
         )
 
     def __repr__(self) -> str:

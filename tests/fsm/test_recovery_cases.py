@@ -322,3 +322,20 @@ def test_out_of_range_limits_are_typed_errors(recovery: dict[str, Any]) -> None:
 
     with pytest.raises(ValidationError):
         WorkflowSpec.model_validate(booking(recovery))
+
+
+def test_a_run_with_a_case_re_executes_against_its_own_code(hypha: Hypha) -> None:
+    """The plan reads the clock of the events (``ctx.now``), not the wall clock: the same
+    log gives the same decisions, however late it is re-executed."""
+    from hypha_celery.rerun import rerun
+
+    spec = booking({"max_elapsed": 5.0})
+    run = start(hypha, spec, charge="always")
+    run.wait(WAIT)
+    time.sleep(0.1)
+    graph = workflow_graph(Fsm(WorkflowSpec.model_validate(spec), NODES), NODES, max_steps=40)
+    report = rerun(graph, hypha.store.events(run.id))
+    assert report.ok, report.divergence
+    (opened,) = events(run, "recovery.case.opened")
+    failed = [e for e in run.events() if e.kind == "node.execution.failed"][0]
+    assert opened["at"] >= failed.timestamp  # the time of the failure the decision saw
