@@ -43,8 +43,22 @@ def audit_lines(view: AuditView) -> list[str]:
         f"policy    {len(view.policy_decisions)} events",
         f"failures  retries {c.retries}  redeliveries {c.redeliveries}  "
         f"dead letters {c.dead_letters}  recoveries {c.recoveries}  timeouts {c.timeouts}",
+        *_cases(view),
         f"outcome   {_outcome(view.outcome)}",
     ]
+
+
+def _cases(view: AuditView) -> list[str]:
+    """A workflow's recovery cases and their cycles (none: no line)."""
+    lines = [f"cases     {len(view.recovery_cases)}"] if view.recovery_cases else []
+    for case in view.recovery_cases:
+        done = f"  compensated {', '.join(case.compensated)}" if case.compensated else ""
+        lines.append(f"  {case.case_id}  {case.state}/{case.node}  {case.status}"
+                     f"{f' ({case.reason})' if case.reason else ''}{done}")
+        lines += [f"    cycle {c.cycle}  {c.strategy} #{c.attempt} -> {c.target}  "
+                  f"evidence {c.evidence}{'' if c.progress else ' (no progress)'}  {c.reason}"
+                  for c in case.cycles]
+    return lines
 
 
 def _decision(d: AuditDecision) -> str:

@@ -91,3 +91,20 @@ def test_case_events_are_span_events_of_the_step(sqlite_url: str) -> None:
     assert len(str(attempted["hypha.evidence"])) == 16
     assert dict(events[2].attributes or {})["hypha.status"] == "resolved"
     assert all("gateway down" not in str(dict(e.attributes or {})) for e in events)
+
+
+def test_hypha_audit_prints_the_cases(store_url: str) -> None:
+    from hypha_celery.cli.views import audit_lines
+
+    with running(store_url) as h:
+        register(h, booking())
+        run = h.start("booking", {"charge": "always"})
+        run.wait(WAIT)
+        lines = audit_lines(run.audit())
+    start = lines.index("cases     1")
+    assert lines[start + 1] == f"  {run.id}:case:1  Charge/charge  degraded (fallback)"
+    cycles = lines[start + 2:start + 5]
+    assert [c.split()[2:5] for c in cycles] == [["retry", "#1", "->"], ["retry", "#2", "->"],
+                                                ["fallback", "#1", "->"]]
+    assert cycles[1].endswith("(no progress)  again")
+    assert lines[start + 5].startswith("outcome   completed")
