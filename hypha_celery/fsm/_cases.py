@@ -53,6 +53,28 @@ def span_event(payload: ev.Payload) -> None:
                                   if isinstance(data.get(k), str | int | float | bool)})
 
 
+#: Envelope states a run passes on a failure (a move through one is not a commit).
+_FAILURE_STATES = frozenset(RECOVERY_STATES) - {"HumanReview"}
+
+
+def committed(path: list[str]) -> list[str]:
+    """The work states of ``path`` whose node committed: the run moved on from them to
+    another work state by a transition (maybe through a review), not through a failure
+    (``Recovering``, ``Compensating``, ``Quarantined``, ...)."""
+    out: list[str] = []
+    for i, state in enumerate(path):
+        if state in RECOVERY_STATES:
+            continue
+        for nxt in path[i + 1:]:
+            if nxt in _FAILURE_STATES:
+                break
+            if nxt != "HumanReview":
+                if nxt != state:
+                    out.append(state)
+                break
+    return out
+
+
 def open_case(ctx: Context) -> CaseDoc | None:
     """The run's case still open (or compensating), if any."""
     case = ctx.fsm.get("case") if ctx.fsm is not None else None
@@ -173,14 +195,13 @@ class CaseSteps:
         """Earlier states of the path whose committed effect has a compensation not yet
         run in this case, most recent first."""
         path = self.ctx.fsm["path"] if self.ctx.fsm is not None else []
-        seen: list[str] = []
-        for state in reversed(path):
+        found: list[str] = []
+        for state in reversed(committed(path)):
             spec = self.fsm.states.get(state)
-            if (spec is None or state in RECOVERY_STATES or state == case["state"]
-                    or spec.compensate is None or state in seen):
-                continue
-            seen.append(state)
-        return [s for s in seen if s not in case["compensated"]]
+            if spec is not None and spec.compensate is not None and state not in found \
+                    and state not in case["compensated"]:
+                found.append(state)
+        return found
 
     def _compensate(self, case: CaseDoc, state: str, reason: str) -> Decision:
         node = self.fsm.states[state].compensate

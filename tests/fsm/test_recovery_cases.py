@@ -339,3 +339,22 @@ def test_a_run_with_a_case_re_executes_against_its_own_code(hypha: Hypha) -> Non
     (opened,) = events(run, "recovery.case.opened")
     failed = [e for e in run.events() if e.kind == "node.execution.failed"][0]
     assert opened["at"] >= failed.timestamp  # the time of the failure the decision saw
+
+
+def test_only_states_the_run_moved_on_from_are_compensated() -> None:
+    from hypha_celery.fsm._cases import committed
+
+    assert committed(["Reserve", "Charge", "Recovering", "Charge", "Recovering", "Backup",
+                      "Recovering", "Backup", "Compensating"]) == ["Reserve"]
+    assert committed(["Intake", "Refund", "HumanReview", "Pay", "Done"]) == [
+        "Intake", "Refund", "Pay"]  # a review between two states is no failure
+    assert committed(["A", "Recovering", "A", "B", "C"]) == ["A", "B"]
+
+
+def test_a_failed_fallback_state_is_not_compensated(hypha: Hypha) -> None:
+    spec = booking({"strategies": ["fallback", "escalate"], "max_same_strategy": 1})
+    spec["states"][2] = {"id": "Backup", "node": "backup", "compensate": "release"}
+    run = start(hypha, spec, charge="always", backup="fail")
+    waiting(run)
+    assert [d["compensates"] for d in events(run, "recovery.case.compensated")] == ["Reserve"]
+    assert CALLS[(run.id, "release")] == 1
