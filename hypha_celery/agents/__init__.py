@@ -22,6 +22,7 @@ from hypha_celery.agents.behaviour import (
 from hypha_celery.agents.channels import Channel
 from hypha_celery.agents.options import Limits
 from hypha_celery.agents.telemetry import attach, detach
+from hypha_celery.agents.tools import AgentTools
 from hypha_celery.backends import Response, TurnError
 from hypha_celery.errors import (
     AgentAlreadyStarted,
@@ -42,6 +43,7 @@ __all__ = [
     "AgentSpecError",
     "AgentStartFailed",
     "AgentStatus",
+    "AgentTools",
     "Agents",
     "Channel",
     "AgentDecision",

@@ -39,6 +39,7 @@ from hypha_celery.agents.doc import (
 from hypha_celery.agents.options import RESERVED, Limits
 from hypha_celery.agents.rows import AgentTx
 from hypha_celery.agents.runtime import AgentRuntime, class_path, ref_channel
+from hypha_celery.agents.tools import AgentTools
 from hypha_celery.backends import Backend, BackendError, Response
 from hypha_celery.errors import (
     AgentAlreadyStarted,
@@ -103,6 +104,15 @@ class Agents:
         self._rt = rt
         self._ensure_worker = ensure_worker or (lambda: None)
         self._caller = CallerLease(rt.store, rt.lease_interval)
+
+    def use_tools(self, tools: AgentTools | None) -> None:
+        """Let this process's agent turns run ``tools`` themselves, governed (see
+        :mod:`hypha_celery.agents.tools`; a hosted-model agent opts in with
+        ``run_tools=True``); None: tool calls end the turn again. Workers need the same
+        call (in the app module) to run them."""
+        if tools is not None and not isinstance(tools, AgentTools):
+            raise AgentSpecError(f"use_tools() takes AgentTools, got {type(tools).__name__}")
+        self._rt.tools = tools
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self, agent: type[Agent], *, name: str, backend: type[Backend],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from celery import Celery
@@ -14,6 +14,7 @@ from celery import Celery
 from hypha_celery.agents.behaviour import Agent
 from hypha_celery.agents.channels import Transport
 from hypha_celery.agents.telemetry import default_stack
+from hypha_celery.agents.tools import AgentTools, Emit
 from hypha_celery.agents.watch import Watch
 from hypha_celery.backends import Backend
 from hypha_celery.backends.llm.client import BackendServices
@@ -59,6 +60,9 @@ class AgentRuntime:
     #: What every backend instance is bound to (``Backend.bind``): the model keys' shared
     #: rate limiter, so agent turns and graph nodes draw on one budget per key.
     services: BackendServices = field(default_factory=BackendServices)
+    #: Governed tools the turns of this process run themselves (``Agents.use_tools``);
+    #: None: tool calls end a turn, for the application to answer.
+    tools: AgentTools | None = None
     #: Beats the owned agents' heartbeats and stops interrupted turns (one thread per
     #: process, see :mod:`.watch`).
     watch: Watch = field(init=False, repr=False)
@@ -85,11 +89,15 @@ class AgentRuntime:
     def backend_class(self, path: str) -> type[Backend]:
         return _resolve(self.backends, path, Backend)
 
-    def new_backend(self, path: str) -> Backend:
+    def new_backend(self, path: str, emit: Emit | None = None) -> Backend:
         """The one place an agent's backend instance is built: at its start, for a turn,
-        a reset and its cleanup (``path``: the registered ``module:Qualname``)."""
+        a reset and its cleanup (``path``: the registered ``module:Qualname``). A turn's
+        (``emit``: where its tool events go) is bound with the governed tools."""
         backend = self.backend_class(path)()
-        backend.bind(self.services)
+        services = self.services
+        if emit is not None and self.tools is not None:
+            services = replace(services, tools=self.tools.runner(emit))
+        backend.bind(services)
         return backend
 
 

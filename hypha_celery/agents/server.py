@@ -48,7 +48,7 @@ from hypha_celery.agents.stream import Attempt, run_attempt
 from hypha_celery.backends import Backend, BackendError, BackendEvent, Response, TurnError
 from hypha_celery.errors import AgentNotFound, Overloaded
 from hypha_celery.events import payloads as ev
-from hypha_celery.events.payloads import trusted
+from hypha_celery.events.payloads import Payload, trusted
 from hypha_celery.middleware import TurnEnd
 
 log = logging.getLogger(__name__)
@@ -433,11 +433,23 @@ class Owner:
         def watching(on_stop: Callable[[], None]) -> AbstractContextManager[None]:
             return self.rt.watch.turn(self.name, self.incarnation, ref, on_stop)
 
-        backend = self.rt.new_backend(self.doc.backend)
+        backend = self.rt.new_backend(self.doc.backend, emit=self._tool_events(cur))
         attempt = Attempt(self.agent(), backend, self.name, self.doc.session, prompt, state,
                           self.doc.limits, relay,
                           persist=lambda session: self._checkpoint(cur, backend, session))
         return run_attempt(attempt, watching, save)
+
+    def _tool_events(self, cur: CurrentTurn) -> Callable[[Payload], None]:
+        """Append a governed tool call's event to the agent's stream while ``cur`` is
+        still the agent's turn (a turn that lost it writes nothing)."""
+        def emit(payload: Payload) -> None:
+            try:
+                with self._locked() as atx:
+                    if cur.same(atx.doc.current):
+                        atx.emit(payload)
+            except _Lost:
+                log.info("agent %s lost its turn: a tool event was not written", self.name)
+        return emit
 
     def _checkpoint(self, cur: CurrentTurn, backend: Backend, session: dict[str, Any]
                     ) -> None:

@@ -21,6 +21,7 @@ from hypha_celery.backends.mock import MockBackend
 from hypha_celery.backends.openai import OpenAIBackend
 from hypha_celery.backends.process import CliNotInstalled
 from hypha_celery.backends.response import Response, TurnError, collect
+from hypha_celery.backends.tools import ToolAnswer, ToolExecutor, ToolRequest
 
 __all__ = [
     "TERMINAL_KINDS",
@@ -41,6 +42,9 @@ __all__ = [
     "OpenAIBackend",
     "Response",
     "Session",
+    "ToolAnswer",
+    "ToolExecutor",
+    "ToolRequest",
     "TurnError",
     "collect",
     "gate_channel",

@@ -40,7 +40,12 @@ the bound, ``prompt`` raises ``BackendError(kind="history_overflow")`` and nothi
 **Tool calls.** A turn whose answer calls tools ends with ``result.tool_calls``. The
 next prompt answers them: ``prompt(session, HostedBackend.tool_results({call_id:
 output}))``. A plain-text prompt instead answers every pending call with
-``"(no result)"`` and then says the text.
+``"(no result)"`` and then says the text. Started with ``run_tools=True`` and bound with
+a tool executor (:mod:`hypha_celery.backends.tools`; an agent given governed tools is),
+the backend answers them itself within the turn: each call goes through the executor
+(``tool_result`` events: id, tool, status), the answers go back to the model, and so on
+until an answer calls no tool or ``max_tool_rounds`` (default 8, at most 32) pass (then
+the turn ends ``error`` ``tool_rounds_exhausted``); the session keeps every round.
 
 **Events** of a turn: ``text`` deltas, ``tool_use``, ``reasoning`` (a character count),
 ``usage``, then ``result`` ``{"text", "usage", "model", "stop_reason", "tool_calls"}`` or
@@ -58,9 +63,11 @@ and a 429 with ``retry-after`` pauses the key for every worker.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import replace
 from typing import Any, ClassVar, cast
 from urllib.parse import urlsplit
 
@@ -73,8 +80,15 @@ from hypha_celery.backends.llm.keys import check_env_name, resolve_key
 from hypha_celery.backends.llm.ratelimit import Slot
 from hypha_celery.backends.llm.ref import PROVIDERS, ModelRef, Provider, provider
 from hypha_celery.backends.llm.stream import LLMStream
-from hypha_celery.backends.llm.types import LLMRequest, Message, ToolDecl, tool_decls
+from hypha_celery.backends.llm.types import (
+    LLMRequest,
+    LLMResult,
+    Message,
+    ToolDecl,
+    tool_decls,
+)
 from hypha_celery.backends.llm.wire import ToolNames
+from hypha_celery.backends.tools import DEFAULT_TOOL_ROUNDS, MAX_TOOL_ROUNDS, ToolRequest
 from hypha_celery.errors import ExtraNotInstalled, InvalidModelRef
 from hypha_celery.jsontypes import JsonValue
 
@@ -86,7 +100,8 @@ DEFAULT_TIMEOUT = 600.0
 NO_RESULT = "(no result)"
 _TOOL_RESULTS = "hypha_tool_results"
 _COMMON = frozenset({"model", "base_url", "key_env", "system", "tools", "max_output_tokens",
-                     "temperature", "top_p", "timeout", "max_messages", "max_bytes"})
+                     "temperature", "top_p", "timeout", "max_messages", "max_bytes",
+                     "run_tools", "max_tool_rounds"})
 #: start options that are request options of the provider module
 _REQUEST_OPTIONS = ("api", "max_output_tokens", "temperature", "top_p", "reasoning_effort",
                     "thinking_budget")
@@ -133,6 +148,8 @@ class HostedBackend(Backend):
                              {k: opts[k] for k in _REQUEST_OPTIONS if k in opts})
         turn = _Turn(self._module(), request, key, opts.get("base_url"),
                      float(opts.get("timeout", DEFAULT_TIMEOUT)), self._services)
+        if opts.get("run_tools"):
+            turn.rounds = int(opts.get("max_tool_rounds", DEFAULT_TOOL_ROUNDS))
         with self._lock:
             self._turn = turn
         return turn.events(), {"opts": opts, "messages": _json(messages)}
@@ -143,7 +160,8 @@ class HostedBackend(Backend):
         calls = result_data.get("tool_calls")
         if calls:
             answer["tool_calls"] = calls
-        return {"opts": opts, "messages": _json([*history, answer])}
+        rounds = cast(list[Message], result_data.get("tool_rounds") or [])
+        return {"opts": opts, "messages": _json([*history, *rounds, answer])}
 
     def reset_session(self, session: Session) -> Session:
         opts, _ = self._read(session)
@@ -247,30 +265,71 @@ class _Turn:
         self._services = services
         self._request = request
         self._key: str | None = key
+        self._turn_key: str | None = key
         self._base_url = base_url
         self._timeout = timeout
         self._lock = threading.Lock()
         self._stream: LLMStream | None = None
         self._cancelled = False
+        #: Tool rounds this turn may run itself (0: the application answers tool calls).
+        self.rounds = 0
 
     def events(self) -> Iterator[BackendEvent]:
         """The stream's events, then ``result`` or ``error``. The stream is closed and its
         concurrency slot released before that last event (a reader may stop at it), or
-        when the reader closes the iterator early."""
+        when the reader closes the iterator early. With tool rounds, each answer that
+        calls tools is answered through the executor and the model asked again."""
+        rounds: list[Message] = []
         try:
-            slot, stream = self._open()
-            with slot, stream:
-                yield from stream
-            result = stream.result
-            if result is None:  # the stream returned without its terminal event
-                raise errors.incomplete_stream(self._module.VENDOR)
+            for done in itertools.count():
+                result = yield from self._call()
+                if not (result.tool_calls and self.rounds and self._services.tools):
+                    break
+                if done >= self.rounds:
+                    raise self._exhausted()
+                yield from self._answer(result, rounds)
         except BackendError as exc:
             yield BackendEvent.new("error", {"reason": exc.kind, "backend_error": exc.to_json()})
             return
         yield BackendEvent.new("result", {
             "text": result.text, "usage": result.usage.to_json(), "model": result.model,
             "stop_reason": result.stop_reason,
-            "tool_calls": [c.to_json() for c in result.tool_calls]})
+            "tool_calls": [c.to_json() for c in result.tool_calls],
+            **({"tool_rounds": _json(rounds)} if rounds else {})})
+
+    def _call(self) -> Generator[BackendEvent, None, LLMResult]:
+        """One model call: its events; returns its result."""
+        slot, stream = self._open()
+        with slot, stream:
+            yield from stream
+        result = stream.result
+        if result is None:  # the stream returned without its terminal event
+            raise errors.incomplete_stream(self._module.VENDOR)
+        return result
+
+    def _answer(self, result: LLMResult, rounds: list[Message]) -> Iterator[BackendEvent]:
+        """Run ``result``'s tool calls through the executor; the assistant message and
+        one tool message per call join ``rounds`` and the next request."""
+        executor = self._services.tools
+        assert executor is not None
+        answers = [executor.execute(ToolRequest(c.id, c.name, c.arguments))
+                   for c in result.tool_calls]
+        for a, c in zip(answers, result.tool_calls, strict=True):
+            yield BackendEvent.new("tool_result", {"id": a.call_id, "name": c.name,
+                                                   "status": a.status})
+        said: list[Message] = [{"role": "assistant", "content": result.text or "",
+                                "tool_calls": [c.to_json() for c in result.tool_calls]}]
+        said += [{"role": "tool", "tool_call_id": a.call_id, "content": _text(a.content())}
+                 for a in answers]
+        rounds += said
+        self._request = replace(self._request, messages=(*self._request.messages, *said))
+        with self._lock:
+            self._key = self._turn_key  # the next round's call
+
+    def _exhausted(self) -> BackendError:
+        return BackendError(self._module.VENDOR, "tool_rounds_exhausted", False,
+                            message=f"the model still called tools after {self.rounds} "
+                                    "rounds (max_tool_rounds)")
 
     def _open(self) -> tuple[Slot, LLMStream]:
         """The stream, and the concurrency slot it holds until it is closed."""
@@ -299,7 +358,7 @@ class _Turn:
     def cancel(self) -> None:
         with self._lock:
             self._cancelled = True
-            self._key = None
+            self._key = self._turn_key = None
             stream = self._stream
         if stream is not None:
             stream.close()
@@ -339,6 +398,11 @@ def _tool_results(prompt: str) -> dict[str, str] | None:
     return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in results.items()}
 
 
+def _text(content: JsonValue) -> str:
+    """A tool message's content: text as it is, anything else as JSON."""
+    return content if isinstance(content, str) else json.dumps(content)
+
+
 def _system(opts: dict[str, Any]) -> list[Message]:
     system = opts.get("system")
     return [{"role": "system", "content": system}] if system else []
@@ -355,6 +419,15 @@ _NUMBERS = ("temperature", "top_p", "timeout")
 _TEXT = ("base_url", "system", "reasoning_effort", "api")
 
 
+def _check_tool_rounds(opts: dict[str, Any]) -> None:
+    if not isinstance(opts.get("run_tools", False), bool):
+        raise ValueError("run_tools must be true or false")
+    rounds = opts.get("max_tool_rounds", DEFAULT_TOOL_ROUNDS)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) \
+            or not 1 <= rounds <= MAX_TOOL_ROUNDS:
+        raise ValueError(f"max_tool_rounds must be an integer from 1 to {MAX_TOOL_ROUNDS}")
+
+
 def _check_values(opts: dict[str, Any]) -> None:
     for name in _POSITIVE_INT:
         value = opts.get(name)
@@ -369,6 +442,7 @@ def _check_values(opts: dict[str, Any]) -> None:
     for name in _TEXT:
         if name in opts and not isinstance(opts[name], str):
             raise ValueError(f"{name} must be a string")
+    _check_tool_rounds(opts)
     if opts.get("api", "responses") not in ("responses", "chat"):
         raise ValueError("api must be 'responses' or 'chat'")
     if opts.get("timeout") == 0:

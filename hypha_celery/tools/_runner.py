@@ -33,7 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypedDict, cast
 
-from hypha_celery.errors import InvalidCall
+from hypha_celery.backends.tools import ToolAnswer, ToolRequest
+from hypha_celery.errors import InvalidCall, ToolCallRejected
 from hypha_celery.events import payloads as ev
 from hypha_celery.events.payloads import trusted
 from hypha_celery.events.view import ErrorJson
@@ -150,6 +151,17 @@ class GovernedRunner:
             if stopped is not None:
                 return stopped
         return self._execute(call)
+
+    def execute(self, request: ToolRequest) -> ToolAnswer:
+        """The tool-execution seam (:class:`~hypha_celery.backends.tools.ToolExecutor`):
+        a model's call, through every step of :meth:`run` under the call's id (run at
+        most once); an unknown tool is a ``denied`` answer, not an exception."""
+        try:
+            result = self.run(request.tool, request.input, invocation_id=request.call_id)
+        except ToolCallRejected as exc:
+            return ToolAnswer(request.call_id, "denied", message=str(exc))
+        message = f"{result.code}: {result.message}" if result.code else result.message
+        return ToolAnswer(request.call_id, result.status, result.output, message)
 
     # -- the steps ----------------------------------------------------------------------
     def _stored(self, call: _Call) -> ToolResult | None:

@@ -37,6 +37,7 @@ from hypha_celery.backends.llm.types import (
     tool_decls,
 )
 from hypha_celery.backends.llm.wire import ToolNames
+from hypha_celery.backends.tools import ToolExecutor
 from hypha_celery.errors import InvalidModelRef
 from hypha_celery.live import LiveBus, LiveItem
 
@@ -63,10 +64,13 @@ def estimate_tokens(request: LLMRequest) -> int:
 @dataclass(frozen=True, slots=True)
 class BackendServices:
     """What the runtime hands a backend (``Backend.bind``): the shared rate limiter and
-    how long a call may wait for it."""
+    how long a call may wait for it, and the tools a turn may run
+    (:class:`~hypha_celery.backends.tools.ToolExecutor`; None: the application answers
+    tool calls)."""
 
     limiter: Limiter = NO_LIMITS
     max_wait: float = DEFAULT_MAX_WAIT
+    tools: ToolExecutor | None = None
 
     def admit(self, vendor: str, key: str, request: LLMRequest) -> tuple[Slot, float]:
         """Wait for a concurrency slot, then for rate room, for ``request`` on ``key``
