@@ -30,6 +30,8 @@ from hypha_celery.events.payloads import (
     NodeReducerFailed,
     P,
     Payload,
+    RecoveryCaseCompensated,
+    RecoveryCaseOpened,
     RecoveryRunRedriven,
     RunCancelled,
     RunCancelRequested,
@@ -281,6 +283,8 @@ def _fsm_entered(v: View, p: FsmStateEntered) -> None:
     fsm: FsmPosition = v["fsm"] or {"workflow": p.workflow, "state": None, "path": []}
     fsm["state"] = p.state
     fsm["path"] = [*fsm["path"], p.state]
+    if p.state in fsm.get("compensated", ()):  # entered again: its effect may be again
+        fsm["compensated"] = [s for s in fsm["compensated"] if s != p.state]
     fsm["step"] = p.step  # the run's step when entered: its node has run once it moved
     v["fsm"] = fsm
 
@@ -288,8 +292,10 @@ def _fsm_entered(v: View, p: FsmStateEntered) -> None:
 def _case(v: View, p: Payload) -> None:
     fsm: FsmPosition = v["fsm"] or {"workflow": None, "state": None, "path": []}
     fsm["case"] = fold_case(fsm.get("case"), p)
-    if type(p).kind == "recovery.case.opened":
+    if isinstance(p, RecoveryCaseOpened):
         fsm["cases"] = int(fsm.get("cases") or 0) + 1
+    elif isinstance(p, RecoveryCaseCompensated):  # undone until the state is entered again
+        fsm["compensated"] = [*fsm.get("compensated", []), p.compensates]
     v["fsm"] = fsm
 
 

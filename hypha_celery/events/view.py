@@ -83,7 +83,7 @@ class CaseDoc(TypedDict):
 
 class FsmPosition(TypedDict):
     """A workflow's state once one is entered, its path, the run's step when entered;
-    its last recovery case and how many it opened."""
+    its last recovery case, how many it opened, the states compensated."""
 
     workflow: str | None
     state: str | None
@@ -91,6 +91,8 @@ class FsmPosition(TypedDict):
     step: NotRequired[int | None]
     case: NotRequired[CaseDoc | None]
     cases: NotRequired[int]
+    #: States whose effect a case compensated (until the run enters them again).
+    compensated: NotRequired[list[str]]
 
 
 class ReviewDoc(TypedDict):

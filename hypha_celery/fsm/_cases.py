@@ -24,7 +24,7 @@ from hypha_celery.events.view import CaseDoc
 from hypha_celery.fsm.machine import Fsm
 from hypha_celery.fsm.recovery import Failure, Plan, RecoveryAction, plan
 from hypha_celery.fsm.spec import RECOVERY_STATES
-from hypha_celery.graph import Context, Next, Outcome, Review
+from hypha_celery.graph import Context, ErrorInfo, Next, Outcome, Review
 from hypha_celery.graph.decisions import Decision
 
 if TYPE_CHECKING:
@@ -101,8 +101,8 @@ class CaseSteps:
 
     def recover(self, case: CaseDoc | None, last: Outcome) -> Decision:
         """The next cycle of ``case`` (opened now if None) after ``last`` failed."""
-        assert last.error is not None
-        failure = Failure(self.state, last.node_id, last.error)
+        error = last.error or ErrorInfo(type="NodeFailed", message="no error recorded")
+        failure = Failure(self.state, last.node_id, error)
         progress = case is None or failure.evidence != case["evidence"]
         if case is None:
             case = self._open(failure)
@@ -193,13 +193,16 @@ class CaseSteps:
     # -- compensation and escalation ---------------------------------------------------
     def _pending(self, case: CaseDoc) -> list[str]:
         """Earlier states of the path whose committed effect has a compensation not yet
-        run in this case, most recent first."""
-        path = self.ctx.fsm["path"] if self.ctx.fsm is not None else []
+        run (in this case, or an earlier one since the run last entered the state), most
+        recent first."""
+        snap = self.ctx.fsm
+        path = snap["path"] if snap is not None else []
+        done = {*case["compensated"], *(snap.get("compensated", []) if snap else [])}
         found: list[str] = []
         for state in reversed(committed(path)):
             spec = self.fsm.states.get(state)
             if spec is not None and spec.compensate is not None and state not in found \
-                    and state not in case["compensated"]:
+                    and state not in done:
                 found.append(state)
         return found
 

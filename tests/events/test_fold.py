@@ -177,7 +177,8 @@ _CASE_FOLDED = {
         evidence=d["evidence"], tried=[d["strategy"]]),
     "recovery.case.compensation_started": lambda d: _case(
         status="compensating", compensating=d["compensates"], reason=d["reason"]),
-    "recovery.case.compensated": lambda d: _case(compensated=[d["compensates"]]),
+    "recovery.case.compensated": lambda d: {"fsm": {
+        **_case(compensated=[d["compensates"]])["fsm"], "compensated": [d["compensates"]]}},
     "recovery.case.quarantined": lambda d: _case(status="quarantined", reason=d["reason"]),
     "recovery.case.resolved": lambda d: _case(status=d["status"], reason=d["strategy"]),
     "recovery.case.escalated": lambda d: _case(status="escalated", reason=d["reason"]),

@@ -358,3 +358,17 @@ def test_a_failed_fallback_state_is_not_compensated(hypha: Hypha) -> None:
     waiting(run)
     assert [d["compensates"] for d in events(run, "recovery.case.compensated")] == ["Reserve"]
     assert CALLS[(run.id, "release")] == 1
+
+
+def test_a_second_case_does_not_compensate_the_same_effect_again(hypha: Hypha) -> None:
+    spec = booking({"strategies": ["retry", "escalate"], "max_same_strategy": 1})
+    run = start(hypha, spec, charge="always")
+    waiting(run)
+    hypha.approve(run.id, by="ops")  # try Charge again: it fails again, a second case
+    wait_until(lambda: len(events(run, "recovery.case.escalated")) == 2)
+    assert [d["compensates"] for d in events(run, "recovery.case.compensated")] == ["Reserve"]
+    assert CALLS[(run.id, "release")] == 1
+    view = hypha.store.get(run.id)
+    assert view["fsm"]["cases"] == 2 and view["fsm"]["compensated"] == ["Reserve"]
+    assert [d["compensated"] for d in events(run, "recovery.case.escalated")] == [
+        ["Reserve"], []]
