@@ -123,6 +123,25 @@ def _filtered(q: Select[Any], f: RunFilter) -> Select[Any]:
     return q
 
 
+#: A run's view by id: the statements of the per-step path are built once (SQLAlchemy then
+#: computes their cache key once, not at every execution: about 0.1 ms of CPU a query).
+_BY_ID = sa.select(*VIEW_ROW).where(runs.c.run_id == sa.bindparam("b_run_id"))
+_BY_ID_OWNED = _BY_ID.where(runs.c.user_id == sa.bindparam("b_owner"))
+_BY_ID_LOCKED = {False: _BY_ID.with_for_update(), True: _BY_ID_OWNED.with_for_update()}
+
+
+def by_id(run_id: str, owner: str | None, *, lock: bool = False
+          ) -> tuple[Select[Any], dict[str, str]]:
+    """The select of run ``run_id``'s view (of ``owner``'s runs only, when given; ``FOR
+    UPDATE`` with ``lock``) and its parameters."""
+    params = {"b_run_id": run_id}
+    if owner is not None:
+        params["b_owner"] = owner
+    if lock:
+        return _BY_ID_LOCKED[owner is not None], params
+    return (_BY_ID if owner is None else _BY_ID_OWNED), params
+
+
 def owned(q: Select[Any], owner: str | None) -> Select[Any]:
     """``q`` narrowed to the runs of ``owner`` (unchanged for None: unscoped)."""
     return q if owner is None else q.where(runs.c.user_id == owner)
@@ -134,9 +153,9 @@ class Runs(Engines):
 
     def load(self, run_id: str) -> View | None:
         self.ensure_schema()
-        q = owned(sa.select(*VIEW_ROW).where(runs.c.run_id == run_id), self.owner)
+        q, params = by_id(run_id, self.owner)
         with self.reader.connect() as conn:
-            row = conn.execute(q).first()
+            row = conn.execute(q, params).first()
         return None if row is None else view_of(row)
 
     def get(self, run_id: str) -> View:

@@ -26,16 +26,20 @@ from hypha_celery.events.payloads import Payload
 from hypha_celery.events.view import View
 from hypha_celery.store.engine import Engines
 from hypha_celery.store.lanes import LaneRows
-from hypha_celery.store.projection import VIEW_ROW, columns_of, doc_of, owned, view_of
+from hypha_celery.store.projection import by_id, columns_of, doc_of, view_of
 from hypha_celery.store.rows import COPY_FROM, insert_rows, json_text
-from hypha_celery.store.sessions import SessionRows
 from hypha_celery.store.schema import events, runs
+from hypha_celery.store.sessions import SessionRows
 
 #: What :mod:`hypha_celery.runtime.lifecycle` passes as ``writer``: the one canonical
 #: writer of ``run.*`` and ``session.*`` events (hypha's RunManager); :meth:`Tx.append`
 #: refuses them otherwise.
 LIFECYCLE_WRITER = object()
 _LIFECYCLE = ("run.", "session.")
+#: The per-step statements, built once (see :func:`~hypha_celery.store.projection.by_id`).
+_UPDATE = runs.update().where(runs.c.run_id == sa.bindparam("b_run_id"))
+_UPDATE_EXPECTED = _UPDATE.where(runs.c.seq == sa.bindparam("b_seq"))
+_INSERT_EVENTS = events.insert()
 
 
 def check_kind(kind: str) -> None:
@@ -78,10 +82,8 @@ class Tx(LaneRows, SessionRows):
         """Lock the run row for this transaction and return its projection."""
         if run_id in self._views:
             return self._views[run_id]
-        q = owned(sa.select(*VIEW_ROW).where(runs.c.run_id == run_id), self._owner)
-        if self._dialect == "postgresql":
-            q = q.with_for_update()
-        row = self.conn.execute(q).first()
+        q, params = by_id(run_id, self._owner, lock=self._dialect == "postgresql")
+        row = self.conn.execute(q, params).first()
         if row is None:
             return None
         view = self._views[run_id] = view_of(row)
@@ -153,20 +155,21 @@ class Tx(LaneRows, SessionRows):
         for run_id, view in self._views.items():
             if run_id in self._new or view["seq"] == 0:
                 continue
-            values: dict[str, Any] = {"seq": view["seq"], "updated_at": view["updated_at"]}
+            values: dict[str, Any] = {"b_run_id": run_id, "seq": view["seq"],
+                                      "updated_at": view["updated_at"]}
             if run_id in self._active:
                 values.update(doc=doc_of(view), **columns_of(view))
-            where = runs.c.run_id == run_id
+            update = _UPDATE
             if run_id in self._expected:
-                where = sa.and_(where, runs.c.seq == self._expected[run_id])
-            done = self.conn.execute(runs.update().where(where).values(**values))
+                update, values["b_seq"] = _UPDATE_EXPECTED, self._expected[run_id]
+            done = self.conn.execute(update, values)  # SET: the keys that are columns
             if done.rowcount != 1:
                 raise StoreConflict(f"run {run_id} moved on (optimistic write)")
         if len(self._rows) >= COPY_FROM and self._dialect == "postgresql":
             insert_rows(self.conn, ((r["run_id"], r["seq"], r["kind"], r["ts"],
                                      json_text(r["data"]), r["idem"]) for r in self._rows))
         elif self._rows:
-            self.conn.execute(events.insert(), self._rows)
+            self.conn.execute(_INSERT_EVENTS, self._rows)
 
 
 class Transactions(Engines):
