@@ -188,7 +188,8 @@ class CaseSteps:
             reason=reason, evidence=failure.evidence))
         subject = self._subject(case, reason)
         self._accept("Quarantined", None)
-        return Review(f"recovery case quarantined: {reason}", subject)
+        return Review(f"recovery case quarantined: {reason}", subject,
+                      self._policy(case).review_expires_in)
 
     # -- compensation and escalation ---------------------------------------------------
     def _pending(self, case: CaseDoc) -> list[str]:
@@ -224,7 +225,8 @@ class CaseSteps:
             error=error))
         subject = self._subject(case, reason)
         self._accept("HumanReview", None)
-        return Review(f"recovery case escalated: {reason}", subject)
+        return Review(f"recovery case escalated: {reason}", subject,
+                      self._policy(case).review_expires_in)
 
     def _subject(self, case: CaseDoc, reason: str) -> dict[str, object]:
         """What the reviewer sees; an approval resumes ``to`` (the failing state)."""

@@ -117,4 +117,6 @@ def plan(case: CaseDoc, rec: StateRecovery, failure: Failure, now: float,
 def _take(order: list[RecoveryAction], index: int, reason: str) -> Plan:
     if index >= len(order):
         return Plan(RecoveryAction.ESCALATE, "strategies_exhausted")
+    if order[index] == RecoveryAction.ESCALATE and reason == "first":
+        return Plan(RecoveryAction.ESCALATE, "escalate")  # the state's only strategy
     return Plan(order[index], reason)

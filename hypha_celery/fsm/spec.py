@@ -75,6 +75,9 @@ class StateRecovery(_Model):
     max_no_progress_cycles: int = Field(default=2, ge=1, le=100)
     max_same_strategy: int = Field(default=2, ge=1, le=100)
     max_elapsed: float = Field(default=300.0, gt=0, le=86_400)
+    #: Seconds an escalated or quarantined case's review waits before the supervisor
+    #: expires it (the run fails ``review_expired``); None: until a person decides.
+    review_expires_in: float | None = Field(default=None, gt=0)
 
 
 class StateSpec(_Model):

@@ -372,3 +372,27 @@ def test_a_second_case_does_not_compensate_the_same_effect_again(hypha: Hypha) -
     assert view["fsm"]["cases"] == 2 and view["fsm"]["compensated"] == ["Reserve"]
     assert [d["compensated"] for d in events(run, "recovery.case.escalated")] == [
         ["Reserve"], []]
+
+
+def test_an_escalation_nobody_reviews_expires(store_url: str) -> None:
+    from hypha_celery.beat.supervisor import sweep
+
+    with running(store_url) as h:
+        run = start(h, booking({"strategies": ["escalate"], "review_expires_in": 30}),
+                    charge="always")
+        waiting(run)
+        (requested,) = events(run, "human.review.requested")
+        assert requested["reason"] == "recovery case escalated: escalate"
+        assert requested["subject"]["case_id"] == f"{run.id}:case:1"
+        decisions = sweep(h._rt, now=time.time() + 31)  # (PostgreSQL: a shared database)
+        assert [d["action"] for d in decisions if d.get("run_id") == run.id] == [
+            "review_expired"]
+        with pytest.raises(RunFailed) as info:
+            run.wait(WAIT)
+        assert info.value.reason == "review_expired"
+        assert hypha_path(h, run.id)[-2:] == ["HumanReview", "Failed"]
+        assert CALLS[(run.id, "release")] == 1
+
+
+def hypha_path(h: Hypha, run_id: str) -> list[str]:
+    return list(h.store.get(run_id)["fsm"]["path"])
