@@ -1,9 +1,11 @@
-"""Gauges read when Prometheus scrapes: queue depths, agents by phase, the message bus.
+"""Gauges read when Prometheus scrapes: queue depths, agents by phase, the message bus,
+recovery cases.
 
 Read live in the process that serves ``/metrics`` (the worker's main process, or
 ``hypha metrics --serve``), never recorded: a scrape costs one broker round trip per
-queue, one ``GROUP BY`` on the agents' table and two reads of the bus's (its live
-messages by recipient kind and status, the fullest queue's counters)."""
+queue, one ``GROUP BY`` on the agents' table, two reads of the bus's (its live
+messages by recipient kind and status, the fullest queue's counters) and one ``GROUP BY``
+of live runs by their recovery case's status."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from hypha_celery.events.status import CaseStatus
 from hypha_celery.metrics import names
 from hypha_celery.metrics._client import core
 from hypha_celery.metrics._depth import queue_depths
@@ -50,6 +53,7 @@ class HyphaCollector:
         if self.store is not None:
             yield from self._agents(families)
             yield from self._bus(families)
+            yield from self._cases(families)
 
     def _agents(self, families: Any) -> Iterator[Any]:
         assert self.store is not None
@@ -96,3 +100,19 @@ class HyphaCollector:
         fullest.add_metric(["messages"], count)
         fullest.add_metric(["bytes"], nbytes)
         yield from (messages, age, fullest)
+
+    def _cases(self, families: Any) -> Iterator[Any]:
+        """``hypha_recovery_cases{status}``: live runs (running, waiting for a person) by
+        the status of their workflow's last recovery case; every status, 0 when none."""
+        assert self.store is not None
+        try:
+            found = self.store.live_cases()
+        except Exception as exc:
+            log.warning("hypha metrics: recovery cases unavailable: %s", type(exc).__name__)
+            return
+        gauge = families.GaugeMetricFamily(
+            names.RECOVERY_CASES, "Live runs by the status of their recovery case",
+            labels=["status"])
+        for status in CaseStatus:
+            gauge.add_metric([status.value], found.get(status.value, 0))
+        yield gauge

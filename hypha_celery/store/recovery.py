@@ -256,6 +256,19 @@ class Recovery(Engines):
                 circuits.c.key == key, sa.or_(circuits.c.failures > 0, circuits.c.open_until > 0))
                 .values(failures=0, open_until=0.0))
 
+    # -- recovery cases (hypha_celery.fsm) ---------------------------------
+    def live_cases(self) -> dict[str, int]:
+        """``{case status: runs}`` of the runs still running or waiting for a person
+        whose workflow opened a recovery case (the projection's ``fsm.case.status``): one
+        ``GROUP BY`` over the status index, what ``hypha_recovery_cases`` reads."""
+        self.ensure_schema()
+        status = runs.c.doc[("fsm", "case", "status")].as_string()
+        q = (sa.select(status, sa.func.count())
+             .where(runs.c.status.in_(("running", "waiting_human")), status.is_not(None))
+             .group_by(status))
+        with self.reader.connect() as conn:
+            return {str(row[0]): int(row[1]) for row in conn.execute(q)}
+
     # -- the supervisor's sweep query -------------------------------------
     def stale_runs(self, *, idle_before: float, now: float, limit: int = 500
                    ) -> list[StaleRun]:
