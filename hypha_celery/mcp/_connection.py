@@ -12,9 +12,10 @@ is terminated) and the next request opens a new one.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import subprocess
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -59,6 +60,9 @@ class Connection:
         self._stop: asyncio.Event | None = None
         self._opening: asyncio.Lock | None = None
         self._task: asyncio.Task[None] | None = None
+        #: Set when a streamable HTTP connection broke (:func:`_watched`): the SDK does
+        #: not fail the requests waiting on it, a request races it.
+        self._lost: asyncio.Event | None = None
 
     # -- from any thread ----------------------------------------------------------------
     def request(self, call: Callable[[ClientSession], Awaitable[T]],
@@ -85,9 +89,12 @@ class Connection:
     async def _request(self, call: Callable[[ClientSession], Awaitable[T]],
                        timeout: float) -> T:
         session = await self._session_or_open()
+        lost = self._lost
         try:
             async with asyncio.timeout(timeout):
-                return await call(session)
+                if lost is None:
+                    return await call(session)
+                return await _unless_lost(call(session), lost)
         except TimeoutError:
             await self._close()
             raise
@@ -103,6 +110,8 @@ class Connection:
         if self._opening is None:
             self._opening = asyncio.Lock()
         async with self._opening:
+            if self._lost is not None and self._lost.is_set():  # its HTTP stream broke
+                await self._close()
             if self._session is None:
                 self._session = await self._open()
             return self._session
@@ -160,16 +169,77 @@ class Connection:
         import httpx
         from mcp.client.streamable_http import streamable_http_client
 
-        client = httpx.AsyncClient(headers=transport.headers, timeout=httpx.Timeout(
-            self.server.call_timeout))
+        lost = self._lost = asyncio.Event()
+        client = httpx.AsyncClient(
+            headers=transport.headers, timeout=httpx.Timeout(self.server.call_timeout),
+            transport=_watched()(lost))
         return _http(streamable_http_client(transport.url, http_client=client), client)
 
     async def _close(self) -> None:
         session, stop = self._session, self._stop
-        self._session = self._stop = None
+        self._session = self._stop = self._lost = None
         if stop is not None:
             stop.set()
         del session
+
+
+async def _unless_lost(call: Awaitable[T], lost: asyncio.Event) -> T:
+    """``call``'s result, or :class:`ConnectionError` as soon as ``lost`` is set."""
+    task = asyncio.ensure_future(call)
+    watch = asyncio.ensure_future(lost.wait())
+    try:
+        await asyncio.wait((task, watch), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if task.done():
+        return task.result()
+    task.cancel()
+    raise ConnectionError("the HTTP connection to the server broke mid-request")
+
+
+@functools.cache
+def _watched() -> Any:
+    """The ``httpx`` transport class that sets ``lost`` when a connection to the server
+    breaks, while sending a request or reading a response's stream (the SDK reads a
+    call's answer in a task of its own and drops that error). A broken or refused
+    connection counts, not a timeout (an idle notification stream times out and is
+    reopened by the SDK). Made on first use: ``httpx`` comes with the ``mcp`` extra."""
+    import httpx
+
+    broken = (httpx.NetworkError, httpx.RemoteProtocolError)
+
+    class WatchedStream(httpx.AsyncByteStream):
+        def __init__(self, inner: Any, lost: asyncio.Event) -> None:
+            self.inner, self.lost = inner, lost
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            try:
+                async for chunk in self.inner:
+                    yield chunk
+            except broken:
+                self.lost.set()
+                raise
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    class Watched(httpx.AsyncBaseTransport):
+        def __init__(self, lost: asyncio.Event) -> None:
+            self.inner, self.lost = httpx.AsyncHTTPTransport(), lost
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            try:
+                response = await self.inner.handle_async_request(request)
+            except broken:
+                self.lost.set()
+                raise
+            response.stream = WatchedStream(response.stream, self.lost)
+            return response
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return Watched
 
 
 class _pair:
