@@ -63,6 +63,9 @@ class Connection:
         #: Set when a streamable HTTP connection broke (:func:`_watched`): the SDK does
         #: not fail the requests waiting on it, a request races it.
         self._lost: asyncio.Event | None = None
+        #: Sessions' ``notifications/tools/list_changed`` so far: the gateway discovers the
+        #: server again when this moved since its last discovery.
+        self.tools_changed = 0
 
     # -- from any thread ----------------------------------------------------------------
     def request(self, call: Callable[[ClientSession], Awaitable[T]],
@@ -142,7 +145,8 @@ class Connection:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._transport())
                 # no read timeout of the SDK's: Connection.request bounds each call
-                session = await stack.enter_async_context(ClientSession(read, write))
+                session = await stack.enter_async_context(ClientSession(
+                    read, write, message_handler=self._notified))
                 await session.initialize()
                 ready.set_result(session)
                 await stop.wait()
@@ -150,6 +154,14 @@ class Connection:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception)
                                     else RuntimeError(type(exc).__name__))
+
+    async def _notified(self, message: Any) -> None:
+        """The session's messages from the server: a changed tool list is counted."""
+        from mcp import types
+
+        if isinstance(message, types.ServerNotification) and \
+                isinstance(message.root, types.ToolListChangedNotification):
+            self.tools_changed += 1
 
     def _transport(self) -> Any:
         transport = self.server.transport

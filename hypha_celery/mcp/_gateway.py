@@ -80,6 +80,8 @@ class McpGateway:
         self._lock = threading.Lock()
         self._connections: dict[str, Connection] = {}
         self._discoveries: dict[str, Discovery] = {}
+        #: The connection's ``tools_changed`` count each discovery saw.
+        self._seen: dict[str, int] = {}
         on_fork(self._forget)
 
     # -- servers and connections --------------------------------------------------------
@@ -107,7 +109,7 @@ class McpGateway:
 
     def _forget(self) -> None:
         self._lock = threading.Lock()
-        self._connections, self._discoveries = {}, {}
+        self._connections, self._discoveries, self._seen = {}, {}, {}
 
     # -- discovery ----------------------------------------------------------------------
     def discover(self, server_id: str, *, record: Recorder | None = None) -> Discovery:
@@ -116,19 +118,25 @@ class McpGateway:
         (a node's ``ctx.record``: the run's log) or the gateway's. Raises
         :class:`McpUnavailable` / :class:`McpTimeout` when the server cannot answer."""
         server = self.server(server_id)
-        listing = self.connection(server_id).request(lambda s: list_all(s, server))
+        conn = self.connection(server_id)
+        seen = conn.tools_changed
+        listing = conn.request(lambda s: list_all(s, server))
         found = judge(server, listing, self.store, self._recorder(record))
         with self._lock:
             self._discoveries[server_id] = found
+            self._seen[server_id] = seen
         return found
 
     def _recorder(self, record: Recorder | None) -> Recorder | None:
         return record if record is not None else self.record
 
     def discovery(self, server_id: str) -> Discovery:
-        """The process's last discovery of the server (discovering it if none)."""
+        """The process's last discovery of the server: discovering it if none, or if the
+        server said its tools changed since (``notifications/tools/list_changed``)."""
         found = self._discoveries.get(server_id)
-        return found if found is not None else self.discover(server_id)
+        conn = self._connections.get(server_id)
+        changed = conn is not None and conn.tools_changed != self._seen.get(server_id)
+        return found if found is not None and not changed else self.discover(server_id)
 
     def accept(self, server_id: str, tool: str, by: str | None, *,
                capability_hash: str | None = None,

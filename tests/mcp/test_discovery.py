@@ -4,6 +4,7 @@ accepted, a malformed schema recorded, not raised."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -158,3 +159,27 @@ def test_accept_names_a_tool_that_was_never_discovered(store: EventStore) -> Non
 def test_a_bad_profile_is_a_profile_error_naming_the_field(bad: dict[str, object]) -> None:
     with pytest.raises(McpProfileError, match="mcp server profile: "):
         McpServer.model_validate(bad)
+
+
+def test_a_server_that_changes_its_tools_between_calls_is_discovered_again(
+        make_gateway: Make, transport: StdioTransport | HttpTransport) -> None:
+    from hypha_celery.tools import GovernedRunner
+
+    server = profile(transport, trust="trusted", drift="accept")
+    gateway = make_gateway(server)
+    gateway.discover(server.id)
+    gateway.servers[server.id] = strict = server.model_copy(
+        update={"drift": DriftPolicy.QUARANTINE})
+    gateway.connection(server.id).server = strict
+    forecast = f"{server.id}.forecast"
+    assert gateway.spec(forecast).input_schema["required"] == ["city"]
+    runner = GovernedRunner(gateway.registry(), None, lambda k, p: None)
+    assert runner.run(f"{server.id}.change", {}).status == "completed"
+    # the server said notifications/tools/list_changed: the next use discovers again
+    deadline = time.monotonic() + 10
+    while gateway.connection(server.id).tools_changed == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with pytest.raises(CapabilityQuarantined, match="quarantined"):
+        gateway.spec(forecast)
+    assert forecast not in gateway.registry()
+    assert gateway.discovery(server.id).tool("forecast").change == "changed"

@@ -12,7 +12,8 @@ Tools: ``echo`` (read-only), ``forecast`` (read-only; drifts), ``slow`` (sleeps
 ``seconds``), ``crash`` (read-only: the process exits mid-call), ``crash_write`` (an
 additive write: exits mid-call), ``bad_output`` (answers against its own output
 schema), ``undeclared`` (no annotations), ``note`` (``_meta`` says ``read``), ``fail``
-(answers ``isError``), ``big`` (a result of ``size`` bytes).
+(answers ``isError``), ``big`` (a result of ``size`` bytes), ``change`` (switches to
+``v2`` and sends ``notifications/tools/list_changed``).
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ def tools() -> list[types.Tool]:
                    annotations=READ),
         types.Tool(name="big", description="A large result.", annotations=READ,
                    inputSchema={"type": "object", "properties": {"size": {"type": "integer"}}}),
+        types.Tool(name="change", description="Change the tools (v2) and say so.",
+                   inputSchema=ANY, annotations=READ),
     ]
     if variant() == "v2":
         found.append(types.Tool(name="malformed", description="A broken schema.",
@@ -80,7 +83,7 @@ def result(structured: dict[str, Any] | None = None, text: str = "",
                                 structuredContent=structured, isError=error)
 
 
-async def call(name: str, args: dict[str, Any]) -> types.CallToolResult:
+async def call(app: FastMCP, name: str, args: dict[str, Any]) -> types.CallToolResult:
     if name == "echo":
         return result({"text": args["text"]}, args["text"])
     if name == "forecast":
@@ -96,6 +99,12 @@ async def call(name: str, args: dict[str, Any]) -> types.CallToolResult:
         return result(text="the tool broke", error=True)
     if name == "big":
         return result(text="x" * int(args.get("size", 10)))
+    if name == "change":  # the tools change between two calls, and the server says so
+        path = os.environ["MCP_TEST_STATE"]
+        with open(path, "w") as f:
+            f.write("v2")
+        await app._mcp_server.request_context.session.send_tool_list_changed()
+        return result(text="changed")
     return result(text=f"{name} ran")
 
 
@@ -109,7 +118,7 @@ def server(port: int = 0) -> FastMCP:
 
     @low.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
     async def call_tool(name: str, args: dict[str, Any]) -> types.CallToolResult:
-        return await call(name, args)
+        return await call(app, name, args)
 
     @app.resource("notes://today")
     def today() -> str:
