@@ -11,6 +11,11 @@ gives them as a ``ToolRegistry`` that the governed runner, ReAct and ``ctx.llm``
 they take local tools; :func:`call_mcp` / :func:`mcp_node` call one from a node. One
 connection per process and server, reused across tasks, reopened after the server died.
 See ``docs/mcp.md``.
+
+Not yet: conversational agents' tool calls (``hypha_celery.agents``, the hosted backends'
+callbacks) do not go through the governed runner, so not through the gateway either; that
+needs a tool-execution seam in a layer below ``tools`` that ``GovernedRunner`` implements
+and the agent runtime calls (issue 25's later step).
 """
 
 from hypha_celery.mcp._capability import (
