@@ -22,4 +22,5 @@ class EventStore(EventLog, Outcomes, Recovery, Imports, Stats, Sessions, McpBase
     (:mod:`~hypha_celery.store.events`), edge outcomes (:mod:`~hypha_celery.store.outcomes`),
     recovery records (:mod:`~hypha_celery.store.recovery`), the import
     (:mod:`~hypha_celery.store.imports`), a window's figures
-    (:mod:`~hypha_celery.store.stats`), sessions (:mod:`~hypha_celery.store.sessions`)."""
+    (:mod:`~hypha_celery.store.stats`), sessions (:mod:`~hypha_celery.store.sessions`),
+    the MCP gateway's baselines (:mod:`~hypha_celery.store.mcp`)."""
