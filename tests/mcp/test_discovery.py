@@ -183,3 +183,11 @@ def test_a_server_that_changes_its_tools_between_calls_is_discovered_again(
         gateway.spec(forecast)
     assert forecast not in gateway.registry()
     assert gateway.discovery(server.id).tool("forecast").change == "changed"
+
+
+def test_a_discovery_takes_at_most_max_tools(make_gateway: Make, state: Path) -> None:
+    from tests.mcp.conftest import stdio_transport
+
+    server = profile(stdio_transport(state), max_tools=2)
+    found = make_gateway(server).discover(server.id)
+    assert [t.name for t in found.tools] == ["echo", "forecast"]
