@@ -12,10 +12,8 @@ they take local tools; :func:`call_mcp` / :func:`mcp_node` call one from a node.
 connection per process and server, reused across tasks, reopened after the server died.
 See ``docs/mcp.md``.
 
-Not yet: conversational agents' tool calls (``hypha_celery.agents``, the hosted backends'
-callbacks) do not go through the governed runner, so not through the gateway either; that
-needs a tool-execution seam in a layer below ``tools`` that ``GovernedRunner`` implements
-and the agent runtime calls (issue 25's later step).
+Conversational agents take them through the tool-execution seam:
+``hypha.agents.use_tools(AgentTools(gateway.registry()))`` (``hypha_celery.agents.tools``).
 """
 
 from hypha_celery.mcp._capability import (
