@@ -25,6 +25,10 @@ from hypha_celery.store import bus as bus_rows
 log = logging.getLogger(__name__)
 
 
+#: The windows of ``hypha_sessions_opened``: label, seconds.
+SESSION_WINDOWS = (("1h", 3600.0), ("24h", 86400.0))
+
+
 class HyphaCollector:
     """A custom collector: ``hypha_queue_depth{queue}`` of the Celery app ``app``'s
     ``queues()``, and ``hypha_agents{phase}`` of ``store`` (when given). A broker or
@@ -54,6 +58,7 @@ class HyphaCollector:
             yield from self._agents(families)
             yield from self._bus(families)
             yield from self._cases(families)
+            yield from self._sessions(families)
 
     def _agents(self, families: Any) -> Iterator[Any]:
         assert self.store is not None
@@ -100,6 +105,21 @@ class HyphaCollector:
         fullest.add_metric(["messages"], count)
         fullest.add_metric(["bytes"], nbytes)
         yield from (messages, age, fullest)
+
+    def _sessions(self, families: Any) -> Iterator[Any]:
+        """``hypha_sessions_opened{window}``: sessions opened in the last hour and day."""
+        assert self.store is not None
+        now = time.time()
+        try:
+            counts = {w: self.store.opened_since(now - s) for w, s in SESSION_WINDOWS}
+        except Exception as exc:
+            log.warning("hypha metrics: sessions unavailable: %s", type(exc).__name__)
+            return
+        gauge = families.GaugeMetricFamily(
+            names.SESSIONS_OPENED, "Sessions opened in the last hour / day", labels=["window"])
+        for window, n in counts.items():
+            gauge.add_metric([window], n)
+        yield gauge
 
     def _cases(self, families: Any) -> Iterator[Any]:
         """``hypha_recovery_cases{status}``: live runs (running, waiting for a person) by

@@ -28,6 +28,7 @@ BUS_MESSAGES: Final = "hypha_bus_messages"
 BUS_OLDEST_AGE: Final = "hypha_bus_oldest_age_seconds"
 BUS_FULLEST_QUEUE: Final = "hypha_bus_fullest_queue"
 RECOVERY_CASES: Final = "hypha_recovery_cases"
+SESSIONS_OPENED: Final = "hypha_sessions_opened"
 
 #: Counters and histograms (recorded by :class:`~hypha_celery.metrics.PrometheusMiddleware`).
 RECORDED: Final = (RUNS_STARTED, RUNS_QUEUED, RUNS_COMPLETED, RUNS_FAILED, RUNS_CANCELLED,
@@ -35,5 +36,5 @@ RECORDED: Final = (RUNS_STARTED, RUNS_QUEUED, RUNS_COMPLETED, RUNS_FAILED, RUNS_
                    DEAD_LETTERS, LATE_RESULTS, SWEEP_DURATION, SWEEP_DECISIONS)
 #: Gauges read on scrape (:class:`~hypha_celery.metrics.HyphaCollector`).
 GAUGES: Final = (QUEUE_DEPTH, AGENTS, BUS_MESSAGES, BUS_OLDEST_AGE, BUS_FULLEST_QUEUE,
-                 RECOVERY_CASES)
+                 RECOVERY_CASES, SESSIONS_OPENED)
 ALL: Final = RECORDED + GAUGES

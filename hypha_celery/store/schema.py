@@ -213,6 +213,7 @@ sessions = Table(
     Column("first_run_id", String(64), nullable=False),
     Column("created_at", Float, nullable=False),
     Index("ix_hypha_sessions_user", "user_id", "id"),
+    Index("ix_hypha_sessions_created", "created_at"),
 )
 
 # The message bus (hypha_celery.bus): one row per message, kept after it settles (its

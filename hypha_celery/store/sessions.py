@@ -112,6 +112,16 @@ class Sessions(Engines):
             found = list(conn.execute(q))
             return [_row(r, self._count(conn, r.user_id, r.session_id)) for r in found]
 
+    def opened_since(self, since: float) -> int:
+        """How many sessions opened at or after ``since`` (epoch seconds)."""
+        self.ensure_schema()
+        q = sa.select(sa.func.count()).select_from(sessions).where(
+            sessions.c.created_at >= since)
+        if self.owner is not None:
+            q = q.where(sessions.c.user_id == self.owner)
+        with self.reader.connect() as conn:
+            return int(conn.execute(q).scalar() or 0)
+
     @staticmethod
     def _count(conn: Connection, user_id: str | None, session_id: str) -> int:
         user = runs.c.user_id.is_(None) if user_id is None else runs.c.user_id == user_id

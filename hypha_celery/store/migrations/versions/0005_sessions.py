@@ -29,8 +29,10 @@ def upgrade() -> None:
         sa.Column("created_at", sa.Float, nullable=False),
     )
     op.create_index("ix_hypha_sessions_user", "hypha_sessions", ["user_id", "id"])
+    op.create_index("ix_hypha_sessions_created", "hypha_sessions", ["created_at"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_hypha_sessions_created", "hypha_sessions")
     op.drop_index("ix_hypha_sessions_user", "hypha_sessions")
     op.drop_table("hypha_sessions")
