@@ -48,6 +48,10 @@ from hypha_celery.store import bus as rows
 
 #: Messages one :meth:`Bus.pull_many` delivers at most.
 MAX_PULL = 500
+#: Seconds between two looks for deliveries past their ack deadline, per queue and
+#: process; queues remembered for it at most.
+RECLAIM_EVERY_S = 1.0
+RECLAIM_QUEUES = 10_000
 #: Seconds between two pulls of :meth:`Bus.receive` (doubling up to the second value).
 RECEIVE_POLL = (0.002, 0.05)
 
@@ -89,6 +93,7 @@ class Bus:
         self.limits = limits or BusLimits()
         self.clock = clock
         self.wakers: list[Waker] = [wake] if wake is not None else []
+        self._reclaim: dict[str, float] = {}
 
     # -- publish --------------------------------------------------------------------
     def publish(self, message: Message) -> Message:
@@ -113,9 +118,6 @@ class Bus:
             raise MessageAlreadyExists("a message id is given twice")
         try:
             with self.store.transaction() as tx:
-                taken = rows.existing(tx, ids)
-                if taken:
-                    raise MessageAlreadyExists(f"a message {taken[0]!r} exists")
                 self._admit(tx, batch)
                 for msg, _ in batch:
                     self._check_run(tx, msg)
@@ -153,15 +155,14 @@ class Bus:
             incoming[msg.queue] = (n + 1, b + size)
         lim = self.limits
         for queue, (n, b) in sorted(incoming.items()):
-            count, nbytes = rows.queue_lock(tx, queue)
-            if count + n > lim.max_queue_messages or nbytes + b > lim.max_queue_bytes:
+            count, nbytes = rows.queue_reserve(tx, queue, n, b)
+            if count > lim.max_queue_messages or nbytes > lim.max_queue_bytes:
                 raise QueueFull({"queue": queue,
-                                 "limit": "count" if count + n > lim.max_queue_messages
+                                 "limit": "count" if count > lim.max_queue_messages
                                  else "bytes",
-                                 "pending_count": count, "pending_bytes": nbytes,
+                                 "pending_count": count - n, "pending_bytes": nbytes - b,
                                  "incoming_bytes": b, "max_count": lim.max_queue_messages,
                                  "max_bytes": lim.max_queue_bytes})
-            rows.queue_add(tx, queue, n, b)
 
     @staticmethod
     def _check_run(tx: Tx, msg: Message) -> None:
@@ -196,19 +197,48 @@ class Bus:
         in queue order."""
         limit = max(1, min(limit, MAX_PULL))
         queue = queue_key(scope, recipient)
+        where = {"run_id": run_id, "fsm_state": fsm_state, "correlation_id": correlation_id}
         batch = _Batch()
         with self.store.transaction() as tx:
             now = self.clock()
-            for row in rows.expired(tx, queue, now):
-                self._settle(batch, row, MessageStatus.DEAD_LETTERED, now,
-                             DeadLetterReason.EXPIRED.value)
-            for row in rows.takeable(tx, queue, now, limit, run_id=run_id,
-                                     fsm_state=fsm_state, correlation_id=correlation_id):
+            picked = rows.stale(tx, queue, now, limit, **where) \
+                if self._reclaim_due(queue, now) else []
+            taking = sum(self._takes(r, now) for r in picked)
+            after = 0
+            while taking < limit:  # expired rows met on the way do not count
+                got = rows.head(tx, queue, now, limit - taking, after, **where)
+                picked += got
+                taking += sum(self._takes(r, now) for r in got)
+                if not got or not any(_expired(r, now) for r in got):
+                    break
+                after = got[-1].pos
+            for row in sorted(picked, key=lambda r: r.pos):
                 self._deliver(batch, row, now)
             self._write(tx, batch)
         return [m for m in batch.out if m.status is MessageStatus.DELIVERED]
 
+    def _reclaim_due(self, queue: str, now: float) -> bool:
+        """Whether this pull looks for deliveries past their ack deadline (at most once a
+        :data:`RECLAIM_EVERY_S` per queue and process: a round trip the common pull
+        saves)."""
+        if now < self._reclaim.get(queue, 0.0):
+            return False
+        if len(self._reclaim) >= RECLAIM_QUEUES:
+            self._reclaim.clear()
+        self._reclaim[queue] = now + RECLAIM_EVERY_S
+        return True
+
+    def _takes(self, row: rows.MessageRow, now: float) -> bool:
+        """Whether a pull delivers ``row`` (not: expired, or its budget spent)."""
+        if row.status == MessageStatus.DELIVERED:
+            return row.attempt_count < self.retry.max_delivery_attempts
+        return not _expired(row, now)
+
     def _deliver(self, batch: _Batch, row: rows.MessageRow, now: float) -> None:
+        if row.status == MessageStatus.QUEUED and _expired(row, now):
+            self._settle(batch, row, MessageStatus.DEAD_LETTERED, now,
+                         DeadLetterReason.EXPIRED.value)
+            return
         if row.status == MessageStatus.DELIVERED and \
                 row.attempt_count >= self.retry.max_delivery_attempts:  # lease ran out
             self._settle(batch, row, MessageStatus.DEAD_LETTERED, now,
@@ -367,6 +397,10 @@ class Bus:
     def prune(self, before: float, limit: int = 10_000) -> int:
         """Delete up to ``limit`` settled messages last changed before ``before``."""
         return rows.prune(self.store, before, limit)
+
+
+def _expired(row: rows.MessageRow, now: float) -> bool:
+    return row.expires_at is not None and row.expires_at <= now
 
 
 def _new_row(msg: Message, size: int) -> rows.NewMessage:

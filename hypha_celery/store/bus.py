@@ -25,8 +25,6 @@ LIVE = ("queued", "delivered")
 #: The values of ``to_kind`` (``hypha_celery.bus.EndpointKind``): the bounded label set of
 #: the bus gauges.
 RECIPIENT_KINDS = ("runtime", "session", "workflow", "agent", "tool", "human")
-#: Rows a pull dead-letters for expiry at most (more wait for the next pull).
-EXPIRE_BATCH = 100
 #: Rows :func:`listing` returns at most.
 MAX_LIST = 1_000
 
@@ -102,16 +100,18 @@ def _row(r: Any) -> MessageRow:
 
 
 # -- queues ---------------------------------------------------------------------------
-def queue_lock(tx: Tx, queue: str) -> tuple[int, int]:
-    """Lock the queue row (creating it) and read its live (count, bytes)."""
-    ins = insert_for(tx.dialect)(bus_queues).values(queue=queue, live_count=0, live_bytes=0)
-    tx.conn.execute(ins.on_conflict_do_nothing(index_elements=["queue"]))
-    q = sa.select(bus_queues.c.live_count, bus_queues.c.live_bytes).where(
-        bus_queues.c.queue == queue)
-    if tx.dialect == "postgresql":
-        q = q.with_for_update()
-    row = tx.conn.execute(q).one()
-    return int(row.live_count), int(row.live_bytes)
+def queue_reserve(tx: Tx, queue: str, count: int, nbytes: int) -> tuple[int, int]:
+    """Count ``count`` messages of ``nbytes`` into the queue's live counters (creating
+    its row) in one statement that locks the row; the counters after. The caller checks
+    the bounds and raises (the transaction rolls the reservation back)."""
+    ins = insert_for(tx.dialect)(bus_queues).values(queue=queue, live_count=count,
+                                                    live_bytes=nbytes)
+    ins = ins.on_conflict_do_update(index_elements=["queue"], set_={
+        "live_count": bus_queues.c.live_count + count,
+        "live_bytes": bus_queues.c.live_bytes + nbytes})
+    row = tx.conn.execute(ins.returning(bus_queues.c.live_count,
+                                        bus_queues.c.live_bytes)).one()
+    return int(row[0]), int(row[1])
 
 
 def queue_add(tx: Tx, queue: str, count: int, nbytes: int) -> None:
@@ -123,12 +123,6 @@ def queue_add(tx: Tx, queue: str, count: int, nbytes: int) -> None:
 
 
 # -- messages -------------------------------------------------------------------------
-def existing(tx: Tx, message_ids: Sequence[str]) -> list[str]:
-    """Those of ``message_ids`` the bus holds."""
-    q = sa.select(messages.c.message_id).where(messages.c.message_id.in_(message_ids))
-    return [str(r) for r in tx.conn.execute(q).scalars()]
-
-
 def insert(tx: Tx, new: Sequence[NewMessage]) -> None:
     """Insert queued messages (a taken id: ``IntegrityError``, the transaction's
     ``StoreConflict``)."""
@@ -150,36 +144,38 @@ def lock(tx: Tx, message_ids: Sequence[str]) -> list[MessageRow]:
     return [_row(r) for r in tx.conn.execute(q)]
 
 
-def expired(tx: Tx, queue: str, now: float) -> list[MessageRow]:
-    """Lock up to :data:`EXPIRE_BATCH` queued messages of ``queue`` past their expiry
-    (skipping rows another transaction holds)."""
+def head(tx: Tx, queue: str, now: float, limit: int, after: int = 0, *,
+         run_id: str | None = None, fsm_state: str | None = None,
+         correlation_id: str | None = None) -> list[MessageRow]:
+    """Lock the first ``limit`` queued messages of ``queue`` available by ``now`` (after
+    position ``after``), in queue order, filtered by run, FSM state and correlation id;
+    expired ones included (the caller dead-letters them)."""
     q = (sa.select(*_COLUMNS)
-         .where(messages.c.queue == queue, messages.c.status == "queued",
-                messages.c.expires_at <= now)
-         .order_by(messages.c.pos).limit(EXPIRE_BATCH))
+         .where(*_filters(queue, run_id, fsm_state, correlation_id), messages.c.pos > after,
+                messages.c.status == "queued", messages.c.available_at <= now)
+         .order_by(messages.c.pos).limit(limit))
     return _locked(tx, q)
 
 
-def takeable(tx: Tx, queue: str, now: float, limit: int, *, run_id: str | None = None,
-             fsm_state: str | None = None, correlation_id: str | None = None,
-             ) -> list[MessageRow]:
-    """Lock the first ``limit`` messages of ``queue`` a pull may deliver, in queue order:
-    queued ones available by ``now`` and not expired, and delivered ones whose consumer
-    let the ack deadline pass; filtered by run, FSM state and correlation id."""
-    live = sa.or_(messages.c.expires_at.is_(None), messages.c.expires_at > now)
-    filters = [messages.c.queue == queue, live]
+def stale(tx: Tx, queue: str, now: float, limit: int, *, run_id: str | None = None,
+          fsm_state: str | None = None, correlation_id: str | None = None,
+          ) -> list[MessageRow]:
+    """Lock delivered messages of ``queue`` whose consumer let the ack deadline pass."""
+    q = (sa.select(*_COLUMNS)
+         .where(*_filters(queue, run_id, fsm_state, correlation_id),
+                messages.c.status == "delivered", messages.c.lease_until <= now)
+         .order_by(messages.c.pos).limit(limit))
+    return _locked(tx, q)
+
+
+def _filters(queue: str, run_id: str | None, fsm_state: str | None,
+             correlation_id: str | None) -> list[Any]:
+    filters = [messages.c.queue == queue]
     for column, value in ((messages.c.run_id, run_id), (messages.c.fsm_state, fsm_state),
                           (messages.c.correlation_id, correlation_id)):
         if value is not None:
             filters.append(column == value)
-    queued = (sa.select(*_COLUMNS)
-              .where(*filters, messages.c.status == "queued", messages.c.available_at <= now)
-              .order_by(messages.c.pos).limit(limit))
-    stale = (sa.select(*_COLUMNS)
-             .where(*filters, messages.c.status == "delivered", messages.c.lease_until <= now)
-             .order_by(messages.c.pos).limit(limit))
-    rows = _locked(tx, queued) + _locked(tx, stale)
-    return sorted(rows, key=lambda r: r.pos)[:limit]
+    return filters
 
 
 def _locked(tx: Tx, q: Any) -> list[MessageRow]:

@@ -54,4 +54,4 @@ def test_the_bus_gauges(tmp_path: Path) -> None:
 
 
 def test_the_label_set_is_the_endpoint_kinds() -> None:
-    assert bus_rows.RECIPIENT_KINDS == tuple(k.value for k in EndpointKind)
+    assert tuple(k.value for k in EndpointKind) == bus_rows.RECIPIENT_KINDS
