@@ -20,7 +20,9 @@ def test_nothing_is_stashed_on_the_celery_app(sqlite_url: str) -> None:
         assert not hasattr(hypha.celery, "hypha_store")
         assert not hasattr(hypha.celery, "hypha_agents")
         assert SUPERVISOR_TASK in hypha.celery.tasks  # registered by beat, bound to the runtime
-        assert len(hypha._rt.sweeps) == 1  # the agents' part of the supervisor's sweep
+        # the agents' and the bus's parts of the supervisor's sweep, bound to the runtime
+        assert [getattr(s, "func", s).__module__ for s in hypha._rt.sweeps] == [
+            "hypha_celery.agents.recovery", "hypha_celery.bus._agents"]
     finally:
         hypha.close()
 
