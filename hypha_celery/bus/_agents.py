@@ -174,7 +174,9 @@ def _failed(bus: Bus, msg: Message) -> None:
 def sweep(bus: Bus, wake: Waker, now: float, grace: float, kickoff_lease: float,
           limit: int) -> list[AgentSweepDecision]:
     """Re-send a wake-up for every agent queue with a message available for longer than
-    ``grace`` seconds (its wake-up was lost with the broker)."""
+    ``grace`` seconds (its wake-up was lost with the broker); delete settled messages
+    past the bus's retention (``BusLimits.retention_s``, a batch a sweep)."""
+    _prune(bus, now)
     decisions: list[AgentSweepDecision] = []
     for queue in rows.stalled(bus.store, "agent", now, now - grace, limit):
         user_id, session_id, _kind, name = queue.split(":", 3)
@@ -188,3 +190,13 @@ def sweep(bus: Bus, wake: Waker, now: float, grace: float, kickoff_lease: float,
             continue
         decisions.append({"agent": name, "action": "bus_rewoken", "why": "messages_waiting"})
     return decisions
+
+
+def _prune(bus: Bus, now: float) -> None:
+    try:
+        pruned = bus.prune(now - bus.limits.retention_s, bus.limits.prune_batch)
+    except Exception as exc:  # the sweep goes on: the next one prunes
+        log.warning("hypha bus: pruning settled messages failed: %s", type(exc).__name__)
+        return
+    if pruned:
+        log.info("hypha bus: %d settled messages past retention deleted", pruned)

@@ -28,6 +28,10 @@ RETRY_MULTIPLIER: Final = 2.0
 #: Seconds a delivered message stays with its consumer before another pull may take it
 #: again (a consumer that died between pull and acknowledge; hypha's ack deadline).
 ACK_DEADLINE_S: Final = 30.0
+#: Settled messages (acknowledged, failed, dead-lettered) are deleted by the supervisor's
+#: sweep this long after their last change, at most ``PRUNE_BATCH`` a sweep.
+RETENTION_S: Final = 7 * 24 * 3600.0
+PRUNE_BATCH: Final = 1_000
 
 
 class EndpointKind(StrEnum):
@@ -203,15 +207,22 @@ class RetryPolicy:
 @dataclass(frozen=True, slots=True)
 class BusLimits:
     """Every bound of the bus: a message's bytes (its compact JSON), a queue's live
-    (queued or delivered) messages in count and bytes, the ack deadline."""
+    (queued or delivered) messages in count and bytes, the ack deadline, and how long
+    settled messages are kept (``retention_s``; the sweep deletes ``prune_batch`` at
+    most at a time)."""
 
     max_message_bytes: int = MAX_MESSAGE_BYTES
     max_queue_messages: int = MAX_QUEUE_MESSAGES
     max_queue_bytes: int = MAX_QUEUE_BYTES
     ack_deadline_s: float = ACK_DEADLINE_S
+    retention_s: float = RETENTION_S
+    prune_batch: int = PRUNE_BATCH
 
     def __post_init__(self) -> None:
-        for name in ("max_message_bytes", "max_queue_messages", "max_queue_bytes"):
+        if self.retention_s <= 0:
+            raise ValueError("retention_s must be positive")
+        for name in ("max_message_bytes", "max_queue_messages", "max_queue_bytes",
+                     "prune_batch"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
