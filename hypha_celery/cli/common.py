@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -17,8 +17,8 @@ from hypha_celery.client.scoped import ScopedHypha
 from hypha_celery.errors import NotPermitted, WaitTimeout
 from hypha_celery.principals import Principal
 
-__all__ = ["APP_HELP", "AS_USER", "app_option", "echo_json", "echo_line", "load_app", "opened",
-           "operator_only", "principal", "settle"]
+__all__ = ["APP_HELP", "AS_USER", "aligned", "app_option", "echo_json", "echo_line", "iso",
+           "load_app", "opened", "operator_only", "principal", "settle"]
 
 APP_HELP = "the Hypha object, e.g. examples.support:hypha (env HYPHA_APP)"
 
@@ -58,6 +58,18 @@ def opened(app_spec: str | None) -> Iterator[ScopedHypha]:
         yield hypha.as_principal(principal())
     finally:
         hypha.close()
+
+
+def aligned(cells: Sequence[Sequence[str]]) -> list[str]:
+    """Rows of text cells as left-aligned columns (a header is the first row)."""
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+            for row in cells]
+
+
+def iso(ts: float) -> str:
+    """Epoch seconds as ISO 8601 UTC, to the second."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 def echo_line(value: Mapping[str, object]) -> str:

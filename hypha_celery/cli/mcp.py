@@ -13,12 +13,11 @@ discovered (``--hash`` only if it still has that hash).
 from __future__ import annotations
 
 import shlex
-import time
 from collections.abc import Sequence
 
 import click
 
-from hypha_celery.cli.common import app_option, echo_json, echo_line, operator_only
+from hypha_celery.cli.common import aligned, app_option, echo_json, echo_line, iso, operator_only
 from hypha_celery.cli.loading import app_from
 from hypha_celery.errors import McpProfileError
 from hypha_celery.mcp import Discovery, McpGateway, McpServer, accept
@@ -29,20 +28,10 @@ __all__ = ["COMMANDS", "baselines_table", "discovery_table"]
 HEADER = ("SERVER", "TOOL", "STATUS", "SIDE_EFFECT", "HASH", "UPDATED", "DECIDED_BY")
 
 
-def _table(cells: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-    return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-            for row in cells]
-
-
-def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
-
-
 def baselines_table(rows: Sequence[BaselineRow]) -> list[str]:
     """Aligned columns, a header first."""
-    return _table([HEADER, *((r.server, r.capability, r.status, r.side_effect,
-                              r.capability_hash[:12], _iso(r.updated_at),
+    return aligned([HEADER, *((r.server, r.capability, r.status, r.side_effect,
+                              r.capability_hash[:12], iso(r.updated_at),
                               r.decided_by or "-") for r in rows)])
 
 
@@ -52,7 +41,7 @@ def discovery_table(found: Discovery) -> list[str]:
              *((t.name, t.state.value, t.declared or "-", t.side_effect or "-",
                 t.change or "-", (t.capability_hash or "-")[:12], (t.problem or "")[:80])
                for t in found.tools)]
-    return _table(cells)
+    return aligned(cells)
 
 
 def _json(row: BaselineRow, *, contract: bool = False) -> dict[str, object]:

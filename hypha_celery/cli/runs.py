@@ -5,12 +5,11 @@ of 100,000 runs as on the first). Thin over :meth:`ScopedHypha.list_runs`."""
 from __future__ import annotations
 
 import shlex
-import time
 from collections.abc import Sequence
 
 import click
 
-from hypha_celery.cli.common import AS_USER, app_option, echo_line, opened
+from hypha_celery.cli.common import AS_USER, aligned, app_option, echo_line, iso, opened
 from hypha_celery.cli.selection import parse_since
 from hypha_celery.events import RunStatus
 from hypha_celery.store import MAX_LIST, RunFilter, RunRow
@@ -20,11 +19,6 @@ __all__ = ["COMMANDS", "parse_cursor", "runs_table"]
 #: ``EVENTS`` is the run's event count (its last event's ``seq``: a step of a run writes
 #: several events, so a 4-step run shows about 20), ``seq`` in ``--json``.
 HEADER = ("RUN_ID", "GRAPH", "STATUS", "USER", "SESSION", "EVENTS", "CREATED", "UPDATED")
-
-
-def iso(ts: float) -> str:
-    """Epoch seconds as ISO 8601 UTC, to the second."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
 def parse_cursor(value: str | None) -> int | None:
@@ -46,9 +40,7 @@ def runs_table(rows: Sequence[RunRow]) -> list[str]:
     cells = [HEADER, *((r.run_id, r.graph_id, r.status, r.user_id or "-",
                         r.session_id or "-", str(r.seq), iso(r.created_at),
                         iso(r.updated_at)) for r in rows)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(HEADER))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-            for row in cells]
+    return aligned(cells)
 
 
 def _next_command(ctx: click.Context, cursor: int) -> str:

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import click
 
-from hypha_celery.cli.common import app_option, echo_json, echo_line, opened
-from hypha_celery.cli.runs import iso, runs_table
+from hypha_celery.cli.common import aligned, app_option, echo_json, echo_line, iso, opened
+from hypha_celery.cli.runs import runs_table
 from hypha_celery.store import MAX_LIST, MAX_SESSIONS, RunFilter, SessionRow
 
 __all__ = ["COMMANDS", "sessions_table"]
@@ -22,9 +22,7 @@ def sessions_table(rows: Sequence[SessionRow]) -> list[str]:
     """Aligned columns, a header first (times ISO UTC)."""
     cells = [HEADER, *((s.user_id or "-", s.session_id, _profile(s), str(s.runs),
                         s.first_run_id, iso(s.created_at)) for s in rows)]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(HEADER))]
-    return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-            for row in cells]
+    return aligned(cells)
 
 
 def _profile(s: SessionRow) -> str:
