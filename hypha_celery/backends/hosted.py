@@ -66,7 +66,7 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import replace
 from typing import Any, ClassVar, cast
 from urllib.parse import urlsplit
@@ -419,7 +419,7 @@ _NUMBERS = ("temperature", "top_p", "timeout")
 _TEXT = ("base_url", "system", "reasoning_effort", "api")
 
 
-def _check_tool_rounds(opts: dict[str, Any]) -> None:
+def _check_tool_rounds(opts: Mapping[str, object]) -> None:
     if not isinstance(opts.get("run_tools", False), bool):
         raise ValueError("run_tools must be true or false")
     rounds = opts.get("max_tool_rounds", DEFAULT_TOOL_ROUNDS)

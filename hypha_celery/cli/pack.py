@@ -94,7 +94,8 @@ def run_pack(file: str, workflow: str | None, app_spec: str | None, payload: Any
     the run (in its session, under the session's profile), then (embedded, or with
     --wait) print its result, or how to review it."""
     with opened_pack(file, app_spec) as (hypha, pack):
-        plan = _session_plan(hypha, pack, workflow, session_profile, session_meta, start)
+        plan = _session_plan(hypha, pack, workflow, session_profile, session_meta,
+                             start.get("session_id"), start.get("user_id"))
         wf = pack.workflow(plan.workflow_id)
         try:
             validate_input(pack, wf.id, payload)
@@ -114,14 +115,13 @@ def run_pack(file: str, workflow: str | None, app_spec: str | None, payload: Any
 
 
 def _session_plan(hypha: ScopedHypha, pack: DomainPack, workflow: str | None,
-                  profile: str | None, meta: JsonObject | None, start: dict[str, Any]
-                  ) -> SessionPlan:
+                  profile: str | None, meta: JsonObject | None, session_id: str | None,
+                  user_id: str | None) -> SessionPlan:
     """The run's plan: its workflow and, in a session, the session's profile (the one it
     opened with, or ``profile`` for a session this run opens)."""
-    session_id = start.get("session_id")
     if session_id is None and (profile is not None or meta is not None):
         raise click.UsageError("--session-profile and --session-meta need --session")
-    existing = hypha.session(session_id, start.get("user_id")) if session_id else None
+    existing = hypha.session(session_id, user_id) if session_id else None
     if workflow is not None:
         try:
             pack.workflow(workflow)

@@ -45,6 +45,7 @@ from typing_extensions import TypedDict
 from hypha_celery.errors import UnknownEventKind
 from hypha_celery.events.kinds import KINDS, EventType
 from hypha_celery.events.view import ErrorJson
+from hypha_celery.jsontypes import JsonObject
 
 __all__ = [
     "PAYLOADS", "AgentDraining", "AgentHalted", "AgentRequestCancelled", "AgentResumed",
@@ -263,7 +264,7 @@ class SessionCreated(Payload):
     user_id: str | None = None
     profile: str | None = None
     pack: str | None = None
-    metadata: dict[str, Any] = {}
+    metadata: JsonObject = {}
 
 
 # -- decisions and node executions ----------------------------------------------------------
