@@ -18,7 +18,7 @@ from hypha_celery.backends import BackendError, OpenAIBackend
 from hypha_celery.tools import ToolPolicy, ToolRegistry, ToolSpec
 from tests.backends.hosted_support import KEY, SEARCH_SPEC, Assistant, options, sent_messages
 from tests.fakes.llm_server import FakeLLM, Reply
-from tests.runtime.support import WAIT, embedded
+from tests.runtime.support import WAIT, running
 
 CALLS: list[Any] = []
 
@@ -63,12 +63,9 @@ def api(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def hypha(sqlite_url: str) -> Iterator[Hypha]:
-    h = embedded(sqlite_url)
     CALLS.clear()
-    try:
+    with running(sqlite_url) as h:
         yield h
-    finally:
-        h.close()
 
 
 def start(hypha: Hypha, fake: FakeLLM, api: str, **more: Any) -> str:

@@ -18,7 +18,7 @@ from hypha_celery.mcp import McpGateway, McpServer
 from tests.backends.hosted_support import KEY, Assistant, options, sent_messages
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.mcp.conftest import server_id, stdio_transport
-from tests.runtime.support import WAIT, embedded
+from tests.runtime.support import WAIT, running
 
 
 @pytest.fixture
@@ -30,11 +30,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLM]:
 
 @pytest.fixture
 def hypha(sqlite_url: str) -> Iterator[Hypha]:
-    h = embedded(sqlite_url)
-    try:
+    with running(sqlite_url) as h:
         yield h
-    finally:
-        h.close()
 
 
 def test_an_agent_calls_an_mcp_tool_governed(hypha: Hypha, fake: FakeLLM, state: Path,
