@@ -4,7 +4,6 @@ the screenshots of docs/images (``HYPHA_SCREENSHOTS_DIR=docs/images`` refreshes 
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -209,18 +208,19 @@ def test_a_live_run_is_followed_to_its_end(browser: Any, console: Console) -> No
     browser.execute_script("window.hyphaSamePage = true")  # gone once the page reloads
     first = timeline_rows(browser)
 
-    seen, counts, boxes = [first], [_events_shown(browser)], [_boxes(browser)]
+    shown = _events_shown(browser)
+    assert shown is not None, "the run page shows no event count"
+    seen, counts, boxes = [first], [shown], [_boxes(browser)]
     end = time.monotonic() + WAIT
     while browser.execute_script("return window.hyphaSamePage === true"):
         rows = timeline_rows(browser)
         if rows != seen[-1]:
             seen.append(rows)
-        with contextlib.suppress(NoSuchElementException, StaleElementReferenceException):
-            count, drawn = _events_shown(browser), _boxes(browser)
-            if count != counts[-1]:
-                counts.append(count)
-            if drawn != boxes[-1]:
-                boxes.append(drawn)
+        count, drawn = _events_shown(browser), _boxes(browser)
+        if count is not None and count != counts[-1]:
+            counts.append(count)
+        if count is not None and drawn != boxes[-1]:
+            boxes.append(drawn)
         if time.monotonic() > end:
             raise AssertionError(f"the page never reloaded; rows seen: {seen}\n"
                                  f"{console.worker.log()}")
@@ -242,12 +242,19 @@ def test_a_live_run_is_followed_to_its_end(browser: Any, console: Console) -> No
     assert texts(browser, "#timeline td.kind")[-1] == "run.completed"
 
 
-def _events_shown(browser: Any) -> int:
-    return int(browser.find_element(By.ID, "run-events").text)
+def _events_shown(browser: Any) -> int | None:
+    # read inside the page in one script: an element handle taken first can be swapped
+    # out by a live update before its text is read (a stale or detached node); None
+    # while the page is between documents (the reload at the run's end)
+    shown = browser.execute_script(
+        "const e = document.getElementById('run-events');"
+        "return e ? e.textContent.trim() : null")
+    return None if shown is None else int(shown)
 
 
 def _boxes(browser: Any) -> int:
-    return len(browser.find_elements(By.CSS_SELECTOR, "#graph g.box"))
+    return int(browser.execute_script(
+        "return document.querySelectorAll('#graph g.box').length"))
 
 
 def test_an_operator_redrives_a_dead_letter(browser: Any, console: Console,
