@@ -11,6 +11,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
+from hypha_celery.runtime.config import BusSettings
+
 #: Characters of an id (message, endpoint, user, session, correlation): a queue key
 #: ``user:session:kind:id`` stays within the store's 420-character column.
 MAX_ID_CHARS: Final = 100
@@ -199,6 +201,13 @@ class RetryPolicy:
         if self.initial_delay_ms < 0 or self.max_delay_ms < 0 or self.multiplier < 1:
             raise ValueError("retry delays are >= 0 and the multiplier >= 1")
 
+    @classmethod
+    def from_settings(cls, settings: BusSettings) -> RetryPolicy:
+        """The policy of ``Settings.bus`` (``HYPHA_BUS_MAX_DELIVERY_ATTEMPTS``,
+        ``HYPHA_BUS_RETRY_*``)."""
+        return cls(settings.max_delivery_attempts, settings.retry_initial_delay_ms,
+                   settings.retry_max_delay_ms, settings.retry_multiplier)
+
     def delay_ms(self, attempt: int) -> int:
         return int(min(self.max_delay_ms,
                        self.initial_delay_ms * self.multiplier ** max(attempt - 1, 0)))
@@ -228,3 +237,10 @@ class BusLimits:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.ack_deadline_s <= 0:
             raise ValueError("ack_deadline_s must be positive")
+
+    @classmethod
+    def from_settings(cls, settings: BusSettings) -> BusLimits:
+        """The bounds of ``Settings.bus`` (``HYPHA_BUS_*``)."""
+        return cls(settings.max_message_bytes, settings.max_queue_messages,
+                   settings.max_queue_bytes, settings.ack_deadline_s, settings.retention_s,
+                   settings.prune_batch)

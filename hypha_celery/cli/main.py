@@ -18,6 +18,7 @@ from hypha_celery import __version__
 from hypha_celery.atomic import write_atomically
 from hypha_celery.cli import (
     agents,
+    bus,
     console,
     evaluate,
     mcp,
@@ -419,7 +420,7 @@ def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | Non
 
 for _command in (*recovery.COMMANDS, *agents.COMMANDS, *rerun.COMMANDS, *views.COMMANDS,
                  *evaluate.COMMANDS, *pack.COMMANDS, *review.COMMANDS, *runs.COMMANDS,
-                 *sessions.COMMANDS, *mcp.COMMANDS,
+                 *sessions.COMMANDS, *mcp.COMMANDS, *bus.COMMANDS,
                  *metrics.COMMANDS, *console.COMMANDS, *UP_COMMANDS):
     cli.add_command(_command)
 

@@ -5,7 +5,7 @@ Scoping lives at the store boundary: a user's client reads through
 narrowed to that user's runs. What another user owns is, to this client, what does not
 exist: the same :class:`RunNotFound` / :class:`NotRedrivable` / :class:`AgentNotFound`
 with the same message, so nothing says whether it exists. Agents are scoped by name
-(:mod:`hypha_celery.agents.scoped`).
+(:mod:`hypha_celery.agents.scoped`), bus messages by user (:mod:`.scoped_bus`).
 
 An admin principal reads through the unscoped store and is named (``by``) in the reviews
 it decides. Operations on the whole deployment (a supervisor sweep) need an admin:
@@ -20,7 +20,9 @@ from celery.canvas import Signature
 
 from hypha_celery.agents.api import Agents
 from hypha_celery.agents.scoped import ScopedAgents
+from hypha_celery.bus import Bus
 from hypha_celery.client.run import RunHandle
+from hypha_celery.client.scoped_bus import ScopedBus
 from hypha_celery.client.sessions import SessionOpening
 from hypha_celery.errors import NotPermitted, NotRedrivable, RunNotFound
 from hypha_celery.graph import Graph
@@ -54,6 +56,9 @@ class ScopedHypha:
         self.store: EventStore = hypha.store if owner is None else hypha.store.scoped(owner)
         self.agents: Agents | ScopedAgents = hypha.agents if owner is None else \
             ScopedAgents(hypha.agents, owner, hypha.settings.max_agents_per_owner)
+        #: The message bus as this principal sees it (a user: its messages and agents).
+        self.bus: Bus | ScopedBus = hypha.bus if owner is None else \
+            ScopedBus(hypha.bus, self.store, owner)
 
     def __repr__(self) -> str:
         return f"ScopedHypha({self.principal})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,56 @@ SUPERVISOR_TASK = "hypha.supervisor"
 #: The worker consumer of the profile (malformed messages become dead letters).
 CONSUMER = "hypha_celery.runtime.consumer:HyphaConsumer"
 EMBEDDED_STORE_URL = "sqlite:///.hypha/hypha.db"
+
+
+@dataclass(frozen=True, slots=True)
+class BusSettings:
+    """The message bus's bounds and retry policy as plain numbers (``HYPHA_BUS_*``; this
+    layer cannot name the bus's types: ``hypha_celery.bus.BusLimits.from_settings`` and
+    ``RetryPolicy.from_settings`` build them). Defaults: the bus's (``docs/bus.md``,
+    "Bounds")."""
+
+    #: ``HYPHA_BUS_MAX_MESSAGE_BYTES``: a message's compact JSON.
+    max_message_bytes: int = 262_144
+    #: ``HYPHA_BUS_MAX_QUEUE_MESSAGES`` / ``HYPHA_BUS_MAX_QUEUE_BYTES``: live messages of
+    #: one queue, in count and bytes.
+    max_queue_messages: int = 10_000
+    max_queue_bytes: int = 67_108_864
+    #: ``HYPHA_BUS_ACK_DEADLINE``: seconds a delivered message waits for its settlement.
+    ack_deadline_s: float = 30.0
+    #: ``HYPHA_BUS_RETENTION`` (seconds settled messages are kept) /
+    #: ``HYPHA_BUS_PRUNE_BATCH`` (deleted per supervisor sweep).
+    retention_s: float = 604_800.0
+    prune_batch: int = 1_000
+    #: ``HYPHA_BUS_MAX_DELIVERY_ATTEMPTS`` (the delivery budget),
+    #: ``HYPHA_BUS_RETRY_INITIAL_DELAY_MS``, ``HYPHA_BUS_RETRY_MAX_DELAY_MS``,
+    #: ``HYPHA_BUS_RETRY_MULTIPLIER``: ``fail(retry=True)``'s backoff.
+    max_delivery_attempts: int = 3
+    retry_initial_delay_ms: int = 250
+    retry_max_delay_ms: int = 30_000
+    retry_multiplier: float = 2.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> BusSettings:
+        """The ``HYPHA_BUS_*`` variables over the defaults; a malformed or out-of-range
+        one is a ``SetupError`` naming it."""
+        d = cls()
+        return cls(
+            max_message_bytes=_count(env, "HYPHA_BUS_MAX_MESSAGE_BYTES", d.max_message_bytes),
+            max_queue_messages=_count(env, "HYPHA_BUS_MAX_QUEUE_MESSAGES",
+                                      d.max_queue_messages),
+            max_queue_bytes=_count(env, "HYPHA_BUS_MAX_QUEUE_BYTES", d.max_queue_bytes),
+            ack_deadline_s=_number(env, "HYPHA_BUS_ACK_DEADLINE", d.ack_deadline_s, 0,
+                                   strict=True),
+            retention_s=_number(env, "HYPHA_BUS_RETENTION", d.retention_s, 0, strict=True),
+            prune_batch=_count(env, "HYPHA_BUS_PRUNE_BATCH", d.prune_batch),
+            max_delivery_attempts=_count(env, "HYPHA_BUS_MAX_DELIVERY_ATTEMPTS",
+                                         d.max_delivery_attempts),
+            retry_initial_delay_ms=int(_number(env, "HYPHA_BUS_RETRY_INITIAL_DELAY_MS",
+                                               d.retry_initial_delay_ms, 0)),
+            retry_max_delay_ms=int(_number(env, "HYPHA_BUS_RETRY_MAX_DELAY_MS",
+                                           d.retry_max_delay_ms, 0)),
+            retry_multiplier=_number(env, "HYPHA_BUS_RETRY_MULTIPLIER", d.retry_multiplier, 1))
 
 
 @dataclass(frozen=True)
@@ -91,6 +142,8 @@ class Settings:
     #: Celery message signing (``HYPHA_SIGNING_KEY_FILE``, ``HYPHA_SIGNING_CERT_FILE``,
     #: ``HYPHA_SIGNING_CERT_STORE``; see :mod:`hypha_celery.runtime.signing`); None: off.
     signing: Signing | None = None
+    #: The message bus's bounds and retry policy (``HYPHA_BUS_*``, :class:`BusSettings`).
+    bus: BusSettings = BusSettings()
     celery_overrides: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -119,7 +172,7 @@ class Settings:
             "max_agents_per_owner": int(_seconds(env, "HYPHA_MAX_AGENTS_PER_OWNER", 100)),
             "max_message_bytes": int(_seconds(env, "HYPHA_MAX_MESSAGE_BYTES", 33_554_432)),
             **model_settings(env), "tls": tls_settings(env, store),
-            "signing": signing_from_env(env)}
+            "signing": signing_from_env(env), "bus": BusSettings.from_env(env)}
         if not broker:
             return cls("memory://", "cache+memory://", store, True, inline, budget, **extra)
         backend = env.get("HYPHA_RESULT_BACKEND", "").strip() or _default_backend(broker)
@@ -164,6 +217,35 @@ def _seconds(env: dict[str, str], name: str, default: float) -> float:
         raise SetupError(f"{name} must be a number of seconds, got {raw!r}") from None
     if value < 0:
         raise SetupError(f"{name} must be >= 0, got {raw!r}")
+    return value
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    """A positive integer variable (a count or bytes)."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SetupError(f"{name} must be a positive integer, got {raw!r}") from None
+    if value < 1:
+        raise SetupError(f"{name} must be a positive integer, got {raw!r}")
+    return value
+
+
+def _number(env: Mapping[str, str], name: str, default: float, low: float, *,
+            strict: bool = False) -> float:
+    """A finite number variable ``>= low`` (``strict``: ``> low``)."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SetupError(f"{name} must be a number, got {raw!r}") from None
+    if not math.isfinite(value) or value < low or (strict and value == low):
+        raise SetupError(f"{name} must be {'>' if strict else '>='} {low:g}, got {raw!r}")
     return value
 
 

@@ -68,6 +68,9 @@ class NewMessage:
     bytes: int
     created_at: float
     doc: dict[str, Any]
+    #: Inserted delivered (handed to a direct consumer in the publishing transaction):
+    #: its lease's end; None: queued.
+    lease_until: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,15 +127,17 @@ def queue_add(tx: Tx, queue: str, count: int, nbytes: int) -> None:
 
 # -- messages -------------------------------------------------------------------------
 def insert(tx: Tx, new: Sequence[NewMessage]) -> None:
-    """Insert queued messages (a taken id: ``IntegrityError``, the transaction's
-    ``StoreConflict``)."""
+    """Insert messages, queued (or delivered: ``lease_until`` given, its first delivery);
+    a taken id: ``IntegrityError``, the transaction's ``StoreConflict``."""
     tx.conn.execute(messages.insert(), [
         {"message_id": m.message_id, "queue": m.queue, "to_kind": m.to_kind,
          "user_id": m.user_id, "run_id": m.run_id, "fsm_state": m.fsm_state,
-         "correlation_id": m.correlation_id, "status": "queued", "attempt_count": 0,
-         "available_at": m.available_at, "expires_at": m.expires_at, "lease_until": None,
-         "bytes": m.bytes, "created_at": m.created_at, "updated_at": m.created_at,
-         "doc": m.doc} for m in new])
+         "correlation_id": m.correlation_id,
+         "status": "queued" if m.lease_until is None else "delivered",
+         "attempt_count": 0 if m.lease_until is None else 1,
+         "available_at": m.available_at, "expires_at": m.expires_at,
+         "lease_until": m.lease_until, "bytes": m.bytes, "created_at": m.created_at,
+         "updated_at": m.created_at, "doc": m.doc} for m in new])
 
 
 def lock(tx: Tx, message_ids: Sequence[str]) -> list[MessageRow]:
@@ -279,3 +284,39 @@ def stalled(store: EventStore, to_kind: str, now: float, before: float,
          .group_by(messages.c.queue).limit(limit))
     with store.reader.connect() as conn:
         return [str(r) for r in conn.execute(q).scalars()]
+
+
+# -- operator reads (``Bus.search``) ------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class MessageQuery:
+    """What :func:`search` matches: each field given narrows it (``queue_prefix``
+    ``user:session:``, ``queue_suffix`` ``:kind:id``: LIKE patterns, escaped)."""
+
+    run_id: str | None = None
+    user_id: str | None = None
+    to_kind: str | None = None
+    queue: str | None = None
+    queue_prefix: str | None = None
+    queue_suffix: str | None = None
+    statuses: tuple[str, ...] = ()
+
+
+def search(store: EventStore, query: MessageQuery, limit: int = 100) -> list[MessageRow]:
+    """The newest ``limit`` (:data:`MAX_LIST`) messages matching ``query``, newest first."""
+    store.ensure_schema()
+    q = sa.select(*_COLUMNS)
+    for column, value in ((messages.c.run_id, query.run_id),
+                          (messages.c.user_id, query.user_id),
+                          (messages.c.to_kind, query.to_kind),
+                          (messages.c.queue, query.queue)):
+        if value is not None:
+            q = q.where(column == value)
+    if query.queue_prefix is not None:
+        q = q.where(messages.c.queue.startswith(query.queue_prefix, autoescape=True))
+    if query.queue_suffix is not None:
+        q = q.where(messages.c.queue.endswith(query.queue_suffix, autoescape=True))
+    if query.statuses:
+        q = q.where(messages.c.status.in_(query.statuses))
+    q = q.order_by(messages.c.pos.desc()).limit(max(0, min(limit, MAX_LIST)))
+    with store.reader.connect() as conn:
+        return [_row(r) for r in conn.execute(q)]
