@@ -463,15 +463,13 @@ def _stack(store: EventStore, settings: Settings, middleware: Iterable[Middlewar
 
 
 def _bus(hypha: Hypha) -> message_bus.Bus:
-    """The bus on the app's store; a message to an idle agent is handed to it by the
-    publish itself, others wake ``hypha.bus.deliver`` on the agents' queue; the
-    supervisor re-sends lost wake-ups."""
+    """The bus on the app's store; messages to agents wake ``hypha.bus.deliver`` on the
+    agents' queue; the supervisor re-sends lost wake-ups."""
     wake = message_bus.celery_waker(hypha.celery, hypha._ensure_worker)
     bounds = hypha.settings.bus  # HYPHA_BUS_*
     bus = message_bus.Bus(hypha.store, wake=wake,
                           retry=message_bus.RetryPolicy.from_settings(bounds),
                           limits=message_bus.BusLimits.from_settings(bounds))
-    bus.direct[message_bus.EndpointKind.AGENT] = message_bus.direct(bus, hypha.agents)
     message_bus.register(bus, hypha.agents, hypha.celery)
     hypha._rt.sweeps.append(partial(message_bus.sweep, bus, wake))
     return bus
