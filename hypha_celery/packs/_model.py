@@ -20,7 +20,8 @@ snake_case keys side by side, are a problem. A pack is always written back
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar
 
 from pydantic import (
     AfterValidator,
@@ -48,7 +49,8 @@ from hypha_celery.fsm import (
 )
 from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.mcp import HttpTransport, McpServer, StdioTransport
-from hypha_celery.tools import PolicyRule, ToolPolicy, ToolSpec
+from hypha_celery.packs import _hypha as hy
+from hypha_celery.tools import PolicyRule, SideEffect, ToolPolicy, ToolSpec
 
 __all__ = ["ID_PATTERN", "NODE_PATTERN", "REF_PATTERN", "DomainPack", "MockOutput", "NodeDecl",
            "PackCase", "PackHttpTransport", "PackHumanReview", "PackMcpServer", "PackPolicy",
@@ -102,14 +104,23 @@ def _spellings(model: type[BaseModel], data: dict[str, Any]) -> tuple[list[str],
 
 
 class _Aliased(BaseModel):
-    """Reads hypha's camelCase keys as well as ours; one spelling per mapping."""
+    """Reads hypha's camelCase keys as well as ours; one spelling per mapping. hypha's
+    keys in :attr:`hypha_ignored` are accepted and dropped (they carry nothing a graph of
+    ours uses: docs/packs.md lists them); one in :attr:`hypha_unsupported` is a problem
+    naming it (we cannot honour what it asks)."""
 
     model_config = _ALIASES
+    hypha_ignored: ClassVar[frozenset[str]] = frozenset()
+    hypha_unsupported: ClassVar[Mapping[str, str]] = {}
 
     @model_validator(mode="before")
     @classmethod
     def _one_spelling(cls, data: Any) -> Any:
         if isinstance(data, dict):
+            for key, why in cls.hypha_unsupported.items():
+                if key in data:
+                    raise ValueError(f"{key}: not supported: {why}")
+            data = {k: v for k, v in data.items() if k not in cls.hypha_ignored}
             camel, snake = _spellings(cls, data)
             if camel and snake:
                 raise ValueError(f"one mapping mixes camelCase ({camel[0]}) and snake_case "
@@ -145,14 +156,40 @@ class PackState(StateSpec, _Aliased):
     ``humanReviewPolicy`` and ``policyRefs`` name ``human_review`` and ``policies``."""
 
     model_config = _ALIASES
+    hypha_ignored = frozenset({
+        "allowedSkills", "requiredSkills", "allowedPromptRefs", "requiredPromptRefs",
+        "allowedMCPProfiles", "allowedMCPProfileRefs", "reasoningProfileRef",
+        "memoryPolicyRef", "evaluationRefs", "capabilityLoadPolicy", "description"}
+        | hy.SPEC_META)
+    hypha_unsupported = {
+        "timeoutPolicy": "a state has no timeout of its own here (a node's timeout is "
+                         "the graph's node_timeout or its Node(timeout=...))",
+        "timeoutMs": "a state has no timeout of its own here (see timeoutPolicy)",
+        "inputContract": "a state's input is not checked against a schema here",
+        "outputContract": "a state's output is not checked against a schema here "
+                          "(the workflow's output_contract checks the run's)",
+        "permissionScopes": "tool calls are not scoped by permission here",
+        "allowedToolRefs": "write allowedTools (tool ids)",
+        "humanApprovalPolicyRef": "write humanReviewPolicy inline",
+        "humanReviewRef": "write humanReviewPolicy inline",
+        "retryPolicyRef": "write retryPolicy inline"}
 
     human_review: PackHumanReview | None = Field(
         default=None, validation_alias=AliasChoices("human_review", "humanReview",
                                                     "humanReviewPolicy"))
-    retry: PackRetry | None = None
+    retry: PackRetry | None = Field(default=None, validation_alias=AliasChoices(
+        "retry", "retryPolicy"))
     recovery: PackRecovery | None = None
     policies: list[str] = Field(default=[], validation_alias=AliasChoices(
         "policies", "policyRefs"))
+    tools: list[str] | None = Field(default=None, validation_alias=AliasChoices(
+        "tools", "allowedTools"))
+    denied_tools: Annotated[list[str], BeforeValidator(hy.ref_ids)] = Field(
+        default=[], validation_alias=AliasChoices("denied_tools", "deniedTools",
+                                                  "deniedToolRefs"))
+    tool_profiles: Annotated[list[str], BeforeValidator(hy.ref_ids)] = Field(
+        default=[], validation_alias=AliasChoices("tool_profiles", "toolProfiles",
+                                                  "toolProfileRefs"))
 
 
 class PackTransition(TransitionSpec, _Aliased):
@@ -161,23 +198,50 @@ class PackTransition(TransitionSpec, _Aliased):
     model_config = _ALIASES
 
 
+def _approval(value: Any) -> Any:
+    """hypha's ``humanApprovalPolicy`` (``{required, reason}``) as our flag."""
+    if not isinstance(value, dict):
+        return value
+    extra = sorted(set(value) - {"required", "reason"})
+    if extra:
+        raise ValueError(f"humanApprovalPolicy.{extra[0]}: not supported (a tool's review "
+                         "here is required or not: required, reason)")
+    return value.get("required", False)
+
+
 class PackToolSpec(ToolSpec, _Aliased):
     """A pack tool's :class:`~hypha_celery.tools.ToolSpec` (``inputSchema``,
-    ``sideEffect``, ...)."""
+    ``sideEffect`` / hypha's ``sideEffectLevel``, ``humanApprovalPolicy``, ...)."""
 
     model_config = _ALIASES
+    hypha_ignored = hy.SPEC_META
+    hypha_unsupported = {
+        key: "not enforced on a tool here" for key in (
+            "permissionScope", "preconditions", "postconditions", "timeoutPolicy",
+            "retryPolicy", "auditPolicy", "sourceRef", "idempotencyPolicy")}
+
+    side_effect: SideEffect = Field(validation_alias=AliasChoices(
+        "side_effect", "sideEffect", "sideEffectLevel"))
+    human_review: Annotated[bool, BeforeValidator(_approval)] = Field(
+        default=False, validation_alias=AliasChoices("human_review", "humanReview",
+                                                     "humanApprovalPolicy"))
 
 
 class PackPolicyRule(PolicyRule, _Aliased):
-    """A rule of a pack policy (``sideEffects``)."""
+    """A rule of a pack policy (``sideEffects`` / hypha's ``sideEffectLevels``)."""
 
     model_config = _ALIASES
+    hypha_ignored = hy.SPEC_META | {"description"}
+
+    side_effects: list[SideEffect] | None = Field(default=None, validation_alias=AliasChoices(
+        "side_effects", "sideEffects", "sideEffectLevels"))
 
 
 class PackPolicy(ToolPolicy, _Aliased):
     """A pack's :class:`~hypha_celery.tools.ToolPolicy` (``defaultEffect``)."""
 
     model_config = _ALIASES
+    hypha_ignored = hy.SPEC_META | {"description"}
 
     #: Narrowed to the aliased rule (pydantic validates into it; read-only, frozen).
     rules: list[PackPolicyRule] = []  # type: ignore[assignment]
@@ -216,6 +280,10 @@ class PackMcpServer(McpServer, _Aliased):
 def _mcp_servers(value: Any) -> Any:
     """Each ``mcp_profiles`` entry as a :class:`PackMcpServer` whose id is its name; a
     profile that does not validate is a problem at its place in the pack."""
+    if isinstance(value, list):
+        raise ValueError("hypha's MCPIntegrationSpec list (servers, allowedCapabilities, "
+                         "importPolicy, ...) is not supported: write mcp_profiles as "
+                         "NAME: {command: ...} or NAME: {url: ...}, one server each")
     if not isinstance(value, dict):
         return value
     servers: dict[str, Any] = {}
@@ -305,6 +373,7 @@ class PackWorkflow(WorkflowSpec, _Aliased):
     (``policy``: none, the pack's ``default_policy``)."""
 
     model_config = _ALIASES
+    hypha_ignored = frozenset({"name", "tags", "metadata"})
 
     #: Narrowed to the aliased models (pydantic validates into them; frozen).
     states: list[PackState] = Field(min_length=1)  # type: ignore[assignment]
@@ -321,11 +390,19 @@ class SessionProfile(_Model):
     and their limits (``max_steps``, ``execution_timeout`` in seconds) -- see
     :mod:`hypha_celery.packs._sessions`."""
 
+    hypha_ignored = frozenset({
+        "defaultMemoryProfileRef", "defaultContextProfileRef", "defaultReasoningProfileRef",
+        "defaultMCPProfileRef", "defaultSkillPolicyRef"}) | hy.SPEC_META
+    hypha_unsupported = {"metadataSchema": "a session's metadata is not checked against "
+                                           "a schema here"}
+
     description: str = ""
     default_metadata: JsonObject = {}
     workflow: str | None = None
-    tool_profile: str | None = None
-    policy: str | None = None
+    tool_profile: str | None = Field(default=None, validation_alias=AliasChoices(
+        "tool_profile", "toolProfile", "defaultToolProfileRef"))
+    policy: Annotated[str | None, BeforeValidator(hy.one_ref)] = Field(
+        default=None, validation_alias=AliasChoices("policy", "defaultPolicyRefs"))
     max_steps: int | None = Field(default=None, ge=1, le=100_000)
     execution_timeout: float | None = Field(default=None, gt=0, le=30 * 24 * 3600)
 
@@ -337,11 +414,16 @@ class PackCase(_Model):
     ``state_path``, ``output_contract``) and may name a replay ``fixture`` file (relative
     to the pack file) to compare with; ``hypha pack test`` runs them."""
 
+    hypha_ignored = hy.SPEC_META
+    hypha_unsupported = {"fixtureRefs": "hypha's replay fixture-store refs: name a "
+                                        "fixture file (fixture) instead"}
+
     id: _Id
     workflow: str
     input: JsonValue = None
     output_contract: str | None = None
-    checks: list[str] = []
+    checks: list[str] = Field(default=[], validation_alias=AliasChoices(
+        "checks", "requiredChecks"))
     fixture: str | None = Field(default=None, min_length=1)
     description: str = ""
 
@@ -352,23 +434,39 @@ class DomainPack(_Model):
     id: _Id
     version: str = Field(min_length=1, max_length=64)
     name: str = Field(min_length=1)
+    hypha_ignored = hy.DOC_IGNORED
+
     description: str = ""
-    task_schemas: dict[str, JsonObject] = {}  # JSON Schemas by name
-    output_contracts: dict[str, JsonObject] = {}
+    #: JSON Schemas by name (hypha's list of ``TaskSchemaSpec``: their ``inputSchema``).
+    task_schemas: Annotated[dict[str, JsonObject], BeforeValidator(
+        lambda v: hy.by_id("taskSchemas", v, hy.task_schema))] = {}
+    #: JSON Schemas by name (hypha's list of ``OutputContractSpec``: their ``schema``).
+    output_contracts: Annotated[dict[str, JsonObject], BeforeValidator(
+        lambda v: hy.by_id("outputContracts", v, hy.output_contract))] = {}
     workflows: list[PackWorkflow] = Field(min_length=1)
     nodes: dict[str, NodeDecl] = {}
     tools: list[PackTool] = []
-    tool_profiles: dict[str, list[str]] = {}
+    #: Tool ids (or globs) by profile (hypha's list of ``ToolProfileSpec``).
+    tool_profiles: Annotated[dict[str, list[str]], BeforeValidator(
+        lambda v: hy.by_id("toolProfiles", v, hy.tool_profile))] = {}
     policies: list[Annotated[PackPolicy, _as_value_error(PackPolicy)]] = Field(
         default=[], validation_alias=AliasChoices("policies", "toolPolicies"))
     default_policy: str | None = None
-    session_profiles: dict[str, SessionProfile] = {}
+    #: By name (hypha's list of ``SessionProfileSpec``).
+    session_profiles: Annotated[dict[str, SessionProfile], BeforeValidator(
+        lambda v: hy.by_id("sessionProfiles", v, hy.session_profile))] = {}
     default_workflow: str | None = None
     evaluation_cases: list[PackCase] = []
     regression_cases: list[PackCase] = []
     #: MCP servers (hypha's ``mcpProfiles``) by name: each an
     #: :class:`~hypha_celery.mcp.McpServer` (its id is the name) for an ``McpGateway``.
     mcp_profiles: Annotated[dict[str, PackMcpServer], BeforeValidator(_mcp_servers)] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _task_bindings(cls, data: Any) -> Any:
+        """hypha's task schemas name their workflow: read into the workflows."""
+        return hy.link_task_schemas(data) if isinstance(data, dict) else data
 
     @field_validator("version", mode="before")
     @classmethod
