@@ -56,6 +56,8 @@ The tree, split by phase::
     │   ├── StoreConflict                optimistic append lost a race (internal, retried)
     │   ├── BrokerUnavailable            ``start`` could not enqueue; the run is failed
     │   ├── NotRedrivable                a dead letter / quarantined run an operator can't act on
+    │   ├── EffectOutcomeUnknown         a node's effect may or may not have happened: the run
+    │   │                                is quarantined (no retry, no ``run.failed``) for a human
     │   ├── BackendError                 a conversational backend failed (hypha_celery.backends);
     │   │                                ``.kind``, ``.retryable``; never shows message or raw
     │   ├── InvalidEvent (TypeError)     a backend Event whose kind / data is not plain JSON
@@ -81,7 +83,8 @@ The tree, split by phase::
     │   │   │                            (transient: the node's retry policy retries it)
     │   │   ├── McpTimeout (TimeoutError)  a call past the profile's ``call_timeout``
     │   │   ├── McpOutcomeUnknown        an effect call (write and up) lost mid-way: it may
-    │   │   │                            have happened; never retried
+    │   │   │                            have happened; never retried (also an
+    │   │   │                            ``EffectOutcomeUnknown``: the run is quarantined)
     │   │   ├── McpToolError             the tool answered ``isError``
     │   │   ├── McpResultTooLarge        a result past the profile's ``max_result_bytes``
     │   │   └── CapabilityQuarantined    a new or changed tool no operator accepted yet
@@ -318,6 +321,14 @@ class BrokerUnavailable(HyphaRuntimeError):
 class NotRedrivable(HyphaRuntimeError):
     """An operator action (``dlq redrive``, ``quarantine release|fail``) that does not
     apply: unknown or already handled record, or a run that no longer awaits it."""
+
+
+class EffectOutcomeUnknown(HyphaRuntimeError):
+    """Raised by a node (or subclassed by an error a node raises) when an effect it started
+    may or may not have happened: the coordinator quarantines the run (``run.quarantined``,
+    reason ``effect_outcome_unknown``) instead of retrying the node or failing the run; an
+    operator releases it (the node runs again as its next attempt) or fails it. The node's
+    error carries ``"effect": "unknown"`` (:mod:`hypha_celery.runtime.nodes`)."""
 
 
 class RunFailed(HyphaRuntimeError):
@@ -573,9 +584,10 @@ class McpTimeout(McpError, TimeoutError):
     error_class = "timeout"
 
 
-class McpOutcomeUnknown(McpError):
+class McpOutcomeUnknown(McpError, EffectOutcomeUnknown):
     """A call of a ``write`` / ``external_effect`` / ``irreversible`` tool was lost mid-way
-    (the server died or hung): it may have taken effect, so it is never retried."""
+    (the server died or hung): it may have taken effect, so it is never retried; raised from
+    a node (:func:`hypha_celery.mcp.call_mcp`), it quarantines the run."""
 
 
 class McpToolError(McpError):

@@ -115,7 +115,12 @@ def _quarantined(tx: Tx, run_id: str) -> View:
 
 def release(rt: Runtime, run_id: str, by: str | None = None) -> None:
     """A human checked that the quarantined node's effect did not happen: run the
-    node again, as its next attempt."""
+    node again, as its next attempt.
+
+    Both kinds of quarantine leave the run awaiting the execution (``view["waiting"]``):
+    the supervisor's (the worker died: no outcome came) and the coordinator's (the node's
+    error said its effect is unknown: its outcome was not applied, only what the attempt
+    did was recorded), so ``run.released`` needs to re-await nothing."""
     with rt.store.transaction() as tx:
         view = _quarantined(tx, run_id)
         graph = rt.graphs.get(view["graph_id"] or "")

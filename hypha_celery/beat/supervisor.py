@@ -410,7 +410,11 @@ def _unknown_effect(rt: Runtime, view: View, graph: Graph, node_id: str) -> RunS
     eid, attempt = _waiting(view), int(view["attempt"] or 1)
     stored = rt.store.outcomes([effect_key(eid, attempt)]).get(effect_key(eid, attempt))
     if stored is not None:  # it finished; only the coordinator message was lost
-        return _reconcile(rt, view, NodeOutcome.from_json(stored, view["run_id"]), "outcome")
+        outcome = NodeOutcome.from_json(stored, view["run_id"])
+        if outcome.effect_unknown:  # it says its effect is unknown: the step quarantines
+            return _act_step(rt, view, "quarantined",
+                             lambda tx, v: step_locked(tx, rt, v, outcome))
+        return _reconcile(rt, view, outcome, "outcome")
     node = graph.nodes[node_id]
     if node.receipt is None:
         return _quarantine(rt, view, node_id, attempt, "unknown_commit_state")

@@ -21,9 +21,11 @@ __all__ = ["CaseDoc", "ErrorJson", "FsmPosition", "LastOutcome", "Parked", "Quar
            "ReviewDoc", "TerminalError", "View", "view_of_row"]
 
 #: An error as data: ``type``, ``message``, ``class`` (its retry class), and for some
-#: ``dead_letter`` (the dead-letter reason) or ``by`` (``"supervisor"``).
+#: ``dead_letter`` (the dead-letter reason), ``by`` (``"supervisor"``) or ``effect``
+#: (``"unknown"``: an effect may have happened, the run is quarantined).
 ErrorJson = TypedDict("ErrorJson", {"type": str, "message": str, "class": str,
-                                    "dead_letter": str, "by": str}, total=False)
+                                    "dead_letter": str, "by": str, "effect": str},
+                      total=False)
 
 
 class LastOutcome(TypedDict):

@@ -25,6 +25,7 @@ from hypha_celery.events.payloads import (
     RunCompleted,
     RunFailed,
     RunParked,
+    RunQuarantined,
     RunWaitingHuman,
     TerminalPayload,
 )
@@ -37,6 +38,7 @@ from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.lanes import kickoff_id, release
 from hypha_celery.runtime.late import log_late
 from hypha_celery.runtime.protocol import (
+    EFFECT_OUTCOME_UNKNOWN,
     FATAL_ERRORS,
     FanoutMeta,
     Kickoff,
@@ -106,9 +108,32 @@ def step_locked(tx: Tx, rt: Runtime, view: View, payload: Payload) -> None:
 def _step(
     tx: Tx, rt: Runtime, view: View, payload: Payload, local: canvas.LocalSteps | None
 ) -> None:
+    if isinstance(payload, NodeOutcome) and payload.effect_unknown and payload.edge_of is None:
+        _quarantine(tx, view, payload)
+        return
     if not isinstance(payload, Kickoff):  # (a review's outcome is already recorded)
         _record_outcome(tx, rt, view, payload)
     _decide_and_record(tx, rt, view, local)
+
+
+def _quarantine(tx: Tx, view: View, outcome: NodeOutcome) -> None:
+    """A node's outcome whose effect may or may not have happened (its error is marked
+    ``"effect": "unknown"``: it raised an :class:`~hypha_celery.errors.EffectOutcomeUnknown`,
+    such as ``McpOutcomeUnknown``) quarantines the run, as the supervisor does for an
+    at-most-once node whose worker died: no retry, no decision, no ``run.failed``.
+
+    What the attempt did is recorded as a retried attempt's is (its start, its
+    ``tool.call.*`` / ``mcp.call.*`` calls and facts), then ``run.quarantined`` (reason
+    ``effect_outcome_unknown``). The outcome itself (``node.execution.failed``) is not
+    written: folded, it would end the wait for the execution, and its ``:done`` key would
+    refuse the next attempt's outcome. So the run still awaits the execution, held:
+    :func:`~hypha_celery.beat.operator.release` runs the node again as its next attempt
+    (whose outcome is the execution's one outcome), ``fail_quarantined`` ends the run."""
+    run_id, attempt = view["run_id"], int(view["attempt"] or 1)
+    record_attempt(tx, run_id, outcome)
+    lifecycle.emit(tx, run_id, RunQuarantined(
+        execution_id=outcome.execution_id, node_id=outcome.node_id, attempt=attempt,
+        reason=EFFECT_OUTCOME_UNKNOWN), idem=f"{outcome.execution_id}:quarantined:{attempt}")
 
 
 def _not_awaited(tx: Tx, rt: Runtime, view: View, payload: Payload) -> None:

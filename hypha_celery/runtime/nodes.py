@@ -17,6 +17,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
+from hypha_celery.errors import EffectOutcomeUnknown
 from hypha_celery.events import View
 from hypha_celery.graph import Graph, Node, NodeContext
 from hypha_celery.graph.calls import Calls
@@ -39,7 +40,7 @@ from hypha_celery.runtime.protocol import (
 )
 
 __all__ = ["approved_review", "call_node", "checked_update", "edge_ref", "effect_key",
-           "reduce", "run_node", "run_reducer", "settle"]
+           "node_error", "reduce", "run_node", "run_reducer", "settle"]
 
 def _cancel_flag(rt: Runtime, run_id: str, awaited: str) -> Callable[[], bool]:
     """``ctx.cancelled()``: true once the run stopped awaiting this execution
@@ -135,7 +136,7 @@ def _execute(graph: Graph, node: Node, state: dict[str, object], msg: NodeMessag
         result = NodeResult(error={"type": "NodeTimeout", "class": "timeout",
                                    "message": f"node ran past its {timeout}s timeout"})
     except Exception as exc:
-        result = NodeResult(error=error_data(exc))
+        result = NodeResult(error=node_error(exc))
     duration = time.monotonic() - began
     late = duration > timeout and result.error is None
     if late:  # a late result is never applied
@@ -147,6 +148,16 @@ def _execute(graph: Graph, node: Node, state: dict[str, object], msg: NodeMessag
         round(duration, 6), msg.edge_of, msg.index, late,
         calls.records or None if calls else None,
         [list(f) for f in calls.facts] or None if calls else None, started)
+
+
+def node_error(exc: Exception) -> ErrorJson:
+    """What a node raised as its outcome's error; an
+    :class:`~hypha_celery.errors.EffectOutcomeUnknown` is marked ``"effect": "unknown"``
+    (the coordinator quarantines the run, the retry middleware leaves it)."""
+    error = error_data(exc)
+    if isinstance(exc, EffectOutcomeUnknown):
+        error["effect"] = "unknown"
+    return error
 
 
 def checked_update(value: Any, max_bytes: int | None = None) -> NodeResult:

@@ -41,9 +41,10 @@ from hypha_celery.events.view import ErrorJson
 from hypha_celery.graph import Decision, ErrorInfo, Fail, FanOut, Next, Outcome, Review
 from hypha_celery.graph.calls import CallRecord
 
-__all__ = ["FATAL_ERRORS", "DeadLetterJson", "DecisionSummary", "EdgeRef", "ErrorJson",
-           "FanoutMeta", "Kickoff", "NodeMessage", "NodeOutcome", "NodeResult", "Payload",
-           "ReducerOutcome", "StartedJson", "parse_payload", "summary"]
+__all__ = ["EFFECT_OUTCOME_UNKNOWN", "FATAL_ERRORS", "DeadLetterJson", "DecisionSummary",
+           "EdgeRef", "ErrorJson", "FanoutMeta", "Kickoff", "NodeMessage", "NodeOutcome",
+           "NodeResult", "Payload", "ReducerOutcome", "StartedJson", "effect_unknown",
+           "parse_payload", "summary"]
 
 
 class StartedJson(TypedDict):
@@ -81,6 +82,15 @@ Error = Annotated[ErrorJson | None, SkipValidation]
 
 #: Error types that end the run whatever ``on_node_error`` says (non-JSON output).
 FATAL_ERRORS = frozenset({"InvalidState", "InvalidNodeOutput"})
+
+#: The ``run.quarantined`` reason of a node whose error says its effect may have happened.
+EFFECT_OUTCOME_UNKNOWN = "effect_outcome_unknown"
+
+
+def effect_unknown(error: Mapping[str, object] | None) -> bool:
+    """Whether a node's error says an effect may or may not have happened (``"effect":
+    "unknown"``: the node raised an :class:`~hypha_celery.errors.EffectOutcomeUnknown`)."""
+    return error is not None and error.get("effect") == "unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +181,12 @@ class NodeOutcome:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def effect_unknown(self) -> bool:
+        """Its error says an effect may or may not have happened (:func:`effect_unknown`):
+        the coordinator quarantines the run instead of applying it."""
+        return effect_unknown(self.error)
 
     @property
     def fatal(self) -> bool:

@@ -10,7 +10,9 @@ re-opens it; a failed ``ctx.llm`` call counts against the node's circuit of that
 provider, so one provider's failures hold no other's retries), then the attempt is tried
 again after the policy's delay (``node.execution.retrying``), or dead-lettered
 (``retries_exhausted``) when it used its attempts. A late result is never retried; a
-dead letter is final; an attempt another middleware already decided is left as it is. A
+dead letter is final; an error that says its effect may have happened
+(:class:`~hypha_celery.errors.EffectOutcomeUnknown`) is never retried (the coordinator
+quarantines the run); an attempt another middleware already decided is left as it is. A
 success closes the circuits this middleware saw fail (the node's, and those of the
 providers its calls reached), and a retried attempt's success (a probe, maybe from
 another process) closes its node's.
@@ -26,6 +28,7 @@ import time
 
 from hypha_celery.middleware import Middleware, Settling
 from hypha_celery.runtime.failures import HALF_OPEN_PROBES, RESET, THRESHOLD
+from hypha_celery.runtime.protocol import effect_unknown
 from hypha_celery.store import EventStore
 
 __all__ = ["Retries"]
@@ -52,8 +55,8 @@ class Retries(Middleware):
             return
         policy = outcome.retry_policy
         if (outcome.decided or policy is None or error.get("class") not in policy.retry_on
-                or outcome.late or error.get("dead_letter")):
-            return  # not retryable; a dead letter is final
+                or outcome.late or error.get("dead_letter") or effect_unknown(error)):
+            return  # not retryable; a dead letter is final; an unknown effect quarantines
         key, now = outcome.dependency, time.time()
         opened, open_until = self.store.record_failure(key, now, self.threshold, self.reset)
         with self._lock:

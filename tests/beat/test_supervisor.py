@@ -427,6 +427,35 @@ def test_a_stored_effect_outcome_is_used_when_the_coordinator_was_lost(idle: Hyp
     assert run.wait(1) == {"done": "before"} and send.calls == []
 
 
+def test_a_stored_unknown_effect_outcome_quarantines_when_the_coordinator_was_lost(
+        idle: Hypha) -> None:
+    send = Counter()
+    idle.register(Graph("e7", {"send": Node(send, side_effect="external_effect")},
+                        once("send")))
+    run = idle.start("e7")
+    lose_messages(idle)
+    eid = started_then_lost(idle, run.id)
+    idle.store.put_outcome(run.id, effect_key(eid, 1), {
+        "execution_id": eid, "node_id": "send", "duration": 0.1,
+        "error": {"type": "McpOutcomeUnknown", "class": "unknown", "message": "lost",
+                  "effect": "unknown"}})
+    (decision,) = sweep(idle._rt, now=time.time() + LATER, policy=FAST)
+    assert decision["action"] == "quarantined"
+    view = idle.store.get(run.id)
+    assert view["status"] == "quarantined" and view["waiting"] == eid
+    assert view["quarantine"]["reason"] == "effect_outcome_unknown"
+    assert of_kind(run, "recovery.outcome.reconciled") == []
+    assert of_kind(run, "node.execution.failed") == []
+    w = worker(idle)
+    try:
+        idle.release(run.id)
+        assert run.wait(WAIT) == {"done": 2}
+    finally:
+        w.stop()
+    assert send.calls == [2]
+    assert_well_formed(run)
+
+
 def test_a_quarantined_run_can_be_failed_by_a_human(idle: Hypha) -> None:
     idle.register(Graph("e6", {"send": Node(Counter(), side_effect="external_effect")},
                         once("send")))
