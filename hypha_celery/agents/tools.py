@@ -7,9 +7,10 @@ under ``policy`` (hypha's default: ``external_effect`` and ``irreversible`` deni
 hosted-model agent started with ``run_tools=True`` then has its model's tool calls run
 through it within the turn: scope, policy, review, schemas, at most once per call id. Each
 step is an event of the agent's own stream (``tool.call.requested``,
-``tool.policy.checked``, ``tool.call.completed`` ...), written while the turn still owns
-the agent (a stale turn writes nothing). Without ``use_tools`` tool calls end the turn, for
-the application to answer (``HostedBackend.tool_results``), as before.
+``tool.policy.checked``, ``tool.call.completed`` ..., and an MCP tool's ``mcp.call.*``),
+written while the turn still owns the agent (a stale turn writes nothing). Without
+``use_tools`` tool calls end the turn, for the application to answer
+(``HostedBackend.tool_results``), as before.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from hypha_celery.events.payloads import Payload, payload_of
+from hypha_celery.mcp import recording
 from hypha_celery.tools import (
     ApprovalStore,
     GovernedRunner,
@@ -43,7 +45,9 @@ class AgentTools:
     approvals: ApprovalStore = field(default_factory=MemoryApprovals)
 
     def runner(self, emit: Emit) -> GovernedRunner:
-        """A runner for one turn, recording its events through ``emit``."""
+        """A runner for one turn, recording its events (and its MCP tools' ``mcp.call.*``)
+        through ``emit``."""
         def record(type_: str, payload: Mapping[str, object], /) -> None:
             emit(payload_of(type_, dict(payload)))
-        return GovernedRunner(self.registry, self.policy, record, self.approvals)
+        return GovernedRunner(recording(self.registry, record), self.policy, record,
+                              self.approvals)

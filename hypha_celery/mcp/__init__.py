@@ -10,10 +10,14 @@ operator accepts it: :func:`accept`, ``hypha mcp accept``), normalizes the other
 gives them as a ``ToolRegistry`` that the governed runner, ReAct and ``ctx.llm`` take as
 they take local tools; :func:`call_mcp` / :func:`mcp_node` call one from a node. One
 connection per process and server, reused across tasks, reopened after the server died.
-See ``docs/mcp.md``.
+:meth:`McpGateway.read_resource` / :meth:`McpGateway.get_prompt` read a server's
+resources and prompts over it (bounded by ``max_result_bytes``). Every call is counted
+in the Prometheus metrics of the process (``hypha_mcp_calls_total``). See ``docs/mcp.md``.
 
 Conversational agents take them through the tool-execution seam:
-``hypha.agents.use_tools(AgentTools(gateway.registry()))`` (``hypha_celery.agents.tools``).
+``hypha.agents.use_tools(AgentTools(gateway.registry()))`` (``hypha_celery.agents.tools``);
+ReAct and agents' turns record ``mcp.call.*`` where their ``tool.call.*`` go
+(:func:`recording`).
 """
 
 from hypha_celery.mcp._capability import (
@@ -23,8 +27,9 @@ from hypha_celery.mcp._capability import (
     effective_level,
 )
 from hypha_celery.mcp._connection import Connection
+from hypha_celery.mcp._content import Prompt, PromptMessage, Resource, ResourceContent
 from hypha_celery.mcp._discovery import DiscoveredTool, Discovery, ToolState
-from hypha_celery.mcp._gateway import McpGateway, accept
+from hypha_celery.mcp._gateway import McpGateway, McpHandler, accept, recording
 from hypha_celery.mcp._node import call_mcp, mcp_node
 from hypha_celery.mcp._profile import (
     DEFAULT_CALL_TIMEOUT,
@@ -49,7 +54,10 @@ __all__ = [
     "MAX_CALL_TIMEOUT", "MAX_CONNECT_TIMEOUT",
     "MAX_RESULT_BYTES", "MAX_TOOLS",
     # the gateway and its discoveries
-    "Connection", "DiscoveredTool", "Discovery", "McpGateway", "ToolState", "accept",
+    "Connection", "DiscoveredTool", "Discovery", "McpGateway", "McpHandler", "ToolState",
+    "accept", "recording",
+    # resources and prompts
+    "Prompt", "PromptMessage", "Resource", "ResourceContent",
     # trust and contracts
     "SIDE_EFFECT_META", "capability_hash", "declared_level", "effective_level",
     # from a node

@@ -9,8 +9,11 @@ forked child) and the last discovery of each server. :meth:`McpGateway.registry`
 local tools, so an MCP call goes through scope, policy, review, side-effect levels and
 the output schema exactly as a local one.
 
-A call's handler records ``mcp.call.started`` / ``completed`` / ``failed`` (when given a
-recorder) and raises typed errors (:class:`~hypha_celery.errors.McpError`): the server
+A call's handler (:class:`McpHandler`) records ``mcp.call.started`` / ``completed`` /
+``failed`` (when given a recorder: :func:`recording` gives a registry's MCP handlers the
+recorder of the run or the agent turn that calls them), counts the call in the
+Prometheus metrics of the process (:func:`hypha_celery.metrics.observe_mcp_call`) and
+raises typed errors (:class:`~hypha_celery.errors.McpError`): the server
 unreachable or gone (``McpUnavailable``, transient), past ``call_timeout``
 (``McpTimeout``), for a ``write`` / ``external_effect`` / ``irreversible`` tool either
 of those as ``McpOutcomeUnknown`` (it may have happened: never retried), the tool's own
@@ -18,6 +21,10 @@ of those as ``McpOutcomeUnknown`` (it may have happened: never retried), the too
 (``McpResultTooLarge``). The output is the result's ``structuredContent`` when the server
 gave one (what its ``outputSchema`` describes: the runner checks it), else
 ``{"content": [...]}`` (the content blocks as JSON).
+
+:meth:`McpGateway.read_resource` and :meth:`McpGateway.get_prompt` read a server's
+resources and prompts over the same connection (:mod:`hypha_celery.mcp._content`),
+bounded by the same ``max_result_bytes``.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from hypha_celery.errors import (
@@ -44,16 +52,18 @@ from hypha_celery.events.payloads import trusted
 from hypha_celery.graph.model import AT_MOST_ONCE
 from hypha_celery.jsontypes import JsonValue
 from hypha_celery.mcp._connection import Connection
+from hypha_celery.mcp._content import Prompt, Resource, get_prompt, read_resource
 from hypha_celery.mcp._discovery import Discovery, ToolState, judge, list_all
 from hypha_celery.mcp._profile import McpServer
+from hypha_celery.metrics import McpCallStatus, declare_mcp_tools, observe_mcp_call
 from hypha_celery.middleware import on_fork
 from hypha_celery.store import BaselineRow, EventStore
-from hypha_celery.tools import Handler, Recorder, ToolRegistry, ToolSpec
+from hypha_celery.tools import Recorder, ToolRegistry, ToolSpec
 
 if TYPE_CHECKING:
     from mcp import ClientSession, types
 
-__all__ = ["McpGateway", "accept"]
+__all__ = ["McpGateway", "McpHandler", "accept", "recording"]
 
 #: Side-effect levels whose lost call may have happened (never retried).
 _EFFECTS = frozenset({"write", *AT_MOST_ONCE})
@@ -122,6 +132,7 @@ class McpGateway:
         seen = conn.tools_changed
         listing = conn.request(lambda s: list_all(s, server))
         found = judge(server, listing, self.store, self._recorder(record))
+        declare_mcp_tools(server_id, (spec.id for spec in found.callable()))
         with self._lock:
             self._discoveries[server_id] = found
             self._seen[server_id] = seen
@@ -182,19 +193,68 @@ class McpGateway:
         return tool.spec
 
     def handler(self, spec: ToolSpec, record: Recorder | None = None,
-                failures: list[McpError] | None = None) -> Handler:
+                failures: list[McpError] | None = None) -> McpHandler:
         """The function that calls ``spec``'s tool on its server."""
-        server_id, _, name = spec.id.partition(".")
-        conn = self.connection(server_id)
+        return McpHandler(self.connection(spec.id.partition(".")[0]), spec, record, failures)
 
-        def call(args: Any) -> JsonValue:
-            try:
-                return _call(conn, spec, name, args, record)
-            except McpError as exc:
-                if failures is not None:
-                    failures.append(exc)
-                raise
-        return call
+    # -- resources and prompts ----------------------------------------------------------
+    def read_resource(self, server_id: str, uri: str) -> Resource:
+        """``resources/read`` of ``uri`` on the server, over its connection: the contents
+        (text, or base64 ``blob``). Past the profile's ``max_result_bytes`` (the JSON of
+        the contents) :class:`McpResultTooLarge`; an unknown resource (the server's
+        JSON-RPC error) :class:`McpToolError`; :class:`McpUnavailable` /
+        :class:`McpTimeout` as for a call."""
+        server = self.server(server_id)
+        return self.connection(server_id).request(
+            lambda session: read_resource(session, server, uri))
+
+    def get_prompt(self, server_id: str, name: str,
+                   arguments: Mapping[str, str] | None = None) -> Prompt:
+        """``prompts/get`` of ``name`` with ``arguments`` on the server: its messages.
+        Bounded and failing as :meth:`read_resource`."""
+        server = self.server(server_id)
+        args = dict(arguments or {})
+        return self.connection(server_id).request(
+            lambda session: get_prompt(session, server, name, args))
+
+
+@dataclass(frozen=True, eq=False)
+class McpHandler:
+    """The handler of one MCP tool (a ``ToolRegistry`` handler: ``handler(args)``): calls
+    ``spec``'s tool over ``conn``, records ``mcp.call.*`` with ``record`` (None: not
+    recorded) and appends a failed call's typed error to ``failures``."""
+
+    conn: Connection
+    spec: ToolSpec
+    record: Recorder | None = None
+    failures: list[McpError] | None = field(default=None, repr=False)
+
+    def __call__(self, args: Any) -> JsonValue:
+        try:
+            return _call(self.conn, self.spec, self.spec.id.partition(".")[2], args,
+                         self.record)
+        except McpError as exc:
+            if self.failures is not None:
+                self.failures.append(exc)
+            raise
+
+    def recording(self, record: Recorder | None) -> McpHandler:
+        """The same handler, recording with ``record``."""
+        return replace(self, record=record)
+
+
+def recording(registry: ToolRegistry, record: Recorder | None) -> ToolRegistry:
+    """``registry``'s tools, its MCP handlers (:class:`McpHandler`) recording
+    ``mcp.call.*`` with ``record`` (a node's ``ctx.record``, an agent turn's recorder);
+    the other tools as they are. What ReAct's ``act`` and ``AgentTools`` call tools
+    through."""
+    rebound = ToolRegistry()
+    for tool_id in registry:
+        tool = registry.resolve(tool_id)
+        handler = tool.handler
+        rebound.register(tool.spec, handler.recording(record)
+                         if isinstance(handler, McpHandler) else handler)
+    return rebound
 
 
 def accept(store: EventStore, server_id: str, tool: str, by: str | None, *,
@@ -229,6 +289,7 @@ def _call(conn: Connection, spec: ToolSpec, name: str, args: Any,
         output, size = _output(server, name, result)
     except McpError as exc:
         error = _outcome(exc, spec)
+        observe_mcp_call(server.id, spec.id, _status(error), time.perf_counter() - began)
         if record is not None:
             record("mcp.call.failed", _failed(
                 **ids, error_class=error.error_class, error_type=type(error).__name__,
@@ -237,10 +298,24 @@ def _call(conn: Connection, spec: ToolSpec, name: str, args: Any,
         if error is exc:
             raise
         raise error from exc
+    observe_mcp_call(server.id, spec.id, McpCallStatus.COMPLETED, time.perf_counter() - began)
     if record is not None:
         record("mcp.call.completed",
                _completed(**ids, latency_ms=_ms(began), result_bytes=size).dump())
     return output
+
+
+def _status(error: McpError) -> McpCallStatus:
+    """A failed call's ``status`` label."""
+    if isinstance(error, McpOutcomeUnknown):
+        return McpCallStatus.OUTCOME_UNKNOWN
+    if isinstance(error, McpTimeout):
+        return McpCallStatus.TIMEOUT
+    if isinstance(error, McpUnavailable):
+        return McpCallStatus.UNAVAILABLE
+    if isinstance(error, McpResultTooLarge):
+        return McpCallStatus.TOO_LARGE
+    return McpCallStatus.FAILED
 
 
 async def _call_tool(session: ClientSession, name: str, args: Any) -> types.CallToolResult:

@@ -3,7 +3,8 @@
 ``PrometheusMiddleware`` records runs, node attempts, retries, dead letters, late results
 and supervisor sweeps from the middleware hooks; :func:`export` makes each worker serve
 them on ``HYPHA_METRICS_PORT`` with the gauges read on scrape (queue depths, agents by
-phase)::
+phase, quarantined MCP tools ...); the MCP gateway's calls are counted through
+:func:`observe_mcp_call`::
 
     metrics = PrometheusMiddleware()
     hypha = Hypha(settings, middleware=[metrics])
@@ -21,6 +22,7 @@ from hypha_celery.metrics._collector import HyphaCollector
 from hypha_celery.metrics._depth import queue_depths
 from hypha_celery.metrics._exporter import install
 from hypha_celery.metrics._initial import Initialized, built
+from hypha_celery.metrics._mcp import McpCallStatus, declare_mcp_tools, observe_mcp_call
 from hypha_celery.metrics._middleware import PrometheusMiddleware
 
 
@@ -54,4 +56,8 @@ __all__ = [
     "collector_of",
     "export",
     "queue_depths",
+    # the MCP gateway's calls
+    "McpCallStatus",
+    "declare_mcp_tools",
+    "observe_mcp_call",
 ]

@@ -1,11 +1,12 @@
 """Gauges read when Prometheus scrapes: queue depths, agents by phase, the message bus,
-recovery cases.
+recovery cases, sessions opened, quarantined MCP tools.
 
 Read live in the process that serves ``/metrics`` (the worker's main process, or
 ``hypha metrics --serve``), never recorded: a scrape costs one broker round trip per
 queue, one ``GROUP BY`` on the agents' table, two reads of the bus's (its live
-messages by recipient kind and status, the fullest queue's counters) and one ``GROUP BY``
-of live runs by their recovery case's status."""
+messages by recipient kind and status, the fullest queue's counters), one ``GROUP BY``
+of live runs by their recovery case's status, two counts of sessions and one ``GROUP BY``
+of the MCP baselines by server."""
 
 from __future__ import annotations
 
@@ -59,6 +60,7 @@ class HyphaCollector:
             yield from self._bus(families)
             yield from self._cases(families)
             yield from self._sessions(families)
+            yield from self._mcp(families)
 
     def _agents(self, families: Any) -> Iterator[Any]:
         assert self.store is not None
@@ -119,6 +121,23 @@ class HyphaCollector:
             names.SESSIONS_OPENED, "Sessions opened in the last hour / day", labels=["window"])
         for window, n in counts.items():
             gauge.add_metric([window], n)
+        yield gauge
+
+    def _mcp(self, families: Any) -> Iterator[Any]:
+        """``hypha_mcp_tools_quarantined{server}``: the MCP tools of each server whose
+        last discovered contract no operator accepted (the gateway's baselines: every
+        server with one, 0 when none)."""
+        assert self.store is not None
+        try:
+            counts = self.store.mcp_quarantined()
+        except Exception as exc:
+            log.warning("hypha metrics: mcp baselines unavailable: %s", type(exc).__name__)
+            return
+        gauge = families.GaugeMetricFamily(
+            names.MCP_TOOLS_QUARANTINED, "MCP tools quarantined (not callable) by server",
+            labels=["server"])
+        for server, n in sorted(counts.items()):
+            gauge.add_metric([server], n)
         yield gauge
 
     def _cases(self, families: Any) -> Iterator[Any]:

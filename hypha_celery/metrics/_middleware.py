@@ -81,6 +81,11 @@ class Metrics:
             names.SWEEP_DURATION, "Recovery supervisor sweep duration", (),
             buckets=SWEEP_BUCKETS, registry=registry)
         self.sweep_decisions = counter(names.SWEEP_DECISIONS, "Supervisor decisions taken")
+        self.mcp_calls = counter(names.MCP_CALLS, "MCP tool calls made by the gateway, by status",
+                                 "server", "tool", "status")
+        self.mcp_call_seconds = p.Histogram(
+            names.MCP_CALL_SECONDS, "MCP tool call duration", ("server",),
+            buckets=NODE_BUCKETS, registry=registry)
 
 
 #: One :class:`Metrics` per registry (by id, with the registry kept alive): a second

@@ -2,8 +2,8 @@
 
 Counters are exposed with Prometheus' ``_total`` suffix, histograms with ``_bucket``,
 ``_sum`` and ``_count``. Labels are bounded: graph and node ids, queues, statuses,
-reasons, error type names and the model references and tool names nodes call, never a
-run, user or session id."""
+reasons, error type names, the model references and tool names nodes call and the MCP
+servers and tools the gateway discovered, never a run, user or session id."""
 
 from __future__ import annotations
 
@@ -29,12 +29,16 @@ BUS_OLDEST_AGE: Final = "hypha_bus_oldest_age_seconds"
 BUS_FULLEST_QUEUE: Final = "hypha_bus_fullest_queue"
 RECOVERY_CASES: Final = "hypha_recovery_cases"
 SESSIONS_OPENED: Final = "hypha_sessions_opened"
+MCP_CALLS: Final = "hypha_mcp_calls"
+MCP_CALL_SECONDS: Final = "hypha_mcp_call_seconds"
+MCP_TOOLS_QUARANTINED: Final = "hypha_mcp_tools_quarantined"
 
 #: Counters and histograms (recorded by :class:`~hypha_celery.metrics.PrometheusMiddleware`).
 RECORDED: Final = (RUNS_STARTED, RUNS_QUEUED, RUNS_COMPLETED, RUNS_FAILED, RUNS_CANCELLED,
                    NODE_DURATION, CALL_DURATION, MODEL_CALL_FAILURES, NODE_RETRIES,
-                   DEAD_LETTERS, LATE_RESULTS, SWEEP_DURATION, SWEEP_DECISIONS)
+                   DEAD_LETTERS, LATE_RESULTS, SWEEP_DURATION, SWEEP_DECISIONS, MCP_CALLS,
+                   MCP_CALL_SECONDS)
 #: Gauges read on scrape (:class:`~hypha_celery.metrics.HyphaCollector`).
 GAUGES: Final = (QUEUE_DEPTH, AGENTS, BUS_MESSAGES, BUS_OLDEST_AGE, BUS_FULLEST_QUEUE,
-                 RECOVERY_CASES, SESSIONS_OPENED)
+                 RECOVERY_CASES, SESSIONS_OPENED, MCP_TOOLS_QUARANTINED)
 ALL: Final = RECORDED + GAUGES

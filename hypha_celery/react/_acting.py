@@ -7,7 +7,8 @@ that (``variables.policy``). A call it stops is recorded as the governed runner 
 (``tool.call.requested``, ``tool.policy.checked``, ``tool.call.rejected``), and the
 denial is the observation. A call it lets through is recorded by the runner in ``act``,
 which checks the same policy again, takes the workflow's review as its approval, and
-calls the handler through ``ctx.tool``.
+calls the handler through ``ctx.tool``; an MCP tool's handler records its
+``mcp.call.*`` events in the run's log too (``ctx.record``: :func:`hypha_celery.mcp.recording`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypha_celery.events import payloads as ev
 from hypha_celery.graph import AT_MOST_ONCE, Node, NodeContext
 from hypha_celery.graph.calls import request_hash
 from hypha_celery.jsontypes import JsonValue
+from hypha_celery.mcp import recording
 from hypha_celery.react._actions import Action
 from hypha_celery.react._state import ReactState, Verdict
 from hypha_celery.tools import (
@@ -93,8 +95,8 @@ def act_node(tools: ToolRegistry, policy: ToolPolicy, *, at_most_once: bool) -> 
             raise GraphSpecError(f"tool {spec.id} ({spec.side_effect}) cannot run in "
                                  f"{'act_effect' if at_most_once else 'act'}")
         args = action.get("input")
-        result = run_governed(ctx, tools, spec.id, {} if args is None else args,
-                              policy=policy)
+        result = run_governed(ctx, recording(tools, ctx.record), spec.id,
+                              {} if args is None else args, policy=policy)
         return {"tool_result": summary(result)}
     return Node(act, side_effect="external_effect" if at_most_once else "none")
 

@@ -72,6 +72,16 @@ class McpBaselines(Engines):
         with self.reader.connect() as conn:
             return [BaselineRow.of(r) for r in conn.execute(q)]
 
+    def mcp_quarantined(self) -> dict[str, int]:
+        """Quarantined capabilities by server, every server with a baseline (0: none);
+        one ``GROUP BY`` (the metrics' gauge)."""
+        self.ensure_schema()
+        quarantined = sa.func.sum(sa.case((mcp_baselines.c.status == "quarantined", 1),
+                                          else_=0))
+        q = sa.select(mcp_baselines.c.server, quarantined).group_by(mcp_baselines.c.server)
+        with self.reader.connect() as conn:
+            return {server: int(n or 0) for server, n in conn.execute(q)}
+
     def observe_mcp_capability(self, server: str, capability: str, capability_hash: str,
                                contract: JsonObject, side_effect: str, *,
                                approve: bool, by: str | None = None) -> BaselineRow:

@@ -55,6 +55,11 @@ def test_an_agent_calls_an_mcp_tool_governed(hypha: Hypha, fake: FakeLLM, state:
                if m.startswith("{"))
     info = hypha.agents.whereis("mcp-agent")
     assert info is not None
-    completed = [e.data for e in hypha.store.events(info.incarnation)
-                 if e.kind == "tool.call.completed"]
+    stream = hypha.store.events(info.incarnation)
+    completed = [e.data for e in stream if e.kind == "tool.call.completed"]
     assert [(c["tool"], c["source"]) for c in completed] == [(tool, "mcp")]
+    # the gateway's events go where the turn's tool events go: the agent's stream
+    kinds = [e.kind for e in stream if e.kind.startswith(("tool.call.", "mcp.call."))]
+    assert kinds == ["tool.call.requested", "tool.call.started", "mcp.call.started",
+                     "mcp.call.completed", "tool.call.completed"]
+    assert [e.data["tool"] for e in stream if e.kind.startswith("mcp.call.")] == [tool] * 2

@@ -67,6 +67,26 @@ def test_a_react_loop_calls_mcp_tools_as_it_calls_local_ones(
     assert run.wait(WAIT) == {"answer": {"text": "found"}, "iterations": 1}
     requested = of_kind(run, "tool.call.requested")[0].data
     assert (requested["tool"], requested["source"]) == (tool, "mcp")
+    # the gateway's own events, in the run's log with the act node's outcome
+    mcp = [e for e in run.events() if e.kind.startswith("mcp.call.")]
+    assert [(e.kind, e.data["tool"]) for e in mcp] == [
+        ("mcp.call.started", tool), ("mcp.call.completed", tool)]
+    acted = of_kind(run, "tool.call.completed")[0]
+    assert {e.execution_id for e in mcp} == {acted.execution_id}
+    assert_well_formed(run)
+
+
+def test_a_react_loop_records_a_failed_mcp_call(hypha: Hypha, gateway: McpGateway) -> None:
+    tool = f"{sid(gateway)}.fail"
+    provider = MockProvider([{"action": "tool", "tool": tool, "input": {}},
+                             {"action": "finish", "output": "gave up"}])
+    hypha.register(react_graph(provider, gateway.registry()))
+    run = hypha.start("react", {"question": "fail?"})
+    assert run.wait(WAIT)["answer"] == "gave up"
+    failed = of_kind(run, "mcp.call.failed")
+    assert [(e.data["tool"], e.data["error_type"]) for e in failed] == [(tool, "McpToolError")]
+    assert of_kind(run, "tool.call.failed")[0].data["tool"] == tool
+    assert_well_formed(run)
 
 
 def test_a_models_tool_list_takes_the_gateways_specs(gateway: McpGateway) -> None:
