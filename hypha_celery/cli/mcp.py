@@ -137,6 +137,10 @@ def inspect_cmd(server_id: str, tool: str | None, pack_file: str | None,
             if not as_json and tool is None:
                 for line in discovery_table(found):
                     click.echo(line)
+                for kind, names in (("resources", found.resources),
+                                    ("prompts", found.prompts)):
+                    if names:
+                        click.echo(f"{kind}: {', '.join(names)}")
                 return
         rows = hypha.store.mcp_baselines(server_id)
     finally:

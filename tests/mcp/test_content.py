@@ -4,6 +4,8 @@ results, the same pooled connection as the tools, bounded by ``max_result_bytes`
 
 from __future__ import annotations
 
+import shlex
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -69,3 +71,15 @@ def test_what_the_server_does_not_have_is_a_tool_error(
         gateway.get_prompt(server.id, "greet")
     assert gateway.get_prompt(server.id, "greet", {"name": "Bo"}).messages[0].text == \
         "Say hello to Bo."
+
+
+def test_hypha_mcp_inspect_lists_the_resources_and_prompts(store_url: str) -> None:
+    from tests.cli.test_commands import invoke
+    from tests.mcp.conftest import SERVER
+
+    command = shlex.join([sys.executable, str(SERVER), "stdio"])
+    found = invoke("mcp", "inspect", server_id(), "--command", command, store_url=store_url)
+    assert found.exit_code == 0, found.output
+    lines = found.stdout.splitlines()
+    assert lines[0].split()[:2] == ["TOOL", "STATE"]
+    assert lines[-2:] == ["resources: notes://today", "prompts: greet"]
