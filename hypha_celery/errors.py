@@ -40,6 +40,8 @@ The tree, split by phase::
     │                                    address, fixtures directory)
     ├── HyphaRuntimeError (RuntimeError) things that happen while runs execute
     │   ├── LaneBusy                     ``on_busy="reject"`` and the lane has an active run
+    │   ├── SessionClosed                a run started in a session that ``session.closed``
+    │   │                                ended; nothing was recorded
     │   ├── Overloaded                   a lane's bound (count / bytes) refused an item; ``.info``
     │   ├── TooLarge (ValueError)        a value past its bound at an entry point (a state, a
     │   │   │                            prompt, a message, ...); nothing was recorded;
@@ -225,6 +227,18 @@ class LaneBusy(HyphaRuntimeError):
         super().__init__(f"lane {lane!r} is busy with run {active_run_id}")
         self.lane = lane
         self.active_run_id = active_run_id
+
+
+class SessionClosed(HyphaRuntimeError):
+    """A run was started in a closed session (its ``session.closed`` exists): nothing
+    was recorded. ``.user_id``, ``.session_id``."""
+
+    def __init__(self, user_id: str | None, session_id: str) -> None:
+        who = f" of user {user_id!r}" if user_id is not None else ""
+        super().__init__(f"session {session_id!r}{who} is closed: start runs in an "
+                         "open session")
+        self.user_id = user_id
+        self.session_id = session_id
 
 
 class TooLarge(HyphaRuntimeError, ValueError):

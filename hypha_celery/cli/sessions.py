@@ -1,7 +1,9 @@
 """``hypha sessions``: the newest sessions (who, which, the profile they opened with,
-their runs); ``hypha sessions show SESSION``: one session and its runs. Thin over
-:meth:`ScopedHypha.sessions` / :meth:`ScopedHypha.session`; with ``--as-user``, that
-user's sessions only. Metadata is shown by ``show`` only (``--json``)."""
+their runs, their status); ``hypha sessions show SESSION``: one session and its runs;
+``hypha sessions close USER SESSION``: close it (``session.closed``; no run starts in it
+after). Thin over :meth:`ScopedHypha.sessions` / :meth:`ScopedHypha.session` /
+:meth:`ScopedHypha.close_session`; with ``--as-user``, that user's sessions only.
+Metadata is shown by ``show`` only (``--json``)."""
 
 from __future__ import annotations
 
@@ -15,12 +17,12 @@ from hypha_celery.store import MAX_LIST, MAX_SESSIONS, RunFilter, SessionRow
 
 __all__ = ["COMMANDS", "sessions_table"]
 
-HEADER = ("USER", "SESSION", "PROFILE", "RUNS", "FIRST_RUN", "CREATED")
+HEADER = ("USER", "SESSION", "STATUS", "PROFILE", "RUNS", "FIRST_RUN", "CREATED")
 
 
 def sessions_table(rows: Sequence[SessionRow]) -> list[str]:
     """Aligned columns, a header first (times ISO UTC)."""
-    cells = [HEADER, *((s.user_id or "-", s.session_id, _profile(s), str(s.runs),
+    cells = [HEADER, *((s.user_id or "-", s.session_id, s.status.value, _profile(s), str(s.runs),
                         s.first_run_id, iso(s.created_at)) for s in rows)]
     return aligned(cells)
 
@@ -35,7 +37,7 @@ def _json(s: SessionRow, *, metadata: bool) -> dict[str, object]:
     out: dict[str, object] = {
         "user_id": s.user_id, "session_id": s.session_id, "profile": s.profile,
         "pack": s.pack, "runs": s.runs, "first_run_id": s.first_run_id,
-        "created_at": s.created_at}
+        "created_at": s.created_at, "status": s.status.value, "closed_at": s.closed_at}
     if metadata:
         out["metadata"] = s.metadata
     return out
@@ -89,6 +91,22 @@ def show_cmd(session_id: str, user: str | None, as_json: bool, app_spec: str | N
     click.echo("")
     for line in runs_table(runs):
         click.echo(line)
+
+
+@sessions_cmd.command("close")
+@click.argument("user_id", metavar="USER")
+@click.argument("session_id", metavar="SESSION")
+@click.option("--reason", help="recorded in session.closed")
+@app_option()
+def close_cmd(user_id: str, session_id: str, reason: str | None,
+              app_spec: str | None) -> None:
+    """Close a session: its status becomes closed, and a run started in it is refused.
+    Closing a closed session changes nothing."""
+    with opened(app_spec) as hypha:
+        row = hypha.close_session(session_id, user_id=user_id, reason=reason)
+    if row is None:
+        raise click.ClickException(f"no session {session_id!r} of user {user_id!r}")
+    click.echo(f"session {session_id} of {user_id}: {row.status.value}")
 
 
 #: Registered on the ``hypha`` group by :mod:`hypha_celery.cli.main`.

@@ -24,7 +24,13 @@ from hypha_celery.backends.llm.ratelimit import Limiter, MemoryLimiter, RedisLim
 from hypha_celery.beat import operator, supervisor
 from hypha_celery.client.run import RunHandle
 from hypha_celery.client.scoped import ScopedHypha
-from hypha_celery.client.sessions import SessionOpening, check_opening
+from hypha_celery.client.sessions import (
+    SessionOpening,
+    check_opening,
+    close_session,
+    refuse_closed,
+    update_session,
+)
 from hypha_celery.embedded import EmbeddedWorker
 from hypha_celery.errors import (
     BrokerUnavailable,
@@ -44,6 +50,7 @@ from hypha_celery.events import TERMINAL_STATUSES, new_view
 from hypha_celery.events import payloads as ev
 from hypha_celery.graph import Graph
 from hypha_celery.graph.jsonsafe import is_json, json_size_or_none
+from hypha_celery.jsontypes import JsonObject
 from hypha_celery.live import LiveBus, MemoryLiveBus, NullBus, RedisLiveBus
 from hypha_celery.middleware import Middleware, MiddlewareStack
 from hypha_celery.middleware import _celery_signals as celery_signals
@@ -279,6 +286,19 @@ class Hypha:
         """The session ``(user_id, session_id)``; None if no run opened it."""
         return self.store.session(user_id, session_id)
 
+    def close_session(self, session_id: str, user_id: str | None = None, *,
+                      reason: str | None = None) -> SessionRow | None:
+        """Close the session (``session.closed``; once): its status is ``closed`` and a
+        run started in it is :class:`~hypha_celery.errors.SessionClosed`. The session as
+        it is now; None if there is no such session."""
+        return close_session(self.store, user_id, session_id, reason=reason)
+
+    def update_session(self, session_id: str, metadata: JsonObject,
+                       user_id: str | None = None) -> SessionRow | None:
+        """Merge ``metadata`` into the session's, the caller winning key by key
+        (``session.updated``); None if there is no such session."""
+        return update_session(self.store, user_id, session_id, metadata)
+
     def get_run(self, run_id: str) -> RunHandle:
         if self.store.load(run_id) is None:
             raise RunNotFound(f"no run {run_id!r} in the event store")
@@ -463,13 +483,15 @@ def _stack(store: EventStore, settings: Settings, middleware: Iterable[Middlewar
 
 
 def _bus(hypha: Hypha) -> message_bus.Bus:
-    """The bus on the app's store; messages to agents wake ``hypha.bus.deliver`` on the
-    agents' queue; the supervisor re-sends lost wake-ups."""
+    """The bus on the app's store; a message to an idle agent is handed to it by the
+    publish itself, others wake ``hypha.bus.deliver`` on the agents' queue; the
+    supervisor re-sends lost wake-ups."""
     wake = message_bus.celery_waker(hypha.celery, hypha._ensure_worker)
     bounds = hypha.settings.bus  # HYPHA_BUS_*
     bus = message_bus.Bus(hypha.store, wake=wake,
                           retry=message_bus.RetryPolicy.from_settings(bounds),
                           limits=message_bus.BusLimits.from_settings(bounds))
+    bus.direct[message_bus.EndpointKind.AGENT] = message_bus.direct(bus, hypha.agents)
     message_bus.register(bus, hypha.agents, hypha.celery)
     hypha._rt.sweeps.append(partial(message_bus.sweep, bus, wake))
     return bus
@@ -489,6 +511,7 @@ def _open_session(tx: Tx, run_id: str, created: ev.RunCreated, opening: SessionO
     session_id = created.session_id
     if session_id is None:
         return
+    refuse_closed(tx, created.user_id, session_id)
     if tx.open_session(created.user_id, session_id, run_id=run_id, profile=opening.profile,
                        pack=opening.pack, metadata=opening.metadata, at=time.time()):
         lifecycle.emit(tx, run_id, ev.SessionCreated(

@@ -23,7 +23,7 @@ from hypha_celery.agents.scoped import ScopedAgents
 from hypha_celery.bus import Bus
 from hypha_celery.client.run import RunHandle
 from hypha_celery.client.scoped_bus import ScopedBus
-from hypha_celery.client.sessions import SessionOpening
+from hypha_celery.client.sessions import SessionOpening, close_session
 from hypha_celery.errors import NotPermitted, NotRedrivable, RunNotFound
 from hypha_celery.graph import Graph
 from hypha_celery.live import LiveBus
@@ -135,6 +135,14 @@ class ScopedHypha:
         """One session of this user (an admin names the user; None: no such session)."""
         owner = self.principal.owner
         return self.store.session(owner if owner is not None else user_id, session_id)
+
+    def close_session(self, session_id: str, user_id: str | None = None, *,
+                      reason: str | None = None) -> SessionRow | None:
+        """Close one session of this user (an admin names the user; None: no such
+        session): ``session.closed``, once."""
+        owner = self.principal.owner
+        return close_session(self.store, owner if owner is not None else user_id,
+                             session_id, reason=reason)
 
     # -- reviews ----------------------------------------------------------------------
     def reviews(self, limit: int = 100) -> list[PendingReview]:

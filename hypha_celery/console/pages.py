@@ -188,6 +188,7 @@ class SessionLine:
     runs: int
     first_run_id: str
     created: str
+    status: str
     metadata: str
     query: str  # the runs page filtered to this session
 
@@ -197,7 +198,7 @@ def session_line(s: SessionRow) -> SessionLine:
     query = urlencode({"session": s.session_id, **({"user": s.user_id} if s.user_id else {})})
     return SessionLine(s.user_id, s.session_id, profile, s.runs, s.first_run_id,
                        time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s.created_at)),
-                       json.dumps(s.metadata, sort_keys=True), query)
+                       s.status.value, json.dumps(s.metadata, sort_keys=True), query)
 
 
 def sessions(console: Console) -> Endpoint:

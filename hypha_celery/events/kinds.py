@@ -52,9 +52,12 @@ EventType = Literal[
     "run.completed",
     "run.failed",
     "run.cancelled",
-    # sessions: written once per (user_id, session_id) by the lifecycle writer, in the log
-    # of the run that opened the session
+    # sessions: written by the lifecycle writer, in the log of the run that opened the
+    # session (created once per (user_id, session_id); updated: metadata merged, caller
+    # wins; closed once: no run starts in it after)
     "session.created",
+    "session.updated",
+    "session.closed",
     # model and tool calls made through a node's context (recorded, replayable)
     "model.call.started",
     "model.call.completed",

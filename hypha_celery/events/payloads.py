@@ -72,7 +72,8 @@ __all__ = [
     "RegressionCompleted", "RegressionFailed", "RegressionStarted", "ReplayCompleted",
     "ReplayFailed", "ReplayStarted", "RunCancelRequested", "RunCancelled", "RunCompleted",
     "RunCreated", "RunFailed", "RunParked", "RunPayload", "RunQuarantined", "RunQueued",
-    "RunRedriven", "RunReleased", "RunStarted", "RunWaitingHuman", "SessionCreated",
+    "RunRedriven", "RunReleased", "RunStarted", "RunWaitingHuman", "SessionClosed",
+    "SessionCreated", "SessionPayload", "SessionUpdated",
     "TerminalPayload",
     "ToolCallApproved", "ToolCallCompleted", "ToolCallFailed", "ToolCallRejected",
     "ToolCallRequested", "ToolCallStarted", "ToolOutputInvalid", "ToolOutputValidated",
@@ -265,6 +266,32 @@ class SessionCreated(Payload):
     profile: str | None = None
     pack: str | None = None
     metadata: JsonObject = {}
+
+
+class SessionUpdated(Payload):
+    """A session's metadata changed: ``metadata`` is the caller's change, merged over
+    what the session had (the caller wins, key by key: hypha's ``initializeDomainSession``
+    merge). Written in the log of the run that opened the session, like
+    ``session.created``."""
+
+    kind: ClassVar[EventType] = "session.updated"
+    session_id: str
+    user_id: str | None = None
+    metadata: JsonObject = {}
+
+
+class SessionClosed(Payload):
+    """A session ends (once): its status is ``closed`` from here on and no run starts in
+    it (:class:`~hypha_celery.errors.SessionClosed`). ``reason``: the caller's words.
+    Written in the log of the run that opened the session."""
+
+    kind: ClassVar[EventType] = "session.closed"
+    session_id: str
+    user_id: str | None = None
+    reason: str | None = None
+
+
+SessionPayload = SessionCreated | SessionUpdated | SessionClosed
 
 
 # -- decisions and node executions ----------------------------------------------------------

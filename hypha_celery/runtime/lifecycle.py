@@ -11,7 +11,10 @@ calls), operators through the supervisor's operations, evaluators through
 
 What this writer guarantees on top of the store's own rules (gap-free ``seq``, one
 terminal event per run through its ``<run>:terminal`` idempotency key): nothing is
-appended to a run after its terminal event.
+appended to a run after its terminal event -- except a session's ``session.updated`` and
+``session.closed``, which go to the log of the run that opened the session (where its
+``session.created`` is) whether or not that run has ended: they are facts about the
+session, and the run's status does not change.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any, Literal
 
 from hypha_celery.errors import NotTheLifecycleWriter
 from hypha_celery.events import TERMINAL_KINDS, TERMINAL_STATUSES, View
-from hypha_celery.events.payloads import RunPayload, SessionCreated
+from hypha_celery.events.payloads import RunPayload, SessionPayload
 from hypha_celery.store import LIFECYCLE_WRITER, Tx
 
 #: The run lifecycle's event types: the ones only this module appends.
@@ -32,10 +35,14 @@ RunKind = Literal["run.created", "run.queued", "run.started", "run.cancel.reques
 TerminalKind = Literal["run.completed", "run.failed", "run.cancelled"]
 
 
-def emit(tx: Tx, run_id: str, payload: RunPayload | SessionCreated, *,
+#: Session events that may follow the terminal event of the run that opened the session.
+_SESSION_LATER = frozenset({"session.updated", "session.closed"})
+
+
+def emit(tx: Tx, run_id: str, payload: RunPayload | SessionPayload, *,
          idem: str | None = None, ts: float | None = None) -> View:
-    """Append the lifecycle event ``payload`` (a ``run.*`` payload model, or the
-    ``session.created`` of the session the run opened) to ``run_id``."""
+    """Append the lifecycle event ``payload`` (a ``run.*`` payload model, or a
+    ``session.*`` one of the session the run opened) to ``run_id``."""
     _check(tx, run_id, payload.kind)
     return tx.emit(run_id, payload, idem=idem, ts=ts, writer=LIFECYCLE_WRITER)
 
@@ -52,5 +59,6 @@ def _check(tx: Tx, run_id: str, kind: str) -> None:
     if not kind.startswith(("run.", "session.")):
         raise NotTheLifecycleWriter(f"{kind} is not a run or session lifecycle event")
     view = tx.lock(run_id) if kind != "run.created" else None
-    if view is not None and view["status"] in TERMINAL_STATUSES and kind not in TERMINAL_KINDS:
+    if (view is not None and view["status"] in TERMINAL_STATUSES
+            and kind not in TERMINAL_KINDS and kind not in _SESSION_LATER):
         raise NotTheLifecycleWriter(f"run {run_id} has ended; {kind} cannot follow")

@@ -17,7 +17,7 @@ from hypha_celery.store.lanes import Item, LaneState
 from hypha_celery.store.mcp import MAX_BASELINES, BaselineRow, BaselineStatus
 from hypha_celery.store.projection import MAX_LIST, RunFilter, RunRow, parse_time
 from hypha_celery.store.rows import gc_paused
-from hypha_celery.store.sessions import MAX_SESSIONS, SessionRow
+from hypha_celery.store.sessions import MAX_SESSIONS, SessionRow, SessionStatus
 from hypha_celery.store.stats import Bucket, GraphFailures, RunStats
 from hypha_celery.store.tx import LIFECYCLE_WRITER, Tx, check_append
 
@@ -31,7 +31,7 @@ __all__ = [
     # lane rows
     "Item", "LaneState",
     # sessions
-    "MAX_SESSIONS", "SessionRow",
+    "MAX_SESSIONS", "SessionRow", "SessionStatus",
     # the MCP gateway's baselines
     "MAX_BASELINES", "BaselineRow", "BaselineStatus",
     # export / import

@@ -212,6 +212,7 @@ sessions = Table(
     Column("meta", JSON, nullable=False),
     Column("first_run_id", String(64), nullable=False),
     Column("created_at", Float, nullable=False),
+    Column("closed_at", Float),  # set with its session.closed event (0008)
     Index("ix_hypha_sessions_user", "user_id", "id"),
     Index("ix_hypha_sessions_created", "created_at"),
 )

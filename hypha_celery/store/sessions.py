@@ -3,13 +3,17 @@
 A session is opened by the first run started in it: :meth:`SessionRows.open_session`
 inserts its row in that run's transaction (first writer wins; a concurrent second start
 finds the row and writes nothing), and the lifecycle writer appends ``session.created``
-to that run. :class:`Sessions` reads them, narrowed to :attr:`owner` on a scoped store.
+to that run. A session is ``active`` until it is closed: :meth:`SessionRows.close_session`
+sets ``closed_at`` in the transaction that appends ``session.closed`` (to the same run);
+:meth:`SessionRows.merge_metadata` writes the merge a ``session.updated`` records.
+:class:`Sessions` reads them, narrowed to :attr:`owner` on a scoped store.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,8 +23,8 @@ from hypha_celery.jsontypes import JsonObject
 from hypha_celery.store.engine import Engines, insert_for
 from hypha_celery.store.schema import runs, sessions
 
-__all__ = ["MAX_SESSIONS", "SessionRow", "SessionRows", "Sessions", "insert_session",
-           "session_key"]
+__all__ = ["MAX_SESSIONS", "SessionRow", "SessionRows", "SessionStatus", "Sessions",
+           "insert_session", "session_key"]
 
 #: The most sessions one :meth:`Sessions.sessions` call lists.
 MAX_SESSIONS = 500
@@ -31,10 +35,18 @@ def session_key(user_id: str | None, session_id: str) -> str:
     return json.dumps([user_id, session_id])
 
 
+class SessionStatus(StrEnum):
+    """hypha's ``RuntimeSession.status``: ``closed`` once ``session.closed`` exists."""
+
+    ACTIVE = "active"
+    CLOSED = "closed"
+
+
 @dataclass(frozen=True, slots=True)
 class SessionRow:
     """A session: who and which, the profile applied when it opened, its metadata, the
-    run that opened it, and how many runs it has had so far."""
+    run that opened it, how many runs it has had so far and when it closed (None:
+    active)."""
 
     user_id: str | None
     session_id: str
@@ -44,6 +56,11 @@ class SessionRow:
     first_run_id: str
     created_at: float
     runs: int = 0
+    closed_at: float | None = None
+
+    @property
+    def status(self) -> SessionStatus:
+        return SessionStatus.ACTIVE if self.closed_at is None else SessionStatus.CLOSED
 
 
 class SessionRows:
@@ -58,6 +75,36 @@ class SessionRows:
         """Insert the session's row unless it exists; whether this call opened it."""
         return insert_session(self.conn, self._dialect, SessionRow(
             user_id, session_id, profile, pack, metadata, run_id, at))
+
+    def lock_session(self, user_id: str | None, session_id: str) -> SessionRow | None:
+        """The session's row, locked for this transaction on PostgreSQL (a close and a
+        start of the same session take turns); None: no such session (of the owner)."""
+        q = sa.select(*_COLUMNS).where(sessions.c.key == session_key(user_id, session_id))
+        owner: str | None = getattr(self, "_owner", None)
+        if owner is not None:
+            q = q.where(sessions.c.user_id == owner)
+        if self._dialect == "postgresql":
+            q = q.with_for_update()
+        row = self.conn.execute(q).first()
+        return None if row is None else _row(row, 0)
+
+    def close_session(self, user_id: str | None, session_id: str, *, at: float) -> bool:
+        """Mark the session closed at ``at`` unless it is; whether this call closed it."""
+        q = (sessions.update()
+             .where(sessions.c.key == session_key(user_id, session_id),
+                    sessions.c.closed_at.is_(None))
+             .values(closed_at=at).returning(sessions.c.id))
+        return self.conn.execute(q).first() is not None
+
+    def merge_metadata(self, user_id: str | None, session_id: str, change: JsonObject
+                       ) -> JsonObject:
+        """The session's metadata with ``change`` on top (the caller wins, key by key),
+        written; the row must be locked (:meth:`lock_session`)."""
+        key = session_key(user_id, session_id)
+        have = self.conn.execute(sa.select(sessions.c.meta).where(sessions.c.key == key))
+        merged: JsonObject = {**dict(have.scalar() or {}), **change}
+        self.conn.execute(sessions.update().where(sessions.c.key == key).values(meta=merged))
+        return merged
 
 
 def insert_session(conn: Connection, dialect: str, row: SessionRow) -> bool:
@@ -77,11 +124,13 @@ def _row(r: Any, count: int) -> SessionRow:
     return SessionRow(user_id=m["user_id"], session_id=m["session_id"],
                       profile=m["profile"], pack=m["pack"], metadata=dict(m["meta"] or {}),
                       first_run_id=m["first_run_id"], created_at=float(m["created_at"]),
-                      runs=count)
+                      runs=count, closed_at=None if m["closed_at"] is None
+                      else float(m["closed_at"]))
 
 
 _COLUMNS = (sessions.c.user_id, sessions.c.session_id, sessions.c.profile, sessions.c.pack,
-            sessions.c.meta, sessions.c.first_run_id, sessions.c.created_at)
+            sessions.c.meta, sessions.c.first_run_id, sessions.c.created_at,
+            sessions.c.closed_at)
 
 
 class Sessions(Engines):

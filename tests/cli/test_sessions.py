@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from hypha_celery import Finish, Graph, Hypha, Next, SessionOpening
+from hypha_celery.errors import SessionClosed
 from tests.cli.test_commands import invoke, one_line_error
 from tests.runtime.support import embedded
 
@@ -51,8 +52,9 @@ def test_the_table_lists_a_users_sessions(store_url: str,
     result = invoke("sessions", "--user", ann, store_url=store_url)
     assert result.exit_code == 0, result.output
     header, row = result.stdout.splitlines()
-    assert header.split() == ["USER", "SESSION", "PROFILE", "RUNS", "FIRST_RUN", "CREATED"]
-    assert row.split()[:5] == [ann, "desk", "support@1:triage", "2", runs[0]]
+    assert header.split() == ["USER", "SESSION", "STATUS", "PROFILE", "RUNS", "FIRST_RUN",
+                              "CREATED"]
+    assert row.split()[:6] == [ann, "desk", "active", "support@1:triage", "2", runs[0]]
 
 
 def test_json_lines_carry_no_metadata_and_show_does(store_url: str,
@@ -90,3 +92,32 @@ def test_a_user_sees_only_their_own_sessions(store_url: str,
 def test_an_unknown_session_is_one_line(store_url: str) -> None:
     result = invoke("sessions", "show", f"nope-{uuid.uuid4().hex[:6]}", store_url=store_url)
     assert "no session 'nope-" in one_line_error(result, 1)
+
+
+def test_close_closes_the_session_and_a_run_in_it_is_refused(
+        store_url: str, world: tuple[str, str, list[str]]) -> None:
+    ann, _, _ = world
+    result = invoke("sessions", "close", ann, "desk", "--reason", "done", store_url=store_url)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"session desk of {ann}: closed\n"
+    [line] = invoke("sessions", "--user", ann, "--json", store_url=store_url).stdout.splitlines()
+    listed = json.loads(line)
+    assert listed["status"] == "closed" and listed["closed_at"] is not None
+    table = invoke("sessions", "--user", ann, store_url=store_url).stdout.splitlines()
+    assert table[1].split()[2] == "closed"
+    hypha = embedded(store_url)
+    hypha.register(_graph())
+    try:
+        with pytest.raises(SessionClosed):
+            hypha.start("echo", 1, user_id=ann, session_id="desk")
+    finally:
+        hypha.close()
+
+
+def test_closing_an_unknown_or_someone_elses_session_is_one_line(
+        store_url: str, world: tuple[str, str, list[str]]) -> None:
+    ann, bob, _ = world
+    unknown = invoke("sessions", "close", ann, "nope", store_url=store_url)
+    assert one_line_error(unknown, 1) == f"hypha: error: no session 'nope' of user {ann!r}"
+    theirs = invoke("--as-user", bob, "sessions", "close", ann, "desk", store_url=store_url)
+    assert "no session 'desk'" in one_line_error(theirs, 1)

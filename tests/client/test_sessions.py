@@ -15,10 +15,11 @@ import pytest
 
 from hypha_celery import Finish, Graph, Hypha, Next, SessionOpening, SpecError, TooLarge
 from hypha_celery.client.sessions import MAX_SESSION_METADATA_BYTES
-from hypha_celery.errors import NotTheLifecycleWriter
-from hypha_celery.events.payloads import SessionCreated
+from hypha_celery.errors import NotTheLifecycleWriter, SessionClosed
+from hypha_celery.events.payloads import SessionClosed as SessionClosedEvent
+from hypha_celery.events.payloads import SessionCreated, SessionUpdated
 from hypha_celery.exchange import export_jsonl, import_parsed, parse_jsonl
-from hypha_celery.store import RunFilter
+from hypha_celery.store import RunFilter, SessionStatus
 from tests.runtime.support import embedded, kinds
 
 
@@ -162,3 +163,60 @@ def test_an_import_opens_the_sessions_its_runs_opened(hypha: Hypha, u: str,
             "p", {"k": 1}, run.id)
     finally:
         other.close()
+
+
+# -- status: session.updated / session.closed ------------------------------------------
+def test_closing_a_session_records_session_closed_once_and_refuses_new_runs(
+        hypha: Hypha, u: str) -> None:
+    ann = f"ann-{u}"
+    first = hypha.start("echo", 1, user_id=ann, session_id="s1")
+    assert first.wait(10) == 1
+    row = hypha.session("s1", user_id=ann)
+    assert row is not None and row.status == SessionStatus.ACTIVE and row.closed_at is None
+    closed = hypha.close_session("s1", user_id=ann, reason="resolved")
+    assert closed is not None and closed.status == SessionStatus.CLOSED
+    assert closed.closed_at is not None
+    again = hypha.close_session("s1", user_id=ann)  # idempotent: no second event
+    assert again is not None and again.closed_at == closed.closed_at
+    assert kinds(first)[-1] == "session.closed"  # after the run's terminal event
+    [event] = [e for e in first.events() if e.kind == "session.closed"]
+    assert event.body_as(SessionClosedEvent) == SessionClosedEvent(
+        session_id="s1", user_id=ann, reason="resolved")
+    assert hypha.store.get(first.id)["status"] == "completed"  # the run is unchanged
+    with pytest.raises(SessionClosed, match="session 's1' of user .* is closed"):
+        hypha.start("echo", 2, user_id=ann, session_id="s1")
+    after = hypha.session("s1", user_id=ann)
+    assert after is not None and after.runs == 1  # nothing recorded
+    other = hypha.start("echo", 3, user_id=ann, session_id="s2")  # other sessions run
+    assert other.wait(10) == 3
+
+
+def test_closing_an_unknown_session_is_none(hypha: Hypha, u: str) -> None:
+    assert hypha.close_session("nope", user_id=f"ann-{u}") is None
+
+
+def test_updating_metadata_merges_with_the_caller_winning(hypha: Hypha, u: str) -> None:
+    ann = f"ann-{u}"
+    first = hypha.start("echo", 1, user_id=ann, session_id="s1",
+                        session=SessionOpening(metadata={"tier": "gold", "lang": "en"}))
+    first.wait(10)
+    row = hypha.update_session("s1", {"tier": "platinum", "seat": 4}, user_id=ann)
+    assert row is not None
+    assert row.metadata == {"tier": "platinum", "lang": "en", "seat": 4}
+    [event] = [e for e in first.events() if e.kind == "session.updated"]
+    assert event.body_as(SessionUpdated).metadata == {"tier": "platinum", "seat": 4}
+    with pytest.raises(TooLarge):
+        hypha.update_session("s1", {"x": "y" * MAX_SESSION_METADATA_BYTES}, user_id=ann)
+    hypha.close_session("s1", user_id=ann)
+    with pytest.raises(SessionClosed):
+        hypha.update_session("s1", {"tier": "bronze"}, user_id=ann)
+    row = hypha.session("s1", user_id=ann)
+    assert row is not None and row.metadata["tier"] == "platinum"
+
+
+def test_a_scoped_client_closes_its_own_sessions_only(hypha: Hypha, u: str) -> None:
+    hypha.as_user(f"bob-{u}").start("echo", 1, session_id="theirs").wait(10)
+    ann = hypha.as_user(f"ann-{u}")
+    assert ann.close_session("theirs", user_id=f"bob-{u}") is None
+    row = hypha.session("theirs", user_id=f"bob-{u}")
+    assert row is not None and row.status == SessionStatus.ACTIVE

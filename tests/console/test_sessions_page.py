@@ -24,3 +24,14 @@ def test_the_sessions_page_lists_a_users_own_sessions(hypha: Hypha, t: Tokens) -
     assert SECRET not in page.text  # metadata is content
     admin = client(app_for(hypha, t, show_content=True), t.admin).get("/sessions").text
     assert "desk" in admin and "elsewhere" in admin and SECRET in admin
+
+
+def test_the_sessions_page_shows_each_sessions_status(hypha: Hypha, t: Tokens) -> None:
+    for session_id in ("open-one", "closed-one"):
+        hypha.as_user(t.alice_id).start("echo", {"n": 1}, session_id=session_id).wait(WAIT)
+    hypha.close_session("closed-one", user_id=t.alice_id)
+    page = client(app_for(hypha, t), t.alice).get("/sessions").text
+    assert "<th>Status</th>" in page
+    assert '<td class="status status-active">active</td>' in page
+    assert '<td class="status status-closed">closed</td>' in page
+    assert "closed-one" in page and "open-one" in page
