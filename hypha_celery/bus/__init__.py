@@ -23,10 +23,11 @@ from hypha_celery.bus._agents import (
     celery_waker,
     complete,
     deliver,
+    direct,
     prompt_of,
     sweep,
 )
-from hypha_celery.bus._bus import MAX_PULL, RECEIVE_POLL, Bus, Waker
+from hypha_celery.bus._bus import MAX_PULL, RECEIVE_POLL, Bus, Consumer, Waker
 from hypha_celery.bus._model import (
     ACK_DEADLINE_S,
     INITIAL_RETRY_DELAY_MS,
@@ -66,7 +67,7 @@ from hypha_celery.errors import (
 
 __all__ = [
     # the bus and its messages
-    "Bus", "DeadLetterReason", "Message", "MessageStatus", "Waker",
+    "Bus", "Consumer", "DeadLetterReason", "Message", "MessageStatus", "Waker",
     # addressing
     "Endpoint", "EndpointKind", "Scope", "agent", "human", "queue_key", "workflow",
     # policy and bounds
@@ -75,8 +76,8 @@ __all__ = [
     "MAX_RETRY_DELAY_MS", "RECEIVE_POLL", "RETRY_MULTIPLIER", "BusLimits", "RetryPolicy",
     # agents on the bus
     "DELIVER_BATCH", "DELIVER_TASK", "FAILED_TYPE", "REPLY_TASK", "REPLY_TYPE", "WAKE_HORIZON_S",
-    "AgentFailure",
-    "AgentPrompt", "celery_waker", "complete", "deliver", "prompt_of", "register", "sweep",
+    "AgentFailure", "AgentPrompt", "celery_waker", "complete", "deliver", "direct", "prompt_of",
+    "register", "sweep",
     # workflows on the bus
     "ANONYMOUS", "HANDOFF_TIMEOUT", "HANDOFF_TYPE", "hand_off",
     # errors

@@ -1,10 +1,13 @@
 """Agents on the bus: a message to ``agent:<name>`` becomes a prompt of that agent, and its
 answer a reply on the bus.
 
-Publishing a message for an agent sends one wake-up task, ``hypha.bus.deliver``, to the
-agents' queue (``hypha.agents``, where the agents' pump runs; ``countdown`` when the
-message is not yet available). The task pulls the agent's queue and hands each message to
-the agent with ``tell_with_completion``; the message stays ``delivered`` while the turn
+A message published to an idle agent's queue (nothing queued or in flight before it,
+available now) is delivered by the publishing transaction and handed to the agent with
+``tell_with_completion`` right after the commit, in the publisher's process
+(:func:`direct`: no hop). Any other message for an agent sends one wake-up task,
+``hypha.bus.deliver``, to the agents' queue (``hypha.agents``, where the agents' pump
+runs; ``countdown`` when the message is not yet available). The task pulls the agent's
+queue and hands each message to the agent; the message stays ``delivered`` while the turn
 runs. The completion, ``hypha.bus.reply``, publishes the answer (its text) to where the
 message's reply goes (``route[0]``, else ``reply_to``, else ``from``) and acknowledges
 the message; a failed turn fails it with retry (backoff, then dead letter, and an
@@ -18,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Final
 
 from celery import Celery, signature
@@ -25,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from hypha_celery.agents import Agents
 from hypha_celery.agents.doc import Answered, outcome_from
-from hypha_celery.bus._bus import Bus, Waker
+from hypha_celery.bus._bus import Bus, Consumer, Waker
 from hypha_celery.bus._model import (
     DeadLetterReason,
     Endpoint,
@@ -101,6 +105,13 @@ def celery_waker(app: Celery, ensure_worker: Callable[[], None] = lambda: None) 
                       queue=AGENTS_QUEUE, countdown=delay if delay > 0 else None)
 
     return wake
+
+
+def direct(bus: Bus, agents: Agents) -> Consumer:
+    """The agents' direct consumer (:data:`~hypha_celery.bus.Consumer`): a message
+    published to an idle agent's queue is delivered by ``publish`` itself and handed to
+    the agent right after the commit, in the publisher's process (no wake-up task)."""
+    return partial(_hand, bus, agents)
 
 
 def deliver(bus: Bus, agents: Agents, scope: Scope, name: str) -> int:

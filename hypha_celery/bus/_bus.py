@@ -10,6 +10,7 @@ record)."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ from hypha_celery.events.payloads import (
 from hypha_celery.store import EventStore, Tx
 from hypha_celery.store import bus as rows
 
+log = logging.getLogger(__name__)
+
 #: Messages one :meth:`Bus.pull_many` delivers at most.
 MAX_PULL = 500
 #: Seconds between two looks for deliveries past their ack deadline, per queue and
@@ -60,6 +63,13 @@ RECEIVE_POLL = (0.002, 0.05)
 #: Called after a commit that made a message available to its recipient: the message and
 #: the seconds until it is (a Celery wake-up task to the recipient's queue).
 Waker = Callable[[Message, float], None]
+#: A recipient kind's direct consumer: a message published to an idle queue of that kind
+#: (nothing queued or in flight before it, available now) is delivered in the publishing
+#: transaction and handed to it right after the commit, in the publisher's process, with
+#: no wake-up hop. It settles the message later (acknowledge / fail); if it raises, or the
+#: process dies first, the delivery's ack deadline passes and the message is delivered
+#: again (at least once, as for any delivery).
+Consumer = Callable[[Message], None]
 
 _FACTS: dict[MessageStatus, type[MessageDelivered | MessageAcknowledged | MessageFailed
                                    | MessageDeadLettered]] = {
@@ -95,6 +105,8 @@ class Bus:
         self.limits = limits or BusLimits()
         self.clock = clock
         self.wakers: list[Waker] = [wake] if wake is not None else []
+        #: Direct consumers by recipient kind (see :data:`Consumer`).
+        self.direct: dict[EndpointKind, Consumer] = {}
         self._reclaim: dict[str, float] = {}
 
     # -- publish --------------------------------------------------------------------
@@ -120,22 +132,54 @@ class Bus:
             raise MessageAlreadyExists("a message id is given twice")
         try:
             with self.store.transaction() as tx:
-                self._admit(tx, batch)
+                live = self._admit(tx, batch)
                 for msg, _ in batch:
                     self._check_run(tx, msg)
                 for to in {msg.to for msg, _ in batch}:
                     _check_recipient(tx, to)
-                rows.insert(tx, [_new_row(msg, size) for msg, size in batch])
+                handed = self._handed(batch, live, now)
+                lease = now + self.limits.ack_deadline_s
+                rows.insert(tx, [_new_row(msg, size, lease if msg.id in handed else None)
+                                 for msg, size in batch])
                 for msg, _ in batch:
                     _emit(tx, msg, MessageEnqueued)
+                for delivered in handed.values():
+                    _emit(tx, delivered, MessageDelivered)
         except StoreConflict:  # a concurrent publish of the same id won the race
             raise MessageAlreadyExists(f"a message of {ids[:3]} exists") from None
+        self._after_publish([msg for msg, _ in batch], handed, now)
+        return [handed.get(msg.id, msg) for msg, _ in batch]
+
+    def _handed(self, batch: Sequence[tuple[Message, int]], live: dict[str, int],
+                now: float) -> dict[str, Message]:
+        """The messages of ``batch`` this publish delivers itself (by id, delivered): to
+        a recipient with a direct consumer, alone in its queue (nothing queued or in
+        flight before it: FIFO holds), available now and not expired."""
+        handed: dict[str, Message] = {}
+        for msg, _ in batch:
+            if msg.to.kind in self.direct and live[msg.queue] == 1 \
+                    and msg.available_at <= now \
+                    and (msg.expires_at is None or msg.expires_at > now):
+                handed[msg.id] = msg.model_copy(update={
+                    "status": MessageStatus.DELIVERED, "attempt_count": 1})
+        return handed
+
+    def _after_publish(self, published: Sequence[Message], handed: dict[str, Message],
+                       now: float) -> None:
+        """Hand the delivered messages to their direct consumers; wake the other queues
+        (one wake-up per queue: its first message's delay)."""
         first: dict[str, Message] = {}
-        for msg, _ in batch:  # one wake-up per queue: its first message's delay
-            first.setdefault(msg.queue, msg)
+        for msg in published:
+            if msg.id not in handed:
+                first.setdefault(msg.queue, msg)
         for msg in first.values():
             self._wake(msg, max(0.0, msg.available_at - now))
-        return [msg for msg, _ in batch]
+        for msg in handed.values():
+            try:
+                self.direct[msg.to.kind](msg)
+            except Exception as exc:  # published: its lease's end redelivers it
+                log.warning("hypha bus: handing %s to %s failed (%s): redelivered after "
+                            "its ack deadline", msg.id, msg.to, type(exc).__name__)
 
     def _prepared(self, message: Message, now: float) -> tuple[Message, int]:
         msg = message.model_copy(update={
@@ -148,16 +192,18 @@ class Bus:
                                   "BusLimits.max_message_bytes")
         return msg, size
 
-    def _admit(self, tx: Tx, batch: Sequence[tuple[Message, int]]) -> None:
+    def _admit(self, tx: Tx, batch: Sequence[tuple[Message, int]]) -> dict[str, int]:
         """Lock each queue of ``batch`` (in one order), check its bounds with the batch's
-        messages, count them in."""
+        messages, count them in; each queue's live messages after."""
         incoming: dict[str, tuple[int, int]] = {}
         for msg, size in batch:
             n, b = incoming.get(msg.queue, (0, 0))
             incoming[msg.queue] = (n + 1, b + size)
         lim = self.limits
+        live: dict[str, int] = {}
         for queue, (n, b) in sorted(incoming.items()):
             count, nbytes = rows.queue_reserve(tx, queue, n, b)
+            live[queue] = count
             if count > lim.max_queue_messages or nbytes > lim.max_queue_bytes:
                 raise QueueFull({"queue": queue,
                                  "limit": "count" if count > lim.max_queue_messages
@@ -165,6 +211,7 @@ class Bus:
                                  "pending_count": count - n, "pending_bytes": nbytes - b,
                                  "incoming_bytes": b, "max_count": lim.max_queue_messages,
                                  "max_bytes": lim.max_queue_bytes})
+        return live
 
     @staticmethod
     def _check_run(tx: Tx, msg: Message) -> None:
@@ -446,15 +493,15 @@ class Bus:
             return found
 
 
-
 def _expired(row: rows.MessageRow, now: float) -> bool:
     return row.expires_at is not None and row.expires_at <= now
 
 
-def _new_row(msg: Message, size: int) -> rows.NewMessage:
+def _new_row(msg: Message, size: int, lease_until: float | None) -> rows.NewMessage:
+    """The row of ``msg``: queued, or delivered until ``lease_until``."""
     return rows.NewMessage(msg.id, msg.queue, msg.to.kind.value, msg.user_id, msg.run_id,
                            msg.fsm_state, msg.correlation_id, msg.available_at,
-                           msg.expires_at, size, msg.created_at, msg.doc())
+                           msg.expires_at, size, msg.created_at, msg.doc(), lease_until)
 
 
 def _message(row: rows.MessageRow, change: rows.Change | None = None) -> Message:

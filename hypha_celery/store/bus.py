@@ -68,6 +68,9 @@ class NewMessage:
     bytes: int
     created_at: float
     doc: dict[str, Any]
+    #: Inserted delivered (handed to a direct consumer in the publishing transaction):
+    #: its lease's end; None: queued.
+    lease_until: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,15 +127,17 @@ def queue_add(tx: Tx, queue: str, count: int, nbytes: int) -> None:
 
 # -- messages -------------------------------------------------------------------------
 def insert(tx: Tx, new: Sequence[NewMessage]) -> None:
-    """Insert queued messages (a taken id: ``IntegrityError``, the transaction's
-    ``StoreConflict``)."""
+    """Insert messages, queued (or delivered: ``lease_until`` given, its first delivery);
+    a taken id: ``IntegrityError``, the transaction's ``StoreConflict``."""
     tx.conn.execute(messages.insert(), [
         {"message_id": m.message_id, "queue": m.queue, "to_kind": m.to_kind,
          "user_id": m.user_id, "run_id": m.run_id, "fsm_state": m.fsm_state,
-         "correlation_id": m.correlation_id, "status": "queued", "attempt_count": 0,
-         "available_at": m.available_at, "expires_at": m.expires_at, "lease_until": None,
-         "bytes": m.bytes, "created_at": m.created_at, "updated_at": m.created_at,
-         "doc": m.doc} for m in new])
+         "correlation_id": m.correlation_id,
+         "status": "queued" if m.lease_until is None else "delivered",
+         "attempt_count": 0 if m.lease_until is None else 1,
+         "available_at": m.available_at, "expires_at": m.expires_at,
+         "lease_until": m.lease_until, "bytes": m.bytes, "created_at": m.created_at,
+         "updated_at": m.created_at, "doc": m.doc} for m in new])
 
 
 def lock(tx: Tx, message_ids: Sequence[str]) -> list[MessageRow]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
-from hypha_celery.bus import Endpoint, Message, Scope, human
+from hypha_celery.bus import Bus, Endpoint, Message, Scope, human
 from hypha_celery.events.fold import new_view
 from hypha_celery.runtime import lifecycle
 from hypha_celery.store import EventStore
@@ -48,3 +49,15 @@ def message(sc: Scope, to: Endpoint, **fields: Any) -> Message:
 
 def trace(store: EventStore, run_id: str) -> list[str]:
     return [e.type for e in store.events(run_id) if e.type.startswith("message.")]
+
+
+def settled(bus: Bus, message_id: str, timeout: float = 10.0) -> Message | None:
+    """The message once it is settled (or as it is after ``timeout``): an agent's
+    completion publishes the reply first and acknowledges after, so a reply can be
+    read before its request is acknowledged."""
+    end = time.monotonic() + timeout
+    while True:
+        msg = bus.get(message_id)
+        if msg is None or msg.status.terminal or time.monotonic() > end:
+            return msg
+        time.sleep(0.01)

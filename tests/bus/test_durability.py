@@ -14,6 +14,7 @@ from hypha_celery.beat import supervisor
 from hypha_celery.bus import Message, MessageStatus, Scope, agent, human
 from hypha_celery.testing.worker import WorkerProcess, fresh_store_url
 from tests.bus.agents import Stage
+from tests.bus.support import settled
 from tests.integration.helpers import REPO
 
 APP = "tests.bus.worker_app:build"
@@ -50,6 +51,7 @@ def test_a_message_published_while_the_worker_is_down_is_delivered_after_restart
         first.client.bus.publish(task("a"))
         reply = first.client.bus.receive(ALICE, SCOPE, timeout=60)
         assert reply is not None and reply.payload == "one", first.log()
+        first.client.bus.acknowledge(reply.id)  # else redelivered past its ack deadline
     finally:
         first.stop()
     second = worker(redis_url, store_url, tmp_path, "second")
@@ -59,7 +61,8 @@ def test_a_message_published_while_the_worker_is_down_is_delivered_after_restart
         reply = second.client.bus.receive(ALICE, SCOPE, timeout=60)
         assert reply is not None and reply.payload == "two", second.log()
         assert reply.causation_id == sent.id
-        done = second.client.bus.get(sent.id)
+        second.client.bus.acknowledge(reply.id)
+        done = settled(second.client.bus, sent.id)
         assert done is not None and done.status is MessageStatus.ACKNOWLEDGED
     finally:
         second.stop()
