@@ -219,12 +219,12 @@ class Hypha:
         run_id = new_run_id()
         created = ev.RunCreated(graph_id=g.id, input=input, user_id=user_id,
                              session_id=session_id, lane=lane_key(user_id, session_id),
-                             deadline=time.time() + g.execution_timeout,
                              max_steps=g.max_steps,
                              notify=dict(notify) if notify is not None else None,
                              idempotency_key=idempotency_key)
         try:
-            started = self._create(run_id, created, on_busy, size, opening)
+            started = self._create(run_id, created, g.execution_timeout, on_busy, size,
+                                   opening)
         except StoreConflict:
             if idempotency_key is None:
                 raise
@@ -253,12 +253,16 @@ class Hypha:
                 "it was recorded as run.failed (enqueue_failed)"
             ) from None
 
-    def _create(self, run_id: str, created: ev.RunCreated, on_busy: OnBusy, size: int,
-                opening: SessionOpening) -> bool:
+    def _create(self, run_id: str, created: ev.RunCreated, execution_timeout: float,
+                on_busy: OnBusy, size: int, opening: SessionOpening) -> bool:
         lane = created.lane
         with self.store.transaction() as tx:
+            # Stamped once the transaction holds a ready schema: the deadline is
+            # run.created's time + execution_timeout, never minus a first migration.
+            at = time.time()
+            created = created.model_copy(update={"deadline": at + execution_timeout})
             tx.create(new_view(run_id))
-            lifecycle.emit(tx, run_id, created)
+            lifecycle.emit(tx, run_id, created, ts=at)
             _open_session(tx, run_id, created, opening)
             active = lanes.lock(tx, lane).active if lane is not None else None
             if lane is not None and active is not None:

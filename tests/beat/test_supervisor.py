@@ -186,17 +186,32 @@ def test_a_lost_fanout_is_redriven_without_rerunning_finished_edges(idle: Hypha)
     assert_well_formed(run)
 
 
-def test_a_stuck_node_on_a_threads_pool_is_timed_out(idle: Hypha) -> None:
-    gate = threading.Event()
+class Stuck:
+    """A node stuck until :attr:`gate` opens; :attr:`started` is set once it runs (the
+    run then awaits its execution: the kickoff was consumed)."""
 
-    def stuck(state: dict[str, Any], inp: Any) -> dict[str, Any]:
-        gate.wait(WAIT)
+    def __init__(self) -> None:
+        self.gate, self.started = threading.Event(), threading.Event()
+
+    def __call__(self, state: dict[str, Any], inp: Any) -> dict[str, Any]:
+        self.started.set()
+        self.gate.wait(WAIT)
         return {"late": True}
 
+    def wait_started(self) -> None:
+        wait_until(self.started.is_set, what="the stuck node to start")
+
+
+def test_a_stuck_node_on_a_threads_pool_is_timed_out(idle: Hypha) -> None:
+    stuck = Stuck()
+    gate = stuck.gate
     idle.register(Graph("s6", {"a": Node(stuck, timeout=0.2)}, once()))
-    run = idle.start("s6")
+    # The worker runs before the run starts and the sweep waits for the node: a kickoff
+    # a loaded machine consumed after FAST.kickoff_lease was re-driven first.
     w = worker(idle)
     try:
+        run = idle.start("s6")
+        stuck.wait_started()
         decision = wait_until(lambda: sweep(idle._rt, policy=FAST), what="a timeout decision")
         assert decision[0]["action"] == "timed_out"
         with pytest.raises(RunFailed) as info:
@@ -230,19 +245,16 @@ class Told(Middleware):
 
 
 def test_a_timeout_step_and_its_late_result_are_told_once(sqlite_url: str) -> None:
-    told, gate = Told(), threading.Event()
+    told, stuck = Told(), Stuck()
+    gate = stuck.gate
     hypha = Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
                            store_url=sqlite_url, embedded=False, lease_interval=0.1),
                   middleware=[told])
-
-    def stuck(state: dict[str, Any], inp: Any) -> dict[str, Any]:
-        gate.wait(WAIT)
-        return {"late": True}
-
     hypha.register(Graph("s6m", {"a": Node(stuck, timeout=0.2)}, once()))
-    run = hypha.start("s6m")
     w = worker(hypha)
     try:
+        run = hypha.start("s6m")
+        stuck.wait_started()
         wait_until(lambda: sweep(hypha._rt, policy=FAST), what="a timeout decision")
         with pytest.raises(RunFailed):
             run.wait(WAIT)
@@ -262,14 +274,32 @@ def test_a_timeout_step_and_its_late_result_are_told_once(sqlite_url: str) -> No
     assert late == [(Attempt(run.id, f"{run.id}.1", "a", 1), "timeout")]
 
 
+#: The stuck run's execution_timeout: the node must start within it (a kickoff consumed
+#: after the deadline fails the run itself, leaving the supervisor nothing to do), so it
+#: leaves a loaded machine room to consume the kickoff; short enough to wait out.
+STUCK_DEADLINE = 1.0
+
+
+def test_a_first_runs_deadline_counts_from_run_created(idle: Hypha) -> None:
+    """The run that migrates a fresh store's schema: its deadline is run.created's time +
+    execution_timeout (the clock was read before the migration, which a short
+    execution_timeout could spend before the run was even recorded)."""
+    idle.register(Graph("s7c", {"a": lambda s, i: {}}, once(), execution_timeout=30))
+    run = idle.start("s7c")
+    (created,) = of_kind(run, "run.created")
+    assert created.data["deadline"] == created.ts + 30
+    assert idle.store.get(run.id)["deadline"] == created.ts + 30
+
+
 def test_the_deadline_holds_when_a_node_is_stuck_forever(idle: Hypha) -> None:
-    gate = threading.Event()
-    idle.register(Graph("s7", {"a": lambda s, i: gate.wait(WAIT) and {}}, once(),
-                        execution_timeout=0.3, node_timeout=60))
-    run = idle.start("s7")
-    w = worker(idle)
+    stuck = Stuck()
+    gate = stuck.gate
+    idle.register(Graph("s7", {"a": stuck}, once(),
+                        execution_timeout=STUCK_DEADLINE, node_timeout=60))
+    w = worker(idle)  # running before the run starts: its start-up is not the run's time
     try:
-        time.sleep(0.35)  # a loaded machine may need longer for the node to start
+        run = idle.start("s7")
+        stuck.wait_started()  # before the deadline: the run awaits the stuck node
         (decision,) = wait_until(lambda: sweep(idle._rt, policy=FAST), what="a decision")
         assert decision["action"] == "deadline_exceeded"
         with pytest.raises(RunTimeout):
