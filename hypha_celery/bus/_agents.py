@@ -8,13 +8,16 @@ available now) is delivered by the publishing transaction and handed to the agen
 ``hypha.bus.deliver``, to the agents' queue (``hypha.agents``, where the agents' pump
 runs; ``countdown`` when the message is not yet available). The task pulls the agent's
 queue and hands each message to the agent; the message stays ``delivered`` while the turn
-runs. The completion, ``hypha.bus.reply``, publishes the answer (its text) to where the
-message's reply goes (``route[0]``, else ``reply_to``, else ``from``) and acknowledges
-the message; a failed turn fails it with retry (backoff, then dead letter, and an
-``agent.failed`` notice to the end of the route). Both tasks ack late. A wake-up lost
-with the broker is only a nudge: the recovery sweep (:func:`sweep`) re-sends one for every
-agent queue with a message waiting longer than the grace period, and a delivery whose
-worker died comes back after the ack deadline."""
+runs, held for ``BusLimits.agent_hold_s`` (an hour) once the agent accepted it, not the
+ack deadline: the agent sends one completion, and a turn longer than the ack deadline must
+not be handed twice (a stopped agent sends none: past the hold, it is delivered again and
+dead-lettered ``unknown_recipient``). The completion, ``hypha.bus.reply``, publishes the
+answer (its text) to where the message's reply goes (``route[0]``, else ``reply_to``, else
+``from``) and acknowledges the message; a failed turn fails it with retry (backoff, then
+dead letter, and an ``agent.failed`` notice to the end of the route). Both tasks ack late.
+A wake-up lost with the broker is only a nudge: the recovery sweep (:func:`sweep`)
+re-sends one for every agent queue with a message waiting longer than the grace period,
+and a delivery whose worker died comes back after the ack deadline."""
 
 from __future__ import annotations
 
@@ -133,8 +136,13 @@ def _hand(bus: Bus, agents: Agents, msg: Message) -> None:
         agents.tell_with_completion(msg.to.id, prompt, reply)
     except AgentNotFound:
         _failed(bus, bus.fail(msg.id, "unknown_recipient", dead_letter=True))
+        return
     except (Overloaded, AgentError) as exc:  # full, draining, halted: later
         _failed(bus, bus.fail(msg.id, exc.reason, retry=True))
+        return
+    # the agent owns the prompt now and sends one completion (which settles the
+    # message): hold it past the ack deadline, so a long turn is not handed twice
+    bus.extend(msg.id, bus.limits.agent_hold_s)
 
 
 def complete(bus: Bus, name: str, outcome: dict[str, Any], message_id: str) -> None:

@@ -350,6 +350,14 @@ class Bus:
             self._wake(msg, batch.retrying[msg.id] / 1000)
         return msg
 
+    def extend(self, message_id: str, seconds: float) -> bool:
+        """Keep a delivered message with its consumer ``seconds`` from now (its lease:
+        no pull takes it again before); whether it was still delivered (settled or
+        requeued: nothing to extend)."""
+        if not seconds > 0:
+            raise ValueError("a lease extension is a positive number of seconds")
+        return rows.extend(self.store, message_id, self.clock() + seconds)
+
     def _retry(self, batch: _Batch, row: rows.MessageRow, now: float, reason: str,
                retry_after_ms: int | None) -> None:
         if row.attempt_count >= self.retry.max_delivery_attempts:

@@ -30,6 +30,11 @@ RETRY_MULTIPLIER: Final = 2.0
 #: Seconds a delivered message stays with its consumer before another pull may take it
 #: again (a consumer that died between pull and acknowledge; hypha's ack deadline).
 ACK_DEADLINE_S: Final = 30.0
+#: Seconds a message an agent accepted stays delivered while the turn runs: the agent
+#: promised one completion (its reply acknowledges the message); past the hold (a stopped
+#: agent sends none) it is delivered again. Longer than any turn, so a turn that outlasts
+#: the ack deadline is never handed twice.
+AGENT_HOLD_S: Final = 3_600.0
 #: Settled messages (acknowledged, failed, dead-lettered) are deleted by the supervisor's
 #: sweep this long after their last change, at most ``PRUNE_BATCH`` a sweep.
 RETENTION_S: Final = 7 * 24 * 3600.0
@@ -216,9 +221,10 @@ class RetryPolicy:
 @dataclass(frozen=True, slots=True)
 class BusLimits:
     """Every bound of the bus: a message's bytes (its compact JSON), a queue's live
-    (queued or delivered) messages in count and bytes, the ack deadline, and how long
-    settled messages are kept (``retention_s``; the sweep deletes ``prune_batch`` at
-    most at a time)."""
+    (queued or delivered) messages in count and bytes, the ack deadline (and the longer
+    hold of a message an agent accepted, :data:`AGENT_HOLD_S`), and how long settled
+    messages are kept (``retention_s``; the sweep deletes ``prune_batch`` at most at a
+    time)."""
 
     max_message_bytes: int = MAX_MESSAGE_BYTES
     max_queue_messages: int = MAX_QUEUE_MESSAGES
@@ -226,6 +232,7 @@ class BusLimits:
     ack_deadline_s: float = ACK_DEADLINE_S
     retention_s: float = RETENTION_S
     prune_batch: int = PRUNE_BATCH
+    agent_hold_s: float = AGENT_HOLD_S
 
     def __post_init__(self) -> None:
         if self.retention_s <= 0:
@@ -235,12 +242,12 @@ class BusLimits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.ack_deadline_s <= 0:
-            raise ValueError("ack_deadline_s must be positive")
+        if self.ack_deadline_s <= 0 or self.agent_hold_s <= 0:
+            raise ValueError("ack_deadline_s and agent_hold_s must be positive")
 
     @classmethod
     def from_settings(cls, settings: BusSettings) -> BusLimits:
         """The bounds of ``Settings.bus`` (``HYPHA_BUS_*``)."""
         return cls(settings.max_message_bytes, settings.max_queue_messages,
                    settings.max_queue_bytes, settings.ack_deadline_s, settings.retention_s,
-                   settings.prune_batch)
+                   settings.prune_batch, settings.agent_hold_s)

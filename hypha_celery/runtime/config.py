@@ -53,6 +53,10 @@ class BusSettings:
     max_queue_bytes: int = 67_108_864
     #: ``HYPHA_BUS_ACK_DEADLINE``: seconds a delivered message waits for its settlement.
     ack_deadline_s: float = 30.0
+    #: ``HYPHA_BUS_AGENT_HOLD``: seconds a message an agent accepted stays delivered
+    #: while its turn runs (the agent sends its completion; past this it is delivered
+    #: again).
+    agent_hold_s: float = 3_600.0
     #: ``HYPHA_BUS_RETENTION`` (seconds settled messages are kept) /
     #: ``HYPHA_BUS_PRUNE_BATCH`` (deleted per supervisor sweep).
     retention_s: float = 604_800.0
@@ -77,6 +81,8 @@ class BusSettings:
             max_queue_bytes=_count(env, "HYPHA_BUS_MAX_QUEUE_BYTES", d.max_queue_bytes),
             ack_deadline_s=_number(env, "HYPHA_BUS_ACK_DEADLINE", d.ack_deadline_s, 0,
                                    strict=True),
+            agent_hold_s=_number(env, "HYPHA_BUS_AGENT_HOLD", d.agent_hold_s, 0,
+                                 strict=True),
             retention_s=_number(env, "HYPHA_BUS_RETENTION", d.retention_s, 0, strict=True),
             prune_batch=_count(env, "HYPHA_BUS_PRUNE_BATCH", d.prune_batch),
             max_delivery_attempts=_count(env, "HYPHA_BUS_MAX_DELIVERY_ATTEMPTS",

@@ -202,6 +202,17 @@ def update(tx: Tx, changes: Sequence[Change]) -> None:
                             "u": c.updated_at} for c in changes])
 
 
+def extend(store: EventStore, message_id: str, lease_until: float) -> bool:
+    """Move a delivered message's lease end to ``lease_until``; whether it was
+    delivered."""
+    store.ensure_schema()
+    with store.engine.begin() as conn:
+        result = conn.execute(messages.update().where(
+            messages.c.message_id == message_id, messages.c.status == "delivered",
+        ).values(lease_until=lease_until))
+    return bool(result.rowcount)
+
+
 # -- recipients -----------------------------------------------------------------------
 def agent_exists(tx: Tx, name: str) -> bool:
     q = sa.select(agents.c.name).where(agents.c.name == name)

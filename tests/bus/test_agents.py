@@ -4,6 +4,7 @@ to an agent and resumes on its reply."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,11 +20,13 @@ from hypha_celery.bus import (
     Scope,
     UnknownRecipient,
     agent,
+    deliver,
     hand_off,
     human,
     workflow,
 )
 from hypha_celery.fsm import Fsm, WorkflowSpec, workflow_graph
+from hypha_celery.runtime.config import BusSettings, Settings
 from hypha_celery.store import agents as agent_rows
 from tests.bus.agents import Stage
 from tests.bus.support import settled
@@ -136,3 +139,48 @@ def test_a_workflow_hands_work_to_an_agent_and_resumes_on_its_reply(hypha: Hypha
     handoff, reply = hypha.bus.messages(run_id=run.id)
     assert (handoff.fsm_state, handoff.to, reply.to) == ("Write", agent("writer"),
                                                          workflow(run.id))
+
+
+def test_a_message_to_an_idle_agent_is_delivered_by_its_publish(hypha: Hypha) -> None:
+    """No wake-up hop: publish writes it delivered (enqueued and delivered in one
+    transaction) and hands it to the agent; a second message while the first is in
+    flight queues behind it (FIFO) and is delivered by the wake-up task."""
+    hypha.agents.start(Stage, name="writer", backend=MockBackend,
+                       scripts=[MockBackend.gate("slow", says("one")), says("two")])
+    first = hypha.bus.publish(to_agent("writer", "a"))
+    assert (first.status, first.attempt_count) == (MessageStatus.DELIVERED, 1)
+    assert MockBackend.wait_blocked("slow", timeout=10) is not None  # the turn runs
+    second = hypha.bus.publish(to_agent("writer", "b"))
+    assert second.status is MessageStatus.QUEUED  # the first is in flight: no overtaking
+    MockBackend.release("slow")
+    replies = [hypha.bus.receive(ALICE, SCOPE, timeout=20) for _ in range(2)]
+    assert [r.payload for r in replies if r is not None] == ["one", "two"]
+    for sent in (first, second):
+        done = settled(hypha.bus, sent.id)
+        assert done is not None and done.status is MessageStatus.ACKNOWLEDGED
+        assert done.attempt_count == 1
+
+
+def test_a_turn_longer_than_the_ack_deadline_is_not_handed_twice(tmp_path: Path) -> None:
+    """Once the agent accepted the prompt the message is held (``agent_hold_s``), not
+    leased for the ack deadline: a pull past the deadline does not take it again."""
+    h = Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
+                       store_url=f"sqlite:///{tmp_path / 'hold.db'}", embedded=True,
+                       bus=BusSettings(ack_deadline_s=0.5)))
+    try:
+        h.agents.start(Stage, name="slow", backend=MockBackend,
+                       scripts=[MockBackend.gate("long", says("done"))])
+        sent = h.bus.publish(to_agent("slow", "think hard"))
+        assert MockBackend.wait_blocked("long", timeout=10) is not None
+        time.sleep(1.0)  # twice the ack deadline
+        assert deliver(h.bus, h.agents, SCOPE, "slow") == 0  # held: not re-taken
+        MockBackend.release("long")
+        reply = h.bus.receive(ALICE, SCOPE, timeout=20)
+        assert reply is not None and reply.payload == "done"
+        done = settled(h.bus, sent.id)
+        assert done is not None and done.status is MessageStatus.ACKNOWLEDGED
+        assert done.attempt_count == 1
+        assert MockBackend.history(agent_rows.read(h.store, "slow")["session"]) == [  # type: ignore[index]
+            "think hard"]
+    finally:
+        h.close()

@@ -376,3 +376,60 @@ def test_bad_retention_is_refused() -> None:
         BusLimits(retention_s=0)
     with pytest.raises(ValueError, match="prune_batch"):
         BusLimits(prune_batch=0)
+
+
+def test_extend_keeps_a_delivery_with_its_consumer(store: EventStore) -> None:
+    clock = Clock()
+    b = bus(store, clock, limits=BusLimits(ack_deadline_s=5))
+    sc = scope()
+    sent = b.publish(message(sc, BOB))
+    assert b.pull(BOB, sc) is not None
+    assert b.extend(sent.id, 100) is True
+    clock.advance(50)  # past the ack deadline, within the extension
+    assert b.pull(BOB, sc) is None
+    clock.advance(51)
+    again = b.pull(BOB, sc)
+    assert again is not None and again.attempt_count == 2
+    b.acknowledge(sent.id)
+    assert b.extend(sent.id, 100) is False  # settled: nothing to extend
+    with pytest.raises(ValueError):
+        b.extend(sent.id, 0)
+
+
+def test_a_direct_consumer_takes_a_message_to_an_idle_queue(store: EventStore) -> None:
+    """Delivered by the publish (one transaction: enqueued, delivered), handed after the
+    commit, no wake-up; a message behind one in flight is queued and woken (FIFO); a
+    consumer that raises leaves it delivered until the ack deadline."""
+    clock = Clock()
+    handed: list[Message] = []
+    woken: list[str] = []
+    b = bus(store, clock, limits=BusLimits(ack_deadline_s=5),
+            wake=lambda msg, delay: woken.append(msg.id))
+    b.direct[BOB.kind] = handed.append
+    sc = scope()
+    run_id = new_run(store, sc)
+    first = b.publish(message(sc, BOB, run_id=run_id))
+    assert (first.status, first.attempt_count) == (MessageStatus.DELIVERED, 1)
+    assert [m.id for m in handed] == [first.id] and woken == []
+    assert trace(store, run_id) == ["message.enqueued", "message.delivered"]
+    second = b.publish(message(sc, BOB, run_id=run_id))
+    assert second.status is MessageStatus.QUEUED and woken == [second.id]
+    b.acknowledge(first.id)
+    assert b.pull(BOB, sc) is not None  # the queued one, by the woken consumer
+    b.acknowledge(second.id)
+    later = b.publish(message(sc, BOB, available_at=clock() + 10))
+    assert later.status is MessageStatus.QUEUED  # not available yet: woken with a delay
+    clock.advance(10)
+    assert b.pull(BOB, sc) is not None
+    b.acknowledge(later.id)
+
+    def broken(msg: Message) -> None:
+        raise RuntimeError("consumer down")
+
+    b.direct[BOB.kind] = broken
+    lost = b.publish(message(sc, BOB))
+    assert lost.status is MessageStatus.DELIVERED
+    assert b.pull(BOB, sc) is None
+    clock.advance(5)
+    again = b.pull(BOB, sc)
+    assert again is not None and again.id == lost.id and again.attempt_count == 2

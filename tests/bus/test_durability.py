@@ -47,7 +47,8 @@ def test_a_message_published_while_the_worker_is_down_is_delivered_after_restart
     first = worker(redis_url, store_url, tmp_path, "first").start()
     try:
         first.client.agents.start(Stage, name="w", backend=MockBackend,
-                                  scripts=[says("one"), says("two"), says("three")])
+                                  scripts=[says("one"), says("two"), says("three"),
+                                           says("four")])
         first.client.bus.publish(task("a"))
         reply = first.client.bus.receive(ALICE, SCOPE, timeout=60)
         assert reply is not None and reply.payload == "one", first.log()
@@ -67,14 +68,21 @@ def test_a_message_published_while_the_worker_is_down_is_delivered_after_restart
     finally:
         second.stop()
     third = worker(redis_url, store_url, tmp_path, "third")
-    lost = third.client.bus.publish(task("c"))
-    third.start()  # purges the queues: the broker lost the wake-up
+    # "c" goes to the idle agent directly (its turn's task waits in the broker); "d"
+    # queues behind it (its wake-up task waits in the broker)
+    handed = third.client.bus.publish(task("c"))
+    queued = third.client.bus.publish(task("d"))
+    assert (handed.status, queued.status) == (MessageStatus.DELIVERED, MessageStatus.QUEUED)
+    third.start()  # purges the queues: the broker lost both tasks
     try:
         assert third.client.bus.receive(ALICE, SCOPE, timeout=2) is None
         decisions = supervisor.sweep(third.client._rt, now=time.time() + 60)
         assert {"agent": "w", "action": "bus_rewoken", "why": "messages_waiting"} in decisions
-        reply = third.client.bus.receive(ALICE, SCOPE, timeout=60)
-        assert reply is not None and reply.payload == "three", third.log()
-        assert reply.causation_id == lost.id
+        assert {"agent": "w", "action": "agent_redriven", "why": "never_taken"} in decisions
+        for sent, text in ((handed, "three"), (queued, "four")):
+            reply = third.client.bus.receive(ALICE, SCOPE, timeout=60)
+            assert reply is not None and reply.payload == text, third.log()
+            assert reply.causation_id == sent.id
+            third.client.bus.acknowledge(reply.id)
     finally:
         third.stop()

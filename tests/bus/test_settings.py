@@ -56,7 +56,8 @@ def test_an_env_queue_bound_refuses_a_real_publish(store_url: str) -> None:
 def test_env_message_bytes_and_retry_reach_the_bus(store_url: str) -> None:
     hypha = _hypha(store_url, HYPHA_BUS_MAX_MESSAGE_BYTES="600",
                    HYPHA_BUS_MAX_DELIVERY_ATTEMPTS="1", HYPHA_BUS_RETRY_INITIAL_DELAY_MS="5",
-                   HYPHA_BUS_RETENTION="60", HYPHA_BUS_PRUNE_BATCH="7")
+                   HYPHA_BUS_RETENTION="60", HYPHA_BUS_PRUNE_BATCH="7",
+                   HYPHA_BUS_AGENT_HOLD="120")
     try:
         sc = scope()
         with pytest.raises(MessageTooLarge):
@@ -67,6 +68,7 @@ def test_env_message_bytes_and_retry_reach_the_bus(store_url: str) -> None:
         assert hypha.bus.fail(sent.id, "boom", retry=True).status.value == "dead_lettered"
         assert hypha.bus.retry.initial_delay_ms == 5
         assert (hypha.bus.limits.retention_s, hypha.bus.limits.prune_batch) == (60.0, 7)
+        assert hypha.bus.limits.agent_hold_s == 120.0
     finally:
         hypha.close()
 
@@ -76,6 +78,7 @@ def test_env_message_bytes_and_retry_reach_the_bus(store_url: str) -> None:
     ("HYPHA_BUS_MAX_MESSAGE_BYTES", "1.5"), ("HYPHA_BUS_ACK_DEADLINE", "0"),
     ("HYPHA_BUS_RETENTION", "-1"), ("HYPHA_BUS_RETRY_MULTIPLIER", "0.5"),
     ("HYPHA_BUS_RETRY_MAX_DELAY_MS", "nan"), ("HYPHA_BUS_MAX_DELIVERY_ATTEMPTS", "0"),
+    ("HYPHA_BUS_AGENT_HOLD", "0"),
 ])
 def test_a_bad_value_is_a_setup_error_naming_it(name: str, value: str) -> None:
     with pytest.raises(SetupError, match=name):
@@ -89,6 +92,7 @@ def test_every_bus_setting_has_its_variable() -> None:
            "HYPHA_BUS_MAX_QUEUE_BYTES": "13", "HYPHA_BUS_ACK_DEADLINE": "14",
            "HYPHA_BUS_RETENTION": "15", "HYPHA_BUS_PRUNE_BATCH": "16",
            "HYPHA_BUS_MAX_DELIVERY_ATTEMPTS": "17", "HYPHA_BUS_RETRY_INITIAL_DELAY_MS": "18",
-           "HYPHA_BUS_RETRY_MAX_DELAY_MS": "19", "HYPHA_BUS_RETRY_MULTIPLIER": "20"}
+           "HYPHA_BUS_RETRY_MAX_DELAY_MS": "19", "HYPHA_BUS_RETRY_MULTIPLIER": "20",
+           "HYPHA_BUS_AGENT_HOLD": "21"}
     got = dataclasses.asdict(BusSettings.from_env(env))
-    assert len(names) == len(env) and sorted(got.values()) == list(range(11, 21))
+    assert len(names) == len(env) and sorted(got.values()) == list(range(11, 22))
