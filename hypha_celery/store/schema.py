@@ -245,6 +245,7 @@ messages = Table(
     Index("ix_hypha_messages_queue", "queue", "status", "pos"),
     Index("ix_hypha_messages_run", "run_id", "pos"),
     Index("ix_hypha_messages_live", "status", "to_kind", "created_at"),
+    Index("ix_hypha_messages_user", "user_id", "pos"),  # a user's, newest first (0009)
 )
 
 # A bus queue's live (queued or delivered) messages in count and bytes: what admission
