@@ -496,6 +496,7 @@ def _bus(hypha: Hypha) -> message_bus.Bus:
                           retry=message_bus.RetryPolicy.from_settings(bounds),
                           limits=message_bus.BusLimits.from_settings(bounds))
     bus.direct[message_bus.EndpointKind.AGENT] = message_bus.direct(bus, hypha.agents)
+    bus.wakers.append(message_bus.resumer(hypha._rt))  # replies to parked workflows
     message_bus.register(bus, hypha.agents, hypha.celery)
     hypha._rt.sweeps.append(partial(message_bus.sweep, bus, wake))
     return bus
@@ -516,8 +517,9 @@ def _open_session(tx: Tx, run_id: str, created: ev.RunCreated, opening: SessionO
     if session_id is None:
         return
     refuse_closed(tx, created.user_id, session_id)
+    at = time.time()  # created_at is the event's time: an import rebuilds it
     if tx.open_session(created.user_id, session_id, run_id=run_id, profile=opening.profile,
-                       pack=opening.pack, metadata=opening.metadata, at=time.time()):
+                       pack=opening.pack, metadata=opening.metadata, at=at):
         lifecycle.emit(tx, run_id, ev.SessionCreated(
             session_id=session_id, user_id=created.user_id, profile=opening.profile,
-            pack=opening.pack, metadata=opening.metadata))
+            pack=opening.pack, metadata=opening.metadata), ts=at)

@@ -91,9 +91,10 @@ def close_session(store: EventStore, user_id: str | None, session_id: str, *,
         row = tx.lock_session(user_id, session_id)
         if row is None:
             return None
-        if tx.close_session(user_id, session_id, at=time.time()):
+        at = time.time()  # closed_at is the event's time: an import rebuilds it
+        if tx.close_session(user_id, session_id, at=at):
             lifecycle.emit(tx, row.first_run_id, ev.SessionClosed(
-                session_id=session_id, user_id=user_id, reason=reason))
+                session_id=session_id, user_id=user_id, reason=reason), ts=at)
     return store.session(user_id, session_id)
 
 

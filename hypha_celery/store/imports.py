@@ -19,8 +19,14 @@ from sqlalchemy.exc import IntegrityError
 from hypha_celery.errors import EmptyImport, ImportConflict, IncompleteRun, InvalidRun
 from hypha_celery.events.envelope import Event
 from hypha_celery.events.fold import apply_event, new_view
-from hypha_celery.events.payloads import SessionCreated, parse_payload
+from hypha_celery.events.payloads import (
+    SessionClosed,
+    SessionCreated,
+    SessionUpdated,
+    parse_payload,
+)
 from hypha_celery.events.view import View
+from hypha_celery.jsontypes import JsonObject
 from hypha_celery.store.engine import Engines
 from hypha_celery.store.projection import columns_of, doc_of
 from hypha_celery.store.rows import (
@@ -32,8 +38,8 @@ from hypha_celery.store.rows import (
     json_data,
     json_text,
 )
-from hypha_celery.store.schema import runs
-from hypha_celery.store.sessions import SessionRow, insert_session
+from hypha_celery.store.schema import runs, sessions
+from hypha_celery.store.sessions import SessionRow, insert_session, session_key
 from hypha_celery.store.tx import check_kind
 
 RUN_ID_MAX = 64  # hypha_runs.run_id
@@ -155,17 +161,50 @@ def _import_write(conn: Connection, plans: list[_RunImport],
         insert_rows(conn, ((run_id, seq, kind, ts, encode(data), idem)
                            for evs in todo
                            for run_id, seq, kind, ts, data, idem in map(_row_of, evs)))
-        _open_sessions(conn, [e for evs in todo for e in evs if e.type == "session.created"])
+        _project_sessions(conn, [e for evs in todo for e in evs if e.type in _SESSION_KINDS])
 
 
-def _open_sessions(conn: Connection, opened: list[Event]) -> None:
-    """The sessions the imported ``session.created`` events opened (a session this
-    store has already keeps its row: first writer wins)."""
-    for ev in opened:
-        s = ev.body_as(SessionCreated)
-        insert_session(conn, conn.dialect.name, SessionRow(
-            s.user_id, s.session_id, s.profile, s.pack, dict(s.metadata), ev.run_id,
-            ev.timestamp))
+_SESSION_KINDS = frozenset({"session.created", "session.updated", "session.closed"})
+
+
+def _project_sessions(conn: Connection, evs: list[Event]) -> None:
+    """The session rows as the imported session events leave them, in log order: a
+    ``session.created`` opens its session (a session this store has already keeps its
+    row: first writer wins); a ``session.updated`` merges its metadata over the row's (the
+    caller wins, key by key); a ``session.closed`` sets ``closed_at`` to its time (once).
+    The last two change only a session the event's run opened, as the lifecycle writer
+    writes them to that run's log: a session another run opened here keeps its own."""
+    for ev in evs:
+        if ev.type == "session.created":
+            s = ev.body_as(SessionCreated)
+            insert_session(conn, conn.dialect.name, SessionRow(
+                s.user_id, s.session_id, s.profile, s.pack, dict(s.metadata), ev.run_id,
+                ev.timestamp))
+        elif ev.type == "session.updated":
+            u = ev.body_as(SessionUpdated)
+            _merge_metadata(conn, _opened_by(ev.run_id, u.user_id, u.session_id), u.metadata)
+        else:
+            c = ev.body_as(SessionClosed)
+            conn.execute(sessions.update()
+                         .where(*_opened_by(ev.run_id, c.user_id, c.session_id),
+                                sessions.c.closed_at.is_(None))
+                         .values(closed_at=ev.timestamp))
+
+
+def _opened_by(run_id: str, user_id: str | None, session_id: str
+               ) -> tuple[sa.ColumnElement[bool], ...]:
+    """The conditions of the row of session ``(user_id, session_id)`` if ``run_id``
+    opened it."""
+    return (sessions.c.key == session_key(user_id, session_id),
+            sessions.c.first_run_id == run_id)
+
+
+def _merge_metadata(conn: Connection, row: tuple[sa.ColumnElement[bool], ...],
+                    change: JsonObject) -> None:
+    have = conn.execute(sa.select(sessions.c.meta).where(*row)).first()
+    if have is not None:
+        merged: JsonObject = {**dict(have.meta or {}), **change}
+        conn.execute(sessions.update().where(*row).values(meta=merged))
 
 
 def _at(where: Where, ev: Event) -> str:
