@@ -60,6 +60,8 @@ The tree, split by phase::
     │   ├── NotRedrivable                a dead letter / quarantined run an operator can't act on
     │   ├── EffectOutcomeUnknown         a node's effect may or may not have happened: the run
     │   │                                is quarantined (no retry, no ``run.failed``) for a human
+    │   ├── AwaitingMessage              not a failure: a node parks its run until a message
+    │   │                                comes (``run.suspended``; ``bus.hand_off``)
     │   ├── BackendError                 a conversational backend failed (hypha_celery.backends);
     │   │                                ``.kind``, ``.retryable``; never shows message or raw
     │   ├── InvalidEvent (TypeError)     a backend Event whose kind / data is not plain JSON
@@ -335,6 +337,19 @@ class BrokerUnavailable(HyphaRuntimeError):
 class NotRedrivable(HyphaRuntimeError):
     """An operator action (``dlq redrive``, ``quarantine release|fail``) that does not
     apply: unknown or already handled record, or a run that no longer awaits it."""
+
+
+class AwaitingMessage(HyphaRuntimeError):
+    """Raised by a node to park its run until a message comes (not a failure): the
+    coordinator records ``run.suspended`` and no worker holds the node meanwhile;
+    the message's publish resumes the run (the node runs again as its next attempt and
+    finds it). ``queue`` is the bus queue the message arrives on, ``message_id`` the
+    message it answers (its ``correlation_id``), ``until`` when the wait times out (the
+    node's ``NodeTimeout``). :func:`hypha_celery.bus.hand_off` raises it."""
+
+    def __init__(self, message_id: str, queue: str, until: float) -> None:
+        super().__init__(f"waiting for the reply to {message_id}")
+        self.message_id, self.queue, self.until = message_id, queue, until
 
 
 class EffectOutcomeUnknown(HyphaRuntimeError):

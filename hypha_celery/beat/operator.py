@@ -10,12 +10,12 @@ from __future__ import annotations
 import time
 from typing import Any, TypedDict
 
-from hypha_celery.beat.supervisor import scheduled_message
 from hypha_celery.errors import FailureReason, NotRedrivable, RunNotFound
 from hypha_celery.events import RunStatus, View
 from hypha_celery.events import payloads as ev
 from hypha_celery.jsontypes import json_object
 from hypha_celery.runtime import canvas, lifecycle
+from hypha_celery.runtime.attempts import scheduled_message
 from hypha_celery.runtime.coordinator import fanout_calls, node_call, publish_fanout, terminal
 from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.protocol import NodeMessage
@@ -145,7 +145,7 @@ def _rerun(rt: Runtime, view: View, graph: Any, eid: str, attempt: int) -> Any:
                  for e in fanout.edges]
         calls = fanout_calls(rt, graph, run_id, fid, edges)
         return lambda: publish_fanout(rt, graph, run_id, fid, fanout.reducer, calls)
-    call = node_call(rt, graph, scheduled_message(rt, view).with_attempt(attempt))
+    call = node_call(rt, graph, scheduled_message(rt.store, view).with_attempt(attempt))
     return lambda: canvas.step(rt.app, call)
 
 

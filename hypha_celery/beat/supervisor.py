@@ -25,12 +25,14 @@ from hypha_celery.graph import Graph, NodeContext
 from hypha_celery.middleware import Sweep
 from hypha_celery.reviews import expire_due
 from hypha_celery.runtime import canvas, failures, lifecycle, rabbit, seams
+from hypha_celery.runtime.attempts import scheduled_message
 from hypha_celery.runtime.config import SUPERVISOR_TASK
 from hypha_celery.runtime.coordinator import (
     coordinate,
     fanout_calls,
     node_call,
     publish_fanout,
+    resume,
     step_locked,
     terminal,
 )
@@ -51,6 +53,7 @@ from hypha_celery.runtime.protocol import (
     ReducerOutcome,
 )
 from hypha_celery.store import Tx
+from hypha_celery.store import bus as bus_rows
 from hypha_celery.store.recovery import LeaseRow
 
 log = logging.getLogger(__name__)
@@ -173,6 +176,8 @@ def _examine(rt: Runtime, view: View, leases: dict[str, LeaseRow], now: float,
     waiting = view["waiting"]
     if view["status"] != "running" or graph is None or not waiting:
         return None  # quarantined / parked runs wait for a human; other apps' graphs
+    if "awaiting_message" in view:
+        return _examine_awaiting(rt, view, now)
     idle = now - max(view["updated_at"] or 0.0, view["retry_at"] or 0.0)
     backoff = policy.backoff ** int(view["recoveries"] or 0)
     if awaits_coordinator(view):
@@ -182,6 +187,24 @@ def _examine(rt: Runtime, view: View, leases: dict[str, LeaseRow], now: float,
     if view["fanout"]:
         return _examine_fanout(rt, view, graph, leases, now, idle, backoff, policy)
     return _examine_node(rt, view, graph, leases.get(waiting), now, idle, backoff, policy)
+
+
+def _examine_awaiting(rt: Runtime, view: View, now: float) -> RunSweepDecision | None:
+    """A run its node parked until a message comes (``run.suspended``): no
+    worker to watch. Resumed if the message is queued (its publish's resume was lost
+    with its process), timed out past the wait's ``until`` (``NodeTimeout``: the node's
+    retry policy and the graph decide), else left alone."""
+    awaited = view["awaiting_message"]
+    if now > awaited["until"]:
+        running = round(now - (view["updated_at"] or now), 3)
+        return _act_step(rt, view, "timed_out",
+                         lambda tx, v: _time_out(tx, rt, v, awaited["node_id"], running))
+    if not bus_rows.reply_queued(rt.store, awaited["queue"], awaited["message_id"]):
+        return None
+    if not resume(rt, view["run_id"], awaited["message_id"]):
+        return None
+    return {"run_id": view["run_id"], "action": "resumed", "execution_id": view["waiting"],
+            "why": "message_waiting"}
 
 
 def _lease_of(rt: Runtime, graph: Graph, node_id: str, policy: RecoveryPolicy) -> float:
@@ -346,24 +369,12 @@ def _publisher(rt: Runtime, view: View, graph: Graph, node_attempt: int | None
         fanout = scheduled.body_as(ev.NodeFanoutScheduled)
         calls, reducer = fanout_calls(rt, graph, run_id, eid, fanout.edges), fanout.reducer
         return lambda: publish_fanout(rt, graph, run_id, eid, reducer, calls)
-    msg = scheduled_message(rt, view)
+    msg = scheduled_message(rt.store, view)
     attempt = node_attempt or int(view["attempt"] or 1)
     if attempt > 1:
         msg = msg.with_attempt(attempt)
     call = node_call(rt, graph, msg)
     return lambda: canvas.step(rt.app, call)
-
-
-def scheduled_message(rt: Runtime, view: View) -> NodeMessage:
-    """The awaited node's message, from the event that scheduled it."""
-    run_id, eid = view["run_id"], _waiting(view)
-    for kind in ("node.execution.scheduled", "run.redriven"):
-        event = rt.store.last_event(run_id, kind)
-        body = event.body if event is not None else None
-        if isinstance(body, ev.NodeExecutionScheduled | ev.RunRedriven) \
-                and body.execution_id == eid:
-            return NodeMessage(run_id, eid, body.node_id, body.input)
-    raise LookupError(f"no scheduling event for {eid}")
 
 
 def _edges(rt: Runtime, view: View) -> list[NodeMessage]:
@@ -375,7 +386,7 @@ def _edges(rt: Runtime, view: View) -> list[NodeMessage]:
 
 
 def _exhaust(tx: Tx, rt: Runtime, view: View, graph: Graph, node_id: str) -> None:
-    msg = scheduled_message(rt, view)
+    msg = scheduled_message(rt.store, view)
     attempts = int(view["recoveries"] or 0)
     tx.emit(view["run_id"], ev.RecoveryRedriveExhausted(execution_id=view["waiting"],
                                                         attempts=attempts))
@@ -418,7 +429,7 @@ def _unknown_effect(rt: Runtime, view: View, graph: Graph, node_id: str) -> RunS
     node = graph.nodes[node_id]
     if node.receipt is None:
         return _quarantine(rt, view, node_id, attempt, "unknown_commit_state")
-    msg = scheduled_message(rt, view)
+    msg = scheduled_message(rt.store, view)
     ctx = NodeContext(view["run_id"], eid, node_id, attempt)
     try:
         found = node.receipt(dict(view["state"]), msg.input, ctx)

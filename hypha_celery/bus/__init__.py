@@ -53,7 +53,7 @@ from hypha_celery.bus._model import (
     workflow,
 )
 from hypha_celery.bus._tasks import register
-from hypha_celery.bus._workflow import ANONYMOUS, HANDOFF_TIMEOUT, HANDOFF_TYPE, hand_off
+from hypha_celery.bus._workflow import ANONYMOUS, HANDOFF_TIMEOUT, HANDOFF_TYPE, hand_off, resumer
 from hypha_celery.errors import (
     BusError,
     HandOffFailed,
@@ -79,7 +79,7 @@ __all__ = [
     "AgentFailure", "AgentPrompt", "celery_waker", "complete", "deliver", "direct", "prompt_of",
     "register", "sweep",
     # workflows on the bus
-    "ANONYMOUS", "HANDOFF_TIMEOUT", "HANDOFF_TYPE", "hand_off",
+    "ANONYMOUS", "HANDOFF_TIMEOUT", "HANDOFF_TYPE", "hand_off", "resumer",
     # errors
     "BusError", "HandOffFailed", "MessageAlreadyExists", "MessageNotFound", "MessageScopeMismatch",
     "MessageTooLarge", "QueueFull", "UnknownRecipient",

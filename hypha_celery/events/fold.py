@@ -43,6 +43,7 @@ from hypha_celery.events.payloads import (
     RunRedriven,
     RunReleased,
     RunStarted,
+    RunSuspended,
     RunWaitingHuman,
     reader,
 )
@@ -155,8 +156,15 @@ def _quarantined(v: View, p: RunQuarantined) -> None:
                        "reason": p.reason, "attempt": p.attempt}
 
 
+def _awaiting_message(v: View, p: RunSuspended) -> None:
+    v["awaiting_message"] = {"execution_id": p.execution_id, "node_id": p.node_id,
+                             "attempt": p.attempt, "message_id": p.message_id,
+                             "queue": p.queue, "until": p.until}
+
+
 def _released(v: View, p: RunReleased) -> None:
     v["status"] = RunStatus.RUNNING
+    v.pop("awaiting_message", None)
     if p.deadline is not None:
         v["deadline"] = p.deadline
     v["quarantine"] = None
@@ -190,6 +198,7 @@ def _applied(v: View, name: str, p: NodeExecutionCompleted | NodeExecutionFailed
     v["waiting"] = None
     v["waiting_nodes"] = []
     v["retry_at"] = None
+    v.pop("awaiting_message", None)
 
 
 def _node_outcome(v: View, p: NodeExecutionCompleted | NodeExecutionFailed) -> None:
@@ -211,6 +220,7 @@ def _ended(v: View, status: RunStatus) -> None:
     v["waiting"] = None
     v["waiting_nodes"] = []
     v["quarantine"] = v["parked"] = None
+    v.pop("awaiting_message", None)
 
 
 def _completed(v: View, p: RunCompleted) -> None:
@@ -321,6 +331,7 @@ _on(NodeExecutionRetrying)(_retrying)
 _on(NodeExecutionRedelivered)(_redelivered)
 _on(RecoveryRunRedriven)(_redriven)
 _on(RunQuarantined)(_quarantined)
+_on(RunSuspended)(_awaiting_message)
 _on(RunReleased)(_released)
 _on(RunParked)(_parked)
 _on(RunRedriven)(_unparked)

@@ -45,6 +45,7 @@ EventType = Literal[
     "recovery.case.resolved",
     "recovery.case.escalated",
     "run.quarantined",
+    "run.suspended",
     "run.released",
     "run.parked",
     "run.redriven",

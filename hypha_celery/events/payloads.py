@@ -70,10 +70,10 @@ __all__ = [
     "RecoveryCircuitOpened", "RecoveryDeadLetterRedriven", "RecoveryNodeTimedOut",
     "RecoveryOutcomeReconciled", "RecoveryRedriveExhausted", "RecoveryRunRedriven",
     "RegressionCompleted", "RegressionFailed", "RegressionStarted", "ReplayCompleted",
-    "ReplayFailed", "ReplayStarted", "RunCancelRequested", "RunCancelled", "RunCompleted",
-    "RunCreated", "RunFailed", "RunParked", "RunPayload", "RunQuarantined", "RunQueued",
-    "RunRedriven", "RunReleased", "RunStarted", "RunWaitingHuman", "SessionClosed",
-    "SessionCreated", "SessionPayload", "SessionUpdated",
+    "ReplayFailed", "ReplayStarted", "RunSuspended", "RunCancelRequested",
+    "RunCancelled", "RunCompleted", "RunCreated", "RunFailed", "RunParked", "RunPayload",
+    "RunQuarantined", "RunQueued", "RunRedriven", "RunReleased", "RunStarted",
+    "RunWaitingHuman", "SessionClosed", "SessionCreated", "SessionPayload", "SessionUpdated",
     "TerminalPayload",
     "ToolCallApproved", "ToolCallCompleted", "ToolCallFailed", "ToolCallRejected",
     "ToolCallRequested", "ToolCallStarted", "ToolOutputInvalid", "ToolOutputValidated",
@@ -199,6 +199,20 @@ class RunQuarantined(Payload):
     reason: str | None = None
 
 
+class RunSuspended(Payload):
+    """The awaited node parked the run until a message comes (``AwaitingMessage``):
+    no worker holds it; the message's publish resumes it (``run.released``, action
+    ``message``: the node runs again as its next attempt), ``until`` times it out."""
+
+    kind: ClassVar[EventType] = "run.suspended"
+    execution_id: str
+    node_id: str
+    attempt: int
+    message_id: str
+    queue: str
+    until: float
+
+
 class RunReleased(Payload):
     kind: ClassVar[EventType] = "run.released"
     execution_id: str
@@ -249,8 +263,8 @@ class RunCancelled(Payload):
 
 
 RunPayload = (RunCreated | RunQueued | RunStarted | RunCancelRequested | RunParked
-              | RunQuarantined | RunReleased | RunRedriven | RunWaitingHuman | RunCompleted
-              | RunFailed | RunCancelled)
+              | RunQuarantined | RunSuspended | RunReleased | RunRedriven
+              | RunWaitingHuman | RunCompleted | RunFailed | RunCancelled)
 TerminalPayload = RunCompleted | RunFailed | RunCancelled
 
 

@@ -5,8 +5,9 @@ fold.apply_event` updates it in place on every step's hot path, and the store wr
 reads it as the JSON document it is, with no conversion either way (a dataclass would cost
 a copy per read and per write, and the old documents load as they are). The price: it is
 a mutable ``dict`` at run time, so nothing but the type checker stops a write of a wrong
-type — the fold is its one writer. Every key is always present (no presence reads);
-``seq`` (and ``updated_at``) are the row's columns, set when the store reads the row.
+type — the fold is its one writer. Every key is always present (no presence reads) but
+``awaiting_message``, there only while a node parked the run; ``seq`` (and
+``updated_at``) are the row's columns, set when the store reads the row.
 """
 
 from __future__ import annotations
@@ -17,15 +18,26 @@ from typing_extensions import TypedDict
 
 from hypha_celery.events.status import RunStatus
 
-__all__ = ["CaseDoc", "ErrorJson", "FsmPosition", "LastOutcome", "Parked", "Quarantine",
-           "ReviewDoc", "TerminalError", "View", "view_of_row"]
+__all__ = ["AwaitingJson", "AwaitingMessageDoc", "CaseDoc", "ErrorJson", "FsmPosition",
+           "LastOutcome", "Parked", "Quarantine", "ReviewDoc", "TerminalError", "View",
+           "view_of_row"]
+
+class AwaitingJson(TypedDict):
+    """What a parked run waits for: the reply to ``message_id`` on the bus queue
+    ``queue``, until ``until`` (then the node times out)."""
+
+    message_id: str
+    queue: str
+    until: float
+
 
 #: An error as data: ``type``, ``message``, ``class`` (its retry class), and for some
-#: ``dead_letter`` (the dead-letter reason), ``by`` (``"supervisor"``) or ``effect``
-#: (``"unknown"``: an effect may have happened, the run is quarantined).
+#: ``dead_letter`` (the dead-letter reason), ``by`` (``"supervisor"``), ``effect``
+#: (``"unknown"``: an effect may have happened, the run is quarantined) or ``awaiting``
+#: (not a failure: the node parks the run until a message comes).
 ErrorJson = TypedDict("ErrorJson", {"type": str, "message": str, "class": str,
-                                    "dead_letter": str, "by": str, "effect": str},
-                      total=False)
+                                    "dead_letter": str, "by": str, "effect": str,
+                                    "awaiting": AwaitingJson}, total=False)
 
 
 class LastOutcome(TypedDict):
@@ -44,6 +56,17 @@ class TerminalError(TypedDict):
 
     reason: str
     message: str
+
+
+class AwaitingMessageDoc(TypedDict):
+    """A run parked by its node until a message comes (``run.suspended``)."""
+
+    execution_id: str
+    node_id: str
+    attempt: int
+    message_id: str
+    queue: str
+    until: float
 
 
 class Quarantine(TypedDict):
@@ -137,6 +160,9 @@ class View(TypedDict):
     recoveries: int
     quarantine: Quarantine | None
     parked: Parked | None
+    #: only while a node parked the run (``run.suspended``): absent otherwise, so the
+    #: documents of runs that never park stay as the previous version wrote them
+    awaiting_message: NotRequired[AwaitingMessageDoc]
     fanout: int
     created_at: float | None
     updated_at: float | None

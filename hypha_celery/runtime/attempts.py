@@ -14,9 +14,10 @@ from typing import Any, TypedDict
 from hypha_celery.events import as_kind
 from hypha_celery.events import payloads as ev
 from hypha_celery.events.payloads import Payload, trusted
+from hypha_celery.events.view import View
 from hypha_celery.graph.calls import CallRecord
-from hypha_celery.runtime.protocol import NodeOutcome
-from hypha_celery.store import Tx
+from hypha_celery.runtime.protocol import NodeMessage, NodeOutcome
+from hypha_celery.store import EventStore, Tx
 
 # The writers of this module's events, built unvalidated: the node path's (see trusted).
 _started = trusted(ev.NodeExecutionStarted)
@@ -90,3 +91,15 @@ def record_call(tx: Tx, run_id: str, outcome: NodeOutcome, call: CallRecord) -> 
 #: (:mod:`hypha_celery.graph.calls`).
 STARTED_FIELDS = ("side_effect", "provider", "request_bytes")
 ENDED_FIELDS = ("usage", "latency_ms", "wait_ms", "cost_usd", "error_kind")
+
+
+def scheduled_message(store: EventStore, view: View) -> NodeMessage:
+    """The awaited node's message (to run it again), from the event that scheduled it."""
+    run_id, eid = view["run_id"], view["waiting"]
+    for kind in ("node.execution.scheduled", "run.redriven"):
+        event = store.last_event(run_id, kind)
+        body = event.body if event is not None else None
+        if isinstance(body, ev.NodeExecutionScheduled | ev.RunRedriven) \
+                and body.execution_id == eid:
+            return NodeMessage(run_id, eid, body.node_id, body.input)
+    raise LookupError(f"no scheduling event for {eid}")

@@ -26,13 +26,15 @@ from hypha_celery.events.payloads import (
     RunFailed,
     RunParked,
     RunQuarantined,
+    RunReleased,
+    RunSuspended,
     RunWaitingHuman,
     TerminalPayload,
 )
 from hypha_celery.graph import Decision, Fail, FanOut, Finish, Graph, Next, Review
 from hypha_celery.graph.jsonsafe import error_json, is_json, json_size
 from hypha_celery.runtime import canvas, lifecycle, seams
-from hypha_celery.runtime.attempts import record_attempt
+from hypha_celery.runtime.attempts import record_attempt, scheduled_message
 from hypha_celery.runtime.config import EFFECTS_QUEUE, IO_QUEUE, NODES_QUEUE
 from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.lanes import kickoff_id, release
@@ -49,9 +51,10 @@ from hypha_celery.runtime.protocol import (
     summary,
 )
 from hypha_celery.store import Tx
+from hypha_celery.store import bus as messages
 
 __all__ = ["coordinate", "fanout_calls", "local_limit", "node_call", "publish_fanout",
-           "run_outcome", "step_locked", "terminal"]
+           "resume", "run_outcome", "step_locked", "terminal"]
 
 
 class _Fail(Exception):
@@ -108,9 +111,13 @@ def step_locked(tx: Tx, rt: Runtime, view: View, payload: Payload) -> None:
 def _step(
     tx: Tx, rt: Runtime, view: View, payload: Payload, local: canvas.LocalSteps | None
 ) -> None:
-    if isinstance(payload, NodeOutcome) and payload.effect_unknown and payload.edge_of is None:
-        _quarantine(tx, view, payload)
-        return
+    if isinstance(payload, NodeOutcome) and payload.edge_of is None:
+        if payload.effect_unknown:
+            _quarantine(tx, view, payload)
+            return
+        if payload.awaiting is not None:
+            _park_for_message(tx, rt, view, payload)
+            return
     if not isinstance(payload, Kickoff):  # (a review's outcome is already recorded)
         _record_outcome(tx, rt, view, payload)
     _decide_and_record(tx, rt, view, local)
@@ -134,6 +141,58 @@ def _quarantine(tx: Tx, view: View, outcome: NodeOutcome) -> None:
     lifecycle.emit(tx, run_id, RunQuarantined(
         execution_id=outcome.execution_id, node_id=outcome.node_id, attempt=attempt,
         reason=EFFECT_OUTCOME_UNKNOWN), idem=f"{outcome.execution_id}:quarantined:{attempt}")
+
+
+def _park_for_message(tx: Tx, rt: Runtime, view: View, outcome: NodeOutcome) -> None:
+    """The node raised :class:`~hypha_celery.errors.AwaitingMessage`: what the attempt
+    did is recorded (as a retried attempt's is), then ``run.suspended`` — the run
+    holds no worker until the message comes — unless it came already (its publish
+    committed before this step, which it serialized with on the run row: the publish
+    writes ``message.enqueued`` to this run's log), then the node runs again at once.
+    As for a quarantine, the outcome is not folded: the run still awaits the execution,
+    whose next attempt (run by :func:`resume`) finds the message."""
+    run_id, attempt, awaited = view["run_id"], int(view["attempt"] or 1), outcome.awaiting
+    assert awaited is not None
+    record_attempt(tx, run_id, outcome)
+    if messages.reply_waiting(tx, awaited["queue"], awaited["message_id"]):
+        _rerun_awaited(tx, rt, view, outcome.execution_id, attempt + 1)
+        return
+    lifecycle.emit(tx, run_id, RunSuspended(
+        execution_id=outcome.execution_id, node_id=outcome.node_id, attempt=attempt,
+        message_id=awaited["message_id"], queue=awaited["queue"], until=awaited["until"]),
+        idem=f"{outcome.execution_id}:awaiting:{attempt}")
+
+
+def resume(rt: Runtime, run_id: str, message_id: str | None = None) -> bool:
+    """Run a parked run's node again (its next attempt) if the message it awaits is
+    queued: the bus calls it after a message to ``workflow:<run_id>`` commits
+    (``message_id``: the message's ``correlation_id``), the recovery supervisor for every
+    parked run it examines (a resume lost with its process). Whether it resumed."""
+    with rt.store.transaction() as tx:
+        view = tx.lock(run_id)
+        awaited = None if view is None else view.get("awaiting_message")
+        if view is None or awaited is None or view["status"] != RunStatus.RUNNING \
+                or message_id not in (None, awaited["message_id"]) \
+                or not messages.reply_waiting(tx, awaited["queue"], awaited["message_id"]):
+            return False
+        _rerun_awaited(tx, rt, view, awaited["execution_id"], awaited["attempt"] + 1)
+    return True
+
+
+def _rerun_awaited(tx: Tx, rt: Runtime, view: View, execution_id: str, attempt: int) -> None:
+    """``run.released`` (action ``message``) and, after the commit, the awaited node's
+    next attempt."""
+    graph = rt.graphs.get(view["graph_id"] or "")
+    if graph is None:
+        terminal(tx, rt, view, RunFailed(
+            reason=FailureReason.UNKNOWN_GRAPH.value,
+            message=f"graph {view['graph_id']!r} is not registered on this worker"))
+        return
+    msg = scheduled_message(rt.store, view).with_attempt(attempt)
+    lifecycle.emit(tx, view["run_id"], RunReleased(execution_id=execution_id, attempt=attempt,
+                                                   action="message"))
+    call = node_call(rt, graph, msg)
+    tx.after_commit(lambda: canvas.step(rt.app, call))
 
 
 def _not_awaited(tx: Tx, rt: Runtime, view: View, payload: Payload) -> None:

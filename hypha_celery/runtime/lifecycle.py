@@ -29,7 +29,8 @@ from hypha_celery.store import LIFECYCLE_WRITER, Tx
 
 #: The run lifecycle's event types: the ones only this module appends.
 RunKind = Literal["run.created", "run.queued", "run.started", "run.cancel.requested",
-                  "run.parked", "run.quarantined", "run.released", "run.redriven",
+                  "run.parked", "run.quarantined", "run.suspended", "run.released",
+                  "run.redriven",
                   "run.waiting_human", "run.completed", "run.failed", "run.cancelled"]
 #: The ones that end a run.
 TerminalKind = Literal["run.completed", "run.failed", "run.cancelled"]

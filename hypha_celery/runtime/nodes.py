@@ -17,7 +17,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from hypha_celery.errors import EffectOutcomeUnknown
+from hypha_celery.errors import AwaitingMessage, EffectOutcomeUnknown
 from hypha_celery.events import View
 from hypha_celery.graph import Graph, Node, NodeContext
 from hypha_celery.graph.calls import Calls
@@ -157,6 +157,9 @@ def node_error(exc: Exception) -> ErrorJson:
     error = error_data(exc)
     if isinstance(exc, EffectOutcomeUnknown):
         error["effect"] = "unknown"
+    elif isinstance(exc, AwaitingMessage):  # not a failure: the run parks
+        error["awaiting"] = {"message_id": exc.message_id, "queue": exc.queue,
+                             "until": exc.until}
     return error
 
 

@@ -37,13 +37,13 @@ from typing_extensions import TypedDict  # pydantic reads it (python < 3.12)
 
 from hypha_celery.events import payloads as ev
 from hypha_celery.events.payloads import DecisionType
-from hypha_celery.events.view import ErrorJson
+from hypha_celery.events.view import AwaitingJson, ErrorJson
 from hypha_celery.graph import Decision, ErrorInfo, Fail, FanOut, Next, Outcome, Review
 from hypha_celery.graph.calls import CallRecord
 
 __all__ = ["EFFECT_OUTCOME_UNKNOWN", "FATAL_ERRORS", "DeadLetterJson", "DecisionSummary",
            "EdgeRef", "ErrorJson", "FanoutMeta", "Kickoff", "NodeMessage", "NodeOutcome",
-           "NodeResult", "Payload", "ReducerOutcome", "StartedJson", "effect_unknown",
+           "NodeResult", "Payload", "ReducerOutcome", "StartedJson", "awaiting", "effect_unknown",
            "parse_payload", "summary"]
 
 
@@ -85,6 +85,12 @@ FATAL_ERRORS = frozenset({"InvalidState", "InvalidNodeOutput"})
 
 #: The ``run.quarantined`` reason of a node whose error says its effect may have happened.
 EFFECT_OUTCOME_UNKNOWN = "effect_outcome_unknown"
+
+
+def awaiting(error: ErrorJson | None) -> AwaitingJson | None:
+    """What a node that parked its run waits for (its error's ``awaiting``: it raised
+    :class:`~hypha_celery.errors.AwaitingMessage`), or None."""
+    return None if error is None else error.get("awaiting")
 
 
 def effect_unknown(error: Mapping[str, object] | None) -> bool:
@@ -187,6 +193,12 @@ class NodeOutcome:
         """Its error says an effect may or may not have happened (:func:`effect_unknown`):
         the coordinator quarantines the run instead of applying it."""
         return effect_unknown(self.error)
+
+    @property
+    def awaiting(self) -> AwaitingJson | None:
+        """What the node parked the run for (:func:`awaiting`): the coordinator records
+        ``run.suspended`` instead of applying it."""
+        return awaiting(self.error)
 
     @property
     def fatal(self) -> bool:

@@ -55,8 +55,10 @@ class Retries(Middleware):
             return
         policy = outcome.retry_policy
         if (outcome.decided or policy is None or error.get("class") not in policy.retry_on
-                or outcome.late or error.get("dead_letter") or effect_unknown(error)):
-            return  # not retryable; a dead letter is final; an unknown effect quarantines
+                or outcome.late or error.get("dead_letter") or effect_unknown(error)
+                or "awaiting" in error):
+            return  # not retryable; a dead letter is final; an unknown effect quarantines;
+            # a node awaiting a message parks the run
         key, now = outcome.dependency, time.time()
         opened, open_until = self.store.record_failure(key, now, self.threshold, self.reset)
         with self._lock:

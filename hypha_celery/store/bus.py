@@ -219,6 +219,25 @@ def agent_exists(tx: Tx, name: str) -> bool:
     return tx.conn.execute(q).first() is not None
 
 
+def reply_waiting(tx: Tx, queue: str, correlation_id: str) -> bool:
+    """Whether ``queue`` holds a queued message with ``correlation_id`` (a parked
+    workflow's reply: :func:`hypha_celery.runtime.coordinator.resume`)."""
+    return tx.conn.execute(_reply(queue, correlation_id)).first() is not None
+
+
+def reply_queued(store: EventStore, queue: str, correlation_id: str) -> bool:
+    """:func:`reply_waiting` outside a transaction (no lock: the supervisor's look)."""
+    store.ensure_schema()
+    with store.reader.connect() as conn:
+        return conn.execute(_reply(queue, correlation_id)).first() is not None
+
+
+def _reply(queue: str, correlation_id: str) -> Any:
+    return sa.select(messages.c.pos).where(
+        messages.c.queue == queue, messages.c.correlation_id == correlation_id,
+        messages.c.status == "queued").limit(1)
+
+
 def run_exists(tx: Tx, run_id: str) -> bool:
     q = sa.select(runs.c.run_id).where(runs.c.run_id == run_id)
     return tx.conn.execute(q).first() is not None

@@ -12,6 +12,7 @@ import pytest
 
 from hypha_celery import Hypha
 from hypha_celery.backends import BackendEvent, MockBackend
+from hypha_celery.beat import supervisor
 from hypha_celery.bus import (
     FAILED_TYPE,
     REPLY_TYPE,
@@ -116,10 +117,9 @@ def test_a_route_chains_agents(hypha: Hypha) -> None:
     assert settled(hypha.bus, sent.id).status is MessageStatus.ACKNOWLEDGED  # type: ignore[union-attr]
 
 
-def test_a_workflow_hands_work_to_an_agent_and_resumes_on_its_reply(hypha: Hypha) -> None:
-    hypha.agents.start(Stage, name="writer", backend=MockBackend, scripts=[says("a draft")])
+def _article(hypha: Hypha, timeout: float = 30) -> None:
     nodes = {"write": hand_off(hypha.bus, "writer", lambda state, req: f"write {req['topic']}",
-                               timeout=30),
+                               timeout=timeout),
              "publish": lambda state, req: {"published": state["reply"].upper()}}
     spec = WorkflowSpec.model_validate({
         "id": "article", "initial_state": "Write", "terminal_states": ["Done"],
@@ -128,9 +128,44 @@ def test_a_workflow_hands_work_to_an_agent_and_resumes_on_its_reply(hypha: Hypha
         "transitions": [{"from": "Write", "to": "Publish"},
                         {"from": "Publish", "to": "Done"}]})
     hypha.register(workflow_graph(Fsm(spec, nodes), nodes))
+
+
+def _kinds(hypha: Hypha, run_id: str, prefix: str) -> list[str]:
+    return [e.type for e in hypha.store.events(run_id) if e.type.startswith(prefix)]
+
+
+def _parked(hypha: Hypha, run_id: str, timeout: float = 10) -> dict[str, object]:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        awaited = hypha.store.get(run_id).get("awaiting_message")
+        if awaited:
+            return dict(awaited)
+        time.sleep(0.02)
+    raise AssertionError(f"run {run_id} never parked: {_kinds(hypha, run_id, '')}")
+
+
+def test_a_workflow_hands_work_to_an_agent_and_resumes_on_its_reply(hypha: Hypha) -> None:
+    """The hand-off parks the run (no worker waits: run.suspended) while the
+    agent's turn runs; the reply's publish resumes it (run.released, action message: the
+    node's next attempt finds the reply)."""
+    hypha.agents.start(Stage, name="writer", backend=MockBackend,
+                       scripts=[MockBackend.gate("turn", says("a draft"))])
+    _article(hypha)
     run = hypha.start("article", {"topic": "bees"}, user_id="alice", session_id="s1")
+    assert MockBackend.wait_blocked("turn", timeout=10) is not None
+    parked = _parked(hypha, run.id)
+    assert parked["attempt"] == 1 and parked["node_id"] == "write"
+    assert hypha.store.get(run.id)["status"] == "running"
+    MockBackend.release("turn")
     assert run.wait(60)["published"] == "A DRAFT"
-    kinds = [e.type for e in hypha.store.events(run.id) if e.type.startswith("message.")]
+    runs = _kinds(hypha, run.id, "run.")
+    assert runs.index("run.suspended") < runs.index("run.released")
+    released = [e for e in hypha.store.events(run.id) if e.type == "run.released"]
+    assert [(e.payload["action"], e.payload["attempt"]) for e in released] == [("message", 2)]
+    starts = [e.payload["attempt"] for e in hypha.store.events(run.id)
+              if e.type == "node.execution.started" and e.payload["node_id"] == "write"]
+    assert starts == [1, 2]  # the parked attempt and the one that found the reply
+    kinds = _kinds(hypha, run.id, "message.")
     # each message enqueued, delivered, acknowledged in that order; the reply's delivery
     # and the request's acknowledgement race (two processes)
     assert sorted(kinds) == sorted(["message.enqueued", "message.delivered"] * 2
@@ -139,6 +174,48 @@ def test_a_workflow_hands_work_to_an_agent_and_resumes_on_its_reply(hypha: Hypha
     handoff, reply = hypha.bus.messages(run_id=run.id)
     assert (handoff.fsm_state, handoff.to, reply.to) == ("Write", agent("writer"),
                                                          workflow(run.id))
+
+
+def test_a_lost_resume_is_the_supervisors_and_a_wait_times_out(hypha: Hypha) -> None:
+    """A reply published with no resume (its process died after the commit): the sweep
+    resumes the run. A wait past the hand-off's timeout: the sweep times the node out."""
+    hypha.agents.start(Stage, name="writer", backend=MockBackend,
+                       scripts=[MockBackend.gate("lost", says("late draft"))])
+    _article(hypha, timeout=120)
+    run = hypha.start("article", {"topic": "bees"}, user_id="alice", session_id="s1")
+    assert MockBackend.wait_blocked("lost", timeout=10) is not None
+    parked = _parked(hypha, run.id)
+    hypha.bus.wakers.clear()  # the reply's publish resumes nothing
+    MockBackend.release("lost")
+    reply = _queued_reply(hypha, run.id)
+    assert reply is not None and "awaiting_message" in hypha.store.get(run.id)
+    decisions = supervisor.sweep(hypha._rt, now=time.time() + 60)
+    assert {"run_id": run.id, "action": "resumed", "execution_id": parked["execution_id"],
+            "why": "message_waiting"} in decisions
+    assert run.wait(60)["published"] == "LATE DRAFT"
+
+    hypha.agents.stop("writer")
+    hypha.agents.start(Stage, name="writer", backend=MockBackend,
+                       scripts=[MockBackend.gate("never", says("too late"))])
+    slow = hypha.start("article", {"topic": "wasps"}, user_id="alice", session_id="s2")
+    waiting = _parked(hypha, slow.id)
+    early = supervisor.sweep(hypha._rt, now=time.time() + 60)  # within its timeout
+    assert not [d for d in early if d.get("run_id") == slow.id]
+    decisions = supervisor.sweep(hypha._rt, now=float(waiting["until"]) + 1)  # type: ignore[arg-type]
+    assert any(d.get("run_id") == slow.id and d["action"] == "timed_out" for d in decisions)
+    failed = [e for e in hypha.store.events(slow.id) if e.type == "node.execution.failed"]
+    assert failed and failed[-1].payload["error"]["type"] == "NodeTimeout"
+    MockBackend.release("never")
+
+
+def _queued_reply(hypha: Hypha, run_id: str, timeout: float = 20) -> Message | None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        for msg in hypha.bus.messages(run_id=run_id):
+            if msg.to == workflow(run_id) and msg.status is MessageStatus.QUEUED:
+                return msg
+        time.sleep(0.02)
+    return None
 
 
 def test_a_message_to_an_idle_agent_is_delivered_by_its_publish(hypha: Hypha) -> None:
@@ -154,7 +231,9 @@ def test_a_message_to_an_idle_agent_is_delivered_by_its_publish(hypha: Hypha) ->
     assert second.status is MessageStatus.QUEUED  # the first is in flight: no overtaking
     MockBackend.release("slow")
     replies = [hypha.bus.receive(ALICE, SCOPE, timeout=20) for _ in range(2)]
-    assert [r.payload for r in replies if r is not None] == ["one", "two"]
+    # the turns ran in order; their completion tasks may publish the replies either way
+    answered = {r.causation_id: r.payload for r in replies if r is not None}
+    assert answered == {first.id: "one", second.id: "two"}
     for sent in (first, second):
         done = settled(hypha.bus, sent.id)
         assert done is not None and done.status is MessageStatus.ACKNOWLEDGED

@@ -207,6 +207,9 @@ FOLDED: dict[str, Any] = {
         "execution_id": d["execution_id"], "dead_letter_id": d["dead_letter_id"]}},
     "run.quarantined": lambda d: {"status": "quarantined", "quarantine": {
         k: d[k] for k in ("execution_id", "node_id", "reason", "attempt")}},
+    "run.suspended": lambda d: {"awaiting_message": {
+        k: d[k] for k in ("execution_id", "node_id", "attempt", "message_id", "queue",
+                          "until")}},
     "run.redriven": lambda d: {"deadline": d["deadline"], "waiting": d["execution_id"],
                                "waiting_nodes": [d["node_id"]]},
     "run.released": lambda d: {"deadline": d["deadline"], "attempt": d["attempt"]},
