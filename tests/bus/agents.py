@@ -15,3 +15,4 @@ class Stage(Agent):
 
     def handle_response(self, ref: str, response: Response, state: Any) -> AgentDecision:
         return NoReply({"turns": state["turns"] + 1})
+

@@ -86,3 +86,41 @@ def test_a_message_published_while_the_worker_is_down_is_delivered_after_restart
             third.client.bus.acknowledge(reply.id)
     finally:
         third.stop()
+
+
+def test_a_hand_off_parks_its_run_and_a_real_workers_reply_resumes_it(
+        redis_url: str, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a real worker: the hand-off node parks the run (its task ends: run.suspended
+    while the agent's turn is held at a gate), the agent's completion task publishes the
+    reply and resumes the run in its own process (the node's next attempt reads it)."""
+    monkeypatch.setenv("HYPHA_MOCK_GATE_URL", redis_url)  # the gate between processes
+    w = WorkerProcess("tests.bus.worker_app:article", broker_url=redis_url,
+                      store_url=store_url, log=tmp_path / "article.log", cwd=REPO,
+                      concurrency=2, env={"HYPHA_MOCK_GATE_URL": redis_url}).start()
+    try:
+        w.client.agents.start(Stage, name="writer", backend=MockBackend,
+                              scripts=[MockBackend.gate("handoff", says("a draft"),
+                                                        timeout=60)])
+        run = w.client.start("article", {"topic": "bees"}, user_id="alice",
+                             session_id="s1")
+        assert MockBackend.wait_blocked("handoff", timeout=30) is not None, w.log()
+        end = time.monotonic() + 30
+        while "run.suspended" not in [e.type for e in run.events()]:
+            assert time.monotonic() < end, w.log()
+            time.sleep(0.05)
+        assert "awaiting_message" in w.client.store.get(run.id)  # no worker holds it
+        MockBackend.release("handoff")
+        assert run.wait(60)["published"] == "A DRAFT", w.log()
+        kinds = [e.type for e in run.events()]
+        assert kinds.index("run.suspended") < kinds.index("run.released"), kinds
+        starts = [e.payload["attempt"] for e in run.events()
+                  if e.type == "node.execution.started" and e.payload["node_id"] == "write"]
+        assert starts == [1, 2]  # the attempt that parked, the one that read the reply
+        released = [e.payload for e in run.events() if e.type == "run.released"]
+        assert [(p["action"], p["attempt"]) for p in released] == [("message", 2)]
+        for m in w.client.bus.messages(run_id=run.id):
+            done = settled(w.client.bus, m.id)
+            assert done is not None and done.status is MessageStatus.ACKNOWLEDGED
+    finally:
+        w.stop()
