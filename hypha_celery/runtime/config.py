@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kombu.entity import Exchange, Queue
 
@@ -213,46 +213,52 @@ def _json(env: Mapping[str, str], name: str) -> dict[str, Any]:
     return value
 
 
-def _seconds(env: dict[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
+_N = TypeVar("_N", int, float)
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """A number of seconds ``>= 0``."""
+    value = _read(env, name, float, "a number of seconds")
+    if value is None:
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SetupError(f"{name} must be a number of seconds, got {raw!r}") from None
     if value < 0:
-        raise SetupError(f"{name} must be >= 0, got {raw!r}")
+        raise SetupError(f"{name} must be >= 0, got {env[name].strip()!r}")
     return value
 
 
 def _count(env: Mapping[str, str], name: str, default: int) -> int:
     """A positive integer variable (a count or bytes)."""
-    raw = env.get(name, "").strip()
-    if not raw:
+    value = _read(env, name, int, "a positive integer")
+    if value is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise SetupError(f"{name} must be a positive integer, got {raw!r}") from None
     if value < 1:
-        raise SetupError(f"{name} must be a positive integer, got {raw!r}")
+        raise SetupError(f"{name} must be a positive integer, got {env[name].strip()!r}")
     return value
 
 
 def _number(env: Mapping[str, str], name: str, default: float, low: float, *,
             strict: bool = False) -> float:
     """A finite number variable ``>= low`` (``strict``: ``> low``)."""
+    value = _read(env, name, float, "a number")
+    if value is None:
+        return default
+    if not math.isfinite(value) or value < low or (strict and value == low):
+        raise SetupError(f"{name} must be {'>' if strict else '>='} {low:g}, "
+                         f"got {env[name].strip()!r}")
+    return value
+
+
+def _read(env: Mapping[str, str], name: str, kind: Callable[[str], _N],
+          what: str) -> _N | None:
+    """The variable ``name`` as ``kind`` (None: unset or blank); unreadable: a
+    ``SetupError`` saying it must be ``what``."""
     raw = env.get(name, "").strip()
     if not raw:
-        return default
+        return None
     try:
-        value = float(raw)
+        return kind(raw)
     except ValueError:
-        raise SetupError(f"{name} must be a number, got {raw!r}") from None
-    if not math.isfinite(value) or value < low or (strict and value == low):
-        raise SetupError(f"{name} must be {'>' if strict else '>='} {low:g}, got {raw!r}")
-    return value
+        raise SetupError(f"{name} must be {what}, got {raw!r}") from None
 
 
 def _default_backend(broker: str) -> str:

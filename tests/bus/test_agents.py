@@ -22,15 +22,14 @@ from hypha_celery.bus import (
     UnknownRecipient,
     agent,
     deliver,
-    hand_off,
     human,
     workflow,
 )
-from hypha_celery.fsm import Fsm, WorkflowSpec, workflow_graph
 from hypha_celery.runtime.config import BusSettings, Settings
 from hypha_celery.store import agents as agent_rows
 from tests.bus.agents import Stage
 from tests.bus.support import settled
+from tests.bus.worker_app import register_article
 from tests.runtime.support import embedded
 
 SCOPE = Scope("alice", "s1")
@@ -117,19 +116,6 @@ def test_a_route_chains_agents(hypha: Hypha) -> None:
     assert settled(hypha.bus, sent.id).status is MessageStatus.ACKNOWLEDGED  # type: ignore[union-attr]
 
 
-def _article(hypha: Hypha, timeout: float = 30) -> None:
-    nodes = {"write": hand_off(hypha.bus, "writer", lambda state, req: f"write {req['topic']}",
-                               timeout=timeout),
-             "publish": lambda state, req: {"published": state["reply"].upper()}}
-    spec = WorkflowSpec.model_validate({
-        "id": "article", "initial_state": "Write", "terminal_states": ["Done"],
-        "states": [{"id": "Write", "node": "write"}, {"id": "Publish", "node": "publish"},
-                   {"id": "Done"}],
-        "transitions": [{"from": "Write", "to": "Publish"},
-                        {"from": "Publish", "to": "Done"}]})
-    hypha.register(workflow_graph(Fsm(spec, nodes), nodes))
-
-
 def _kinds(hypha: Hypha, run_id: str, prefix: str) -> list[str]:
     return [e.type for e in hypha.store.events(run_id) if e.type.startswith(prefix)]
 
@@ -150,7 +136,7 @@ def test_a_workflow_hands_work_to_an_agent_and_resumes_on_its_reply(hypha: Hypha
     node's next attempt finds the reply)."""
     hypha.agents.start(Stage, name="writer", backend=MockBackend,
                        scripts=[MockBackend.gate("turn", says("a draft"))])
-    _article(hypha)
+    register_article(hypha)
     run = hypha.start("article", {"topic": "bees"}, user_id="alice", session_id="s1")
     assert MockBackend.wait_blocked("turn", timeout=10) is not None
     parked = _parked(hypha, run.id)
@@ -181,7 +167,7 @@ def test_a_lost_resume_is_the_supervisors_and_a_wait_times_out(hypha: Hypha) -> 
     resumes the run. A wait past the hand-off's timeout: the sweep times the node out."""
     hypha.agents.start(Stage, name="writer", backend=MockBackend,
                        scripts=[MockBackend.gate("lost", says("late draft"))])
-    _article(hypha, timeout=120)
+    register_article(hypha, timeout=120)
     run = hypha.start("article", {"topic": "bees"}, user_id="alice", session_id="s1")
     assert MockBackend.wait_blocked("lost", timeout=10) is not None
     parked = _parked(hypha, run.id)

@@ -11,12 +11,19 @@ def build(settings: Settings) -> Hypha:
 
 def article(settings: Settings) -> Hypha:
     """The app with a workflow that hands its draft to agent ``writer``."""
+    hypha = Hypha(settings)
+    register_article(hypha)
+    return hypha
+
+
+def register_article(hypha: Hypha, timeout: float = 60) -> None:
+    """Workflow ``article``: Write (hand the topic to agent ``writer``), Publish (its
+    reply, upper-cased), Done."""
     from hypha_celery.bus import hand_off
     from hypha_celery.fsm import Fsm, WorkflowSpec, workflow_graph
 
-    hypha = Hypha(settings)
     nodes = {"write": hand_off(hypha.bus, "writer", lambda state, req: f"write {req['topic']}",
-                               timeout=60),
+                               timeout=timeout),
              "publish": lambda state, req: {"published": state["reply"].upper()}}
     spec = WorkflowSpec.model_validate({
         "id": "article", "initial_state": "Write", "terminal_states": ["Done"],
@@ -25,4 +32,3 @@ def article(settings: Settings) -> Hypha:
         "transitions": [{"from": "Write", "to": "Publish"},
                         {"from": "Publish", "to": "Done"}]})
     hypha.register(workflow_graph(Fsm(spec, nodes), nodes))
-    return hypha
