@@ -6,24 +6,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from hypha_celery import Finish, Graph, Hypha, Next, SessionOpening
+from hypha_celery import Hypha, SessionOpening
 from hypha_celery.errors import SessionClosed
 from tests.cli.test_commands import invoke, one_line_error
-from tests.runtime.support import embedded
-
-
-def _graph() -> Graph:
-    def work(state: dict[str, Any], inp: Any) -> dict[str, Any]:
-        return {"echo": inp}
-
-    def policy(ctx: Any) -> Any:
-        return Next("work", ctx.input) if ctx.step == 0 else Finish(ctx.state["echo"])
-
-    return Graph(id="echo", nodes={"work": work}, decision_policy=policy)
+from tests.runtime.support import echo_graph, embedded
 
 
 @pytest.fixture
@@ -31,7 +20,7 @@ def world(store_url: str) -> Iterator[tuple[str, str, list[str]]]:
     """Two users' sessions: ann's ``desk`` (two runs, opened with a profile), bob's."""
     u = uuid.uuid4().hex[:8]
     hypha: Hypha = embedded(store_url)
-    hypha.register(_graph())
+    hypha.register(echo_graph())
     try:
         ann, bob = f"ann-{u}", f"bob-{u}"
         runs = [hypha.start("echo", i, user_id=ann, session_id="desk",
@@ -106,7 +95,7 @@ def test_close_closes_the_session_and_a_run_in_it_is_refused(
     table = invoke("sessions", "--user", ann, store_url=store_url).stdout.splitlines()
     assert table[1].split()[2] == "closed"
     hypha = embedded(store_url)
-    hypha.register(_graph())
+    hypha.register(echo_graph())
     try:
         with pytest.raises(SessionClosed):
             hypha.start("echo", 1, user_id=ann, session_id="desk")

@@ -13,24 +13,14 @@ from typing import Any
 
 import pytest
 
-from hypha_celery import Finish, Graph, Hypha, Next, SessionOpening, SpecError, TooLarge
+from hypha_celery import Hypha, SessionOpening, SpecError, TooLarge
 from hypha_celery.client.sessions import MAX_SESSION_METADATA_BYTES
 from hypha_celery.errors import NotTheLifecycleWriter, SessionClosed
 from hypha_celery.events.payloads import SessionClosed as SessionClosedEvent
 from hypha_celery.events.payloads import SessionCreated, SessionUpdated
 from hypha_celery.exchange import export_jsonl, import_parsed, parse_jsonl
 from hypha_celery.store import RunFilter, SessionStatus
-from tests.runtime.support import embedded, kinds
-
-
-def _graph() -> Graph:
-    def work(state: dict[str, Any], inp: Any) -> dict[str, Any]:
-        return {"echo": inp}
-
-    def policy(ctx: Any) -> Any:
-        return Next("work", ctx.input) if ctx.step == 0 else Finish(ctx.state["echo"])
-
-    return Graph(id="echo", nodes={"work": work}, decision_policy=policy)
+from tests.runtime.support import echo_graph, embedded, kinds
 
 
 @pytest.fixture
@@ -42,7 +32,7 @@ def u() -> str:
 @pytest.fixture
 def hypha(store_url: str) -> Iterator[Hypha]:
     h = embedded(store_url)
-    h.register(_graph())
+    h.register(echo_graph())
     try:
         yield h
     finally:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from hypha_celery import Event, Hypha, RunHandle, Settings
+from hypha_celery import Event, Finish, Graph, Hypha, Next, RunHandle, Settings
 from hypha_celery.events import TERMINAL_KINDS
 from hypha_celery.testing.waiting import wait_until as wait_until  # re-exported
 
@@ -48,3 +49,14 @@ def assert_well_formed(run: RunHandle) -> None:
     terminal = [i for i, e in enumerate(evs) if e.kind in TERMINAL_KINDS]
     assert len(terminal) == 1, [e.kind for e in evs]
     assert all(e.kind == "node.execution.late_result" for e in evs[terminal[0] + 1:])
+
+
+def echo_graph() -> Graph:
+    """Graph ``echo``: one node that keeps its input, which the run returns."""
+    def work(state: dict[str, Any], inp: Any) -> dict[str, Any]:
+        return {"echo": inp}
+
+    def policy(ctx: Any) -> Any:
+        return Next("work", ctx.input) if ctx.step == 0 else Finish(ctx.state["echo"])
+
+    return Graph(id="echo", nodes={"work": work}, decision_policy=policy)

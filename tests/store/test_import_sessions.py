@@ -12,25 +12,15 @@ from typing import Any
 
 import pytest
 
-from hypha_celery import Finish, Graph, Hypha, Next, SessionOpening
+from hypha_celery import Hypha, SessionOpening
 from hypha_celery.exchange import export_jsonl, import_parsed, parse_jsonl
 from hypha_celery.store import SessionRow, SessionStatus
-from tests.runtime.support import embedded
-
-
-def _graph() -> Graph:
-    def work(state: dict[str, Any], inp: Any) -> dict[str, Any]:
-        return {"echo": inp}
-
-    def policy(ctx: Any) -> Any:
-        return Next("work", ctx.input) if ctx.step == 0 else Finish(ctx.state["echo"])
-
-    return Graph(id="echo", nodes={"work": work}, decision_policy=policy)
+from tests.runtime.support import echo_graph, embedded
 
 
 def _hypha(url: str) -> Iterator[Hypha]:
     h = embedded(url)
-    h.register(_graph())
+    h.register(echo_graph())
     try:
         yield h
     finally:
