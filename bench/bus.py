@@ -11,12 +11,14 @@ JSON document out (also ``bench/results/bus.json``).
 * **latency** (target: publish -> delivered to a waiting agent <= 5 ms p50, stated as a
   ratio to a raw Celery round trip on the same broker). ``--samples`` messages, one at a
   time, to an idle agent (``Counter`` on a looping Mock backend), each in a run's scope so
-  its ``message.delivered`` event carries the worker's clock (same machine as the
-  client's). Publish -> delivered: the client's time before ``publish`` to the worker's
-  ``message.delivered`` (publish commit, the ``hypha.bus.deliver`` wake-up through Redis,
-  the worker's pull). Also publish -> the agent's reply pulled by the waiting client (the
-  turn, the completion task, the reply's publish, the client's poll). Interleaved with
-  ``bench.add.delay(1, 1).get()`` (the raw round trip: publish, worker, result backend).
+  its ``message.delivered`` event carries the clock of the process that delivered it.
+  Publish -> delivered: the client's time before ``publish`` to ``message.delivered``: an
+  idle agent's message is delivered by the publishing transaction itself and handed to
+  the agent right after the commit (no wake-up hop; ``breakdown_p50_ms`` shows where the
+  time goes). Also publish -> the agent's reply pulled by the waiting client (the hand,
+  the turn, the completion task, the reply's publish, the client's poll). Interleaved
+  with ``bench.add.delay(1, 1).get()`` (the raw round trip: publish, worker, result
+  backend).
 * **throughput** (target: >= 2,000 messages/s through one queue with PostgreSQL). One
   producer process and one consumer process on one queue (a ``human`` recipient: no agent
   turn in the way), ``--messages`` messages: batched (``publish_many`` / ``pull_many`` /
