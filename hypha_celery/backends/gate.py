@@ -58,6 +58,10 @@ class InProcessGateChannel:
             return payload
 
 
+#: Seconds one BLPOP of :class:`RedisGateChannel` blocks at most.
+_BLOCK_S = 1.0
+
+
 class RedisGateChannel:
     def __init__(self, url: str, prefix: str = "hypha:mock-gate:") -> None:
         import redis
@@ -75,11 +79,13 @@ class RedisGateChannel:
             pipe.execute()
 
     def pop(self, key: str, timeout: float) -> GateMessage | None:
-        raw: Any
-        if timeout <= 0:  # BLPOP 0 would block forever
-            raw = self._client.lpop(self._key(key))
-        else:
-            item = self._client.blpop([self._key(key)], timeout=timeout)
+        raw: Any = self._client.lpop(self._key(key))
+        end = time.monotonic() + timeout
+        while raw is None and (left := end - time.monotonic()) > 0:
+            # BLPOP in slices shorter than the client's socket timeout (5 s in redis-py
+            # 8): a longer one is cut off as a TimeoutError by the client itself
+            wait = min(max(left, 0.01), _BLOCK_S)  # never 0: BLPOP 0 blocks for ever
+            item = self._client.blpop([self._key(key)], timeout=wait)
             raw = None if item is None else item[1]
         return None if raw is None else dict(json.loads(raw))
 

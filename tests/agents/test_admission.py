@@ -39,6 +39,10 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(request.getfixturevalue("pg_url"))
 
 
+#: Seconds every caller process may take, start-up included.
+CALLER_TIMEOUT = 240
+
+
 def test_twenty_concurrent_tells_from_separate_processes_against_a_cap_of_three(
         redis_url: str, store: str) -> None:
     hypha = Hypha(Settings(broker_url=redis_url, result_backend=redis_url, store_url=store,
@@ -54,7 +58,13 @@ def test_twenty_concurrent_tells_from_separate_processes_against_a_cap_of_three(
                                    store, name, str(at)], cwd=REPO, env=clean_env(),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for _ in range(CALLERS)]
-        outs = [p.communicate(timeout=60) for p in procs]
+        try:  # twenty interpreters importing the package: slow on a busy 2-core machine
+            outs = [p.communicate(timeout=CALLER_TIMEOUT) for p in procs]
+        finally:  # a timeout leaves no process and no open pipe behind
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                p.communicate()
         assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
         lines = [out.strip() for out, _ in outs]
         accepted = [ln for ln in lines if ln.startswith("accepted ")]
