@@ -73,6 +73,8 @@ class DeadLetterReason(StrEnum):
     EXPIRED = "expired"
     BUDGET_EXHAUSTED = "delivery_attempt_budget_exhausted"
     POISON = "poison"
+    #: to a workflow run that has ended (it reads nothing any more)
+    RECIPIENT_ENDED = "recipient_ended"
 
 
 _ID = Field(min_length=1, max_length=MAX_ID_CHARS, pattern=r"^[^:\s]+$")

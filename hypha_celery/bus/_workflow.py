@@ -22,8 +22,17 @@ from typing import Any, Final
 
 from hypha_celery.bus._agents import FAILED_TYPE
 from hypha_celery.bus._bus import Bus, Waker
-from hypha_celery.bus._model import EndpointKind, Message, Scope, agent, queue_key, workflow
+from hypha_celery.bus._model import (
+    DeadLetterReason,
+    EndpointKind,
+    Message,
+    Scope,
+    agent,
+    queue_key,
+    workflow,
+)
 from hypha_celery.errors import AwaitingMessage, HandOffFailed, MessageAlreadyExists
+from hypha_celery.events import TERMINAL_STATUSES
 from hypha_celery.graph import NodeContext
 from hypha_celery.runtime.coordinator import resume
 from hypha_celery.runtime.core import Runtime
@@ -73,16 +82,21 @@ def hand_off(bus: Bus, agent_name: str, prompt: Callable[[Any, Any], str], *,
     return node
 
 
-def resumer(rt: Runtime) -> Waker:
-    """A bus waker resuming the parked run a message to ``workflow:<run_id>`` answers
-    (right after its publish commits, in the publisher's process)."""
+def resumer(bus: Bus, rt: Runtime) -> Waker:
+    """A bus waker for messages to ``workflow:<run_id>``, right after their publish
+    commits, in the publisher's process: it resumes the parked run a message answers; a
+    message to a run that has ended (cancelled while it waited, say) is dead-lettered
+    ``recipient_ended`` (no one would ever read it; it would hold its queue's bound)."""
 
     def wake(msg: Message, delay: float) -> None:
-        if msg.to.kind is not EndpointKind.WORKFLOW or msg.correlation_id is None \
-                or delay > 0:
+        if msg.to.kind is not EndpointKind.WORKFLOW or delay > 0:
             return  # a later message: the supervisor resumes the run once it is due
         try:
-            resume(rt, msg.to.id, msg.correlation_id)
+            if msg.correlation_id is not None and resume(rt, msg.to.id, msg.correlation_id):
+                return
+            view = bus.store.load(msg.to.id)
+            if view is not None and view["status"] in TERMINAL_STATUSES:
+                bus.fail(msg.id, DeadLetterReason.RECIPIENT_ENDED.value, dead_letter=True)
         except Exception as exc:  # the supervisor resumes it
             log.warning("hypha bus: resuming run %s failed: %s", msg.to.id,
                         type(exc).__name__)

@@ -496,7 +496,7 @@ def _bus(hypha: Hypha) -> message_bus.Bus:
                           retry=message_bus.RetryPolicy.from_settings(bounds),
                           limits=message_bus.BusLimits.from_settings(bounds))
     bus.direct[message_bus.EndpointKind.AGENT] = message_bus.direct(bus, hypha.agents)
-    bus.wakers.append(message_bus.resumer(hypha._rt))  # replies to parked workflows
+    bus.wakers.append(message_bus.resumer(bus, hypha._rt))  # replies to parked workflows
     message_bus.register(bus, hypha.agents, hypha.celery)
     hypha._rt.sweeps.append(partial(message_bus.sweep, bus, wake))
     return bus

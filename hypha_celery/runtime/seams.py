@@ -94,9 +94,10 @@ def attempt_of(msg: NodeMessage, attempt: int) -> Attempt:
 def attempt_end(outcome: NodeOutcome | None) -> AttemptEnd:
     """How an attempt ended, from its outcome; ``None`` (the run no longer awaited it)
     and an edge outcome stored by an earlier delivery (``settled``) did not run the
-    node: ``error_type`` ``"Stale"``."""
+    node: ``error_type`` ``"Stale"``. An attempt that parked its run until a message
+    comes (``AwaitingMessage``) did its work: ``ok``."""
     if outcome is None or outcome.settled:
         return AttemptEnd(False, "Stale")
-    if outcome.error is None:
+    if outcome.error is None or outcome.awaiting is not None:
         return AttemptEnd(True, None, outcome.duration)
     return AttemptEnd(False, outcome.error.get("type") or "Error", outcome.duration)

@@ -249,3 +249,26 @@ def test_a_turn_longer_than_the_ack_deadline_is_not_handed_twice(tmp_path: Path)
             "think hard"]
     finally:
         h.close()
+
+
+def test_a_reply_to_a_workflow_cancelled_while_it_waited_is_dead_lettered(
+        hypha: Hypha) -> None:
+    hypha.agents.start(Stage, name="writer", backend=MockBackend,
+                       scripts=[MockBackend.gate("orphan", says("unread draft"))])
+    register_article(hypha)
+    run = hypha.start("article", {"topic": "bees"}, user_id="alice", session_id="s1")
+    assert MockBackend.wait_blocked("orphan", timeout=10) is not None
+    _parked(hypha, run.id)
+    assert hypha.cancel(run.id)
+    assert "awaiting_message" not in hypha.store.get(run.id)
+    MockBackend.release("orphan")
+    end = time.monotonic() + 20
+    while True:
+        replies = [m for m in hypha.bus.messages(run_id=run.id) if m.to == workflow(run.id)]
+        if replies and replies[0].status.terminal:
+            break
+        assert time.monotonic() < end, replies
+        time.sleep(0.02)
+    assert (replies[0].status, replies[0].reason) == (MessageStatus.DEAD_LETTERED,
+                                                      "recipient_ended")
+    assert run.status().status == "cancelled"
