@@ -13,11 +13,12 @@ ack deadline: the agent sends one completion, and a turn longer than the ack dea
 not be handed twice (a stopped agent sends none: past the hold, it is delivered again and
 dead-lettered ``unknown_recipient``). The completion, ``hypha.bus.reply``, publishes the
 answer (its text) to where the message's reply goes (``route[0]``, else ``reply_to``, else
-``from``) and acknowledges the message; a failed turn fails it with retry (backoff, then
-dead letter, and an ``agent.failed`` notice to the end of the route). Both tasks ack late.
-A wake-up lost with the broker is only a nudge: the recovery sweep (:func:`sweep`)
-re-sends one for every agent queue with a message waiting longer than the grace period,
-and a delivery whose worker died comes back after the ack deadline."""
+``from``) and acknowledges the message in one transaction (:meth:`Bus.answer`); a failed
+turn fails it with retry (backoff, then dead letter, and an ``agent.failed`` notice to the
+end of the route). Both tasks ack late. A wake-up lost with the broker is only a nudge:
+the recovery sweep (:func:`sweep`) re-sends one for every agent queue with a message
+waiting longer than the grace period, and a delivery whose worker died comes back after
+the ack deadline."""
 
 from __future__ import annotations
 
@@ -155,14 +156,12 @@ def complete(bus: Bus, name: str, outcome: dict[str, Any], message_id: str) -> N
         _failed(bus, bus.fail(orig.id, f"turn_failed:{result.reason}", retry=True))
         return
     to, route = orig.reply_target
-    try:
-        bus.publish(_reply(orig, name, to, route, REPLY_TYPE, result.decode().text))
-    except MessageAlreadyExists:
-        pass  # this completion ran before and died before the ack
+    try:  # the reply and the acknowledgement in one transaction
+        bus.answer(orig.id, _reply(orig, name, to, route, REPLY_TYPE, result.decode().text))
+    except MessageAlreadyExists:  # answered before (a duplicate completion)
+        bus.acknowledge(orig.id)
     except BusError as exc:  # the reply cannot go where it should
         _failed(bus, bus.fail(orig.id, f"reply_refused:{exc.code}", dead_letter=True))
-        return
-    bus.acknowledge(orig.id)
 
 
 def _reply(orig: Message, name: str, to: Endpoint, route: tuple[Endpoint, ...], kind: str,

@@ -125,14 +125,30 @@ class Bus:
         all are queued, in the order given, or none (the first refusal is raised)."""
         if not 0 < len(messages) <= MAX_PULL:
             raise ValueError(f"publish_many takes 1 to {MAX_PULL} messages")
+        return self._publish(messages, None)
+
+    def answer(self, message_id: str, reply: Message) -> Message:
+        """A consumer's answer: publish ``reply`` and acknowledge ``message_id`` in one
+        transaction (both or neither: a consumer that dies before it never loses the
+        reply nor acknowledges without it); the reply's wake-up or hand comes after the
+        commit, when the message is settled. A settled ``message_id`` stays as it is.
+        Raises as :meth:`publish`, and :class:`MessageNotFound`."""
+        return self._publish([reply], message_id)[0]
+
+    def _publish(self, messages: Sequence[Message], settle: str | None) -> list[Message]:
         now = self.clock()
         batch = [self._prepared(m, now) for m in messages]
         ids = [m.id for m, _ in batch]
         if len(set(ids)) != len(ids):
             raise MessageAlreadyExists("a message id is given twice")
+        settled = _Batch()
         try:
             with self.store.transaction() as tx:
-                live = self._admit(tx, batch)
+                if settle is not None:  # lock order: message rows, queue rows, run rows
+                    [row] = self._locked(tx, [settle], None)
+                    if not MessageStatus(row.status).terminal:
+                        self._settle(settled, row, MessageStatus.ACKNOWLEDGED, now, None)
+                live = self._admit(tx, batch, settled.settled)
                 for msg, _ in batch:
                     self._check_run(tx, msg)
                 for to in {msg.to for msg, _ in batch}:
@@ -145,6 +161,8 @@ class Bus:
                     _emit(tx, msg, MessageEnqueued)
                 for delivered in handed.values():
                     _emit(tx, delivered, MessageDelivered)
+                settled.settled.clear()  # counted out by _admit, in its one lock order
+                self._write(tx, settled)
         except StoreConflict:  # a concurrent publish of the same id won the race
             raise MessageAlreadyExists(f"a message of {ids[:3]} exists") from None
         self._after_publish([msg for msg, _ in batch], handed, now)
@@ -192,16 +210,24 @@ class Bus:
                                   "BusLimits.max_message_bytes")
         return msg, size
 
-    def _admit(self, tx: Tx, batch: Sequence[tuple[Message, int]]) -> dict[str, int]:
-        """Lock each queue of ``batch`` (in one order), check its bounds with the batch's
-        messages, count them in; each queue's live messages after."""
+    def _admit(self, tx: Tx, batch: Sequence[tuple[Message, int]],
+               leaving: dict[str, tuple[int, int]]) -> dict[str, int]:
+        """Lock each queue of ``batch`` and of ``leaving`` (messages settled in this
+        transaction: count and bytes by queue) in one order; count those out, check each
+        incoming queue's bounds with the batch's messages, count them in; each incoming
+        queue's live messages after."""
         incoming: dict[str, tuple[int, int]] = {}
         for msg, size in batch:
             n, b = incoming.get(msg.queue, (0, 0))
             incoming[msg.queue] = (n + 1, b + size)
         lim = self.limits
         live: dict[str, int] = {}
-        for queue, (n, b) in sorted(incoming.items()):
+        for queue in sorted(incoming.keys() | leaving.keys()):
+            if queue in leaving:
+                rows.queue_add(tx, queue, -leaving[queue][0], -leaving[queue][1])
+            if queue not in incoming:
+                continue
+            n, b = incoming[queue]
             count, nbytes = rows.queue_reserve(tx, queue, n, b)
             live[queue] = count
             if count > lim.max_queue_messages or nbytes > lim.max_queue_bytes:

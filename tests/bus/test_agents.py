@@ -151,6 +151,8 @@ def test_a_workflow_hands_work_to_an_agent_and_resumes_on_its_reply(hypha: Hypha
     starts = [e.payload["attempt"] for e in hypha.store.events(run.id)
               if e.type == "node.execution.started" and e.payload["node_id"] == "write"]
     assert starts == [1, 2]  # the parked attempt and the one that found the reply
+    for m in hypha.bus.messages(run_id=run.id):  # the completion task acknowledges the
+        settled(hypha.bus, m.id)                 # hand-off after its reply resumed the run
     kinds = _kinds(hypha, run.id, "message.")
     # each message enqueued, delivered, acknowledged in that order; the reply's delivery
     # and the request's acknowledgement race (two processes)

@@ -433,3 +433,35 @@ def test_a_direct_consumer_takes_a_message_to_an_idle_queue(store: EventStore) -
     clock.advance(5)
     again = b.pull(BOB, sc)
     assert again is not None and again.id == lost.id and again.attempt_count == 2
+
+
+def test_answer_publishes_the_reply_and_acknowledges_in_one_transaction(
+        store: EventStore) -> None:
+    """Both or neither; the queues' live counters move together; a settled message
+    stays as it is; a refused reply acknowledges nothing."""
+    clock = Clock()
+    woken: list[tuple[str, MessageStatus]] = []
+    b = bus(store, clock, limits=BusLimits(max_queue_messages=1))
+    sc = scope()
+    run_id = new_run(store, sc)
+    ask = b.publish(message(sc, BOB, run_id=run_id))
+    assert b.pull(BOB, sc) is not None
+    b.wakers.append(lambda msg, delay: woken.append((msg.id, b.get(ask.id).status)))  # type: ignore[union-attr]
+    reply = b.answer(ask.id, message(sc, human("ann"), run_id=run_id, causation_id=ask.id))
+    assert reply.status is MessageStatus.QUEUED
+    assert b.get(ask.id).status is MessageStatus.ACKNOWLEDGED  # type: ignore[union-attr]
+    assert woken == [(reply.id, MessageStatus.ACKNOWLEDGED)]  # woken after the commit
+    assert trace(store, run_id) == ["message.enqueued", "message.delivered",
+                                    "message.enqueued", "message.acknowledged"]
+    assert b.publish(message(sc, BOB)) is not None  # BOB's queue was counted out
+    # a refused reply (ann's queue is full) leaves the message delivered
+    again = b.pull(BOB, sc)
+    assert again is not None
+    with pytest.raises(QueueFull):
+        b.answer(again.id, message(sc, human("ann")))
+    assert b.get(again.id).status is MessageStatus.DELIVERED  # type: ignore[union-attr]
+    with pytest.raises(MessageNotFound):
+        b.answer("nope", message(sc, human("zoe")))
+    late = b.answer(ask.id, message(sc, human("zoe")))  # settled: it stays acknowledged
+    assert late.status is MessageStatus.QUEUED
+    assert b.get(ask.id).status is MessageStatus.ACKNOWLEDGED  # type: ignore[union-attr]
