@@ -51,6 +51,7 @@ from hypha_celery.events.envelope import (
     deriver,
 )
 from hypha_celery.events.fold import View, apply_event, new_view
+from hypha_celery.events.payloads import parse_payload
 from hypha_celery.exchange._signing import (
     KEY_ENV,
     Signer,
@@ -85,6 +86,12 @@ _sha256 = hashlib.sha256
 #: A progress callback: ``progress(done, more)``, two counts of work done so far (each
 #: function says which); it is called often, so it should be cheap.
 Progress = Callable[[int, int], None]
+
+
+
+#: Event types the store's import projects into rows of their own (sessions): their
+#: payloads must validate (the fast fold reads passive kinds without looking).
+_PROJECTED = frozenset({"session.created", "session.updated", "session.closed"})
 
 
 def _digest(body: dict[str, Any]) -> str:
@@ -301,6 +308,8 @@ class _Run:
             return 0
         try:  # fold and compare event, the run's n-th, numbered n
             kind = event.type
+            if kind in _PROJECTED:  # the import reads their fields: validated here
+                parse_payload(kind, event.payload)
             view = self.view
             if view is None:
                 view = self.view = new_view(self.run_id)
