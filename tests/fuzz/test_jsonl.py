@@ -233,14 +233,7 @@ def _forged_lines(rows: list[list[Any]]) -> list[str]:
         return []
 
 
-#: The store-importing targets' examples run database transactions, whose time is the
-#: machine's (a checkpoint, a busy CI host), not the input's: no per-example deadline
-#: (pytest-timeout still ends a hang). A deadline passed once made Hypothesis replay the
-#: example, and the replay of these store-dependent tests is not a pure function of it.
-STORE_BOUND = {"deadline": None}
-
-
-@budget(200, **STORE_BOUND)
+@budget(200)
 @given(st.data())
 def test_consistent_forgeries(export: Export, store: EventStore, data: st.DataObject) -> None:
     lines = _forged_lines(_fresh(data.draw(forged_rows(export.events)), export))
@@ -251,7 +244,7 @@ def test_consistent_forgeries(export: Export, store: EventStore, data: st.DataOb
         imports(store, parsed)
 
 
-@budget(200, **STORE_BOUND)
+@budget(200)
 @given(st.data())
 def test_store_import_checks(export: Export, store: EventStore, data: st.DataObject) -> None:
     """``check_run`` and ``EventStore.import_events`` (no JSONL: events as a caller
