@@ -52,14 +52,7 @@ def check_opening(opening: SessionOpening | None, session_id: str | None) -> Ses
         raise SpecError(f"session= takes a SessionOpening, got {type(opening).__name__}")
     if session_id is None:
         raise SpecError("session= needs a session_id: it describes the session a run opens")
-    if not isinstance(opening.metadata, dict):
-        raise SpecError("session metadata must be a JSON object")
-    size = json_size_or_none(opening.metadata)
-    if size is None:
-        raise SpecError("session metadata must be JSON-serializable")
-    if size > MAX_SESSION_METADATA_BYTES:
-        raise TooLarge("session metadata", size, MAX_SESSION_METADATA_BYTES,
-                       "MAX_SESSION_METADATA_BYTES")
+    _metadata(opening.metadata)
     return opening
 
 

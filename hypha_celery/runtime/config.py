@@ -218,21 +218,22 @@ _N = TypeVar("_N", int, float)
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
     """A number of seconds ``>= 0``."""
-    value = _read(env, name, float, "a number of seconds")
-    if value is None:
-        return default
-    if value < 0:
-        raise SetupError(f"{name} must be >= 0, got {env[name].strip()!r}")
-    return value
+    return _at_least(env, name, default, float, 0, "a number of seconds", ">= 0")
 
 
 def _count(env: Mapping[str, str], name: str, default: int) -> int:
     """A positive integer variable (a count or bytes)."""
-    value = _read(env, name, int, "a positive integer")
+    return _at_least(env, name, default, int, 1, "a positive integer", "a positive integer")
+
+
+def _at_least(env: Mapping[str, str], name: str, default: _N, kind: Callable[[str], _N],
+              low: _N, what: str, bound: str) -> _N:
+    """The variable as ``kind`` (``default`` when unset), refused under ``low``."""
+    value = _read(env, name, kind, what)
     if value is None:
         return default
-    if value < 1:
-        raise SetupError(f"{name} must be a positive integer, got {env[name].strip()!r}")
+    if value < low:
+        raise SetupError(f"{name} must be {bound}, got {env[name].strip()!r}")
     return value
 
 
