@@ -29,8 +29,14 @@ The tree, split by phase::
     │   ├── InvalidModelRef (ValueError) a model reference that is not ``provider:model`` with
     │   │                                a known provider (``openai``, ``openai-chat``,
     │   │                                ``anthropic``) and a non-empty model
-    │   └── PackError                    a DomainPack that does not load: ``.problems`` is
-    │                                    every (path, message) found
+    │   ├── PackError                    a DomainPack that does not load: ``.problems`` is
+    │   │                                every (path, message) found
+    │   ├── SkillError (ValueError)      a ``SKILL.md`` package that does not load: bad front
+    │   │   │                            matter, a path escaping its directory, a symlink, a
+    │   │   │                            file or asset past its bound; ``.path``, ``.field``
+    │   │   └── SkillNotFound (LookupError)  a skill id no registry holds
+    │   └── ContextSpecError (ValueError)  context budgets that do not validate (negative,
+    │                                    per-source budgets over the total)
     ├── SetupError (RuntimeError)        configuration: URLs, missing extras, store schema
     │   ├── ExtraNotInstalled (ImportError)
     │   ├── SigningKeyMissing            ``export --sign`` / ``import --verify`` without a key
@@ -92,6 +98,24 @@ The tree, split by phase::
     │   │   ├── McpToolError             the tool answered ``isError``
     │   │   ├── McpResultTooLarge        a result past the profile's ``max_result_bytes``
     │   │   └── CapabilityQuarantined    a new or changed tool no operator accepted yet
+    │   ├── ContextError                 a context build failed before any inference
+    │   │   │                            (``context.build.failed``)
+    │   │   ├── RequiredSkillFailed      "Required skills failed to load: ..." (hypha's text);
+    │   │   │                            ``.failures``: (skill id, reason) pairs
+    │   │   └── BudgetTooSmall           the required items alone exceed a budget; ``.source``,
+    │   │                                ``.needed``, ``.budget``
+    │   ├── GovernedMemoryError          a governed memory call was refused; ``.code`` is
+    │   │   │                            hypha's; nothing was written
+    │   │   ├── MemoryScopeRequired      a write or read without a user scope
+    │   │   │                            (``MEMORY_SCOPE_REQUIRED``)
+    │   │   ├── MemoryWriteDenied        the write policy denied it, or it needs a review
+    │   │   │                            (``.review``)
+    │   │   ├── MemoryConflict           an optimistic update lost: the record's revision is
+    │   │   │                            not ``expected_revision``; ``.current``
+    │   │   ├── MemoryNotFound (LookupError)  no record by that id in the caller's scope
+    │   │   ├── MemoryRecordTooLarge (TooLarge)  a body past ``MemoryLimits.max_record_bytes``
+    │   │   └── InvalidMemoryQuery (ValueError)  a retrieval query that is not valid
+    │   │                                full-text syntax
     │   ├── ReviewError                  a human review action that cannot apply
     │   │   └── NoPendingReview (LookupError)  the run is not waiting for that review
     │   ├── ReplayDivergence             re-executing a recorded run: new code did something
@@ -696,3 +720,94 @@ class HandOffFailed(BusError):
     answer: the message was dead-lettered or the reply did not come in time."""
 
     code = "MESSAGE_HANDOFF_FAILED"
+
+
+class SkillError(SpecError, ValueError):
+    """A ``SKILL.md`` package that does not load. ``path`` names the file, ``field`` the
+    front-matter field when there is one."""
+
+    def __init__(self, message: str, *, path: str = "", field: str | None = None) -> None:
+        where = f"{path}: " if path else ""
+        what = f"{field}: " if field else ""
+        super().__init__(f"{where}{what}{message}")
+        self.path, self.field = path, field
+
+
+class SkillNotFound(SkillError, LookupError):
+    """A skill id that no registry holds."""
+
+
+class ContextSpecError(SpecError, ValueError):
+    """Context budgets that do not validate."""
+
+
+class ContextError(HyphaRuntimeError):
+    """A context build failed before any inference (``context.build.failed``)."""
+
+
+class RequiredSkillFailed(ContextError):
+    """Required skills did not load; ``failures`` are (skill id, reason) pairs. The text
+    is hypha's: ``Required skills failed to load: id (reason), ...``."""
+
+    def __init__(self, failures: list[tuple[str, str]]) -> None:
+        listed = ", ".join(f"{skill} ({reason})" for skill, reason in failures)
+        super().__init__(f"Required skills failed to load: {listed}")
+        self.failures = failures
+
+
+class BudgetTooSmall(ContextError):
+    """The required items of ``source`` need ``needed`` tokens, more than ``budget``."""
+
+    def __init__(self, source: str, needed: int, budget: int) -> None:
+        super().__init__(f"the required {source} items need {needed} tokens, more than "
+                         f"the budget of {budget}")
+        self.source, self.needed, self.budget = source, needed, budget
+
+
+class GovernedMemoryError(HyphaRuntimeError):
+    """A governed memory call was refused; nothing was written. ``code`` is hypha's."""
+
+    code = "MEMORY_REFUSED"
+
+
+class MemoryScopeRequired(GovernedMemoryError):
+    """A memory call without a user scope."""
+
+    code = "MEMORY_SCOPE_REQUIRED"
+
+
+class MemoryWriteDenied(GovernedMemoryError):
+    """The write policy denied the write (``review``: it needs a human review first)."""
+
+    code = "MEMORY_WRITE_DENIED"
+
+    def __init__(self, reason: str, *, review: bool = False) -> None:
+        super().__init__(reason)
+        self.reason, self.review = reason, review
+
+
+class MemoryConflict(GovernedMemoryError):
+    """An optimistic update lost: the record is at revision ``current``."""
+
+    code = "MEMORY_CONFLICT"
+
+    def __init__(self, record_id: str, expected: int, current: int) -> None:
+        super().__init__(f"memory record {record_id} is at revision {current}, not "
+                         f"{expected}")
+        self.record_id, self.expected, self.current = record_id, expected, current
+
+
+class MemoryNotFound(GovernedMemoryError, LookupError):
+    """No record by that id in the caller's scope (another user's looks the same)."""
+
+    code = "MEMORY_NOT_FOUND"
+
+
+class MemoryRecordTooLarge(TooLarge, GovernedMemoryError):
+    """A memory record's body past ``MemoryLimits.max_record_bytes``."""
+
+
+class InvalidMemoryQuery(GovernedMemoryError, ValueError):
+    """A retrieval query that is not valid full-text syntax."""
+
+    code = "MEMORY_QUERY_INVALID"

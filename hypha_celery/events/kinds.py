@@ -102,7 +102,36 @@ EventType = Literal[
     "message.acknowledged",
     "message.failed",
     "message.dead_lettered",
+    # what the model sees (hypha_celery.context, .skills, .memory): counts, budgets,
+    # hashes and references, never content
+    "context.build.started",
+    "context.build.completed",
+    "context.build.failed",
+    "context.compacted",
+    "skill.selected",
+    "skill.loaded",
+    "skill.completed",
+    "skill.failed",
+    "memory.read.requested",
     "memory.read.completed",
+    "memory.read.failed",
+    "memory.write.requested",
+    "memory.write.validated",
+    "memory.write.committed",
+    "memory.write.rejected",
+    "memory.delete.requested",
+    "memory.delete.completed",
+    "memory.delete.failed",
+    # reasoning (hypha_celery.react and any node or agent): summaries and decisions only,
+    # never a provider's raw thinking
+    "thinking.started",
+    "thinking.completed",
+    "agent.deliberation.started",
+    "agent.deliberation.completed",
+    "reasoning.decision.recorded",
+    "agent.action.selected",
+    "inference.completed",
+    "react.step.completed",
     "eval.started",
     "eval.completed",
     "eval.failed",
@@ -128,7 +157,11 @@ EventType = Literal[
 
 Kind = EventType
 KINDS: frozenset[str] = frozenset(EventType.__args__)  # type: ignore[attr-defined]
-AGENT_KINDS: frozenset[str] = frozenset(k for k in KINDS if k.startswith("agent."))
+#: The lifecycle of a conversational agent's incarnation (``agent.deliberation.*`` and
+#: ``agent.action.selected`` are reasoning facts, not part of it).
+AGENT_KINDS: frozenset[str] = frozenset(
+    k for k in KINDS if k.startswith("agent.")
+    and not k.startswith(("agent.deliberation.", "agent.action.")))
 TERMINAL_KINDS: frozenset[str] = frozenset({"run.completed", "run.failed", "run.cancelled"})
 
 

@@ -48,37 +48,44 @@ from hypha_celery.events.view import ErrorJson
 from hypha_celery.jsontypes import JsonObject
 
 __all__ = [
-    "PAYLOADS", "AgentDraining", "AgentHalted", "AgentRequestCancelled", "AgentResumed",
-    "AgentStarted", "AgentStopped", "AgentTurnCompleted", "AgentTurnFailed",
-    "AgentTurnLateResult", "AgentTurnStarted", "DecisionPolicyRecorded", "DecisionType", "Error",
+    "PAYLOADS", "AgentActionSelected", "AgentDeliberationCompleted",
+    "AgentDeliberationStarted", "AgentDraining", "AgentHalted", "AgentRequestCancelled",
+    "AgentResumed", "AgentStarted", "AgentStopped", "AgentTurnCompleted",
+    "AgentTurnFailed", "AgentTurnLateResult", "AgentTurnStarted",
+    "ContextBuildCompleted", "ContextBuildFailed", "ContextBuildStarted",
+    "ContextCompacted", "DecisionPolicyRecorded", "DecisionType", "Error",
     "EvalCompleted", "EvalFailed", "EvalStarted", "FanoutEdge", "FsmStateEntered",
     "FsmTransitionAccepted", "FsmTransitionRejected", "HumanReviewApproved",
     "HumanReviewCancelled", "HumanReviewExpired", "HumanReviewRejected",
-    "HumanReviewRequested", "McpCallCompleted", "McpCallFailed", "McpCallStarted",
-    "McpCapabilityApproved", "McpCapabilityDiscovered", "McpCapabilityDriftDetected",
-    "McpCapabilityQuarantined", "McpCapabilityTrustEvaluated", "McpToolNormalized",
-    "MemoryReadCompleted", "MessageDeadLettered",
-    "MessageAcknowledged", "MessageDelivered", "MessageEnqueued", "MessageFailed",
-    "MessageRetrying", "ModelCallCompleted", "ModelCallFailed",
+    "HumanReviewRequested", "InferenceCompleted", "McpCallCompleted", "McpCallFailed",
+    "McpCallStarted", "McpCapabilityApproved", "McpCapabilityDiscovered",
+    "McpCapabilityDriftDetected", "McpCapabilityQuarantined",
+    "McpCapabilityTrustEvaluated", "McpToolNormalized", "MemoryDeleteCompleted",
+    "MemoryDeleteFailed", "MemoryDeleteRequested", "MemoryReadCompleted",
+    "MemoryReadFailed", "MemoryReadRequested", "MemoryRef", "MemoryWriteCommitted",
+    "MemoryWriteRejected", "MemoryWriteRequested", "MemoryWriteValidated",
+    "MessageAcknowledged", "MessageDeadLettered", "MessageDelivered", "MessageEnqueued",
+    "MessageFailed", "MessageRetrying", "ModelCallCompleted", "ModelCallFailed",
     "ModelCallStarted", "NodeExecutionCompleted", "NodeExecutionDeadLettered",
     "NodeExecutionFailed", "NodeExecutionLateResult", "NodeExecutionRedelivered",
     "NodeExecutionRetrying", "NodeExecutionScheduled", "NodeExecutionStarted",
     "NodeFanoutScheduled", "NodeReducerCompleted", "NodeReducerFailed", "Payload",
-    "RecoveryCaseAttempted", "RecoveryCaseCompensated", "RecoveryCaseCompensationStarted",
+    "ReactStepCompleted", "ReasoningDecisionRecorded", "RecoveryCaseAttempted",
+    "RecoveryCaseCompensated", "RecoveryCaseCompensationStarted",
     "RecoveryCaseEscalated", "RecoveryCaseOpened", "RecoveryCaseQuarantined",
-    "RecoveryCaseResolved",
-    "RecoveryCircuitOpened", "RecoveryDeadLetterRedriven", "RecoveryNodeTimedOut",
-    "RecoveryOutcomeReconciled", "RecoveryRedriveExhausted", "RecoveryRunRedriven",
-    "RegressionCompleted", "RegressionFailed", "RegressionStarted", "ReplayCompleted",
-    "ReplayFailed", "ReplayStarted", "RunSuspended", "RunCancelRequested",
-    "RunCancelled", "RunCompleted", "RunCreated", "RunFailed", "RunParked", "RunPayload",
-    "RunQuarantined", "RunQueued", "RunRedriven", "RunReleased", "RunStarted",
-    "RunWaitingHuman", "SessionClosed", "SessionCreated", "SessionPayload", "SessionUpdated",
-    "TerminalPayload",
-    "ToolCallApproved", "ToolCallCompleted", "ToolCallFailed", "ToolCallRejected",
-    "ToolCallRequested", "ToolCallStarted", "ToolOutputInvalid", "ToolOutputValidated",
-    "ToolPolicyChecked", "model_of", "parse_payload", "payload_as", "payload_of", "reader",
-    "trusted",
+    "RecoveryCaseResolved", "RecoveryCircuitOpened", "RecoveryDeadLetterRedriven",
+    "RecoveryNodeTimedOut", "RecoveryOutcomeReconciled", "RecoveryRedriveExhausted",
+    "RecoveryRunRedriven", "RegressionCompleted", "RegressionFailed",
+    "RegressionStarted", "ReplayCompleted", "ReplayFailed", "ReplayStarted",
+    "RunCancelRequested", "RunCancelled", "RunCompleted", "RunCreated", "RunFailed",
+    "RunParked", "RunPayload", "RunQuarantined", "RunQueued", "RunRedriven",
+    "RunReleased", "RunStarted", "RunSuspended", "RunWaitingHuman", "SessionClosed",
+    "SessionCreated", "SessionPayload", "SessionUpdated", "SkillCompleted",
+    "SkillFailed", "SkillLoaded", "SkillSelected", "TerminalPayload",
+    "ThinkingCompleted", "ThinkingStarted", "ToolCallApproved", "ToolCallCompleted",
+    "ToolCallFailed", "ToolCallRejected", "ToolCallRequested", "ToolCallStarted",
+    "ToolOutputInvalid", "ToolOutputValidated", "ToolPolicyChecked", "model_of",
+    "parse_payload", "payload_as", "payload_of", "reader", "trusted"
 ]
 
 P = TypeVar("P", bound="Payload")
@@ -883,11 +890,248 @@ class MessageDeadLettered(_MessageFact):
     reason: str | None = None
 
 
-# -- memory (reserved: no writer here yet) ----------------------------------------------------
+# -- context, skills, memory: counts, budgets, hashes and references, never content -------
+class _Build(Payload):
+    """One context build (``build_id``) before a model call of ``purpose`` (``react``,
+    ``llm``, ``agent``) at ReAct ``step`` / graph ``node`` when there is one."""
+
+    build_id: str
+    step: int | None = None
+    node: str | None = None
+
+
+class ContextBuildStarted(_Build):
+    kind: ClassVar[EventType] = "context.build.started"
+    purpose: str
+    budget: int  # total tokens
+    budgets: dict[str, int]  # tokens per source
+    candidates: dict[str, int]  # items offered per source
+    tokenizer: str
+
+
+class ContextBuildCompleted(_Build):
+    """``context_hash`` is the SHA-256 of the built context's canonical JSON: equal on
+    every worker for the same inputs."""
+
+    kind: ClassVar[EventType] = "context.build.completed"
+    items: int
+    tokens: int
+    tokens_by_source: dict[str, int]
+    items_by_source: dict[str, int]
+    dropped: int = 0
+    compacted: int = 0
+    context_hash: str
+
+
+class ContextBuildFailed(_Build):
+    kind: ClassVar[EventType] = "context.build.failed"
+    error: str  # the error's type name
+    reason: str
+
+
+class ContextCompacted(_Build):
+    """Items of ``source`` compacted by ``strategy`` (``drop_oldest``, ``truncate``,
+    ``drop_lowest_score``) to fit its budget."""
+
+    kind: ClassVar[EventType] = "context.compacted"
+    source: str
+    strategy: str
+    items_before: int
+    items_after: int
+    tokens_before: int
+    tokens_after: int
+
+
+class _Skill(Payload):
+    skill_id: str
+    version: str | None = None
+    build_id: str | None = None
+
+
+class SkillSelected(_Skill):
+    """Selected by ``activation`` (``always``, ``keyword``, ``regex``, ``intent``,
+    ``manual``; ``required`` when only a state's required list brought it in)."""
+
+    kind: ClassVar[EventType] = "skill.selected"
+    activation: str
+    required: bool = False
+    priority: int = 0
+
+
+class SkillLoaded(_Skill):
+    kind: ClassVar[EventType] = "skill.loaded"
+    content_hash: str
+    chars: int
+    tokens: int
+    assets: int = 0
+    truncated: bool = False
+
+
+class SkillCompleted(_Skill):
+    """The skill's instructions went into a model call (``step``)."""
+
+    kind: ClassVar[EventType] = "skill.completed"
+    step: int | None = None
+
+
+class SkillFailed(_Skill):
+    kind: ClassVar[EventType] = "skill.failed"
+    required: bool = False
+    reason: str
+
+
+class MemoryRef(TypedDict):
+    """One record a read returned: its id and the revision read."""
+
+    id: str
+    revision: int
+
+
+class _MemoryOp(Payload):
+    """One memory operation (``operation_id``: a write's idempotency key)."""
+
+    operation_id: str
+    step: int | None = None
+
+
+class MemoryReadRequested(_MemoryOp):
+    kind: ClassVar[EventType] = "memory.read.requested"
+    scope: str  # the scope's key (ids only)
+    query_hash: str
+    limit: int
+    memory_types: list[str] | None = None
+    target: str | None = None
+
+
 class MemoryReadCompleted(_Reserved):
+    """A read's result as references (``records``: id and revision; no body). Older
+    logs (and applications) wrote ``target`` and ``step`` only: unknown keys are kept."""
+
     kind: ClassVar[EventType] = "memory.read.completed"
     target: str | None = None
     step: int | None = None
+    operation_id: str | None = None
+    records: list[MemoryRef] | None = None
+
+
+class MemoryReadFailed(_MemoryOp):
+    kind: ClassVar[EventType] = "memory.read.failed"
+    error: str
+    reason: str
+
+
+class MemoryWriteRequested(_MemoryOp):
+    kind: ClassVar[EventType] = "memory.write.requested"
+    scope: str
+    memory_type: str
+    record_id: str | None = None
+    expected_revision: int | None = None
+
+
+class MemoryWriteValidated(_MemoryOp):
+    kind: ClassVar[EventType] = "memory.write.validated"
+    record_id: str | None = None
+
+
+class MemoryWriteCommitted(_MemoryOp):
+    """``reused``: the operation id was written before; nothing new was written."""
+
+    kind: ClassVar[EventType] = "memory.write.committed"
+    record_id: str
+    revision: int
+    reused: bool = False
+
+
+class MemoryWriteRejected(_MemoryOp):
+    """``review``: the policy asks for a review; nothing was written."""
+
+    kind: ClassVar[EventType] = "memory.write.rejected"
+    error: str
+    reason: str
+    review: bool = False
+
+
+class MemoryDeleteRequested(_MemoryOp):
+    kind: ClassVar[EventType] = "memory.delete.requested"
+    record_id: str
+
+
+class MemoryDeleteCompleted(_MemoryOp):
+    kind: ClassVar[EventType] = "memory.delete.completed"
+    record_id: str
+    revision: int
+
+
+class MemoryDeleteFailed(_MemoryOp):
+    kind: ClassVar[EventType] = "memory.delete.failed"
+    record_id: str
+    error: str
+    reason: str
+
+
+# -- reasoning: summaries and decisions, never a provider's raw thinking -------------------
+class _Reasoning(Payload):
+    step: int | None = None
+    node: str | None = None
+
+
+class ThinkingStarted(_Reasoning):
+    kind: ClassVar[EventType] = "thinking.started"
+    mode: str  # summary | structured
+
+
+class ThinkingCompleted(_Reasoning):
+    """What a provider's thinking cost (``chars``, ``tokens``: counted, never stored) and
+    an optional ``summary`` the application gave (bounded; the console hides it unless
+    content is shown)."""
+
+    kind: ClassVar[EventType] = "thinking.completed"
+    mode: str
+    chars: int = 0
+    tokens: int | None = None
+    summary: str | None = None
+
+
+class AgentDeliberationStarted(_Reasoning):
+    kind: ClassVar[EventType] = "agent.deliberation.started"
+    options: int
+
+
+class AgentDeliberationCompleted(_Reasoning):
+    kind: ClassVar[EventType] = "agent.deliberation.completed"
+    options: int
+    chosen: str | None = None
+
+
+class ReasoningDecisionRecorded(_Reasoning):
+    kind: ClassVar[EventType] = "reasoning.decision.recorded"
+    decision: str
+    reason: str | None = None
+
+
+class AgentActionSelected(_Reasoning):
+    """``action``: ``tool``, ``finish``, ``model`` or ``human_review``."""
+
+    kind: ClassVar[EventType] = "agent.action.selected"
+    action: str
+    tool: str | None = None
+
+
+class InferenceCompleted(_Reasoning):
+    """One inference of a reasoning step: its model, tokens and the context it saw."""
+
+    kind: ClassVar[EventType] = "inference.completed"
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    latency_ms: float | None = None
+    context_hash: str | None = None
+
+
+class ReactStepCompleted(_Reasoning):
+    kind: ClassVar[EventType] = "react.step.completed"
+    phase: str | None = None
+    action: str | None = None
 
 
 # -- evaluation, replay, regression ---------------------------------------------------------

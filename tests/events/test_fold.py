@@ -60,9 +60,13 @@ def test_kinds() -> None:
     assert len(AGENT_KINDS) == 10
 
 
-HYPHA_TWO_PART = ("run", "session", "message", "eval", "replay", "regression")
+HYPHA_TWO_PART = ("run", "session", "message", "eval", "replay", "regression", "skill",
+                  "inference",
+                  "thinking")
 #: hypha's own four-part MCP names.
 HYPHA_FOUR_PART = ("mcp.capability.trust.evaluated", "mcp.capability.drift.detected")
+#: hypha's own names whose noun is their area (``context.compacted``).
+HYPHA_OTHER = ("context.compacted",)
 
 
 def test_event_types_follow_the_area_noun_past_tense_taxonomy() -> None:
@@ -73,7 +77,7 @@ def test_event_types_follow_the_area_noun_past_tense_taxonomy() -> None:
     for kind in KINDS - AGENT_KINDS:
         parts = kind.split(".")
         assert len(parts) == 3 or (len(parts) == 2 and parts[0] in HYPHA_TWO_PART) \
-            or kind in HYPHA_FOUR_PART, kind
+            or kind in HYPHA_FOUR_PART + HYPHA_OTHER, kind
         past = any(word.endswith("ed") for word in parts[-1].split("_"))  # timed_out
         assert past or parts[-1] in ("late_result", "waiting_human", "retrying", "redriven",
                                    "invalid"), kind
