@@ -1,0 +1,3 @@
+"""context (issue 26): being built."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""memory (issue 26): being built."""
+
+__all__: list[str] = []
