@@ -58,13 +58,22 @@ MAX_OUTPUT_BYTES = 1_048_576
 MAX_FACTS = 1000
 MAX_FACT_BYTES = 65_536
 #: The event families a node may record as facts (``ctx.record``): the governed tool
-#: runner's steps, and the MCP gateway's (its calls, and a discovery made by the node).
+#: runner's steps, the MCP gateway's (its calls, and a discovery made by the node), what
+#: went into a model call (the context build, skills, memory reads: counts, hashes and
+#: references) and reasoning (summaries and decisions, never a provider's raw thinking).
 NODE_FACTS = ("tool.call.requested", "tool.call.rejected", "tool.policy.checked",
               "tool.call.approved", "tool.output.validated", "tool.output.invalid",
               "mcp.call.started", "mcp.call.completed", "mcp.call.failed",
               "mcp.capability.discovered", "mcp.capability.trust.evaluated",
               "mcp.capability.drift.detected", "mcp.capability.quarantined",
-              "mcp.capability.approved", "mcp.tool.normalized")
+              "mcp.capability.approved", "mcp.tool.normalized",
+              "context.build.started", "context.build.completed", "context.build.failed",
+              "context.compacted", "skill.selected", "skill.loaded", "skill.completed",
+              "skill.failed", "memory.read.requested", "memory.read.completed",
+              "memory.read.failed",
+              "thinking.started", "thinking.completed", "agent.deliberation.started",
+              "agent.deliberation.completed", "reasoning.decision.recorded",
+              "agent.action.selected", "inference.completed", "react.step.completed")
 
 
 #: What a call knows once it ended (``measures()``: a ``ctx.llm`` call's provider, usage,

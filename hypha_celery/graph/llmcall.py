@@ -20,8 +20,12 @@ byte: the runtime's cancel flag (``ctx._cancelled``, see
 stream reads nothing per delta. A context built by hand has its ``cancelled()`` looked at
 between events instead.
 
-Reasoning is never recorded (the providers report a character count, which is not kept).
-In a replay (:mod:`hypha_celery.rerun`) the recorded answer is served and nothing is
+A provider's thinking is never recorded: its stream reports a character count
+(``reasoning`` events), and a call that reported some writes ``thinking.started`` and
+``thinking.completed`` (``mode`` ``summary``, ``chars``; ``tokens`` stays None: the
+providers' usage does not split reasoning tokens out) right after its
+``model.call.completed``, with the node's id and the caller's ``step`` (a ReAct
+iteration). In a replay (:mod:`hypha_celery.rerun`) the recorded answer is served and nothing is
 called; the n-th call must name the same model with the same request.
 """
 
@@ -35,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from hypha_celery.backends.llm.client import LiveSink, LLMClient
 from hypha_celery.backends.llm.ref import ModelRef
 from hypha_celery.backends.llm.types import LLMResult, Message
+from hypha_celery.events import payloads as ev
 from hypha_celery.events.envelope import canonical
 from hypha_celery.graph.calls import CallRecord, Calls
 from hypha_celery.live import run_topic
@@ -42,7 +47,7 @@ from hypha_celery.live import run_topic
 if TYPE_CHECKING:
     from hypha_celery.graph.model import NodeContext
 
-__all__ = ["call_llm", "default_client"]
+__all__ = ["call_llm", "default_client", "thinking_events"]
 
 _default: LLMClient | None = None
 _default_lock = threading.Lock()
@@ -57,8 +62,19 @@ def default_client() -> LLMClient:
         return _default
 
 
+def thinking_events(chars: int, tokens: int | None = None, *, step: int | None = None,
+                    node: str | None = None) -> tuple[ev.ThinkingStarted, ev.ThinkingCompleted]:
+    """What a model call's thinking writes: ``thinking.started`` and
+    ``thinking.completed`` with its counts (``mode`` ``summary``: counts only, never the
+    text)."""
+    return (ev.ThinkingStarted(step=step, node=node, mode="summary"),
+            ev.ThinkingCompleted(step=step, node=node, mode="summary", chars=chars,
+                                 tokens=tokens))
+
+
 def call_llm(ctx: NodeContext, calls: Calls, ref: ModelRef, messages: Sequence[Message],
-             tools: Iterable[Any] | None, options: Mapping[str, Any]) -> LLMResult:
+             tools: Iterable[Any] | None, options: Mapping[str, Any],
+             step: int | None = None) -> LLMResult:
     client = ctx._llm or default_client()
     request = client.request(ref, messages, tools, **options)
     recorded = {"ref": str(ref), **request.to_json()}
@@ -66,6 +82,7 @@ def call_llm(ctx: NodeContext, calls: Calls, ref: ModelRef, messages: Sequence[M
     live = None if ctx._live is None or calls.replaying else LiveSink(
         ctx._live, run_topic(ctx.run_id), {"execution_id": ctx.execution_id, "call_id": call_id})
     measures: dict[str, Any] = {}
+    thought: list[int] = []  # the thinking's characters, once the call returned
     began = time.perf_counter()
 
     def call(_: Any) -> Any:
@@ -74,6 +91,7 @@ def call_llm(ctx: NodeContext, calls: Calls, ref: ModelRef, messages: Sequence[M
                            cancelled=None if watch is not None else ctx.cancelled,
                            watch=watch, **request.options)
         measures.update(done.measures())
+        thought.append(done.reasoning_chars)
         return done.result.to_json()
 
     def measured() -> dict[str, Any]:
@@ -82,4 +100,7 @@ def call_llm(ctx: NodeContext, calls: Calls, ref: ModelRef, messages: Sequence[M
     extra: CallRecord = {"provider": ref.provider,
                          "request_bytes": len(canonical(recorded).encode())}
     output = calls.call("model", str(ref), call, recorded, extra, measured)
+    if thought and thought[0] > 0:  # a live call whose provider reported thinking
+        for payload in thinking_events(thought[0], step=step, node=ctx.node_id):
+            ctx.emit(payload)
     return LLMResult.from_json(output)

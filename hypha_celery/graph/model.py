@@ -199,7 +199,8 @@ class NodeContext:
         return self._recorder().call("model", model, call, request)
 
     def llm(self, model: str | ModelRef, messages: Sequence[Message],
-            tools: Iterable[Any] | None = (), **options: Any) -> LLMResult:
+            tools: Iterable[Any] | None = (), *, step: int | None = None,
+            **options: Any) -> LLMResult:
         """Call a model over its provider (``"openai:gpt-4.1-mini"``, ``"anthropic:..."``):
         the answer's text, tool calls and usage. Recorded as ``model.call.*`` events with
         the provider, usage, latency and cost (the request only as a hash; the answer is
@@ -209,14 +210,17 @@ class NodeContext:
         sees the tools), ``None`` for none; ``options``:
         the provider's (``max_output_tokens``, ``temperature`` ...). Failures raise
         :class:`~hypha_celery.backends.BackendError` (``rate_limited`` and transport or
-        server errors are retried by the node's ``RetryPolicy``)."""
+        server errors are retried by the node's ``RetryPolicy``). A provider's thinking
+        is written as ``thinking.started`` / ``thinking.completed`` with its character
+        count only (never its text); ``step``: the reasoning step they name (a ReAct
+        iteration), None for none."""
         from hypha_celery.graph.llmcall import call_llm
 
         ref = ModelRef.parse(model)
         if self._models is not None and str(ref) not in self._models:
             raise InvalidModelRef(f"node {self.node_id!r} calls {str(ref)!r} but declares "
                                   f"models={list(self._models)}")
-        return call_llm(self, self._recorder(), ref, messages, tools, options)
+        return call_llm(self, self._recorder(), ref, messages, tools, options, step)
 
     def tool(self, tool: str, call: Callable[[Any], Any], args: Any, *,
              side_effect: SideEffect = "read") -> Any:

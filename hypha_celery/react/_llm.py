@@ -82,8 +82,15 @@ class LLMProvider:
 
     def via(self, ctx: NodeContext, request: ReasonRequest) -> JsonObject:
         """One reasoning step inside a node: a recorded ``ctx.llm`` call."""
-        return self.action(ctx.llm(self.ref, self.messages(request), self.tools(request),
-                                   **self.options))
+        return self.step(ctx, request)[0]
+
+    def step(self, ctx: NodeContext, request: ReasonRequest,
+             step: int | None = None) -> tuple[JsonObject, LLMResult]:
+        """:meth:`via`, with the call's result (its usage); ``step``: the iteration its
+        ``thinking.*`` events name."""
+        result = ctx.llm(self.ref, self.messages(request), self.tools(request), step=step,
+                         **self.options)
+        return self.action(result), result
 
     def __call__(self, request: Any) -> Any:
         client = self._client or LLMClient()

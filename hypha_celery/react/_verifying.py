@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from hypha_celery.events import payloads as ev
 from hypha_celery.graph import NodeContext
 from hypha_celery.graph.model import NodeFn
 from hypha_celery.jsontypes import JsonValue
@@ -36,20 +37,31 @@ def verify_node(verifier: Verifier, max_iterations: int) -> NodeFn:
     """Done when ``verifier`` accepts the observation (``stop``: ``finish`` for the
     model's, ``verified`` for another), or when ``max_iterations`` model calls were made
     (``stop``: ``max_iterations``: a finish with the last observation). Done sets
-    ``variables.result = {"answer", "iterations"}``, the run's result."""
-    def verify(state: ReactState, inp: JsonValue) -> ReactState:
-        observation: Observation = state.get("observation") or {}
-        iteration = int(state.get("iteration") or 0)
-        stop: Literal["finish", "verified", "max_iterations"]
-        if verifier(observation):
-            stop = "finish" if observation.get("source") == "model" else "verified"
-        elif iteration >= max_iterations:
-            stop = "max_iterations"
-        else:
-            return {"done": False}
-        return {"done": True, "stop": stop,
-                "result": {"answer": answer_of(observation), "iterations": iteration}}
+    ``variables.result = {"answer", "iterations"}``, the run's result. Ends the
+    iteration: ``react.step.completed`` (``phase`` ``complete`` or ``reason``)."""
+    def verify(state: ReactState, inp: JsonValue, ctx: NodeContext) -> ReactState:
+        update = _verdict(verifier, max_iterations, state)
+        action: Action = state.get("action") or {}
+        ctx.emit(ev.ReactStepCompleted(step=int(state.get("iteration") or 0) or None,
+                                       node=ctx.node_id,
+                                       phase="complete" if update["done"] else "reason",
+                                       action=action.get("action")))
+        return update
     return verify
+
+
+def _verdict(verifier: Verifier, max_iterations: int, state: ReactState) -> ReactState:
+    observation: Observation = state.get("observation") or {}
+    iteration = int(state.get("iteration") or 0)
+    stop: Literal["finish", "verified", "max_iterations"]
+    if verifier(observation):
+        stop = "finish" if observation.get("source") == "model" else "verified"
+    elif iteration >= max_iterations:
+        stop = "max_iterations"
+    else:
+        return {"done": False}
+    return {"done": True, "stop": stop,
+            "result": {"answer": answer_of(observation), "iterations": iteration}}
 
 
 def memory_sync_node(limit: int) -> NodeFn:

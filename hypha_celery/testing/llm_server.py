@@ -67,6 +67,7 @@ class Reply:
     headers: tuple[tuple[str, str], ...] = ()
     message: str = ""
     after: int = 0  # cut: deltas sent before the cut; hang: seconds to hang
+    raw_thinking: bool = False  # thinking: Responses reasoning_text, not a summary
 
     @classmethod
     def text(cls, text: str, chunks: int = 1, delay_s: float = 0.0,
@@ -79,8 +80,12 @@ class Reply:
         return cls("tool_call", "", 1, 0.0, usage, (name, arguments, call_id))
 
     @classmethod
-    def thinking(cls, thought: str, text: str = "ok", chunks: int = 1) -> Reply:
-        return cls("thinking", text, max(1, chunks), thought=thought)
+    def thinking(cls, thought: str, text: str = "ok", chunks: int = 1,
+                 raw: bool = False) -> Reply:
+        """``thought``, then ``text``: an Anthropic thinking block, a Chat Completions
+        ``reasoning_content`` delta, a Responses reasoning item (its summary; ``raw``: its
+        ``reasoning_text`` content)."""
+        return cls("thinking", text, max(1, chunks), thought=thought, raw_thinking=raw)
 
     @classmethod
     def error(cls, status: int, retry_after: str | None = None, message: str = "fake error",
@@ -479,7 +484,7 @@ def _responses(reply: Reply, model: str, body: JsonObject) -> Iterator[Frame]:
     items: list[JsonObject] = []
     index = 0
     if reply.kind == "thinking":
-        yield from _responses_reasoning(ev, reply.thought, index, items)
+        yield from _responses_reasoning(ev, reply.thought, index, items, reply.raw_thinking)
         index += 1
     if reply.kind == "tool_call":
         yield from _responses_call(ev, reply, index, items)
@@ -526,9 +531,12 @@ def _responses_call(ev: Any, reply: Reply, index: int,
     yield ev("response.output_item.done", output_index=index, item=done)
 
 
-def _responses_reasoning(ev: Any, thought: str, index: int,
-                         items: list[JsonObject]) -> Iterator[Frame]:
+def _responses_reasoning(ev: Any, thought: str, index: int, items: list[JsonObject],
+                         raw: bool = False) -> Iterator[Frame]:
     rid = f"rs_{uuid.uuid4().hex[:12]}"
+    if raw:
+        yield from _responses_reasoning_text(ev, rid, thought, index, items)
+        return
     at = {"item_id": rid, "output_index": index, "summary_index": 0}
     yield ev("response.output_item.added", output_index=index,
              item={"id": rid, "type": "reasoning", "summary": []})
@@ -539,6 +547,19 @@ def _responses_reasoning(ev: Any, thought: str, index: int,
     part: JsonObject = {"type": "summary_text", "text": thought}
     yield ev("response.reasoning_summary_part.done", **at, part=part)
     item: JsonObject = {"id": rid, "type": "reasoning", "summary": [part]}
+    items.append(item)
+    yield ev("response.output_item.done", output_index=index, item=item)
+
+
+def _responses_reasoning_text(ev: Any, rid: str, thought: str, index: int,
+                              items: list[JsonObject]) -> Iterator[Frame]:
+    at = {"item_id": rid, "output_index": index, "content_index": 0}
+    yield ev("response.output_item.added", output_index=index,
+             item={"id": rid, "type": "reasoning", "summary": []})
+    yield ev("response.reasoning_text.delta", **at, delta=thought)
+    yield ev("response.reasoning_text.done", **at, text=thought)
+    item: JsonObject = {"id": rid, "type": "reasoning", "summary": [],
+                        "content": [{"type": "reasoning_text", "text": thought}]}
     items.append(item)
     yield ev("response.output_item.done", output_index=index, item=item)
 
@@ -577,6 +598,8 @@ def _chat(reply: Reply, model: str, body: JsonObject) -> Iterator[Frame]:
         yield chunk({}, "tool_calls")
     else:
         yield chunk({"role": "assistant", "content": "", "refusal": None})
+        if reply.kind == "thinking":
+            yield chunk({"reasoning_content": reply.thought})
         for part in _split(reply.content, reply.chunks):
             yield chunk({"content": part})
         yield chunk({}, "stop")

@@ -124,6 +124,9 @@ class LLMCall:
     latency_ms: float
     wait_ms: float
     cost_usd: float | None
+    #: Characters of the provider's thinking its stream reported (``reasoning`` events:
+    #: a count, the text is never kept); 0: none reported.
+    reasoning_chars: int = 0
 
     @property
     def vendor(self) -> str:
@@ -206,7 +209,7 @@ class LLMClient:
             stream = module.open_stream(request, key=key, base_url=self.base_url(ref),
                                         timeout=self.timeout)
             with stream, (watch(stream.close) if watch is not None else nullcontext()):
-                _drain(stream, live, cancelled, vendor)
+                reasoning = _drain(stream, live, cancelled, vendor)
                 result = stream.result
         except BackendError as exc:
             self.services.report(vendor, key, exc)
@@ -216,7 +219,8 @@ class LLMClient:
         if result is None:
             raise errors.incomplete_stream(vendor)
         latency = (time.perf_counter() - began) * 1000.0
-        return LLMCall(ref, result, latency, wait * 1000.0, self.prices.cost(ref, result.usage))
+        return LLMCall(ref, result, latency, wait * 1000.0, self.prices.cost(ref, result.usage),
+                       reasoning)
 
     def close(self) -> None:
         self.services.limiter.close()
@@ -246,21 +250,33 @@ def _tools(vendor: str, tools: Iterable[Any] | None) -> tuple[ToolDecl, ...]:
 
 
 def _drain(stream: Any, live: LiveSink | None, cancelled: Callable[[], bool] | None,
-           vendor: str) -> None:
-    """Read ``stream`` to its end, publishing its events to ``live`` (see :class:`_Relay`)."""
+           vendor: str) -> int:
+    """Read ``stream`` to its end, publishing its events to ``live`` (see :class:`_Relay`);
+    the characters of thinking its ``reasoning`` events reported."""
+    reasoning = 0
     if live is None and cancelled is None:
-        for _ in stream:
-            pass
-        return
+        for event in stream:
+            if event.kind == "reasoning":
+                reasoning += _chars(event.data)
+        return reasoning
     relay = _Relay(live) if live is not None else None
     for event in stream:
         if cancelled is not None and cancelled():
             stream.close()
             raise errors.cancelled(vendor)
+        if event.kind == "reasoning":
+            reasoning += _chars(event.data)
         if relay is not None:
             relay.event(event.kind, event.data)
     if relay is not None:
         relay.flush()
+    return reasoning
+
+
+def _chars(data: Mapping[str, Any]) -> int:
+    """A ``reasoning`` event's character count (anything else counts 0)."""
+    chars = data.get("chars")
+    return chars if isinstance(chars, int) and not isinstance(chars, bool) and chars > 0 else 0
 
 
 class _Relay:
