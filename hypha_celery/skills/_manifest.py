@@ -151,11 +151,11 @@ class _Json:
 class _Reader:
     """Typed reads of the known keys; the rest is metadata."""
 
-    def __init__(self, doc: dict[str, JsonValue], path: str) -> None:
-        self.doc, self.path = doc, path
+    def __init__(self, doc: dict[str, JsonValue], path: str, prefix: str = "") -> None:
+        self.doc, self.path, self.prefix = doc, path, prefix
 
     def fail(self, key: str, message: str) -> SkillError:
-        return SkillError(message, path=self.path, field=key)
+        return SkillError(message, path=self.path, field=self.prefix + key)
 
     def get(self, key: str, kind: type[_T], what: str, default: _T) -> _T:
         value = self.doc.get(key)
@@ -245,7 +245,7 @@ class _Reader:
         if not isinstance(value, dict):
             raise self.fail("activation", f"a mode (always, keyword, regex, intent, manual) "
                                           f"or a mapping with mode, got {_type(value)}")
-        sub = _Reader(value, self.path)
+        sub = _Reader(value, self.path, "activation.")
         mode = sub.enum("mode", ActivationMode, ActivationMode.ALWAYS,
                         "always, keyword, regex, intent, manual")
         patterns: list[str] = []
@@ -278,7 +278,7 @@ class _Reader:
                 continue
             if not isinstance(item, dict) or not isinstance(item.get("path"), str):
                 raise self.fail(f"{key}[{i}]", "a path, or a mapping with path")
-            sub = _Reader({_normal(k): v for k, v in item.items()}, self.path)
+            sub = _Reader({_normal(k): v for k, v in item.items()}, self.path, f"{key}[{i}].")
             kind = sub.get("type", str, "a string", "") or None
             policy = sub.get("load_policy", str, "a string", "") or None
             out.append((str(item["path"]), kind, policy))
