@@ -112,6 +112,8 @@ The tree, split by phase::
     │   │   │                            (``.review``)
     │   │   ├── MemoryConflict           an optimistic update lost: the record's revision is
     │   │   │                            not ``expected_revision``; ``.current``
+    │   │   ├── MemoryOperationConflict  an operation id written before with another
+    │   │   │                            request (idempotency keys are not reused)
     │   │   ├── MemoryNotFound (LookupError)  no record by that id in the caller's scope
     │   │   ├── MemoryRecordTooLarge (TooLarge)  a body past ``MemoryLimits.max_record_bytes``
     │   │   └── InvalidMemoryQuery (ValueError)  a retrieval query that is not valid
@@ -795,6 +797,17 @@ class MemoryConflict(GovernedMemoryError):
         super().__init__(f"memory record {record_id} is at revision {current}, not "
                          f"{expected}")
         self.record_id, self.expected, self.current = record_id, expected, current
+
+
+class MemoryOperationConflict(GovernedMemoryError):
+    """A memory write under an operation id a different write used before."""
+
+    code = "MEMORY_OPERATION_CONFLICT"
+
+    def __init__(self, operation_id: str) -> None:
+        super().__init__(f"memory operation {operation_id!r} was used before by a "
+                         "different write (an operation id names one write)")
+        self.operation_id = operation_id
 
 
 class MemoryNotFound(GovernedMemoryError, LookupError):

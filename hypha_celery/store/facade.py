@@ -5,13 +5,15 @@ from __future__ import annotations
 from hypha_celery.store.events import EventLog
 from hypha_celery.store.imports import Imports
 from hypha_celery.store.mcp import McpBaselines
+from hypha_celery.store.memory import MemoryStore
 from hypha_celery.store.outcomes import Outcomes
 from hypha_celery.store.recovery import Recovery
 from hypha_celery.store.sessions import Sessions
 from hypha_celery.store.stats import Stats
 
 
-class EventStore(EventLog, Outcomes, Recovery, Imports, Stats, Sessions, McpBaselines):
+class EventStore(EventLog, Outcomes, Recovery, Imports, Stats, Sessions, McpBaselines,
+                 MemoryStore):
     """Append-only events with a per-run projection (SQLAlchemy 2 Core; SQLite embedded,
     PostgreSQL in production). Safe to share across threads; each process (after fork)
     builds its own engines.
@@ -23,4 +25,5 @@ class EventStore(EventLog, Outcomes, Recovery, Imports, Stats, Sessions, McpBase
     recovery records (:mod:`~hypha_celery.store.recovery`), the import
     (:mod:`~hypha_celery.store.imports`), a window's figures
     (:mod:`~hypha_celery.store.stats`), sessions (:mod:`~hypha_celery.store.sessions`),
-    the MCP gateway's baselines (:mod:`~hypha_celery.store.mcp`)."""
+    the MCP gateway's baselines (:mod:`~hypha_celery.store.mcp`), governed memory
+    (:mod:`~hypha_celery.store.memory`)."""

@@ -12,6 +12,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
     UniqueConstraint,
 )
 
@@ -277,4 +278,87 @@ mcp_baselines = Table(
     Column("decided_by", String(200)),
     Column("decided_at", Float),
     Index("ix_hypha_mcp_baselines_status", "status"),
+)
+
+# Governed memory (hypha_celery.memory): one row per record, its current revision. The
+# scope is the owner (``user_id``, required) plus optional narrower ids; ``body`` is NULL
+# once the record is deleted (the row stays as a tombstone: id, revision, status).
+# Full-text search is kept outside this metadata (migration 0010; SQLAlchemy cannot
+# describe it): on PostgreSQL the generated ``search`` tsvector column and its GIN index,
+# on SQLite the FTS5 table ``hypha_memory_fts`` kept by triggers (see MEMORY_SEARCH_OBJECTS
+# in hypha_celery.store.memory).
+memory = Table(
+    "hypha_memory",
+    metadata,
+    Column("pos", _ID, primary_key=True, autoincrement=True),
+    Column("record_id", String(64), nullable=False, unique=True),
+    Column("user_id", String(200), nullable=False),
+    Column("tenant_id", String(200)),
+    Column("workspace_id", String(200)),
+    Column("session_id", String(200)),
+    Column("agent_id", String(200)),
+    Column("pack_id", String(200)),
+    Column("memory_type", String(16), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("revision", Integer, nullable=False),
+    Column("body", Text),
+    Column("tags", JSON, nullable=False),
+    Column("operation_id", String(200), nullable=False),
+    Column("provenance", JSON),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    # every read is one user's: the user's records by type, oldest first
+    Index("ix_hypha_memory_user", "user_id", "memory_type", "pos"),
+)
+
+# A record's revisions (history): bodies erased when the record is deleted.
+memory_revisions = Table(
+    "hypha_memory_revisions",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("record_id", String(64), nullable=False),
+    Column("revision", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("body", Text),
+    Column("tags", JSON, nullable=False),
+    Column("operation_id", String(200), nullable=False),
+    Column("at", Float, nullable=False),
+    UniqueConstraint("record_id", "revision", name="uq_hypha_memory_revisions_rev"),
+)
+
+# The operation ids of a user's memory writes (idempotency): what each wrote and the
+# digest of its request (a second request under the same id must be the same).
+memory_ops = Table(
+    "hypha_memory_ops",
+    metadata,
+    Column("user_id", String(200), primary_key=True),
+    Column("operation_id", String(200), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("record_id", String(64), nullable=False),
+    Column("revision", Integer, nullable=False),
+    Column("digest", String(64)),
+    Column("at", Float, nullable=False),
+)
+
+# Embedding work: one row per write of a record, in the write's transaction; drained by
+# hypha_celery.memory.EmbeddingIndex.sync.
+memory_outbox = Table(
+    "hypha_memory_outbox",
+    metadata,
+    Column("id", _ID, primary_key=True, autoincrement=True),
+    Column("record_id", String(64), nullable=False),
+    Column("revision", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+# The embedding projection: one vector per active record (JSON floats), rebuildable from
+# hypha_memory at any time.
+memory_vectors = Table(
+    "hypha_memory_vectors",
+    metadata,
+    Column("record_id", String(64), primary_key=True),
+    Column("user_id", String(200), nullable=False),
+    Column("revision", Integer, nullable=False),
+    Column("vector", JSON, nullable=False),
+    Index("ix_hypha_memory_vectors_user", "user_id"),
 )
