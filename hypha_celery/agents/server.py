@@ -24,7 +24,9 @@ re-drove it after the owner's heartbeat stopped): a turn it left streaming ends
 ``task_crashed``, delivered once. A task hands the agent to a fresh message after
 ``MAX_TURNS`` turns or ``MAX_TASK_S`` seconds. Turn telemetry goes through the runtime's
 middleware (``before_turn``, ``after_turn``, ``after_turn_rejected``,
-``after_turn_cancelled``).
+``after_turn_cancelled``). A turn whose stream reported thinking (``reasoning``
+events) writes ``thinking.started`` / ``thinking.completed`` into the agent's log with
+its character count (never the text), before its ``agent.turn.completed | failed``.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from hypha_celery.backends import Backend, BackendError, BackendEvent, Response,
 from hypha_celery.errors import AgentNotFound, Overloaded
 from hypha_celery.events import payloads as ev
 from hypha_celery.events.payloads import Payload, trusted
+from hypha_celery.graph.llmcall import thinking_events
 from hypha_celery.middleware import TurnEnd
 
 log = logging.getLogger(__name__)
@@ -366,6 +369,9 @@ class Owner:
             keeps = attempt.keeps_state and not (
                 isinstance(outcome, TurnError) and outcome.reason == "interrupted")
             machine.seal(live, outcome, keeps, attempt.stream_state)
+            if attempt.reasoning_chars:  # the provider's thinking, as counts only
+                for payload in thinking_events(attempt.reasoning_chars):
+                    atx.emit(payload)
             atx.write_control(None)
             self._then(atx)
         self._turn_ended(cur, outcome, attempt.duration_ms)

@@ -82,6 +82,9 @@ class Attempt:
     acked: str | None = None
     #: A refused checkpoint: the turn fails with it.
     failure: BackendError | None = None
+    #: Characters of thinking the stream's ``reasoning`` events reported (a count; the
+    #: agent's log gets ``thinking.*`` with it, never the text).
+    reasoning_chars: int = 0
     _stopped: threading.Event = field(default_factory=threading.Event)
     _relay_lock: threading.Lock = field(default_factory=threading.Lock)
     #: Serializes the session's writes (the dispatch-time save and checkpoints).
@@ -179,6 +182,9 @@ class Attempt:
             return self.session
 
     def _on_event(self, event: BackendEvent) -> None:
+        chars = event.data.get("chars") if event.kind == "reasoning" else None
+        if isinstance(chars, int) and not isinstance(chars, bool) and chars > 0:
+            self.reasoning_chars += chars
         self.stream_state = self.agent.handle_stream_event(event, self.stream_state)
         with self._relay_lock:
             if not self._stopped.is_set():
