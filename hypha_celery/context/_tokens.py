@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import re
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, runtime_checkable
 
@@ -120,18 +121,25 @@ def _encoding(name: str) -> _Encoding:
     with _ENCODINGS_LOCK:
         found = _ENCODINGS.get(name)
         if found is None:
-            try:
-                module = importlib.import_module("bpe_openai")
-            except ImportError as exc:
-                raise ExtraNotInstalled(
-                    f"exact token counts need bpe-openai: {INSTALL_HINT} (or use "
-                    "EstimatorTokenizer)") from exc
-            try:
-                found = module.get_encoding(name)
-            except (KeyError, ValueError, module.TokenizerError) as exc:
-                raise ContextSpecError(f"unknown BPE encoding {name!r}") from exc
-            _ENCODINGS[name] = found
+            found = _ENCODINGS[name] = _load(name)
         return found
+
+
+def _load(name: str) -> _Encoding:
+    # bpe-openai reads its data with importlib.resources' legacy API (a DeprecationWarning
+    # on Python 3.11+, an error under ``-W error``): not ours to fix, so not shown
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            module = importlib.import_module("bpe_openai")
+        except ImportError as exc:
+            raise ExtraNotInstalled(f"exact token counts need bpe-openai: {INSTALL_HINT} "
+                                    "(or use EstimatorTokenizer)") from exc
+        try:
+            found: _Encoding = module.get_encoding(name)
+        except (KeyError, ValueError, module.TokenizerError) as exc:
+            raise ContextSpecError(f"unknown BPE encoding {name!r}") from exc
+    return found
 
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
