@@ -22,6 +22,7 @@ from hypha_celery.cli import (
     console,
     evaluate,
     mcp,
+    memory,
     metrics,
     pack,
     recovery,
@@ -420,7 +421,7 @@ def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | Non
 
 for _command in (*recovery.COMMANDS, *agents.COMMANDS, *rerun.COMMANDS, *views.COMMANDS,
                  *evaluate.COMMANDS, *pack.COMMANDS, *review.COMMANDS, *runs.COMMANDS,
-                 *sessions.COMMANDS, *mcp.COMMANDS, *bus.COMMANDS,
+                 *sessions.COMMANDS, *mcp.COMMANDS, *bus.COMMANDS, *memory.COMMANDS,
                  *metrics.COMMANDS, *console.COMMANDS, *UP_COMMANDS):
     cli.add_command(_command)
 

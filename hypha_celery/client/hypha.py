@@ -52,6 +52,7 @@ from hypha_celery.graph import Graph
 from hypha_celery.graph.jsonsafe import is_json, json_size_or_none
 from hypha_celery.jsontypes import JsonObject
 from hypha_celery.live import LiveBus, MemoryLiveBus, NullBus, RedisLiveBus
+from hypha_celery.memory import MemoryManager
 from hypha_celery.middleware import Middleware, MiddlewareStack
 from hypha_celery.middleware import _celery_signals as celery_signals
 from hypha_celery.principals import Principal
@@ -132,9 +133,18 @@ class Hypha:
         tasks.register_coordinator(self._rt)
         supervisor.register(self._rt)
         self._embedded: EmbeddedWorker | None = None
+        self._memory: MemoryManager | None = None
         self.agents = _agents(self)
         #: The message bus between agents, workflows and humans (``docs/bus.md``).
         self.bus = _bus(self)
+
+    @property
+    def memory(self) -> MemoryManager:
+        """Governed memory on this app's store, any user's (``docs/memory.md``); a user's
+        client has its own (``hypha.as_user(u).memory``)."""
+        if self._memory is None:
+            self._memory = MemoryManager(self.store)
+        return self._memory
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Hypha:

@@ -5,7 +5,8 @@ Scoping lives at the store boundary: a user's client reads through
 narrowed to that user's runs. What another user owns is, to this client, what does not
 exist: the same :class:`RunNotFound` / :class:`NotRedrivable` / :class:`AgentNotFound`
 with the same message, so nothing says whether it exists. Agents are scoped by name
-(:mod:`hypha_celery.agents.scoped`), bus messages by user (:mod:`.scoped_bus`).
+(:mod:`hypha_celery.agents.scoped`), bus messages by user (:mod:`.scoped_bus`), memory
+by user (:mod:`.memory`).
 
 An admin principal reads through the unscoped store and is named (``by``) in the reviews
 it decides. Operations on the whole deployment (a supervisor sweep) need an admin:
@@ -21,12 +22,14 @@ from celery.canvas import Signature
 from hypha_celery.agents.api import Agents
 from hypha_celery.agents.scoped import ScopedAgents
 from hypha_celery.bus import Bus
+from hypha_celery.client.memory import ScopedMemory
 from hypha_celery.client.run import RunHandle
 from hypha_celery.client.scoped_bus import ScopedBus
 from hypha_celery.client.sessions import SessionOpening, close_session
 from hypha_celery.errors import NotPermitted, NotRedrivable, RunNotFound
 from hypha_celery.graph import Graph
 from hypha_celery.live import LiveBus
+from hypha_celery.memory import MemoryManager
 from hypha_celery.principals import Principal
 from hypha_celery.reviews import PendingReview
 from hypha_celery.reviews import pending as pending_reviews
@@ -59,6 +62,10 @@ class ScopedHypha:
         #: The message bus as this principal sees it (a user: its messages and agents).
         self.bus: Bus | ScopedBus = hypha.bus if owner is None else \
             ScopedBus(hypha.bus, self.store, owner)
+        #: Governed memory as this principal sees it (a user: its own only).
+        self.memory: MemoryManager | ScopedMemory = hypha.memory if owner is None else \
+            ScopedMemory(MemoryManager(self.store, policy=hypha.memory.policy,
+                                       limits=hypha.memory.limits), owner)
 
     def __repr__(self) -> str:
         return f"ScopedHypha({self.principal})"
