@@ -52,6 +52,7 @@ from hypha_celery.skills._select import (
     SkillRequest,
     SkillSelection,
     regex_matches,
+    regex_problem,
     select_skills,
 )
 
@@ -81,6 +82,7 @@ __all__ = [
     "SkillRequest",
     "SkillSelection",
     "regex_matches",
+    "regex_problem",
     "select_skills",
     # policy
     "POLICY_ID",

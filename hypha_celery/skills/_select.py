@@ -17,7 +17,7 @@ from hypha_celery.skills._model import ActivationMode, Skill
 from hypha_celery.skills._registry import SkillRegistry
 
 __all__ = ["NOT_ATTACHED", "RejectedSkill", "SelectedSkill", "SkillBinding", "SkillRequest",
-           "SkillSelection", "regex_matches", "select_skills"]
+           "SkillSelection", "regex_matches", "regex_problem", "select_skills"]
 
 #: hypha's reason for a required skill the agent does not have (scenario 21).
 NOT_ATTACHED = "Required skill is not attached to the agent."
@@ -163,23 +163,32 @@ def regex_matches(pattern: str, text: str) -> bool:
     guards' safe pattern check: an invalid, unsafe (backreference, lookaround, nested or
     repeated unbounded quantifier) or over-long pattern (128 characters with its ``(?i)``)
     matches nothing."""
-    guard = _guard(pattern)
+    guard = _guard(pattern)[0]
     return guard is not None and guard.evaluate({"input": {"text": text[:MAX_MATCH_INPUT_CHARS]}})
 
 
-_GUARDS: dict[str, Guard | None] = {}
+def regex_problem(pattern: str) -> str | None:
+    """Why ``pattern`` can never match (invalid, unsafe, too long), or ``None``."""
+    return _guard(pattern)[1]
+
+
+_GUARDS: dict[str, tuple[Guard | None, str | None]] = {}
 _MAX_CACHED = 1024
 
 
-def _guard(pattern: str) -> Guard | None:
+def _guard(pattern: str) -> tuple[Guard | None, str | None]:
     if pattern in _GUARDS:
         return _GUARDS[pattern]
     flagged = pattern if pattern.startswith("(?i)") else "(?i)" + pattern
     quoted = flagged.replace("\\", "\\\\").replace("'", "\\'")
+    found: tuple[Guard | None, str | None]
     try:
-        guard: Guard | None = parse(f"matches(input.text, '{quoted}')")
-    except (GuardError, RecursionError, OverflowError, ValueError):
-        guard = None
+        found = parse(f"matches(input.text, '{quoted}')"), None
+    except GuardError as exc:
+        text = str(exc).removesuffix(f" at character {exc.position}")
+        found = None, text.replace("'(?i)" + pattern, "'" + pattern)
+    except (RecursionError, OverflowError, ValueError) as exc:
+        found = None, f"invalid regular expression: {type(exc).__name__}"
     if len(_GUARDS) < _MAX_CACHED:
-        _GUARDS[pattern] = guard
-    return guard
+        _GUARDS[pattern] = found
+    return found
