@@ -115,7 +115,7 @@ def diff_lines(diff: TraceDiff) -> list[str]:
     lines = []
     for name in FAMILIES:
         family = diff.family(name)
-        lines.append(f"{name:<18}{'ok' if family.passed else 'DIFFERS'}"
+        lines.append(f"{name:<21}{'ok' if family.passed else 'DIFFERS'}"
                      + (f"  {describe(family)}" if not family.passed else ""))
     failed = diff.failed()
     verdict = (f"{len(failed)} of {len(FAMILIES)} families differ" if failed

@@ -38,7 +38,8 @@ from hypha_celery.replay._store import FileFixtureStore, read_fixture
 from hypha_celery.store import EventStore
 
 RegressionCheck = Literal["event_types", "state_path", "tool_calls", "model_calls",
-                          "policy_decisions", "memory_read_set", "output", "output_contract",
+                          "policy_decisions", "memory_read_set", "skill_activations",
+                          "context_hashes", "reasoning_decisions", "output", "output_contract",
                           "trace_completeness"]
 DEFAULT_CHECKS: tuple[RegressionCheck, ...] = ("event_types", "state_path", "output_contract")
 

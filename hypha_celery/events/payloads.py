@@ -1166,6 +1166,9 @@ class ReplayCompleted(Payload):
     model_calls: int
     policy_decisions: int
     memory_reads: int
+    skill_activations: int | None = None
+    context_builds: int | None = None
+    reasoning_decisions: int | None = None
 
 
 class ReplayFailed(Payload):

@@ -94,13 +94,47 @@ class AuditPolicyDecision(_Frozen):
 
 class Counts(_Frozen):
     """Failure handling: node retries and redeliveries, dead-lettered executions,
-    recovery re-drives and supervisor timeouts."""
+    recovery re-drives and supervisor timeouts; what the model saw and decided: skills
+    activated (``skill.completed``), reasoning decisions, memory writes committed."""
 
     retries: int = 0
     redeliveries: int = 0
     dead_letters: int = 0
     recoveries: int = 0
     timeouts: int = 0
+    skill_activations: int = 0
+    reasoning_decisions: int = 0
+    memory_writes: int = 0
+
+
+class ContextBuild(_Frozen):
+    """One context built before a model call: sizes and the hash, never content."""
+
+    seq: int
+    step_id: str | None
+    build_id: str
+    items: int
+    tokens: int
+    tokens_by_source: dict[str, int]
+    dropped: int
+    compacted: int
+    context_hash: str
+
+
+class SkillActivation(_Frozen):
+    seq: int
+    skill_id: str
+    version: str | None
+    content_hash: str
+
+
+class MemoryRead(_Frozen):
+    """A memory read's records, as ``id@revision`` references."""
+
+    seq: int
+    step_id: str | None
+    operation_id: str | None
+    records: tuple[str, ...]
 
 
 class AuditOutcome(_Frozen):
@@ -124,6 +158,9 @@ class AuditView(_Frozen):
     outcome: AuditOutcome | None = None
     #: A workflow's recovery cases (``recovery.case.*``), in the order they opened.
     recovery_cases: tuple[AuditCase, ...] = ()
+    context_builds: tuple[ContextBuild, ...] = ()
+    skill_activations: tuple[SkillActivation, ...] = ()
+    memory_reads: tuple[MemoryRead, ...] = ()
 
 
 def audit_view(events: Iterable[Event]) -> AuditView:
@@ -143,7 +180,29 @@ def audit_view(events: Iterable[Event]) -> AuditView:
         counts=_counts(trace),
         outcome=_outcome(last_of(trace, TERMINAL_KINDS)),
         recovery_cases=recovery_cases(trace),
+        context_builds=tuple(_build(e) for e in trace if e.type == "context.build.completed"),
+        skill_activations=tuple(_skill(e) for e in trace if e.type == "skill.loaded"),
+        memory_reads=tuple(_read(e) for e in trace if e.type == "memory.read.completed"),
     )
+
+
+def _build(e: Event) -> ContextBuild:
+    p = e.body_as(ev.ContextBuildCompleted)
+    return ContextBuild(seq=e.seq, step_id=e.step_id, build_id=p.build_id, items=p.items,
+                        tokens=p.tokens, tokens_by_source=dict(p.tokens_by_source),
+                        dropped=p.dropped, compacted=p.compacted, context_hash=p.context_hash)
+
+
+def _skill(e: Event) -> SkillActivation:
+    p = e.body_as(ev.SkillLoaded)
+    return SkillActivation(seq=e.seq, skill_id=p.skill_id, version=p.version,
+                           content_hash=p.content_hash)
+
+
+def _read(e: Event) -> MemoryRead:
+    p = e.body_as(ev.MemoryReadCompleted)
+    return MemoryRead(seq=e.seq, step_id=e.step_id, operation_id=p.operation_id,
+                      records=tuple(f"{r['id']}@{r['revision']}" for r in p.records or ()))
 
 
 def state_path(trace: Sequence[Event]) -> tuple[str, ...]:
@@ -205,7 +264,10 @@ def _policy(e: Event) -> AuditPolicyDecision:
 
 _COUNTED = {"node.execution.retrying": "retries", "node.execution.redelivered": "redeliveries",
             "node.execution.dead_lettered": "dead_letters",
-            "recovery.run.redriven": "recoveries", "recovery.node.timed_out": "timeouts"}
+            "recovery.run.redriven": "recoveries", "recovery.node.timed_out": "timeouts",
+            "skill.completed": "skill_activations",
+            "reasoning.decision.recorded": "reasoning_decisions",
+            "memory.write.committed": "memory_writes"}
 
 
 def _counts(trace: Sequence[Event]) -> Counts:

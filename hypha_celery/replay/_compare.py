@@ -16,10 +16,12 @@ from hypha_celery.replay._fixture import Projection, ReplayFixture, check_single
 
 #: The sequence families :func:`compare` checks, in report order (then ``output``).
 SEQUENCE_FAMILIES = ("event_types", "state_path", "tool_calls", "model_calls",
-                     "policy_decisions", "memory_read_set")
+                     "policy_decisions", "memory_read_set", "skill_activations",
+                     "context_hashes", "reasoning_decisions")
 FAMILIES = (*SEQUENCE_FAMILIES, "output")
 Family = Literal["event_types", "state_path", "tool_calls", "model_calls", "policy_decisions",
-                 "memory_read_set", "output"]
+                 "memory_read_set", "skill_activations", "context_hashes",
+                 "reasoning_decisions", "output"]
 
 
 class Mismatch(BaseModel):
@@ -75,6 +77,9 @@ class TraceDiff(BaseModel):
     model_calls: SequenceDiff
     policy_decisions: SequenceDiff
     memory_read_set: SequenceDiff
+    skill_activations: SequenceDiff
+    context_hashes: SequenceDiff
+    reasoning_decisions: SequenceDiff
     output: OutputDiff
 
     @computed_field  # type: ignore[prop-decorator]

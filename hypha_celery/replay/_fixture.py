@@ -58,6 +58,13 @@ class ReplayFixture(BaseModel):
     model_calls: list[str]
     policy_decisions: list[str]
     memory_read_set: list[str]
+    #: what went into the model calls (absent from fixtures captured before they were
+    #: recorded): ``step|skill|version|content_hash`` per ``skill.loaded``,
+    #: ``step|context_hash`` per ``context.build.completed``, ``step|decision`` per
+    #: ``reasoning.decision.recorded``
+    skill_activations: list[str] = Field(default_factory=list)
+    context_hashes: list[str] = Field(default_factory=list)
+    reasoning_decisions: list[str] = Field(default_factory=list)
     #: ``snapshot_policy="full"``: ``{seq, step, execution_id, state}`` after each outcome
     snapshots: list[Snapshot] | None = None
     #: a JSON Schema the run's final output must satisfy (regression ``output_contract``)
@@ -78,6 +85,9 @@ class Projection(BaseModel):
     model_calls: list[str]
     policy_decisions: list[str]
     memory_read_set: list[str]
+    skill_activations: list[str]
+    context_hashes: list[str]
+    reasoning_decisions: list[str]
     snapshots: list[Snapshot] | None = None
 
 
@@ -130,8 +140,26 @@ def policy_signature(event: Event) -> str:
 
 
 def memory_read_signature(event: Event) -> str:
-    """``step|target``"""
-    return f"{_step(event)}|{_text(event.body_as(ev.MemoryReadCompleted).target)}"
+    """``step|target``, then ``|id@revision`` per record read (reads that name them)."""
+    p = event.body_as(ev.MemoryReadCompleted)
+    refs = "".join(f"|{r['id']}@{r['revision']}" for r in p.records or ())
+    return f"{_step(event)}|{_text(p.target)}{refs}"
+
+
+def skill_signature(event: Event) -> str:
+    """``step|skill|version|content_hash`` of a ``skill.loaded``."""
+    p = event.body_as(ev.SkillLoaded)
+    return "|".join((_step(event), p.skill_id, _text(p.version), p.content_hash))
+
+
+def context_signature(event: Event) -> str:
+    """``step|context_hash`` of a ``context.build.completed``."""
+    return f"{_step(event)}|{event.body_as(ev.ContextBuildCompleted).context_hash}"
+
+
+def decision_signature(event: Event) -> str:
+    """``step|decision`` of a ``reasoning.decision.recorded``."""
+    return f"{_step(event)}|{event.body_as(ev.ReasoningDecisionRecorded).decision}"
 
 
 def model_call_signature(event: Event) -> str:
@@ -190,6 +218,11 @@ def project(events: Iterable[Event], spec: ReplaySpec | None = None) -> Projecti
                           if e.type in ("tool.policy.checked", "decision.policy.recorded")],
         memory_read_set=[memory_read_signature(e) for e in kept
                          if e.type == "memory.read.completed"],
+        skill_activations=[skill_signature(e) for e in kept if e.type == "skill.loaded"],
+        context_hashes=[context_signature(e) for e in kept
+                        if e.type == "context.build.completed"],
+        reasoning_decisions=[decision_signature(e) for e in kept
+                             if e.type == "reasoning.decision.recorded"],
         snapshots=_snapshots(kept) if spec.snapshot_policy == "full" else None,
     )
 

@@ -43,5 +43,8 @@ def capture_run(
             fixture_id=fid, events=len(fixture.events), state_path=fixture.state_path,
             tool_calls=len(fixture.tool_calls), model_calls=len(fixture.model_calls),
             policy_decisions=len(fixture.policy_decisions),
-            memory_reads=len(fixture.memory_read_set)))
+            memory_reads=len(fixture.memory_read_set),
+            skill_activations=len(fixture.skill_activations),
+            context_builds=len(fixture.context_hashes),
+            reasoning_decisions=len(fixture.reasoning_decisions)))
     return fixture

@@ -81,10 +81,11 @@ def test_capture_then_compare(runs: Runs, tmp_path: Path) -> None:
     same = invoke(runs.store_url, "compare", str(out), runs.old, "--same-run")
     assert same.exit_code == 0, same.output
     lines = same.stdout.splitlines()
-    assert [line.split()[:2] for line in lines[:7]] == [
+    assert [line.split()[:2] for line in lines[:10]] == [
         [f, "ok"] for f in ("event_types", "state_path", "tool_calls", "model_calls",
-                            "policy_decisions", "memory_read_set", "output")]
-    assert lines[7].endswith(": no differences")
+                            "policy_decisions", "memory_read_set", "skill_activations",
+                            "context_hashes", "reasoning_decisions", "output")]
+    assert lines[10].endswith(": no differences")
 
     changed = invoke(runs.store_url, "compare", str(out), runs.new)
     assert changed.exit_code == 1
@@ -92,7 +93,7 @@ def test_capture_then_compare(runs: Runs, tmp_path: Path) -> None:
                        if line.startswith("output"))
     assert output_line.split()[1] == "DIFFERS"
     assert 'expected {"answer":"ok"}, got {"answer":"changed"}' in output_line
-    assert changed.stdout.splitlines()[-1].endswith("1 of 7 families differ")
+    assert changed.stdout.splitlines()[-1].endswith("1 of 10 families differ")
 
     as_json = invoke(runs.store_url, "compare", str(out), runs.new, "--json")
     assert as_json.exit_code == 1

@@ -155,7 +155,7 @@ def test_the_replay_diff_against_a_fixture(hypha: Hypha, t: Tokens, tmp_path: Pa
     page = c.get(f"/runs/{same.id}").text
     assert '<option value="golden"' in page and 'id="diff"' not in page
     diff = c.get(f"/runs/{same.id}?fixture=golden").text
-    assert diff.count('class="pass"') == 7 and 'class="fail"' not in diff
+    assert diff.count('class="pass"') == 10 and 'class="fail"' not in diff
     changed = c.get(f"/runs/{other.id}?fixture=golden").text
     assert '<tr class="fail"><td>output</td><td>differs</td><td>differs (content hidden)' \
         in changed
