@@ -30,6 +30,7 @@ from hypha_celery.cli import (
     review,
     runs,
     sessions,
+    skill,
     views,
 )
 from hypha_celery.cli.common import AS_USER, app_option, echo_json, opened, operator_only
@@ -422,7 +423,7 @@ def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | Non
 for _command in (*recovery.COMMANDS, *agents.COMMANDS, *rerun.COMMANDS, *views.COMMANDS,
                  *evaluate.COMMANDS, *pack.COMMANDS, *review.COMMANDS, *runs.COMMANDS,
                  *sessions.COMMANDS, *mcp.COMMANDS, *bus.COMMANDS, *memory.COMMANDS,
-                 *metrics.COMMANDS, *console.COMMANDS, *UP_COMMANDS):
+                 *skill.COMMANDS, *metrics.COMMANDS, *console.COMMANDS, *UP_COMMANDS):
     cli.add_command(_command)
 
 
