@@ -34,8 +34,8 @@ from hypha_celery.replay._compare import FAMILIES, TraceDiff, compare, describe
 from hypha_celery.replay._fixture import ReplayFixture
 
 __all__ = ["CALLS_SHOWN", "DEAD_LETTERS_SHOWN", "NODE_CLOCK", "STEPS_PAGE", "TIMELINE_PAGE",
-           "CallRow", "Clock", "DeadLetterLink", "DiffRow", "Header", "RunPage", "ShownRow",
-           "StepRow", "diff_rows", "run_page", "shown_rows"]
+           "CallRow", "Clock", "ContextRow", "DeadLetterLink", "DiffRow", "Header", "RunPage",
+           "ShownRow", "StepRow", "diff_rows", "run_page", "shown_rows"]
 
 #: Timeline rows a page shows (then a link to the next page).
 TIMELINE_PAGE = 500
@@ -125,6 +125,28 @@ class CallRow:
     error_kind: str | None = None
 
 
+@dataclass
+class ContextRow:
+    """What went into one model call (a ``context.build.*``): tokens per source, items,
+    what compaction did (``source: strategy items before -> after``), the skills loaded
+    (``id@version``), and the memory records read at its step (``id@revision``): sizes,
+    references and hashes, never text (none is recorded)."""
+
+    seq: int
+    step: int | None
+    build_id: str
+    outcome: str  # completed | failed
+    tokens: int = 0
+    items: int = 0
+    dropped: int = 0
+    sources: list[tuple[str, int, int]] = field(default_factory=list)  # source, items, tokens
+    compactions: list[str] = field(default_factory=list)
+    skills: list[str] = field(default_factory=list)
+    memory: list[str] = field(default_factory=list)
+    context_hash: str = ""
+    reason: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class DiffRow:
     family: str
@@ -181,6 +203,8 @@ class RunPage:
     #: A workflow's state and its last recovery case (ids, statuses, hashes, reasons).
     workflow_state: str | None = None
     case: CaseDoc | None = None
+    #: What went into each model call of the page (at most :data:`CALLS_SHOWN`).
+    contexts: list[ContextRow] = field(default_factory=list)
 
 
 #: A call's end: what the page's calls list.
@@ -232,6 +256,51 @@ def _step_row(e: Event, folded: View, content: bool) -> StepRow:
                    e.ts, state)
 
 
+class _Contexts:
+    """Collects :class:`ContextRow` s from a page's events: a build's compactions and
+    skills come before its ``completed`` / ``failed``; memory reads join the build of
+    their step."""
+
+    def __init__(self) -> None:
+        self.rows: list[ContextRow] = []
+        self._pending: dict[str, ContextRow] = {}
+        self._reads: dict[int | None, list[str]] = {}
+
+    def add(self, e: Event) -> None:
+        p = e.body
+        if isinstance(p, ev.ContextBuildStarted):
+            self._pending[p.build_id] = ContextRow(e.seq, p.step, p.build_id, "started")
+        elif isinstance(p, ev.ContextCompacted):
+            self._row(e, p.build_id, p.step).compactions.append(
+                f"{p.source}: {p.strategy} {p.items_before} -> {p.items_after} items, "
+                f"{p.tokens_before} -> {p.tokens_after} tokens")
+        elif isinstance(p, ev.SkillLoaded) and p.build_id is not None:
+            self._row(e, p.build_id, None).skills.append(f"{p.skill_id}@{p.version or '-'}")
+        elif isinstance(p, ev.MemoryReadCompleted):
+            self._reads.setdefault(p.step, []).extend(
+                f"{r['id']}@{r['revision']}" for r in p.records or ())
+        elif isinstance(p, ev.ContextBuildCompleted | ev.ContextBuildFailed):
+            self._end(e, p)
+
+    def _row(self, e: Event, build_id: str, step: int | None) -> ContextRow:
+        return self._pending.setdefault(build_id, ContextRow(e.seq, step, build_id, "started"))
+
+    def _end(self, e: Event, p: ev.ContextBuildCompleted | ev.ContextBuildFailed) -> None:
+        row = self._pending.pop(p.build_id, None) or ContextRow(e.seq, p.step, p.build_id, "")
+        row.step = p.step if p.step is not None else row.step
+        row.memory = self._reads.pop(row.step, [])
+        if isinstance(p, ev.ContextBuildFailed):
+            row.outcome, row.reason = "failed", p.reason
+        else:
+            row.outcome, row.tokens, row.items, row.dropped = (
+                "completed", p.tokens, p.items, p.dropped)
+            row.context_hash = p.context_hash
+            row.sources = [(src, p.items_by_source.get(src, 0), tokens)
+                           for src, tokens in p.tokens_by_source.items()]
+        if len(self.rows) < CALLS_SHOWN:
+            self.rows.append(row)
+
+
 def _fold(run_id: str, prior: Iterable[tuple[str, Mapping[str, Any], float]]
           ) -> tuple[View, float | None]:
     """The view after ``prior``, and the time of its last event."""
@@ -253,13 +322,15 @@ def run_page(view: View, prior: Iterable[tuple[str, Mapping[str, Any], float]],
     facts. Pure."""
     folded, last_ts = _fold(view["run_id"], prior)
     timeline = list(rows(window))
-    steps, calls = list[StepRow](), list[CallRow]()
+    steps, calls, contexts = list[StepRow](), list[CallRow](), _Contexts()
     for r in timeline:
         e = r.event
         if e.type == "decision.policy.recorded" and len(steps) < STEPS_PAGE:
             steps.append(_step_row(e, folded, content))
         elif _is_call_end(e.type) and len(calls) < CALLS_SHOWN:
             calls.append(_call(e, r.duration, content))
+        elif e.type.startswith(("context.", "skill.loaded", "memory.read.completed")):
+            contexts.add(e)
         apply_event(folded, e.kind, e.data, e.ts)
     first = window[0].seq if window else 1
     last = int(view.get("seq", 0))
@@ -273,7 +344,8 @@ def run_page(view: View, prior: Iterable[tuple[str, Mapping[str, Any], float]],
                    shown(view["input"], content),
                    shown(view["result"], content) if header.status == "completed" else None,
                    last, workflow_state=view["fsm"]["state"] if view["fsm"] else None,
-                   case=view["fsm"].get("case") if view["fsm"] else None)
+                   case=view["fsm"].get("case") if view["fsm"] else None,
+                   contexts=contexts.rows)
 
 
 def diff_rows(fixture: ReplayFixture, events: Sequence[Event], content: bool) -> list[DiffRow]:
