@@ -23,7 +23,7 @@ from hypha_celery.context._items import (
     Revision,
     TurnRole,
 )
-from hypha_celery.context._select import MEMORY_HEADER, SKILLS_HEADER
+from hypha_celery.context._select import MEMORY_HEADER, SKILL_HEAD
 from hypha_celery.context._tokens import (
     PER_MESSAGE,
     REPLY_PRIMING,
@@ -37,7 +37,7 @@ from hypha_celery.context._tokens import (
 
 __all__ = [
     "DEFAULT_TOTAL", "MAX_ITEMS", "MAX_ITEM_CHARS", "MAX_TOTAL", "MEMORY_HEADER",
-    "PER_MESSAGE", "REPLY_PRIMING", "SKILLS_HEADER", "TOTAL_ORDER", "BpeTokenizer",
+    "PER_MESSAGE", "REPLY_PRIMING", "SKILL_HEAD", "TOTAL_ORDER", "BpeTokenizer",
     "BuiltContext", "ContextBudget", "ContextItem", "ContextSource", "Emit",
     "EstimatorTokenizer", "IncludedItem", "Provenance", "Revision", "Tokenizer",
     "TokenizerFactory", "TurnRole", "build_context", "register_tokenizer", "tokenizer_for",

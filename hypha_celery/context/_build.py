@@ -22,7 +22,6 @@ from hypha_celery.context._items import (
 from hypha_celery.context._select import (
     CHRONOLOGICAL,
     MEMORY_HEADER,
-    SKILLS_HEADER,
     STRATEGY,
     Candidates,
     Costs,
@@ -247,13 +246,10 @@ def _messages(source: ContextSource, items: Sequence[ContextItem]) -> list[Messa
         return []
     if source in CHRONOLOGICAL:
         return [_turn(i) for i in items]
-    text = "".join(piece(i) for i in items).removesuffix("\n").removesuffix("\n")
-    if source is ContextSource.SYSTEM:
-        return [{"role": "system", "content": text}]
-    if source is ContextSource.SKILLS:
-        return [{"role": "system", "content": SKILLS_HEADER + text}]
-    # memory is data: a user message, each record a JSON line -- never an instruction
-    return [{"role": "user", "content": MEMORY_HEADER + text}]
+    if source is not ContextSource.MEMORY:  # instructions: a system message each
+        return [{"role": "system", "content": piece(i)} for i in items]
+    # memory is data: one user message, each record a JSON line -- never an instruction
+    return [{"role": "user", "content": MEMORY_HEADER + "".join(piece(i) for i in items)}]
 
 
 def _turn(item: ContextItem) -> Message:

@@ -38,8 +38,11 @@ def test_sources_in_order_and_each_ordered() -> None:
     assert [p.id for p in built.provenance] == ["sys", "calc", "pdf", "m1", "m2", "c1", "c2",
                                                 "c3", "t4"]
     roles = [m["role"] for m in built.messages]
-    assert roles == ["system", "system", "user", "user", "assistant", "user", "user"]
-    assert built.messages[1]["content"].index("calc") < built.messages[1]["content"].index("pdf")  # type: ignore[union-attr]
+    assert roles == ["system", "system", "system", "user", "user", "assistant", "user", "user"]
+    assert built.messages[1] == {"role": "system",
+                                 "content": "Skill calc\n\nUse the calculator for arithmetic."}
+    assert built.messages[2]["content"] == ("Skill pdf (revision 1.0)\n\n"
+                                            "Use the pdf tools for attachments.")
     assert dict(built.items_by_source) == {S.SYSTEM: 1, S.SKILLS: 2, S.MEMORY: 2,
                                            S.CONVERSATION: 3, S.TOOLS: 1}
 
@@ -216,7 +219,7 @@ def test_events_carry_counts_never_content() -> None:
 
 def test_split_system_for_anthropic() -> None:
     system_text, rest = build(sample()).split_system()
-    assert system_text.startswith("You are a careful assistant.\n\nActive skills:")
+    assert system_text.startswith("You are a careful assistant.\n\nSkill calc\n\n")
     assert all(m["role"] != "system" for m in rest) and len(rest) == 5
 
 
