@@ -21,11 +21,11 @@ __all__ = ["DOC_IGNORED", "SPEC_META", "by_id", "link_task_schemas", "one_ref",
 #: Keys of hypha's versioned specs that carry no behaviour here (``SpecMetadata``).
 SPEC_META = frozenset({"version", "name", "tags", "metadata"})
 
-#: hypha's pack keys for what a graph of ours has no place for (skills, prompts, memory,
-#: context and reasoning profiles, business rules, evaluation profiles, deployment):
-#: accepted and ignored.
+#: hypha's pack keys for what a graph of ours has no place for (skill policies, prompts,
+#: memory, context and reasoning profiles, business rules, evaluation profiles,
+#: deployment): accepted and ignored.
 DOC_IGNORED = frozenset({
-    "allowedSkills", "defaultSkills", "skillPolicies", "allowedPromptRefs",
+    "skillPolicies", "allowedPromptRefs",
     "defaultPromptRefs", "memoryProfiles", "contextProfiles", "reasoningProfiles",
     "defaultReasoningProfile", "businessRules", "evaluationProfiles", "deploymentProfile",
     "metadata", "tags"})

@@ -2,7 +2,8 @@
 
 A file may say ``extends: <path of the base pack file, relative to this one>``: it is
 then an overlay (:func:`~hypha_celery.packs.overlay`) on its base (which may extend
-another), and the merged document is validated as a whole.
+another), and the merged document is validated as a whole. A pack's ``skills``
+directories are relative to the file loaded (the last of an ``extends`` chain).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def load_pack(file: str | os.PathLike[str]) -> DomainPack:
     """The pack in ``file`` (with its bases applied); :class:`PackError` lists every
     problem found."""
     doc, found = read_doc(file)
-    return parse_pack(doc, found)
+    return parse_pack(doc, found, base_dir=Path(file).parent)
 
 
 def read_doc(file: str | os.PathLike[str]) -> tuple[dict[str, object], list[Problem]]:

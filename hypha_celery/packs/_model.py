@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 from pydantic import (
@@ -31,6 +32,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     SerializerFunctionWrapHandler,
     field_validator,
     model_serializer,
@@ -50,6 +52,7 @@ from hypha_celery.fsm import (
 from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.mcp import HttpTransport, McpServer, StdioTransport
 from hypha_celery.packs import _hypha as hy
+from hypha_celery.skills import SkillRegistry
 from hypha_celery.tools import PolicyRule, SideEffect, ToolPolicy, ToolSpec
 
 __all__ = ["ID_PATTERN", "NODE_PATTERN", "REF_PATTERN", "DomainPack", "MockOutput", "NodeDecl",
@@ -157,7 +160,7 @@ class PackState(StateSpec, _Aliased):
 
     model_config = _ALIASES
     hypha_ignored = frozenset({
-        "allowedSkills", "requiredSkills", "allowedPromptRefs", "requiredPromptRefs",
+        "allowedPromptRefs", "requiredPromptRefs",
         "allowedMCPProfiles", "allowedMCPProfileRefs", "reasoningProfileRef",
         "memoryPolicyRef", "evaluationRefs", "capabilityLoadPolicy", "description"}
         | hy.SPEC_META)
@@ -190,6 +193,10 @@ class PackState(StateSpec, _Aliased):
     tool_profiles: Annotated[list[str], BeforeValidator(hy.ref_ids)] = Field(
         default=[], validation_alias=AliasChoices("tool_profiles", "toolProfiles",
                                                   "toolProfileRefs"))
+    #: The skills a model call in this state may use (``None``: every attached one) and
+    #: those it must have (ids; hypha's ``{id, version}`` refs read as ids).
+    allowed_skills: Annotated[list[str] | None, BeforeValidator(hy.ref_ids)] = None
+    required_skills: Annotated[list[str] | None, BeforeValidator(hy.ref_ids)] = None
 
 
 class PackTransition(TransitionSpec, _Aliased):
@@ -461,6 +468,15 @@ class DomainPack(_Model):
     #: MCP servers (hypha's ``mcpProfiles``) by name: each an
     #: :class:`~hypha_celery.mcp.McpServer` (its id is the name) for an ``McpGateway``.
     mcp_profiles: Annotated[dict[str, PackMcpServer], BeforeValidator(_mcp_servers)] = {}
+    #: Skill directories (each one skill, or a directory of them), relative to the pack
+    #: file: loaded and checked with the pack (:attr:`skill_registry`).
+    skills: list[Annotated[str, Field(min_length=1)]] | None = None
+    #: hypha's ``allowedSkills`` / ``defaultSkills``: the skills the pack's bindings may
+    #: name, and those bound to its agents by default (ids).
+    allowed_skills: Annotated[list[str] | None, BeforeValidator(hy.ref_ids)] = None
+    default_skills: Annotated[list[str] | None, BeforeValidator(hy.ref_ids)] = None
+    _skill_registry: SkillRegistry | None = PrivateAttr(default=None)
+    _base_dir: Path | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -480,6 +496,12 @@ class DomainPack(_Model):
     def ref(self) -> str:
         """``id@version``."""
         return f"{self.id}@{self.version}"
+
+    @property
+    def skill_registry(self) -> SkillRegistry:
+        """The skills of :attr:`skills`, loaded with the pack (empty when it declares
+        none, or when the pack was not parsed by :func:`~hypha_celery.packs.parse_pack`)."""
+        return self._skill_registry or SkillRegistry()
 
     def workflow(self, workflow_id: str | None = None) -> PackWorkflow:
         """The workflow ``workflow_id`` (default: ``default_workflow``, else the first);

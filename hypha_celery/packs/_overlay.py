@@ -49,7 +49,7 @@ def overlay(base: DomainPack, overlay_doc: Mapping[str, object]) -> DomainPack:
         raise PackError([("", "an overlay is a mapping of pack fields")])
     ours = {_FIELD.get(k, k): v for k, v in overlay_doc.items()}  # base.to_doc(): ours
     merged, problems = merge(base.to_doc(), ours)
-    return parse_pack(merged, problems)
+    return parse_pack(merged, problems, base_dir=base._base_dir)
 
 
 def merge(base: Mapping[str, object], overlay_doc: Mapping[str, object]

@@ -10,7 +10,9 @@ tool spec and an unknown node in a workflow come out together.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import AliasChoices, ValidationError
@@ -20,6 +22,7 @@ from hypha_celery.errors import PackError
 from hypha_celery.packs._check import Layout, problems
 from hypha_celery.packs._model import DomainPack, PackWorkflow
 from hypha_celery.packs._paths import Problem, path
+from hypha_celery.packs._skills import load_skills, skill_binding_problems
 
 __all__ = ["MAX_DOC_DEPTH", "MAX_DOC_VALUES", "parse_pack"]
 
@@ -40,9 +43,12 @@ class _Partial(DomainPack):
     workflows: list[PackWorkflow] = []
 
 
-def parse_pack(doc: Any, found: Sequence[Problem] = ()) -> DomainPack:
+def parse_pack(doc: Any, found: Sequence[Problem] = (), *,
+               base_dir: str | os.PathLike[str] | None = None) -> DomainPack:
     """Validate ``doc``; ``found``: problems already known (an overlay's) to report with
-    the others. Raises :class:`PackError` unless there is no problem at all."""
+    the others; ``base_dir``: where the pack's ``skills`` directories are (the pack
+    file's directory; default the working directory). Raises :class:`PackError` unless
+    there is no problem at all."""
     if not isinstance(doc, Mapping):
         raise PackError([*found, ("", "a pack is a mapping (id, version, name, workflows, "
                                       f"...), not {type(doc).__name__}")])
@@ -61,8 +67,13 @@ def parse_pack(doc: Any, found: Sequence[Problem] = ()) -> DomainPack:
             raise PackError(out) from None
         pack = partial
     out += problems(pack, layout)
+    registry, skill_problems = load_skills(pack, None if base_dir is None else Path(base_dir))
+    out += [*skill_problems, *skill_binding_problems(pack, registry)]
     if out:
         raise PackError(out)
+    if registry is not None:  # only a pack with skills knows where it was loaded from
+        pack._skill_registry = registry
+        pack._base_dir = None if base_dir is None else Path(base_dir)
     return pack
 
 

@@ -68,3 +68,10 @@ class SkillRegistry:
 
     def __len__(self) -> int:
         return len(self._skills)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SkillRegistry):
+            return NotImplemented
+        return self._skills == other._skills
+
+    __hash__ = None  # type: ignore[assignment]  # mutable

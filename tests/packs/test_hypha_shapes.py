@@ -128,8 +128,8 @@ def test_ignored_keys_are_ignored_and_unknown_ones_are_still_refused() -> None:
     doc = hypha_doc()
     doc["businessRules"] = [{"id": "rule", "scope": "output", "effect": "guidance"}]
     assert parse_pack(doc) == load_pack(OURS)
-    doc["allowed_skills"] = []  # hypha has no snake_case spelling of what it ignores
+    doc["business_rules"] = []  # hypha has no snake_case spelling of what it ignores
     doc["workflows"][0]["states"][0]["allowedSkillz"] = []
-    assert sorted(problems_of(doc)) == [("allowed_skills", "unknown field"),
+    assert sorted(problems_of(doc)) == [("business_rules", "unknown field"),
                                         ("workflows[0].states[0].allowedSkillz",
                                          "unknown field")]
