@@ -45,9 +45,10 @@ def replay(ctx: click.Context, run_id: str, against: str, app_spec: str | None,
     is called); print the first divergence (exit 1) or that there is none."""
     with opened(app_spec) as hypha:
         events = hypha.store.events(run_id)
-    if not events:
-        raise RunNotFound(f"no events for run {run_id!r}")
-    report = rerun(_target(against, str(events[0].agent_id)), events)
+        if not events:
+            raise RunNotFound(f"no events for run {run_id!r}")
+        report = rerun(_target(against, str(events[0].agent_id)), events,
+                       memory=hypha.memory)
     if as_json:
         echo_json(_json(report))
     else:

@@ -981,17 +981,22 @@ class SkillFailed(_Skill):
 
 
 class MemoryRef(TypedDict):
-    """One record a read returned: its id and the revision read."""
+    """One record a read returned: its id and the revision read (and its rank, from a
+    node's ``ctx.recall``)."""
 
     id: str
     revision: int
+    score: NotRequired[float]
 
 
 class _MemoryOp(Payload):
-    """One memory operation (``operation_id``: a write's idempotency key)."""
+    """One memory operation (``operation_id``: a write's idempotency key; a node's
+    memory call's id, with its ``execution_id`` and ``attempt``)."""
 
     operation_id: str
     step: int | None = None
+    execution_id: str | None = None
+    attempt: int | None = None
 
 
 class MemoryReadRequested(_MemoryOp):
@@ -1012,6 +1017,8 @@ class MemoryReadCompleted(_Reserved):
     step: int | None = None
     operation_id: str | None = None
     records: list[MemoryRef] | None = None
+    execution_id: str | None = None
+    attempt: int | None = None
 
 
 class MemoryReadFailed(_MemoryOp):
@@ -1026,6 +1033,7 @@ class MemoryWriteRequested(_MemoryOp):
     memory_type: str
     record_id: str | None = None
     expected_revision: int | None = None
+    request_hash: str | None = None  # a node's write: what a replay checks
 
 
 class MemoryWriteValidated(_MemoryOp):

@@ -49,7 +49,9 @@ from hypha_celery.graph.jsonsafe import error_data
 from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.middleware import Call, CallEnd, MiddlewareStack
 
-Family = Literal["model", "tool"]
+Family = Literal["model", "tool", "memory"]
+#: The letter of a family's call ids (``<execution>:m0``, ``:t1``, ``:r2``).
+_LETTER: dict[str, str] = {"model": "m", "tool": "t", "memory": "r"}
 #: Calls one node execution may record.
 MAX_CALLS = 1000
 #: JSON bytes of one recorded call output.
@@ -104,6 +106,10 @@ class CallRecord(TypedDict, total=False):
     cost_usd: float
     # a failed model call's BackendError kind (None: another exception)
     error_kind: str | None
+    # a memory call's scope key, read limit and record type (``ctx.recall`` / ``remember``)
+    scope: str
+    limit: int
+    memory_type: str
 
 
 class RecordedCallError(Exception):
@@ -204,7 +210,7 @@ class Calls:
 
     def next_id(self, family: Family) -> str:
         """The call id the next call of ``family`` gets."""
-        return f"{self._prefix}:{family[0]}{len(self.records)}"
+        return f"{self._prefix}:{_LETTER[family]}{len(self.records)}"
 
     @property
     def replaying(self) -> bool:

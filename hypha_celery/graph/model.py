@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -21,11 +22,12 @@ from pydantic import (
 
 from hypha_celery.backends.llm.ref import ModelRef
 from hypha_celery.backends.llm.types import LLMResult, Message
-from hypha_celery.errors import GraphSpecError, InvalidModelRef
+from hypha_celery.errors import GraphSpecError, InvalidCall, InvalidModelRef, MemoryScopeRequired
 from hypha_celery.events.payloads import Payload
 from hypha_celery.events.view import ErrorJson, FsmPosition, LastOutcome, ReviewDoc, View
 from hypha_celery.graph.calls import Calls
 from hypha_celery.graph.decisions import DEFAULT_MAX_FANOUT
+from hypha_celery.graph.memory import MemoryPort, MemoryRefJson, Recalled, Remembered
 from hypha_celery.graph.retry import RetryPolicy
 from hypha_celery.jsontypes import JsonValue
 
@@ -187,6 +189,10 @@ class NodeContext:
     _llm: LLMClient | None = field(default=None, repr=False, compare=False)
     _live: LiveBus | None = field(default=None, repr=False, compare=False)
     _models: tuple[str, ...] | None = field(default=None, repr=False, compare=False)
+    #: The governed memory of the run's user and session (``ctx.recall``), built at the
+    #: first memory call; it gives None when the run has no user.
+    _memory: Callable[[], MemoryPort | None] | None = field(default=None, repr=False,
+                                                            compare=False)
 
     def cancelled(self) -> bool:
         """True once the run was cancelled (or ended): stop and return early."""
@@ -230,6 +236,55 @@ class NodeContext:
             raise GraphSpecError(f"side_effect must be one of {SIDE_EFFECTS}")
         return self._recorder().call("tool", tool, call, args, {"side_effect": side_effect})
 
+    def recall(self, query: str, *, limit: int = 10,
+               memory_types: Sequence[str] | None = None) -> list[Recalled]:
+        """The run's user's memory records that match ``query`` (the query language of
+        ``docs/memory.md``), best first, at most ``limit``. Recorded as
+        ``memory.read.*`` events with the records as ``id@revision`` (never text); a
+        replay returns the recorded revisions."""
+        port = self._port()
+        types = sorted(memory_types) if memory_types else None
+        request = {"query": query, "limit": limit, "memory_types": types}
+        hits: list[Recalled] = []
+
+        def search(_: object) -> list[MemoryRefJson]:
+            hits.extend(port.search(query, limit, types))
+            return [{"id": h.id, "revision": h.revision, "score": h.score} for h in hits]
+
+        calls = self._recorder()
+        refs = calls.call("memory", "memory.search", search, request,
+                          {"scope": port.scope_key, "limit": limit})
+        return hits if not calls.replaying else port.read(refs)
+
+    def remember(self, text: str, *, memory_type: str = "episodic",
+                 tags: Sequence[str] = ()) -> Remembered:
+        """Write a record to the run's user's memory (through the write policy: a denied
+        write raises :class:`~hypha_celery.errors.MemoryWriteDenied`). Idempotent: the
+        operation id is the call's, so a retried or re-executed node writes it once.
+        Recorded as ``memory.write.*`` events (ids and revision, never text)."""
+        port, calls = self._port(), self._recorder()
+        op = calls.next_id("memory")
+        request = {"text_hash": _digest(text), "memory_type": memory_type,
+                   "tags": sorted(tags)}
+
+        def write(_: object) -> dict[str, object]:
+            done = port.write(text, memory_type, list(tags), op)
+            return {"id": done.id, "revision": done.revision, "reused": done.reused}
+
+        out = calls.call("memory", "memory.write", write, request,
+                         {"scope": port.scope_key, "memory_type": memory_type})
+        return Remembered(str(out["id"]), int(out["revision"]), bool(out["reused"]))
+
+    def _port(self) -> MemoryPort:
+        port = self._memory() if self._memory is not None else None
+        if port is None:
+            if self._calls is not None and self._calls.replaying:
+                raise InvalidCall("re-executing a memory call needs the run's memory "
+                                  "(give the re-execution a store)")
+            raise MemoryScopeRequired(f"run {self.run_id} has no user_id: its nodes have "
+                                      "no memory scope")
+        return port
+
     def record(self, kind: str, data: Mapping[str, object]) -> None:
         """Record a fact with the node's outcome (a governed tool's ``tool.*`` steps)."""
         self._recorder().fact(kind, dict(data))
@@ -243,6 +298,10 @@ class NodeContext:
             object.__setattr__(self, "_calls", Calls(self.execution_id, self.node_id))
         assert self._calls is not None
         return self._calls
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _check_models(models: Iterable[str | ModelRef]) -> tuple[str, ...]:

@@ -132,15 +132,17 @@ class Process:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """One model or tool call a node made through its context (``ctx.model``, ``ctx.llm``,
-    ``ctx.tool``), in the node's thread: ``name`` is the model reference
-    (``openai:gpt-4.1-mini``) or the tool's name, ``call_id`` the id its ``model.call.*`` /
-    ``tool.call.*`` events carry. A replay serves recorded calls: no hook is called."""
+    """One model, tool or memory call a node made through its context (``ctx.model``,
+    ``ctx.llm``, ``ctx.tool``, ``ctx.recall``, ``ctx.remember``), in the node's thread:
+    ``name`` is the model reference (``openai:gpt-4.1-mini``), the tool's name or
+    ``memory.search`` / ``memory.write``, ``call_id`` the id its ``model.call.*`` /
+    ``tool.call.*`` events carry (a memory call's: the ``operation_id`` of its
+    ``memory.*`` events). A replay serves recorded calls: no hook is called."""
 
     run_id: str
     execution_id: str
     node_id: str
-    kind: Literal["model", "tool"]
+    kind: Literal["model", "tool", "memory"]
     name: str
     call_id: str
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from hypha_celery.errors import ReplayDivergence
 from hypha_celery.events import Event, apply_event, new_view
@@ -14,6 +14,8 @@ from hypha_celery.events.envelope import canonical
 from hypha_celery.graph import Fail, FanOut, Finish, Graph, Next, NodeContext, Review
 from hypha_celery.graph.calls import CallRecord, Calls
 from hypha_celery.jsontypes import JsonValue
+from hypha_celery.memory import MemoryScope
+from hypha_celery.runtime.memory import MemoryAccess, RunMemory
 from hypha_celery.runtime.nodes import call_node, reduce
 from hypha_celery.runtime.protocol import NodeOutcome, NodeResult, summary
 
@@ -58,9 +60,12 @@ class _Diverged(Exception):
         self.divergence = divergence
 
 
-def rerun(graph: Graph, events: Sequence[Event]) -> RerunReport:
-    """Re-execute the recorded run ``events`` with ``graph`` (its new code)."""
-    return _Rerun(graph, sorted(events, key=lambda e: e.seq)).run()
+def rerun(graph: Graph, events: Sequence[Event], *,
+          memory: MemoryAccess | None = None) -> RerunReport:
+    """Re-execute the recorded run ``events`` with ``graph`` (its new code). ``memory``:
+    where a node's recorded memory reads are read back (the recorded revisions, by id
+    and revision); without it a node that recalls raises."""
+    return _Rerun(graph, sorted(events, key=lambda e: e.seq), memory).run()
 
 
 @dataclass
@@ -71,8 +76,10 @@ class _Scheduled:
 
 
 class _Rerun:
-    def __init__(self, graph: Graph, events: list[Event]) -> None:
+    def __init__(self, graph: Graph, events: list[Event],
+                 memory: MemoryAccess | None = None) -> None:
         self.graph = graph
+        self.memory = memory
         self.events = events
         self.run_id = events[0].run_id if events else ""
         self.view = new_view(self.run_id)
@@ -151,6 +158,13 @@ class _Rerun:
             raise self._diverge(event, "result", recorded, self.decision.result,
                                 "the run's result changed")
 
+    def _memory_of(self) -> RunMemory | None:
+        user = self.view["user_id"]
+        if self.memory is None or not user:
+            return None
+        return RunMemory(self.memory, MemoryScope(user, session_id=self.view["session_id"]),
+                         self.run_id)
+
     # -- node executions ---------------------------------------------------------------
     def _node_outcome(self, event: Event) -> None:
         p = event.body
@@ -169,7 +183,8 @@ class _Rerun:
         self.counts["executions"] += 1
         attempt = self.attempts.get(eid, 1)  # run as the attempt that counted
         calls = Calls(eid, sched.node_id, self.calls.get(eid, []), attempt)
-        ctx = NodeContext(self.run_id, eid, sched.node_id, attempt, lambda: False, calls)
+        ctx = NodeContext(self.run_id, eid, sched.node_id, attempt, lambda: False, calls,
+                          _memory=self._memory_of)
         try:
             actual = _result(call_node(node, copy.deepcopy(sched.state),
                                        copy.deepcopy(sched.input), ctx))
@@ -257,9 +272,13 @@ def _final_attempts(events: Sequence[Event]) -> dict[str, int]:
 
 
 def _recorded_calls(events: Sequence[Event]) -> dict[str, list[CallRecord]]:
-    """Per execution, the recorded model / tool calls of its final attempt in call order."""
+    """Per execution, the recorded model / tool / memory calls of its final attempt in
+    call order."""
     calls: dict[str, dict[str, CallRecord]] = {}
     for e in events:
+        if e.type in _MEMORY_CALL_EVENTS:
+            _memory_record(calls, e)
+            continue
         family, _, what = e.type.partition(".call.")
         if family not in ("model", "tool") or what not in _CALL_EVENTS:
             continue  # a governed tool's facts (tool.call.requested ...) are not calls
@@ -278,6 +297,36 @@ def _recorded_calls(events: Sequence[Event]) -> dict[str, list[CallRecord]]:
         else:
             rec["error"] = p.error or {}
     return {eid: _final_attempt(list(by_id.values())) for eid, by_id in calls.items()}
+
+
+#: A node's memory calls (``ctx.recall`` / ``ctx.remember``), as their events say.
+_MEMORY_CALL_EVENTS = frozenset({
+    "memory.read.requested", "memory.read.completed", "memory.read.failed",
+    "memory.write.requested", "memory.write.committed", "memory.write.rejected"})
+
+
+def _memory_record(calls: dict[str, dict[str, CallRecord]], e: Event) -> None:
+    p = e.body
+    assert isinstance(p, ev.MemoryReadRequested | ev.MemoryReadCompleted | ev.MemoryReadFailed
+                      | ev.MemoryWriteRequested | ev.MemoryWriteCommitted
+                      | ev.MemoryWriteRejected)
+    if p.execution_id is None or p.operation_id is None:
+        return  # not a node's call (an agent's or the application's own)
+    read = e.type.startswith("memory.read.")
+    rec = calls.setdefault(p.execution_id, {}).setdefault(p.operation_id, {
+        "call_id": p.operation_id, "family": "memory", "attempt": p.attempt or 1,
+        "name": "memory.search" if read else "memory.write"})
+    if isinstance(p, ev.MemoryReadRequested):
+        rec["request_hash"] = p.query_hash
+    elif isinstance(p, ev.MemoryWriteRequested):
+        if p.request_hash is not None:
+            rec["request_hash"] = p.request_hash
+    elif isinstance(p, ev.MemoryReadCompleted):
+        rec["output"] = cast(JsonValue, list(p.records or []))
+    elif isinstance(p, ev.MemoryWriteCommitted):
+        rec["output"] = {"id": p.record_id, "revision": p.revision, "reused": p.reused}
+    else:
+        rec["error"] = {"type": p.error, "message": p.reason}
 
 
 def _record(p: _ModelCall | _ToolCall, call_id: str) -> CallRecord:

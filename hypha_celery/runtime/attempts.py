@@ -9,7 +9,7 @@ and is tried again — so a retried attempt's calls stay in the log too.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from hypha_celery.events import as_kind
 from hypha_celery.events import payloads as ev
@@ -73,6 +73,9 @@ def record_call(tx: Tx, run_id: str, outcome: NodeOutcome, call: CallRecord) -> 
     name, digest = call["name"], call["request_hash"]
     start: Payload
     end: Payload
+    if call["family"] == "memory":
+        _memory_call(tx, run_id, ids, call)
+        return
     if call["family"] == "model":
         start = _model_started(**ids, model=name, request_hash=digest, **begun)
         end = (_model_failed(**ids, model=name, error=call["error"], **ended) if "error" in call
@@ -83,6 +86,47 @@ def record_call(tx: Tx, run_id: str, outcome: NodeOutcome, call: CallRecord) -> 
                else _tool_completed(**ids, tool=name, output=call["output"], **ended))
     tx.emit(run_id, start, ts=call["started_at"])
     tx.emit(run_id, end, ts=call["ended_at"])
+
+
+def _memory_call(tx: Tx, run_id: str, ids: _CallIds, call: CallRecord) -> None:
+    """A node's memory call as ``memory.read.*`` / ``memory.write.*``: ids, the scope's
+    key, hashes and record references, never text."""
+    op = _MemoryIds(operation_id=ids["call_id"], step=ids["step"],
+                    execution_id=ids["execution_id"], attempt=ids["attempt"])
+    began, ended = call["started_at"], call["ended_at"]
+    error = call.get("error")
+    if call["name"] == "memory.search":
+        tx.emit(run_id, ev.MemoryReadRequested(
+            **op, scope=call.get("scope", ""), query_hash=call["request_hash"],
+            limit=call.get("limit", 0)), ts=began)
+        if error is not None:
+            tx.emit(run_id, ev.MemoryReadFailed(**op, error=str(error.get("type")),
+                                                reason=str(error.get("message"))), ts=ended)
+        else:
+            refs = cast(list[ev.MemoryRef], call.get("output") or [])
+            tx.emit(run_id, ev.MemoryReadCompleted(**op, records=refs), ts=ended)
+        return
+    tx.emit(run_id, ev.MemoryWriteRequested(
+        **op, scope=call.get("scope", ""), memory_type=call.get("memory_type", ""),
+        request_hash=call["request_hash"]), ts=began)
+    if error is not None:
+        kind, reason = str(error.get("type")), str(error.get("message"))
+        tx.emit(run_id, ev.MemoryWriteRejected(
+            **op, error=kind, reason=reason,
+            review=kind == "MemoryWriteDenied" and "review" in reason), ts=ended)
+        return
+    out = cast(dict[str, Any], call.get("output"))
+    record_id, revision = str(out["id"]), int(out["revision"])
+    tx.emit(run_id, ev.MemoryWriteValidated(**op, record_id=record_id), ts=ended)
+    tx.emit(run_id, ev.MemoryWriteCommitted(**op, record_id=record_id, revision=revision,
+                                            reused=bool(out["reused"])), ts=ended)
+
+
+class _MemoryIds(TypedDict):
+    operation_id: str
+    step: int | None
+    execution_id: str
+    attempt: int
 
 
 #: What a call's start and end events carry besides ids (when the call recorded it):

@@ -12,6 +12,7 @@ from hypha_celery.backends.llm.client import LLMClient
 from hypha_celery.events import RunStatus, View
 from hypha_celery.graph import Graph
 from hypha_celery.live import LiveBus, NullBus
+from hypha_celery.memory import MemoryManager
 from hypha_celery.middleware import EMPTY, MiddlewareStack
 from hypha_celery.runtime.lanes import kickoff_id
 from hypha_celery.runtime.leases import DEFAULT_INTERVAL
@@ -108,3 +109,11 @@ class Runtime:
     sweeps: list[Sweep] = field(default_factory=list)
     live: LiveBus = field(default_factory=NullBus)
     llm: LLMClient = field(default_factory=LLMClient)
+    #: Governed memory on ``store`` (``ctx.recall`` / ``ctx.remember``): built at first
+    #: use with the default write policy unless given.
+    memory: MemoryManager | None = None
+
+    def memory_manager(self) -> MemoryManager:
+        if self.memory is None:
+            self.memory = MemoryManager(self.store)
+        return self.memory

@@ -13,6 +13,7 @@ import copy
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -28,6 +29,7 @@ from hypha_celery.runtime.cancels import CancelFlag
 from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.late import record_late
 from hypha_celery.runtime.leases import worker_name
+from hypha_celery.runtime.memory import run_memory
 from hypha_celery.runtime.protocol import (
     EdgeRef,
     ErrorJson,
@@ -82,7 +84,8 @@ def run_node(
                   middleware=rt.middleware)
     ctx = NodeContext(run_id, execution_id, msg.node_id, attempt,
                       _cancel_flag(rt, run_id, msg.awaited), calls, approved_review(view),
-                      rt.llm, rt.live, node.models or None)
+                      rt.llm, rt.live, node.models or None,
+                      partial(run_memory, rt, view))
     outcome = _execute(graph, node, copy.deepcopy(view["state"]), msg, ctx, calls,
                        None if node.at_most_once else started)
     return outcome, view
