@@ -129,7 +129,7 @@ def build_context(items: Items, *, budget: ContextBudget, tokenizer: Tokenizer, 
     except BudgetTooSmall as exc:
         send(ContextBuildFailed(**at, error=type(exc).__name__, reason=str(exc)))
         raise
-    built = _built(build_id, found, chosen, tokenizer)
+    built = _built(build_id, found, chosen, costs)
     for source in built.compacted:
         before = found[source]
         send(ContextCompacted(
@@ -218,8 +218,22 @@ def _strategy(source: ContextSource, before: Candidates, chosen: Selection) -> s
 
 
 # -- rendering --------------------------------------------------------------------------------
+def _exact(messages: Sequence[Message], costs: Costs) -> int:
+    """``tokenizer.count_messages(messages)`` with the build's counts reused (each
+    message framed by ``frame(role)``, its other strings counted, the reply priming)."""
+    total = REPLY_PRIMING
+    for message in messages:
+        total += costs.frame(message["role"]) + costs.count(message.get("content") or "")
+        if "tool_call_id" in message:
+            total += costs.count(message["tool_call_id"])
+        if "tool_calls" in message:
+            total += costs.count(canonical(message["tool_calls"]))
+    return total
+
+
 def _built(build_id: str, found: Mapping[ContextSource, Candidates],
-           chosen: Mapping[ContextSource, Selection], tokenizer: Tokenizer) -> BuiltContext:
+           chosen: Mapping[ContextSource, Selection], costs: Costs) -> BuiltContext:
+    tokenizer = costs.tokenizer
     messages: list[Message] = []
     included: list[IncludedItem] = []
     for source in ContextSource:
@@ -234,7 +248,7 @@ def _built(build_id: str, found: Mapping[ContextSource, Candidates],
     digest = hashlib.sha256(canonical(messages).encode()).hexdigest()
     return BuiltContext(
         build_id=build_id, messages=tuple(messages), included=tuple(included),
-        tokens=tokenizer.count_messages(messages),
+        tokens=_exact(messages, costs),
         tokens_by_source=MappingProxyType({s: chosen[s].tokens for s in ContextSource}),
         items_by_source=MappingProxyType({s: len(chosen[s].items) for s in ContextSource}),
         dropped=dropped, deduplicated=sum(f.removed for f in found.values()),
