@@ -27,6 +27,7 @@ from hypha_celery.events.payloads import Payload
 from hypha_celery.events.view import ErrorJson, FsmPosition, LastOutcome, ReviewDoc, View
 from hypha_celery.graph.calls import Calls
 from hypha_celery.graph.decisions import DEFAULT_MAX_FANOUT
+from hypha_celery.graph.llmcontext import ContextPort, LLMContext
 from hypha_celery.graph.memory import MemoryPort, MemoryRefJson, Recalled, Remembered
 from hypha_celery.graph.retry import RetryPolicy
 from hypha_celery.jsontypes import JsonValue
@@ -193,6 +194,8 @@ class NodeContext:
     #: first memory call; it gives None when the run has no user.
     _memory: Callable[[], MemoryPort | None] | None = field(default=None, repr=False,
                                                             compare=False)
+    #: The context builder of ``ctx.llm(..., context=)`` (the runtime's).
+    _contexts: ContextPort | None = field(default=None, repr=False, compare=False)
 
     def cancelled(self) -> bool:
         """True once the run was cancelled (or ended): stop and return early."""
@@ -206,7 +209,7 @@ class NodeContext:
 
     def llm(self, model: str | ModelRef, messages: Sequence[Message],
             tools: Iterable[Any] | None = (), *, step: int | None = None,
-            **options: Any) -> LLMResult:
+            context: LLMContext | None = None, **options: Any) -> LLMResult:
         """Call a model over its provider (``"openai:gpt-4.1-mini"``, ``"anthropic:..."``):
         the answer's text, tool calls and usage. Recorded as ``model.call.*`` events with
         the provider, usage, latency and cost (the request only as a hash; the answer is
@@ -219,13 +222,21 @@ class NodeContext:
         server errors are retried by the node's ``RetryPolicy``). A provider's thinking
         is written as ``thinking.started`` / ``thinking.completed`` with its character
         count only (never its text); ``step``: the reasoning step they name (a ReAct
-        iteration), None for none."""
+        iteration), None for none. ``context``: build the call's context first
+        (:class:`~hypha_celery.graph.llmcontext.LLMContext`: instructions, the user's
+        memory, skills, token budgets; ``context.build.*`` events): the built messages
+        are what is sent."""
         from hypha_celery.graph.llmcall import call_llm
 
         ref = ModelRef.parse(model)
         if self._models is not None and str(ref) not in self._models:
             raise InvalidModelRef(f"node {self.node_id!r} calls {str(ref)!r} but declares "
                                   f"models={list(self._models)}")
+        if context is not None:
+            if self._contexts is None:
+                raise InvalidCall("ctx.llm(context=) needs the runtime's context builder "
+                                  "(a context built by hand has none)")
+            messages = self._contexts(self, ref, messages, context)
         return call_llm(self, self._recorder(), ref, messages, tools, options, step)
 
     def tool(self, tool: str, call: Callable[[Any], Any], args: Any, *,

@@ -15,6 +15,7 @@ from hypha_celery.graph import Fail, FanOut, Finish, Graph, Next, NodeContext, R
 from hypha_celery.graph.calls import CallRecord, Calls
 from hypha_celery.jsontypes import JsonValue
 from hypha_celery.memory import MemoryScope
+from hypha_celery.runtime.llmcontext import build_for_llm
 from hypha_celery.runtime.memory import MemoryAccess, RunMemory
 from hypha_celery.runtime.nodes import call_node, reduce
 from hypha_celery.runtime.protocol import NodeOutcome, NodeResult, summary
@@ -184,7 +185,7 @@ class _Rerun:
         attempt = self.attempts.get(eid, 1)  # run as the attempt that counted
         calls = Calls(eid, sched.node_id, self.calls.get(eid, []), attempt)
         ctx = NodeContext(self.run_id, eid, sched.node_id, attempt, lambda: False, calls,
-                          _memory=self._memory_of)
+                          _memory=self._memory_of, _contexts=build_for_llm)
         try:
             actual = _result(call_node(node, copy.deepcopy(sched.state),
                                        copy.deepcopy(sched.input), ctx))

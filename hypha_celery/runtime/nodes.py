@@ -29,6 +29,7 @@ from hypha_celery.runtime.cancels import CancelFlag
 from hypha_celery.runtime.core import Runtime, awaits
 from hypha_celery.runtime.late import record_late
 from hypha_celery.runtime.leases import worker_name
+from hypha_celery.runtime.llmcontext import build_for_llm
 from hypha_celery.runtime.memory import run_memory
 from hypha_celery.runtime.protocol import (
     EdgeRef,
@@ -85,7 +86,7 @@ def run_node(
     ctx = NodeContext(run_id, execution_id, msg.node_id, attempt,
                       _cancel_flag(rt, run_id, msg.awaited), calls, approved_review(view),
                       rt.llm, rt.live, node.models or None,
-                      partial(run_memory, rt, view))
+                      partial(run_memory, rt, view), build_for_llm)
     outcome = _execute(graph, node, copy.deepcopy(view["state"]), msg, ctx, calls,
                        None if node.at_most_once else started)
     return outcome, view
