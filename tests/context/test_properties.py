@@ -14,6 +14,7 @@ from hypha_celery.context import (
     ContextSource,
     EstimatorTokenizer,
     Tokenizer,
+    TurnRole,
     build_context,
     tokenizer_for,
 )
@@ -26,7 +27,7 @@ TEXT = st.text(st.sampled_from("ab cd\n{}\"é上9"), max_size=40)
 @st.composite
 def items(draw: st.DrawFn) -> ContextItem:
     source = draw(st.sampled_from(ContextSource))
-    role = None
+    role: TurnRole | None = None
     if source is ContextSource.CONVERSATION:
         role = draw(st.sampled_from(["user", "assistant"]))
     return ContextItem(source, draw(st.sampled_from("abcdef")), draw(TEXT),
