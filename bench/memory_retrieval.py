@@ -34,7 +34,7 @@ from typing import Any
 from bench._harness import PG_ADMIN_URL, run_bench, target
 from hypha_celery.memory import MemoryManager, MemoryScope
 from hypha_celery.store import EventStore, scratch_database
-from hypha_celery.store.memory import tsquery
+from hypha_celery.store.memory import pg_owner_token, tsquery
 
 RECORDS = int(os.environ.get("BENCH_MEMORY_RECORDS", "1000000"))
 SQLITE_RECORDS = int(os.environ.get("BENCH_MEMORY_SQLITE_RECORDS", str(RECORDS)))
@@ -130,7 +130,8 @@ def _plan(store: EventStore, user: str, q: str) -> list[str]:
             cur.execute(
                 "EXPLAIN (ANALYZE, COSTS OFF) SELECT record_id, ts_rank_cd(search, q) AS s "
                 "FROM hypha_memory, to_tsquery('simple'::regconfig, %s) q WHERE user_id = %s "
-                "AND status = 'active' AND search @@ q ORDER BY s DESC LIMIT 10", (text, user))
+                "AND status = 'active' AND search @@ to_tsquery('simple'::regconfig, %s) "
+                "ORDER BY s DESC LIMIT 10", (text, user, f"'{pg_owner_token(user)}' & ({text})"))
             return [r[0] for r in cur.fetchall()]
     finally:
         conn.close()

@@ -16,6 +16,7 @@ parameter: nothing of the caller's text reaches SQL as syntax.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
@@ -43,8 +44,8 @@ from hypha_celery.store.schema import (
 )
 
 __all__ = ["MEMORY_SEARCH_OBJECTS", "MemoryRevisionRow", "MemoryRow", "MemoryStore",
-           "ParsedQuery", "QueryTerm", "ScopeIds", "fts5_match", "index_tokens", "tsquery",
-           "visible"]
+           "ParsedQuery", "QueryTerm", "ScopeIds", "fts5_match", "index_tokens",
+           "pg_owner_token", "tsquery", "visible"]
 
 #: What migration 0010 creates outside :data:`~hypha_celery.store.schema.metadata` (the
 #: full-text index; SQLAlchemy cannot describe it): a comparison of the schema with the
@@ -125,6 +126,11 @@ def tsquery(query: ParsedQuery) -> str:
 
 def _fts_term(term: QueryTerm) -> str:
     return 'body : "' + " ".join(term.tokens) + '"'
+
+
+def pg_owner_token(user_id: str) -> str:
+    """The user's lexeme in PostgreSQL's ``search`` column (``'u' || md5(user_id)``)."""
+    return "u" + hashlib.md5(user_id.encode(), usedforsecurity=False).hexdigest()
 
 
 def owner_token(user_id: str) -> str:
@@ -426,11 +432,14 @@ class MemoryStore(Engines):
         if memory_types is not None:
             where.append(memory.c.memory_type.in_(list(memory_types)))
         if self.dialect == "postgresql":
-            tsq = sa.func.to_tsquery(sa.literal_column("'simple'::regconfig"),
-                                     sa.bindparam("q", tsquery(query)))
-            score: Any = sa.func.ts_rank_cd(_SEARCH, tsq)
+            simple = sa.literal_column("'simple'::regconfig")
+            terms = tsquery(query)
+            tsq = sa.func.to_tsquery(simple, sa.bindparam("q", terms))
+            mine = sa.func.to_tsquery(simple, sa.bindparam(
+                "qu", f"'{pg_owner_token(scope.user_id)}' & ({terms})"))
+            score: Any = sa.func.ts_rank_cd(_SEARCH, tsq)  # ranked on the terms alone
             q = (sa.select(*_COLUMNS, score.label("score"))
-                 .where(_SEARCH.op("@@")(tsq), *where)
+                 .where(_SEARCH.op("@@")(mine), *where)
                  .order_by(score.desc(), memory.c.pos.desc()))
         else:
             bm25 = sa.func.bm25(_FTS, 0.0, 1.0)
