@@ -432,7 +432,7 @@ class MemoryStore(Engines):
         if memory_types is not None:
             where.append(memory.c.memory_type.in_(list(memory_types)))
         if self.dialect == "postgresql":
-            simple = sa.literal_column("'simple'::regconfig")
+            simple: sa.ColumnClause[Any] = sa.literal_column("'simple'::regconfig")
             terms = tsquery(query)
             tsq = sa.func.to_tsquery(simple, sa.bindparam("q", terms))
             mine = sa.func.to_tsquery(simple, sa.bindparam(
