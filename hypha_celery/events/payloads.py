@@ -898,6 +898,7 @@ class _Build(Payload):
     build_id: str
     step: int | None = None
     node: str | None = None
+    execution_id: str | None = None  # a node's fact: its execution
 
 
 class ContextBuildStarted(_Build):
@@ -946,6 +947,7 @@ class _Skill(Payload):
     skill_id: str
     version: str | None = None
     build_id: str | None = None
+    execution_id: str | None = None  # a node's fact: its execution
 
 
 class SkillSelected(_Skill):
@@ -1081,6 +1083,7 @@ class MemoryDeleteFailed(_MemoryOp):
 class _Reasoning(Payload):
     step: int | None = None
     node: str | None = None
+    execution_id: str | None = None  # a node's fact: its execution
 
 
 class ThinkingStarted(_Reasoning):

@@ -67,8 +67,10 @@ def test_a_tool_then_a_finish_writes_each_steps_events_in_order(hypha: Hypha) ->
              "agent.action.selected", "react.step.completed"]
     step2 = [k for k in step1 if not k.startswith("thinking.")]
     assert trace(run) == [*step1, *step2]
-    assert bodies(run, "agent.deliberation.started")[0] == \
-        ev.AgentDeliberationStarted(step=1, node="reason", options=3)
+    first = bodies(run, "agent.deliberation.started")[0]
+    assert isinstance(first, ev.AgentDeliberationStarted)
+    assert (first.step, first.node, first.options) == (1, "reason", 3)
+    assert first.execution_id is not None  # a node's fact names its execution
     (thought,) = bodies(run, "thinking.completed")
     assert (thought.step, thought.node, thought.mode, thought.chars, thought.summary) == \
         (1, "reason", "summary", len(THOUGHT), None)
