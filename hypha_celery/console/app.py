@@ -34,6 +34,7 @@ from hypha_celery.console.config import ConsoleConfig
 from hypha_celery.console.filters import BadQuery
 from hypha_celery.console.live import live_rows
 from hypha_celery.console.mcp import mcp as mcp_page
+from hypha_celery.console.memorypage import memory_page
 from hypha_celery.errors import AgentNotFound, HyphaError, NotPermitted, RunNotFound
 from hypha_celery.principals import Principal
 
@@ -188,6 +189,7 @@ def create_app(hypha: Hypha, config: ConsoleConfig | None = None) -> Starlette:
         Route("/runs/{run_id}/live", live_rows(console)),
         Route("/agents", pages.agents(console)),
         Route("/sessions", pages.sessions(console)),
+        Route("/memory", memory_page(console)),
         Route("/mcp", mcp_page(console)),
         Route("/agents/{name:path}", pages.agent(console)),
         Route("/dead-letters", pages.dead_letters(console)),
