@@ -55,19 +55,34 @@ run ``max_steps_exceeded``.
 output is the answer; a denied or failed call, or a person's approval, goes back to the
 model. :func:`model_decides` is done only on the model's finish.
 
+**Context.** Before its model call, each ``reason`` step builds what the model sees
+(:func:`~hypha_celery.context.build_context`): the instructions (``instructions=``), the
+skills bound to the loop and selected for the question (``skills=``,
+``skill_request=``: ``skill.selected | loaded | failed | completed``), the run's user's
+memory recalled for the question (``memory=True`` or a :class:`ReactMemory`:
+``memory.read.*``, one recorded read per step, rendered as data, never as an
+instruction), the question and the observations so far, under ``context_budget``
+(default :data:`DEFAULT_BUDGET`; ``context.build.*``, ``context.compacted``);
+``inference.completed`` carries the built context's hash. A required skill that fails
+fails the step before any inference (``RequiredSkillFailed``, hypha's scenario 21
+message). A re-execution builds the same context from the recorded memory read.
+docs/context.md, "ReAct".
+
 **Model calls.** ``reason`` calls ``ctx.model(name, provider, request)``: recorded as
-``model.call.*`` (the request, which holds the question, the tool catalog, the memory
-and the latest observation, only as a hash), replayed from the recording. A
-:data:`Provider` is ``request -> output`` (JSON); :class:`MockProvider` is a scripted one
-on :class:`~hypha_celery.backends.MockBackend`; :func:`parse_action` reads the output.
+``model.call.*`` (the request, which holds the question, the tool catalog, the memory,
+the latest observation and the built context's ``messages``, only as a hash), replayed
+from the recording. A :data:`Provider` is ``request -> output`` (JSON);
+:class:`MockProvider` is a scripted one on :class:`~hypha_celery.backends.MockBackend`;
+:func:`parse_action` reads the output.
 :class:`LLMProvider` runs the loop on a real model (``LLMProvider("openai:gpt-4.1-mini")``):
 its calls go through ``ctx.llm`` (usage, cost, shared rate limits, live tokens) and the
 ``reason`` node runs on the I/O queue.
 """
 
 from hypha_celery.react._actions import Action, parse_action
+from hypha_celery.react._context import DEFAULT_BUDGET, ReactMemory, memory_query
 from hypha_celery.react._graph import react_graph
-from hypha_celery.react._llm import LLMProvider
+from hypha_celery.react._llm import DEFAULT_SYSTEM, LLMProvider
 from hypha_celery.react._provider import MockProvider, Provider, ScriptedError
 from hypha_celery.react._state import Observation, ReactState
 from hypha_celery.react._verifiers import Verifier, answer_of, model_decides, tool_answers
@@ -87,6 +102,11 @@ __all__ = [
     "budget_steps",
     "react_graph",
     "react_workflow",
+    # what the model sees
+    "DEFAULT_BUDGET",
+    "DEFAULT_SYSTEM",
+    "ReactMemory",
+    "memory_query",
     # the model
     "Action",
     "LLMProvider",

@@ -3,11 +3,14 @@ raw thinking.
 
 Per iteration (``step``, the model call's number), in this order:
 
-* ``reason``: ``agent.deliberation.started`` (``options``: the tools offered plus
-  ``finish``), the context build (``context.build.*``, when one is made), the model
-  call (``model.call.*``), ``thinking.started`` / ``thinking.completed`` when the
-  provider reported thinking (its characters, a count), ``inference.completed`` (the
-  model, its tokens when known, the latency seen by the node, the built context's hash),
+* ``reason``: the context (:mod:`hypha_celery.react._context`: ``skill.selected`` /
+  ``skill.loaded`` per active skill, ``memory.read.*`` when memory is recalled,
+  ``context.build.started``, ``context.compacted`` per compacted source,
+  ``context.build.completed``), ``agent.deliberation.started`` (``options``: the tools
+  offered plus ``finish``), the model call (``model.call.*``), ``thinking.started`` /
+  ``thinking.completed`` when the provider reported thinking (its characters, a
+  count), ``inference.completed`` (the model, its tokens when known, the latency seen
+  by the node, the built context's hash), ``skill.completed`` per active skill,
   ``agent.deliberation.completed`` (``chosen``: the action kind) and
   ``reasoning.decision.recorded`` (``decision``: ``tool:<id>``, ``finish`` or
   ``human_review``; ``reason``: the reply's own ``rationale``, see

@@ -12,10 +12,12 @@ from hypha_celery.graph.llmcall import thinking_events
 from hypha_celery.graph.model import NodeFn
 from hypha_celery.jsontypes import JsonValue
 from hypha_celery.react._actions import Action, parse_action
+from hypha_celery.react._context import ContextPlan, build_step
 from hypha_celery.react._events import decided
 from hypha_celery.react._llm import LLMProvider
 from hypha_celery.react._provider import Provider, Reasoned, ReasoningProvider
 from hypha_celery.react._state import CatalogEntry, Observation, ReactState, ReasonRequest
+from hypha_celery.skills import complete_skills
 from hypha_celery.tools import ToolRegistry, ToolSpec
 
 __all__ = ["observe", "question_of", "reason_node", "select_action"]
@@ -37,28 +39,35 @@ def _catalog(specs: list[ToolSpec]) -> list[CatalogEntry]:
              "input_schema": s.input_schema} for s in specs]
 
 
-def reason_node(provider: Provider, model: str, tools: ToolRegistry,
-                max_iterations: int) -> NodeFn:
-    """Ask the model for the next action: one recorded model call per iteration, with the
-    question, the tools, the memory and the latest observation (recorded as a hash only,
-    so it may hold prompt text). An :class:`LLMProvider` calls through ``ctx.llm``
-    (usage, cost, rate limits); any other provider through ``ctx.model``. Writes the
-    step's reasoning events (:mod:`hypha_celery.react._events`)."""
+def reason_node(provider: Provider, model: str, tools: ToolRegistry, max_iterations: int,
+                plan: ContextPlan) -> NodeFn:
+    """Ask the model for the next action: one recorded model call per iteration, after
+    the step's context is built from ``plan`` (:func:`build_step`: skills, the user's
+    memory, the question, the observations; its messages go in the request as
+    ``messages``). The request (question, tools, memory, latest observation, messages) is
+    recorded as a hash only, so it may hold prompt text. An :class:`LLMProvider` calls
+    through ``ctx.llm`` (usage, cost, rate limits) with the built messages; any other
+    provider through ``ctx.model``. Writes the step's reasoning events
+    (:mod:`hypha_celery.react._events`)."""
     catalog = _catalog(tools.specs())
     options = len(catalog) + 1  # every tool, and finish
 
     def reason(state: ReactState, inp: JsonValue, ctx: NodeContext) -> ReactState:
         iteration = int(state.get("iteration") or 0) + 1
+        built = build_step(ctx, plan, state, iteration)
         request: ReasonRequest = {"question": state.get("question"), "tools": catalog,
                    "memory": state.get("memory") or [], "observation": state.get("observation"),
-                   "iteration": iteration, "max_iterations": max_iterations}
+                   "iteration": iteration, "max_iterations": max_iterations,
+                   "messages": list(built.built.messages)}
         ctx.emit(ev.AgentDeliberationStarted(step=iteration, node=ctx.node_id, options=options))
         began = time.perf_counter()
         reply, spent = _infer(ctx, provider, model, request, iteration)
         ctx.emit(ev.InferenceCompleted(
             step=iteration, node=ctx.node_id, model=model, input_tokens=spent.input_tokens,
             output_tokens=spent.output_tokens,
-            latency_ms=round((time.perf_counter() - began) * 1000.0, 3)))
+            latency_ms=round((time.perf_counter() - began) * 1000.0, 3),
+            context_hash=built.built.context_hash))
+        complete_skills(built.active, iteration, ctx.emit, build_id=built.built.build_id)
         decided(ctx, iteration, options, parse_action(reply), reply)
         return {"reply": reply, "iteration": iteration}
     return reason

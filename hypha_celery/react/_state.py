@@ -7,8 +7,9 @@ are the model's or a tool's stay JSON (:data:`~hypha_celery.jsontypes.JsonValue`
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
+from hypha_celery.backends.llm.types import Message
 from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.react._actions import Action
 from hypha_celery.tools._node import ToolSummary
@@ -69,7 +70,10 @@ class CatalogEntry(TypedDict):
 
 
 class ReasonRequest(TypedDict):
-    """One reasoning step's request to the provider (recorded as a hash only)."""
+    """One reasoning step's request to the provider (recorded as a hash only).
+    ``messages``: the step's built context (instructions, skills, the user's memory as
+    data, the question, the observations so far) -- what a real model is sent; the other
+    keys are the loop's variables as they were, for scripted providers."""
 
     question: JsonValue
     tools: list[CatalogEntry]
@@ -77,6 +81,7 @@ class ReasonRequest(TypedDict):
     observation: Observation | None
     iteration: int
     max_iterations: int
+    messages: NotRequired[list[Message]]
 
 
 class ReactState(TypedDict, total=False):

@@ -61,7 +61,8 @@ def test_a_tool_then_a_finish_writes_each_steps_events_in_order(hypha: Hypha) ->
         {"action": "finish", "output": "done"}])
     run = start(hypha, provider, verify=lambda o: o.get("source") == "model")
     assert run.wait(WAIT) == {"answer": "done", "iterations": 2}
-    step1 = ["agent.deliberation.started", "model.call.started", "model.call.completed",
+    step1 = ["context.build.started", "context.build.completed",
+             "agent.deliberation.started", "model.call.started", "model.call.completed",
              "thinking.started", "thinking.completed", "inference.completed",
              "agent.deliberation.completed", "reasoning.decision.recorded",
              "agent.action.selected", "react.step.completed"]
@@ -85,8 +86,10 @@ def test_a_tool_then_a_finish_writes_each_steps_events_in_order(hypha: Hypha) ->
     assert [(s.step, s.phase, s.action) for s in steps] == \
         [(1, "reason", "tool"), (2, "complete", "finish")]
     inference = bodies(run, "inference.completed")
-    assert [(i.step, i.model, i.context_hash) for i in inference] == \
-        [(1, "mock", None), (2, "mock", None)]
+    assert [(i.step, i.model) for i in inference] == [(1, "mock"), (2, "mock")]
+    built = [b.context_hash for b in bodies(run, "context.build.completed")]
+    assert [i.context_hash for i in inference] == built  # the context each call saw
+    assert all(h.startswith("sha256:") for h in built) and built[0] != built[1]
     assert all(i.latency_ms is not None and i.latency_ms >= 0 for i in inference)
     assert THOUGHT not in json.dumps([e.data for e in run.events()])
     assert_well_formed(run)
