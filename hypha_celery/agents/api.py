@@ -27,6 +27,7 @@ from hypha_celery.agents import effects, machine, rows, telemetry
 from hypha_celery.agents.behaviour import Agent, acting_as, current_name
 from hypha_celery.agents.callers import CallerLease
 from hypha_celery.agents.channels import Channel, ChannelMessage, Target, target
+from hypha_celery.agents.context import context_scope
 from hypha_celery.agents.doc import (
     AgentDoc,
     Answered,
@@ -56,6 +57,7 @@ from hypha_celery.events import payloads as ev
 from hypha_celery.graph.jsonsafe import is_json, json_size_or_none
 from hypha_celery.lanes import Bound
 from hypha_celery.live import LiveStream, agent_topic
+from hypha_celery.memory import MemoryScope
 from hypha_celery.store import agents as table
 
 OnHaltOption = Literal["queue", "fail"]
@@ -116,12 +118,14 @@ class Agents:
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self, agent: type[Agent], *, name: str, backend: type[Backend],
-              **options: Any) -> AgentInfo:
+              memory_scope: MemoryScope | None = None, **options: Any) -> AgentInfo:
         """Start ``agent`` under ``name``: ``init_agent`` runs here with the options hypha
         does not consume (the limits of :class:`~hypha_celery.agents.Limits` are its
         own), then ``backend().start_session(backend_opts)``; ``pre_run`` runs on a worker
-        before the first turn."""
+        before the first turn. ``memory_scope``: whose memory the turns of an agent whose
+        ``context`` reads memory search (required for one: ``MemoryScopeRequired``)."""
         _check_name(name)
+        scope = context_scope(agent, memory_scope)
         kind, path = self._rt.register(agent, backend)
         if not _in_process(self._rt):
             _check_importable("agent", agent)
@@ -138,6 +142,7 @@ class Agents:
         runs_pre_run = agent.pre_run is not Agent.pre_run  # the default needs no worker
         doc = machine.new_doc(name, uuid.uuid4().hex, kind, path, limits, state, session,
                               runs_pre_run)
+        doc.memory_scope = scope
         if not rows.create(self._rt.store, doc):
             _quietly(lambda: instance.terminate_session(session))
             raise AgentAlreadyStarted(name)

@@ -21,9 +21,12 @@ import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from hypha_celery.backends import BackendEvent, Response, TurnError
+
+if TYPE_CHECKING:
+    from hypha_celery.agents.context import AgentContext
 
 _current: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "hypha_agent_name", default=None)
@@ -65,7 +68,12 @@ TurnOutcome = Response | TurnError
 
 class Agent:
     """Subclass and implement ``init_agent`` and ``handle_response``; every other callback
-    has GenAgent's default."""
+    has GenAgent's default. ``context``: how each turn builds what the model sees
+    (skills, the user's memory, instructions under a token budget; see
+    :mod:`hypha_celery.agents.context`); None, the default: the prompt goes to the
+    backend as it is."""
+
+    context: ClassVar[AgentContext | None] = None
 
     def init_agent(self, opts: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         """``(backend_opts, state)`` from the start options hypha did not consume.

@@ -244,6 +244,8 @@ class AgentDoc:
     owner: str | None = None
     #: Whether the JSON has an ``owner`` key (written from the first owner on).
     owned: bool = False
+    #: The memory scope an agent with a context reads (its ids; absent otherwise).
+    memory_scope: dict[str, str] | None = None
 
     @property
     def phase(self) -> Phase:
@@ -262,6 +264,8 @@ class AgentDoc:
             "self_chain": None if self.self_chain is None else self.self_chain.to_json()}
         if self.owned:
             out["owner"] = self.owner
+        if self.memory_scope is not None:
+            out["memory_scope"] = self.memory_scope
         return out
 
     @classmethod
@@ -274,7 +278,7 @@ class AgentDoc:
                    bool(data.get("pre_run")), data.get("pump"),
                    None if cur is None else CurrentTurn.from_json(cur),
                    None if chain is None else Request.from_json(chain),
-                   data.get("owner"), "owner" in data)
+                   data.get("owner"), "owner" in data, data.get("memory_scope"))
 
 
 __all__ = ["AgentDoc", "Answered", "CurrentTurn", "Failed", "OnHalt", "Origin", "RequestOutcome",

@@ -20,6 +20,7 @@ from hypha_celery.backends import Backend
 from hypha_celery.backends.llm.client import BackendServices
 from hypha_celery.errors import AgentSpecError
 from hypha_celery.live import LiveBus, NullBus
+from hypha_celery.memory import MemoryManager
 from hypha_celery.middleware import MiddlewareStack
 from hypha_celery.runtime import canvas
 from hypha_celery.store import EventStore
@@ -63,12 +64,20 @@ class AgentRuntime:
     #: Governed tools the turns of this process run themselves (``Agents.use_tools``);
     #: None: tool calls end a turn, for the application to answer.
     tools: AgentTools | None = None
+    #: Governed memory on ``store``, read by the turns of agents whose context reads
+    #: memory (built at first use).
+    memory: MemoryManager | None = None
     #: Beats the owned agents' heartbeats and stops interrupted turns (one thread per
     #: process, see :mod:`.watch`).
     watch: Watch = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.watch = Watch(self.store, self.lease_interval)
+
+    def memory_manager(self) -> MemoryManager:
+        if self.memory is None:
+            self.memory = MemoryManager(self.store)
+        return self.memory
 
     def publish(self, name: str, incarnation: str, token: str) -> None:
         canvas.agent_pump(self.app, name, incarnation, token)

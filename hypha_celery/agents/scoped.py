@@ -26,9 +26,11 @@ from hypha_celery.agents.api import (
 )
 from hypha_celery.agents.behaviour import Agent
 from hypha_celery.agents.channels import Channel, ChannelMessage
+from hypha_celery.agents.context import context_of
 from hypha_celery.backends import Backend, Response
-from hypha_celery.errors import AgentNotFound, AgentSpecError, Overloaded
+from hypha_celery.errors import AgentNotFound, AgentSpecError, NotPermitted, Overloaded
 from hypha_celery.live import LiveStream
+from hypha_celery.memory import MemoryScope
 
 __all__ = ["ScopedAgents"]
 
@@ -59,11 +61,23 @@ class ScopedAgents:
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self, agent: type[Agent], *, name: str, backend: type[Backend],
-              **options: Any) -> AgentInfo:
+              memory_scope: MemoryScope | None = None, **options: Any) -> AgentInfo:
         """:meth:`Agents.start` under this user's ``name``; :class:`Overloaded` when the
         user has ``Settings.max_agents_per_owner`` live agents already (checked before
-        the start: two starts at the same moment may pass it by one)."""
+        the start: two starts at the same moment may pass it by one). An agent whose
+        ``context`` reads memory reads this user's (``memory_scope`` may narrow it; one
+        of another user is :class:`NotPermitted`)."""
         qualified = self._name(name)
+        config = context_of(agent)
+        if config is not None and config.memory:
+            owner = self._prefix[:-1]
+            if memory_scope is None:
+                memory_scope = MemoryScope(owner)
+            elif isinstance(memory_scope, MemoryScope) and memory_scope.user_id != owner:
+                raise NotPermitted("an agent of a user's client reads that user's memory "
+                                   "only")
+        if memory_scope is not None:
+            options["memory_scope"] = memory_scope
         live = len(self._agents.list(self._prefix))
         if live >= self._max:
             raise Overloaded({"queue": "agents", "limit": "count", "pending_count": live,

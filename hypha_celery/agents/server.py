@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, TypedDict
 
@@ -41,6 +41,7 @@ from hypha_celery import lanes
 from hypha_celery.agents import callbacks, callers, effects, machine, rows, telemetry
 from hypha_celery.agents.behaviour import Agent, AgentDecision, Halt, NoReply, Prompt, acting_as
 from hypha_celery.agents.channels import Streamed
+from hypha_celery.agents.context import TurnContext, context_of
 from hypha_celery.agents.doc import AgentDoc, CurrentTurn, Failed, Origin, Request, Stage
 from hypha_celery.agents.live import publish_end, publish_event
 from hypha_celery.agents.machine import AgentStep
@@ -52,6 +53,7 @@ from hypha_celery.errors import AgentNotFound, Overloaded
 from hypha_celery.events import payloads as ev
 from hypha_celery.events.payloads import Payload, trusted
 from hypha_celery.graph.llmcall import thinking_events
+from hypha_celery.memory import MemoryScope
 from hypha_celery.middleware import TurnEnd
 
 log = logging.getLogger(__name__)
@@ -372,6 +374,9 @@ class Owner:
             if attempt.reasoning_chars:  # the provider's thinking, as counts only
                 for payload in thinking_events(attempt.reasoning_chars):
                     atx.emit(payload)
+            if attempt.context is not None:  # the skills that went into the call
+                for done in attempt.context.completed():
+                    atx.emit(done)
             atx.write_control(None)
             self._then(atx)
         self._turn_ended(cur, outcome, attempt.duration_ms)
@@ -442,8 +447,37 @@ class Owner:
         backend = self.rt.new_backend(self.doc.backend, emit=self._tool_events(cur))
         attempt = Attempt(self.agent(), backend, self.name, self.doc.session, prompt, state,
                           self.doc.limits, relay,
-                          persist=lambda session: self._checkpoint(cur, backend, session))
+                          persist=lambda session: self._checkpoint(cur, backend, session),
+                          context=self._context(cur))
         return run_attempt(attempt, watching, save)
+
+    def _context(self, cur: CurrentTurn) -> TurnContext | None:
+        """The attempt's context build when the agent class declares one (its events go
+        to the agent's log in one fenced transaction, before the backend is called)."""
+        config = context_of(type(self.agent()))
+        if config is None:
+            return None
+        scope = self.doc.memory_scope
+        return TurnContext(config, f"{cur.ref}.{cur.attempt}.context",
+                           self._fenced_events(cur),
+                           memory=self.rt.memory_manager() if config.memory else None,
+                           scope=None if scope is None else MemoryScope(**scope))
+
+    def _fenced_events(self, cur: CurrentTurn) -> Callable[[Sequence[Payload]], None]:
+        """Append payloads to the agent's log, together, while ``cur`` is still its
+        turn."""
+        def flush(payloads: Sequence[Payload]) -> None:
+            if not payloads:
+                return
+            try:
+                with self._locked() as atx:
+                    if cur.same(atx.doc.current):
+                        for payload in payloads:
+                            atx.emit(payload)
+            except _Lost:
+                log.info("agent %s lost its turn: its context events were not written",
+                         self.name)
+        return flush
 
     def _tool_events(self, cur: CurrentTurn) -> Callable[[Payload], None]:
         """Append a governed tool call's event to the agent's stream while ``cur`` is

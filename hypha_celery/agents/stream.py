@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypha_celery.agents.behaviour import Agent, acting_as
+from hypha_celery.agents.context import TurnContext
 from hypha_celery.agents.options import Limits
 from hypha_celery.backends import (
     Backend,
@@ -44,6 +45,7 @@ from hypha_celery.backends import (
     collect,
 )
 from hypha_celery.backends.event import monotonic_ms
+from hypha_celery.errors import ContextError, GovernedMemoryError
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,8 @@ SAVE_AFTER_S = 0.005
 # Why a turn could end, and whether the task-local (stream-callback) state survives it.
 _KEEPS_STREAM_STATE = frozenset({"ok", "error_event", "no_terminal_event",
                                  "event_capture_overflow"})
+#: The turn error of a context build that failed (nothing was sent to the backend).
+CONTEXT_BUILD_FAILED = "context_build_failed"
 #: What a provider session id may look like (a UUID, a ``thread_...`` id).
 SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 #: Writes a session to the agent's row for the running turn; raises BackendError.
@@ -85,6 +89,8 @@ class Attempt:
     #: Characters of thinking the stream's ``reasoning`` events reported (a count; the
     #: agent's log gets ``thinking.*`` with it, never the text).
     reasoning_chars: int = 0
+    #: The agent's context build (``Agent.context``), run before ``backend.prompt``.
+    context: TurnContext | None = None
     _stopped: threading.Event = field(default_factory=threading.Event)
     _relay_lock: threading.Lock = field(default_factory=threading.Lock)
     #: Serializes the session's writes (the dispatch-time save and checkpoints).
@@ -96,9 +102,16 @@ class Attempt:
         with acting_as(self.name):
             self.stream_state = self.state
             try:
-                events, session = self.backend.prompt(self.session, self.prompt,
-                                                      self.checkpoint)
+                session, prompt = self.session, self.prompt
+                if self.context is not None:
+                    session, prompt = self.context.prepare(self.backend, session, prompt)
+                events, session = self.backend.prompt(session, prompt, self.checkpoint)
+                if self.context is not None:
+                    session = self.context.sent(session)
                 self._dispatched(session)
+            except (ContextError, GovernedMemoryError) as exc:
+                self._set(_context_failed(exc), True)
+                return
             except BackendError as exc:
                 self._set(_backend_failed(self.failure or exc), True)
                 return
@@ -220,6 +233,16 @@ class Attempt:
 
     def wait(self, timeout: float) -> bool:
         return self._stopped.wait(timeout)
+
+
+def _context_failed(exc: ContextError | GovernedMemoryError) -> TurnError:
+    """A build that failed before the backend was called: ``context_build_failed`` with
+    the error's type and its message (ids, counts and reasons: hypha's messages carry no
+    content), or a memory error's code."""
+    if isinstance(exc, GovernedMemoryError):
+        return TurnError(CONTEXT_BUILD_FAILED, {"error": type(exc).__name__,
+                                                "code": exc.code})
+    return TurnError(CONTEXT_BUILD_FAILED, {"error": type(exc).__name__, "message": str(exc)})
 
 
 def _backend_failed(exc: BackendError) -> TurnError:
