@@ -249,3 +249,28 @@ def test_a_hosted_backend_gets_instructions_as_system_and_memory_as_data(
     assert second[0]["content"].startswith("BACKEND-SYSTEM\n\nINSTRUCTIONS-SENTINEL")
     logged = json.dumps([e.data for e in log_of(hypha, "alice/hosted")])
     assert ALICE not in logged and TONE not in logged
+
+
+def test_the_build_on_every_store(store_url: str) -> None:
+    """The same turn on SQLite and PostgreSQL (a shared database: users of their own)."""
+    from uuid import uuid4
+
+    from tests.runtime.support import embedded
+
+    user, other = f"u-{uuid4().hex}", f"o-{uuid4().hex}"
+    hypha = embedded(store_url)
+    try:
+        hypha.memory.add(MemoryScope(user), "preference", ALICE, operation_id=f"{user}-1")
+        hypha.memory.add(MemoryScope(other), "semantic", BOB, operation_id=f"{other}-1")
+        agents = hypha.as_user(user).agents
+        agents.start(Helper, name="helper", backend=MockBackend, scripts=[reply])
+        agents.ask("helper", "Where is my locker? I want a refund", timeout=10)
+        (prompt,) = PROMPTS
+        assert ALICE in prompt and "BOB-SENTINEL" not in prompt and REFUNDS in prompt
+        kinds = [e.kind for e in log_of(hypha, f"{user}/helper")
+                 if e.kind.startswith(("context.build", "memory.read"))]
+        assert kinds == ["memory.read.requested", "memory.read.completed",
+                         "context.build.started", "context.build.completed"]
+        agents.stop("helper")
+    finally:
+        hypha.close()
