@@ -224,7 +224,7 @@ def agent(console: Console) -> Endpoint:
         status = hypha.agents.status(name)
         # the incarnation's events (access was checked by the scoped whereis above)
         turns = [turn_row(e) for e in console.hypha.store.events(info.incarnation)
-                 if e.type.startswith("agent.")][-200:]
+                 if e.type.startswith(AGENT_PAGE_KINDS)][-200:]
         return console.render(request, "agent.html", {
             "name": name, "info": info, "snapshot": snapshot, "turns": turns,
             "state": shown(status.agent_state, console.config.show_content)})
@@ -258,7 +258,38 @@ def turn_row(e: Event) -> TurnRow:
             detail = body.reason
         case ev.AgentStarted():
             detail = body.kind_
+        case _:
+            detail = _fact_detail(body)
     return TurnRow(e.seq, e.ts, e.type, ref, detail)
+
+
+def _fact_detail(body: ev.Payload) -> str:
+    """What went into a turn, as the agent page's detail: sizes and references."""
+    detail = ""
+    match body:
+        case ev.ContextBuildCompleted():
+            sizes = ", ".join(f"{k} {v}" for k, v in body.tokens_by_source.items())
+            detail = (f"{body.tokens} tokens ({sizes}), {body.items} items, {body.dropped} "
+                      f"dropped, {body.context_hash[:19]}")
+        case ev.ContextBuildFailed():
+            detail = body.error
+        case ev.ContextCompacted():
+            detail = (f"{body.source}: {body.strategy} {body.items_before} -> "
+                      f"{body.items_after} items")
+        case ev.SkillLoaded() | ev.SkillCompleted():
+            detail = f"{body.skill_id}@{body.version or '-'}"
+        case ev.SkillFailed():
+            detail = f"{body.skill_id}: {body.reason}"
+        case ev.MemoryReadCompleted():
+            detail = ", ".join(f"{r['id']}@{r['revision']}" for r in body.records or ())
+        case ev.ThinkingCompleted():
+            detail = f"{body.chars} chars"
+    return detail
+
+
+#: What an agent page lists of its incarnation's log: the turns, and what went into each
+#: (context, skills, memory reads, thinking: sizes and references).
+AGENT_PAGE_KINDS = ("agent.", "context.", "skill.", "memory.read.", "thinking.")
 
 
 def dead_letters(console: Console) -> Endpoint:

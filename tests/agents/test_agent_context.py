@@ -274,3 +274,23 @@ def test_the_build_on_every_store(store_url: str) -> None:
         agents.stop("helper")
     finally:
         hypha.close()
+
+
+def test_the_agent_page_shows_what_went_into_the_turn(hypha: Hypha) -> None:
+    """The console's agent page lists the turn's context build, skills and memory read:
+    sizes and references, never their text."""
+    from tests.console.support import app_for, client, tokens
+
+    alice_id, _ = seed(hypha)
+    hypha.agents.start(Helper, name="helper-page", backend=MockBackend, scripts=[reply],
+                       memory_scope=MemoryScope("alice"))
+    try:
+        hypha.agents.ask("helper-page", "my locker and a refund", timeout=10)
+        t = tokens()
+        page = client(app_for(hypha, t), t.admin).get("/agents/helper-page").text
+    finally:
+        hypha.agents.stop("helper-page")
+    turns = page.split('id="turns"', 1)[1].split("</table>", 1)[0]
+    assert "context.build.completed" in turns and " tokens (system " in turns
+    assert f"{alice_id}@1" in turns and "tone@" in turns and "refunds@" in turns
+    assert ALICE not in page and TONE not in page and REFUNDS not in page
