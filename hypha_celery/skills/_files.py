@@ -44,16 +44,21 @@ def inside(root: Path, rel: object, *, field: str | None) -> Path:
     return current
 
 
+def _regular(fd: int, file: Path, limit: int, field: str | None) -> None:
+    """``fd`` is a regular file of at most ``limit`` bytes (else :class:`SkillError`)."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise SkillError("not a regular file", path=str(file), field=field)
+    if info.st_size > limit:
+        raise SkillError(f"{info.st_size} bytes, more than the bound of {limit}",
+                         path=str(file), field=field)
+
+
 def read_bounded(file: Path, limit: int, *, field: str | None = None) -> bytes:
     """The bytes of the regular file ``file`` (not a symlink), at most ``limit``."""
     fd = _open(file, field)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise SkillError("not a regular file", path=str(file), field=field)
-        if info.st_size > limit:
-            raise SkillError(f"{info.st_size} bytes, more than the bound of {limit}",
-                             path=str(file), field=field)
+        _regular(fd, file, limit, field)
         chunks, total = [], 0
         while chunk := os.read(fd, min(_CHUNK, limit + 1 - total)):
             chunks.append(chunk)
@@ -70,12 +75,7 @@ def hash_file(file: Path, limit: int, *, field: str | None) -> tuple[int, str]:
     """Size and SHA-256 of ``file`` (read in chunks, never kept), at most ``limit`` bytes."""
     fd = _open(file, field)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise SkillError("not a regular file", path=str(file), field=field)
-        if info.st_size > limit:
-            raise SkillError(f"{info.st_size} bytes, more than the bound of {limit}",
-                             path=str(file), field=field)
+        _regular(fd, file, limit, field)
         digest, total = hashlib.sha256(), 0
         while chunk := os.read(fd, _CHUNK):
             total += len(chunk)
