@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 
 from hypha_celery.context import (
     DEFAULT_TOTAL,
+    MAX_ITEM_CHARS,
     BuiltContext,
     ContextBudget,
     ContextItem,
@@ -280,7 +281,8 @@ def _memory_items(ctx: NodeContext, plan: ContextPlan, question: str) -> list[Co
 def _observation_items(state: ReactState) -> list[ContextItem]:
     """The loop's memory (observations with their iteration) then the last observation
     when it is not its last entry (a finish the verifier sent back): tool results, in
-    order."""
+    order, each cut at the builder's :data:`~hypha_celery.context.MAX_ITEM_CHARS`
+    characters (a recorded tool output may hold up to 1 MiB of JSON)."""
     entries: list[MemoryEntry] = list(state.get("memory") or [])
     last: Observation | None = state.get("observation")
     if last is not None and not _is_last(entries, last):
@@ -290,7 +292,7 @@ def _observation_items(state: ReactState) -> list[ContextItem]:
         iteration = entry.get("iteration")
         items.append(ContextItem(ContextSource.TOOLS,
                                  f"observation.{iteration if iteration is not None else n}",
-                                 canonical(entry), order=n))
+                                 canonical(entry)[:MAX_ITEM_CHARS], order=n))
     return items
 
 

@@ -268,6 +268,15 @@ def test_a_re_execution_builds_the_same_context(hypha: Hypha, skills: SkillRegis
     assert not rerun(graph(changed), events, memory=hypha.memory).ok
 
 
+def test_a_refused_finish_is_the_next_steps_last_tool_result(hypha: Hypha) -> None:
+    provider = MockProvider([finish("too early"), lookup()])
+    run = start(hypha, provider, None, verify=lambda o: o.get("source") == "tool")
+    assert run.wait(WAIT)["iterations"] == 2
+    results = [m["content"] for m in provider.requests[1]["messages"]
+               if m["content"].startswith("Tool result")]
+    assert len(results) == 1 and "too early" in results[0]  # not in the loop's memory
+
+
 def test_without_a_user_memory_fails_the_step(hypha: Hypha) -> None:
     run = start(hypha, MockProvider([finish()]), None, memory=True)
     with pytest.raises(RunFailed) as info:
