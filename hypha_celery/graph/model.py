@@ -271,10 +271,14 @@ class NodeContext:
                  tags: Sequence[str] = ()) -> Remembered:
         """Write a record to the run's user's memory (through the write policy: a denied
         write raises :class:`~hypha_celery.errors.MemoryWriteDenied`). Idempotent: the
-        operation id is the call's, so a retried or re-executed node writes it once.
-        Recorded as ``memory.write.*`` events (ids and revision, never text)."""
+        operation id is the execution's n-th write, the same in every attempt, so a retried
+        node writes it once (the same text again is reused; another text under that id is
+        a ``MemoryOperationConflict``); a re-execution writes nothing. Recorded as
+        ``memory.write.*`` events (ids and revision, never text)."""
         port, calls = self._port(), self._recorder()
-        op = calls.next_id("memory")
+        # the execution's n-th write: the same in every attempt (a retry writes it once)
+        op = f"{self.execution_id}:remember:" + str(sum(
+            1 for r in calls.records if r.get("name") == "memory.write"))
         request = {"text_hash": _digest(text), "memory_type": memory_type,
                    "tags": sorted(tags)}
 

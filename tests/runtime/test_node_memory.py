@@ -5,6 +5,7 @@ served from the recording when the run is re-executed."""
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -97,3 +98,29 @@ def test_a_re_execution_serves_the_recorded_revisions(hypha: Hypha) -> None:
     # without the memory, a re-execution cannot read the records back: it says so
     blind = rerun(ASK, events)
     assert blind.ok is False and blind.divergence is not None
+
+
+ATTEMPTS: list[int] = []
+
+
+def _flaky_learn(state: dict[str, Any], inp: Any, ctx: NodeContext) -> dict[str, Any]:
+    done = ctx.remember(inp["fact"], memory_type="semantic")
+    ATTEMPTS.append(ctx.attempt)
+    if ctx.attempt == 1:
+        raise ConnectionError("lost the network after the write")
+    return {"written": [done.id, done.revision, done.reused]}
+
+
+def test_a_retried_node_writes_once(hypha: Hypha) -> None:
+    from hypha_celery import Node, RetryPolicy
+
+    ATTEMPTS.clear()
+    hypha.register(Graph(
+        id="flaky", nodes={"learn": Node(_flaky_learn, retry=RetryPolicy(
+            max_attempts=2, backoff=0.01, retry_on=("transient",)))},
+        decision_policy=_policy("learn"), max_steps=3))
+    user = f"ana-{uuid.uuid4().hex[:8]}"  # PostgreSQL: the session's database
+    run = hypha.start("flaky", {"fact": SECRET}, user_id=user)
+    record_id, revision, reused = run.wait(WAIT)["written"]
+    assert ATTEMPTS == [1, 2] and revision == 1 and reused is True
+    assert [r.id for r in hypha.memory.list(MemoryScope(user))] == [record_id]
