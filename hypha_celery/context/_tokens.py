@@ -227,8 +227,8 @@ def register_tokenizer(provider: str, factory: TokenizerFactory) -> None:
 
 
 def tokenizer_for(model_ref: str) -> Tokenizer:
-    """The tokenizer of ``model_ref`` (``"openai:gpt-4.1-mini"``): ``openai`` models count
-    exactly with their BPE encoding; ``anthropic`` models and unknown providers use the
+    """The tokenizer of ``model_ref`` (``"openai:gpt-4.1-mini"``): ``openai`` and
+    ``openai-chat`` models count exactly with their BPE encoding; ``anthropic`` models and unknown providers use the
     estimator (Anthropic publishes no tokenizer for its current models). One tokenizer
     per model reference and process."""
     with _LOCK:
@@ -244,4 +244,5 @@ def tokenizer_for(model_ref: str) -> Tokenizer:
         return _CACHE.setdefault(model_ref, made)
 
 
-_REGISTRY.update({"openai": _openai, "anthropic": _estimate})
+#: ``openai-chat`` is OpenAI's Chat Completions API (the same models, the same encodings).
+_REGISTRY.update({"openai": _openai, "openai-chat": _openai, "anthropic": _estimate})

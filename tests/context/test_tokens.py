@@ -50,6 +50,7 @@ def test_tokenizer_per_provider() -> None:
     assert tokenizer_for("openai:gpt-4o").name == "bpe:o200k_base"
     assert tokenizer_for("openai:gpt-4-turbo").name == "bpe:cl100k_base"
     assert tokenizer_for("openai:gpt-3.5-turbo").name == "bpe:cl100k_base"
+    assert tokenizer_for("openai-chat:gpt-4o-mini").name == "bpe:o200k_base"
     assert tokenizer_for("anthropic:claude-sonnet-4-5").name == "estimator"
     assert tokenizer_for("mystery:model").name == "estimator"
     assert tokenizer_for("no-provider").name == "estimator"
