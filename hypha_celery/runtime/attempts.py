@@ -115,11 +115,19 @@ def _memory_call(tx: Tx, run_id: str, ids: _CallIds, call: CallRecord) -> None:
             **op, error=kind, reason=reason,
             review=kind == "MemoryWriteDenied" and "review" in reason), ts=ended)
         return
-    out = cast(dict[str, Any], call.get("output"))
+    out = cast(_Written, call.get("output"))
     record_id, revision = str(out["id"]), int(out["revision"])
     tx.emit(run_id, ev.MemoryWriteValidated(**op, record_id=record_id), ts=ended)
     tx.emit(run_id, ev.MemoryWriteCommitted(**op, record_id=record_id, revision=revision,
                                             reused=bool(out["reused"])), ts=ended)
+
+
+class _Written(TypedDict):
+    """A node's memory write's recorded output (``ctx.remember``)."""
+
+    id: str
+    revision: int
+    reused: bool
 
 
 class _MemoryIds(TypedDict):
