@@ -6,6 +6,7 @@ context from the recorded memory read (same request hash: no divergence)."""
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -47,13 +48,14 @@ def hypha(store_url: str, hypha_openai_server: Any,
 
 
 def test_the_built_context_is_what_is_sent(hypha: Hypha, hypha_openai_server: Any) -> None:
-    hypha.memory.add(MemoryScope("ana"), "preference", "metric units please",
+    user = f"ana-{uuid.uuid4().hex[:8]}"  # PostgreSQL: the session's database is shared
+    hypha.memory.add(MemoryScope(user), "preference", "metric units please",
                      operation_id="m1")
-    hypha.memory.add(MemoryScope("ana"), "semantic", f"units trivia. {INJECTION}",
+    hypha.memory.add(MemoryScope(user), "semantic", f"units trivia. {INJECTION}",
                      operation_id="m2")
     hypha_openai_server.script(Reply.text("20 degrees"))
     run = hypha.start("ctxllm", {"question": "which units", "recall": "units", "turns": 6,
-                                 "total": 4000, "conversation": 150}, user_id="ana")
+                                 "total": 4000, "conversation": 150}, user_id=user)
     assert run.wait(WAIT) == {"answer": "20 degrees"}
     sent = hypha_openai_server.bodies()[-1]["messages"]
     system = [m["content"] for m in sent if m["role"] == "system"]
@@ -79,15 +81,16 @@ def test_the_built_context_is_what_is_sent(hypha: Hypha, hypha_openai_server: An
 
     # the memory changes; a re-execution reads the recorded revisions back and builds
     # the same context (the model call's request hash is the same)
-    hypha.memory.add(MemoryScope("ana"), "semantic", "units are fun", operation_id="m3")
+    hypha.memory.add(MemoryScope(user), "semantic", "units are fun", operation_id="m3")
     report = rerun(GRAPH, hypha.store.events(run.id), memory=hypha.memory)
     assert report.ok, report.divergence
 
 
 def test_a_budget_too_small_for_the_required_items_fails_the_node(
         hypha: Hypha, hypha_openai_server: Any) -> None:
+    user = f"ana-{uuid.uuid4().hex[:8]}"
     run = hypha.start("ctxllm", {"question": "which units " * 50, "recall": "units", "turns": 0,
-                                 "total": 20, "conversation": 20}, user_id="ana")
+                                 "total": 20, "conversation": 20}, user_id=user)
     with pytest.raises(Exception) as failed:
         run.wait(WAIT)
     assert "BudgetTooSmall" in str(failed.value)

@@ -38,6 +38,12 @@ ASK = Graph(id="ask", nodes={"ask": _ask}, decision_policy=_policy("ask"), max_s
 
 
 @pytest.fixture
+def ana() -> str:
+    """This test's user (PostgreSQL: the session's database is shared by other tests)."""
+    return f"ana-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
 def hypha(store_url: str) -> Any:
     with running(store_url) as h:
         h.register(LEARN)
@@ -50,15 +56,16 @@ def _payloads(hypha: Hypha, run_id: str, prefix: str) -> list[tuple[str, dict[st
             if e.type.startswith(prefix)]
 
 
-def test_a_node_writes_and_reads_its_users_memory_by_reference(hypha: Hypha) -> None:
-    learned = hypha.start("learn", {"fact": SECRET}, user_id="ana", session_id="s1")
+def test_a_node_writes_and_reads_its_users_memory_by_reference(hypha: Hypha,
+                                                                ana: str) -> None:
+    learned = hypha.start("learn", {"fact": SECRET}, user_id=ana, session_id="s1")
     record_id, revision = learned.wait(WAIT)["written"]
     writes = _payloads(hypha, learned.id, "memory.")
     assert [k for k, _ in writes] == ["memory.write.requested", "memory.write.validated",
                                       "memory.write.committed"]
     assert writes[2][1]["record_id"] == record_id and writes[2][1]["revision"] == revision
 
-    asked = hypha.start("ask", {"query": "vault code"}, user_id="ana", session_id="s1")
+    asked = hypha.start("ask", {"query": "vault code"}, user_id=ana, session_id="s1")
     assert asked.wait(WAIT)["recalled"] == [[record_id, 1, SECRET]]
     reads = _payloads(hypha, asked.id, "memory.")
     assert [k for k, _ in reads] == ["memory.read.requested", "memory.read.completed"]
@@ -68,12 +75,12 @@ def test_a_node_writes_and_reads_its_users_memory_by_reference(hypha: Hypha) -> 
                        and not e.type.startswith("node.")])
     assert "7261" not in logs and "vault code" not in logs  # text and query: never
 
-    other = hypha.start("ask", {"query": "vault code"}, user_id="bob")
+    other = hypha.start("ask", {"query": "vault code"}, user_id=f"bob-{ana}")
     assert other.wait(WAIT)["recalled"] == []  # another user's memory: nothing
 
     # a re-execution of the write serves its recorded result: nothing is written again
     assert rerun(LEARN, hypha.store.events(learned.id), memory=hypha.memory).ok
-    assert len(hypha.memory.list(MemoryScope("ana", session_id="s1"))) == 1
+    assert len(hypha.memory.list(MemoryScope(ana, session_id="s1"))) == 1
 
 
 def test_a_run_without_a_user_has_no_memory(hypha: Hypha) -> None:
@@ -83,14 +90,14 @@ def test_a_run_without_a_user_has_no_memory(hypha: Hypha) -> None:
     assert "MemoryScopeRequired" in str(failed.value)
 
 
-def test_a_re_execution_serves_the_recorded_revisions(hypha: Hypha) -> None:
-    record = hypha.memory.add(MemoryScope("ana"), "semantic", SECRET, operation_id="seed")
-    asked = hypha.start("ask", {"query": "vault"}, user_id="ana")
+def test_a_re_execution_serves_the_recorded_revisions(hypha: Hypha, ana: str) -> None:
+    record = hypha.memory.add(MemoryScope(ana), "semantic", SECRET, operation_id="seed")
+    asked = hypha.start("ask", {"query": "vault"}, user_id=ana)
     assert asked.wait(WAIT)["recalled"] == [[record.id, 1, SECRET]]
     # the memory changes after the run: a new revision, and a second matching record
-    hypha.memory.update(MemoryScope("ana"), record.id, "the vault code is 0000",
+    hypha.memory.update(MemoryScope(ana), record.id, "the vault code is 0000",
                         expected_revision=1, operation_id="change")
-    hypha.memory.add(MemoryScope("ana"), "semantic", "vault code rotated",
+    hypha.memory.add(MemoryScope(ana), "semantic", "vault code rotated",
                      operation_id="more")
     events = hypha.store.events(asked.id)
     report = rerun(ASK, events, memory=hypha.memory)
@@ -111,7 +118,7 @@ def _flaky_learn(state: dict[str, Any], inp: Any, ctx: NodeContext) -> dict[str,
     return {"written": [done.id, done.revision, done.reused]}
 
 
-def test_a_retried_node_writes_once(hypha: Hypha) -> None:
+def test_a_retried_node_writes_once(hypha: Hypha, ana: str) -> None:
     from hypha_celery import Node, RetryPolicy
 
     ATTEMPTS.clear()
@@ -119,8 +126,7 @@ def test_a_retried_node_writes_once(hypha: Hypha) -> None:
         id="flaky", nodes={"learn": Node(_flaky_learn, retry=RetryPolicy(
             max_attempts=2, backoff=0.01, retry_on=("transient",)))},
         decision_policy=_policy("learn"), max_steps=3))
-    user = f"ana-{uuid.uuid4().hex[:8]}"  # PostgreSQL: the session's database
-    run = hypha.start("flaky", {"fact": SECRET}, user_id=user)
+    run = hypha.start("flaky", {"fact": SECRET}, user_id=ana)
     record_id, revision, reused = run.wait(WAIT)["written"]
     assert ATTEMPTS == [1, 2] and revision == 1 and reused is True
-    assert [r.id for r in hypha.memory.list(MemoryScope(user))] == [record_id]
+    assert [r.id for r in hypha.memory.list(MemoryScope(ana))] == [record_id]

@@ -93,11 +93,17 @@ def exporter() -> InMemorySpanExporter:
 
 
 @pytest.fixture
-def hypha(url: str, fake: FakeLLM, exporter: InMemorySpanExporter,
+def tracer(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider
+    provider.shutdown()
+
+
+@pytest.fixture
+def hypha(url: str, fake: FakeLLM, tracer: TracerProvider,
           caplog: pytest.LogCaptureFixture) -> Iterator[Hypha]:
     caplog.set_level(logging.DEBUG)
-    tracer = TracerProvider()
-    tracer.add_span_processor(SimpleSpanProcessor(exporter))
     h = Hypha(Settings(broker_url="memory://", result_backend="cache+memory://",
                        store_url=url, embedded=True),
               middleware=[TracingMiddleware(tracer)],
@@ -106,7 +112,6 @@ def hypha(url: str, fake: FakeLLM, exporter: InMemorySpanExporter,
         yield h
     finally:
         h.close()
-        tracer.shutdown()
 
 
 def llm_graph() -> Graph:
@@ -120,7 +125,8 @@ def llm_graph() -> Graph:
 
 
 def test_no_backends_thinking_reaches_store_logs_spans_console_or_export(
-        hypha: Hypha, fake: FakeLLM, url: str, exporter: InMemorySpanExporter,
+        hypha: Hypha, fake: FakeLLM, url: str, tracer: TracerProvider,
+        exporter: InMemorySpanExporter,
         caplog: pytest.LogCaptureFixture) -> None:
     runs = []
     # ctx.llm on every provider
@@ -154,11 +160,12 @@ def test_no_backends_thinking_reaches_store_logs_spans_console_or_export(
         assert_thinking_counted(hypha, run_id, calls)
     for name in HOSTED:
         assert_thinking_counted(hypha, incarnation(hypha, name), 1)
-    assert_nowhere(hypha, url, exporter, caplog, [r for r, _ in runs], list(HOSTED))
+    assert_nowhere(hypha, url, tracer, exporter, caplog, [r for r, _ in runs], list(HOSTED))
 
 
 def test_no_cli_thinking_reaches_store_logs_spans_console_or_export(
-        hypha: Hypha, fake: FakeLLM, url: str, exporter: InMemorySpanExporter,
+        hypha: Hypha, fake: FakeLLM, url: str, tracer: TracerProvider,
+        exporter: InMemorySpanExporter,
         caplog: pytest.LogCaptureFixture, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     clis = installed_clis()
@@ -173,7 +180,7 @@ def test_no_cli_thinking_reaches_store_logs_spans_console_or_export(
         fake.script(thought(f"from {cli.name}"))
         assert hypha.agents.ask(cli.name, "hi", timeout=WAIT).text == f"from {cli.name}"
         assert_thinking_counted(hypha, incarnation(hypha, cli.name), 1)
-    assert_nowhere(hypha, url, exporter, caplog, [], [CLAUDE.name, CODEX.name])
+    assert_nowhere(hypha, url, tracer, exporter, caplog, [], [CLAUDE.name, CODEX.name])
 
 
 # -- the checks ---------------------------------------------------------------------------
@@ -189,9 +196,11 @@ def assert_thinking_counted(hypha: Hypha, log_id: str, at_least: int) -> None:
     assert all(d["chars"] > 0 and d.get("summary") is None for d in done), done
 
 
-def assert_nowhere(hypha: Hypha, url: str, exporter: InMemorySpanExporter,
+def assert_nowhere(hypha: Hypha, url: str, tracer: TracerProvider,
+                   exporter: InMemorySpanExporter,
                    caplog: pytest.LogCaptureFixture, runs: list[str],
                    agents: list[str]) -> None:
+    tracer.force_flush()  # hypha hands its spans to the processor every 0.5 s, or now
     places = {"tables": tables(url), "logs": caplog.text,
               "spans": spans(exporter.get_finished_spans()),
               "console": console(hypha, runs, agents), "jsonl": exported(hypha)}

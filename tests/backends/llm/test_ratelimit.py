@@ -88,7 +88,8 @@ def test_acquire_waits_what_the_decision_says_then_fails_past_its_bound(make: ty
         limiter.acquire("openai:k", 0, 0)
     began = time.monotonic()
     waited = limiter.acquire("openai:k", 0, max_wait=3.0)
-    assert 0.1 < waited <= 2.0 and time.monotonic() - began >= 0.1
+    # what it waited is measured: a sleep may overshoot the refill by a scheduler tick
+    assert 0.1 < waited <= 2.05 and time.monotonic() - began >= 0.1
     with pytest.raises(BackendError) as caught:
         limiter.acquire("openai:k", 0, max_wait=0.05)
     err = caught.value
