@@ -228,9 +228,9 @@ def register_tokenizer(provider: str, factory: TokenizerFactory) -> None:
 
 def tokenizer_for(model_ref: str) -> Tokenizer:
     """The tokenizer of ``model_ref`` (``"openai:gpt-4.1-mini"``): ``openai`` and
-    ``openai-chat`` models count exactly with their BPE encoding; ``anthropic`` models and unknown providers use the
-    estimator (Anthropic publishes no tokenizer for its current models). One tokenizer
-    per model reference and process."""
+    ``openai-chat`` models count exactly with their BPE encoding; ``anthropic`` models
+    and unknown providers use the estimator (Anthropic publishes no tokenizer for its
+    current models). One tokenizer per model reference and process."""
     with _LOCK:
         found = _CACHE.get(model_ref)
         if found is not None:
