@@ -52,7 +52,7 @@ from hypha_celery.fsm import (
 from hypha_celery.jsontypes import JsonObject, JsonValue
 from hypha_celery.mcp import HttpTransport, McpServer, StdioTransport
 from hypha_celery.packs import _hypha as hy
-from hypha_celery.skills import SkillRegistry
+from hypha_celery.skills import SkillRegistry, SkillRequest
 from hypha_celery.tools import PolicyRule, SideEffect, ToolPolicy, ToolSpec
 
 __all__ = ["ID_PATTERN", "NODE_PATTERN", "REF_PATTERN", "DomainPack", "MockOutput", "NodeDecl",
@@ -502,6 +502,22 @@ class DomainPack(_Model):
         """The skills of :attr:`skills`, loaded with the pack (empty when it declares
         none, or when the pack was not parsed by :func:`~hypha_celery.packs.parse_pack`)."""
         return self._skill_registry or SkillRegistry()
+
+    def skill_request(self, workflow_id: str | None, state_id: str,
+                      text: str = "") -> SkillRequest:
+        """What a model call in state ``state_id`` of workflow ``workflow_id`` may use:
+        attached, the pack's ``default_skills`` (else every skill it declares); allowed
+        and required, the state's. ``text`` is matched by keyword and regex skills.
+        ``KeyError`` for an unknown workflow or state. Give it with :attr:`skill_registry`
+        to ``ctx.llm(..., context=LLMContext(skills=..., skill_request=...))``."""
+        wf = self.workflow(workflow_id)
+        state = next((s for s in wf.states if s.id == state_id), None)
+        if state is None:
+            raise KeyError(f"workflow {wf.id!r} has no state {state_id!r}")
+        attached = self.default_skills if self.default_skills is not None else \
+            list(self.skill_registry.ids)
+        return SkillRequest(attached=attached, text=text, allowed=state.allowed_skills,
+                            required=state.required_skills or ())
 
     def workflow(self, workflow_id: str | None = None) -> PackWorkflow:
         """The workflow ``workflow_id`` (default: ``default_workflow``, else the first);

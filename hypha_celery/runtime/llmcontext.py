@@ -6,6 +6,7 @@ tokenizer of the call's model; its events go with the node's outcome (``ctx.emit
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import cast
 
 from hypha_celery.backends.llm.ref import ModelRef
@@ -21,6 +22,13 @@ from hypha_celery.context import (
 from hypha_celery.errors import ContextSpecError
 from hypha_celery.graph.llmcontext import LLMContext
 from hypha_celery.graph.model import NodeContext
+from hypha_celery.skills import (
+    SkillRegistry,
+    SkillRequest,
+    activate_skills,
+    complete_skills,
+    select_skills,
+)
 
 __all__ = ["build_for_llm", "conversation_items"]
 
@@ -28,9 +36,12 @@ __all__ = ["build_for_llm", "conversation_items"]
 def build_for_llm(ctx: NodeContext, model: ModelRef, messages: Sequence[Message],
                   request: LLMContext) -> list[Message]:
     """The messages to send (see the module doc)."""
+    build_id = f"{ctx._recorder().next_id('model')}.context"
     items: list[ContextItem] = [
         ContextItem(ContextSource.SYSTEM, f"system.{i}", text, required=True, order=i)
         for i, text in enumerate(request.system)]
+    if request.skills is not None:
+        items.extend(_skill_items(ctx, request, messages, build_id))
     if request.memory:
         items.extend(ContextItem(ContextSource.MEMORY, hit.id, hit.text,
                                  revision=hit.revision, priority=hit.score)
@@ -45,9 +56,29 @@ def build_for_llm(ctx: NodeContext, model: ModelRef, messages: Sequence[Message]
     caps = cast(Mapping[ContextSource, int], dict(request.per_source))
     budget = ContextBudget(request.total or DEFAULT_TOTAL, caps)
     built = build_context(items, budget=budget, tokenizer=tokenizer_for(str(model)),
-                          build_id=f"{ctx._recorder().next_id('model')}.context",
-                          purpose="llm", emit=ctx.emit, node=ctx.node_id)
+                          build_id=build_id, purpose="llm", emit=ctx.emit, node=ctx.node_id)
     return list(built.messages)
+
+
+def _skill_items(ctx: NodeContext, request: LLMContext, messages: Sequence[Message],
+                 build_id: str) -> list[ContextItem]:
+    """Select and activate the request's skills (``skill.*`` with the node's outcome;
+    ``skill.completed`` for each: it goes into this call); a required one that fails
+    raises ``RequiredSkillFailed`` before the call."""
+    if not isinstance(request.skills, SkillRegistry) or \
+            not isinstance(request.skill_request, SkillRequest):
+        raise ContextSpecError("LLMContext.skills is a SkillRegistry and skill_request a "
+                               "SkillRequest")
+    wanted = request.skill_request
+    if not wanted.text:
+        last = next((m.get("content") or "" for m in reversed(messages)
+                     if m["role"] == "user"), "")
+        wanted = replace(wanted, text=last)
+    active = activate_skills(select_skills(request.skills, wanted), emit=ctx.emit,
+                             build_id=build_id)
+    complete_skills(active, None, ctx.emit, build_id=build_id)
+    return [ContextItem(ContextSource.SKILLS, a.id, a.text, revision=a.version,
+                        priority=a.priority) for a in active]
 
 
 def conversation_items(messages: Sequence[Message]) -> Iterator[ContextItem]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,3 +98,67 @@ def test_a_budget_too_small_for_the_required_items_fails_the_node(
     kinds = [e.type for e in hypha.store.events(run.id)]
     assert "model.call.started" not in kinds  # nothing was sent
     assert hypha_openai_server.bodies() == []
+
+
+TONE = "TONE-RULE: answer in one short sentence."
+
+
+def _pack(tmp_path: Path) -> Any:
+    from hypha_celery.packs import load_pack
+    from tests.packs.test_pack_skills import pack_doc, write
+    from tests.skills.helpers import write_skill
+
+    write_skill(tmp_path / "skills", "tone", {"name": "tone", "description": "d",
+                                              "version": "2", "trust": "trusted"}, TONE)
+    write_skill(tmp_path / "skills", "refunds", {"name": "refunds", "description": "d",
+                                                 "trust": "trusted"}, "REFUNDS")
+    doc = pack_doc(skills=["skills"], default_skills=["tone"])
+    doc["workflows"][0]["states"][0].update(allowed_skills=["tone"],
+                                            required_skills=["tone"])
+    doc["workflows"][0]["states"].append({"id": "Strict", "goal": "g", "node": "noop",
+                                          "required_skills": ["refunds"]})
+    doc["workflows"][0]["transitions"].append({"from": "Start", "to": "Strict"})
+    return load_pack(write(tmp_path, doc))
+
+
+def _skilled(state: dict[str, Any], inp: Any, ctx: NodeContext) -> dict[str, Any]:
+    pack = PACKS[inp["pack"]]
+    request = pack.skill_request("w", inp["state"])
+    answer = ctx.llm(MODEL, [{"role": "user", "content": "hello"}], context=LLMContext(
+        skills=pack.skill_registry, skill_request=request))
+    return {"answer": answer.text}
+
+
+PACKS: dict[str, Any] = {}
+SKILLED = Graph(id="skilled", nodes={"ask": Node(_skilled, models=[MODEL])},
+                decision_policy=lambda c: Next("ask", c.input) if c.step == 0
+                else Finish(c.state), max_steps=3)
+
+
+def test_a_workflow_states_skills_go_into_the_call(hypha: Hypha, hypha_openai_server: Any,
+                                                   tmp_path: Path) -> None:
+    """A DomainPack state's skills (the pack's default skills, the state's allowed and
+    required) through ``LLMContext(skills=, skill_request=)``: instructions in a system
+    message, ``skill.*`` events; a required skill that is not attached fails the call
+    before it is made, with hypha's message."""
+    key = uuid.uuid4().hex
+    PACKS[key] = _pack(tmp_path)
+    hypha.register(SKILLED)
+    hypha_openai_server.script(Reply.text("hi"))
+    run = hypha.start("skilled", {"pack": key, "state": "Start"})
+    assert run.wait(WAIT) == {"answer": "hi"}
+    sent = hypha_openai_server.bodies()[-1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user"] and TONE in sent[0]["content"]
+    kinds = [e.type for e in hypha.store.events(run.id)]
+    assert kinds.index("skill.selected") < kinds.index("skill.loaded") \
+        < kinds.index("skill.completed") < kinds.index("context.build.completed") \
+        < kinds.index("model.call.started")
+    assert TONE not in json.dumps([e.payload for e in hypha.store.events(run.id)])
+
+    calls = len(hypha_openai_server.bodies())
+    strict = hypha.start("skilled", {"pack": key, "state": "Strict"})
+    with pytest.raises(Exception) as failed:
+        strict.wait(WAIT)
+    assert "Required skills failed to load: refunds (Required skill is not attached to " \
+        "the agent.)" in str(failed.value)
+    assert len(hypha_openai_server.bodies()) == calls  # no call was made
