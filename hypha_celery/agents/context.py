@@ -30,7 +30,6 @@ docs/context.md ("Agents").
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,7 +53,13 @@ from hypha_celery.errors import (
     MemoryScopeRequired,
 )
 from hypha_celery.events.payloads import ContextBuildFailed, Payload
-from hypha_celery.memory import MemoryLimits, MemoryManager, MemoryScope, MemoryType
+from hypha_celery.memory import (
+    MemoryLimits,
+    MemoryManager,
+    MemoryScope,
+    MemoryType,
+    words_query,
+)
 from hypha_celery.skills import (
     ActiveSkill,
     SkillBinding,
@@ -78,7 +83,6 @@ _MEMORY = ('<memory role="data">', "</memory>")
 MAX_MEMORY_LIMIT = 100
 #: Words of the message a memory query keeps: at least this many characters.
 _MIN_WORD = 3
-_WORD = re.compile(r"[^\W_]+")
 _TOOL_RESULTS = '{"hypha_tool_results"'
 
 #: Events of one turn's build, written to the agent's log together (fenced by the turn).
@@ -190,21 +194,9 @@ def _ids(name: str, given: Any) -> tuple[str, ...]:
 
 def memory_query(message: str, limits: MemoryLimits | None = None) -> str | None:
     """The default memory query of a message: its distinct words of three characters or
-    more, lower case, joined by ``OR`` (any of them matches; the ranking does the rest),
-    within the query bounds (``max_query_terms``, ``max_query_chars``); None when it has
+    more, joined by ``OR`` (:func:`~hypha_celery.memory.words_query`); None when it has
     no such word."""
-    bounds = limits or MemoryLimits()
-    words: list[str] = []
-    size = 0
-    for word in dict.fromkeys(w.lower() for w in _WORD.findall(message)):
-        if len(word) < _MIN_WORD:
-            continue
-        grown = size + len(word) + (4 if words else 0)
-        if len(words) >= bounds.max_query_terms or grown > bounds.max_query_chars:
-            break
-        words.append(word)
-        size = grown
-    return " OR ".join(words) or None
+    return words_query(message, min_chars=_MIN_WORD, limits=limits)
 
 
 @dataclass

@@ -6,7 +6,7 @@ references, never text. ``docs/memory.md``."""
 from hypha_celery.memory._embeddings import Embed, EmbeddingIndex
 from hypha_celery.memory._manager import Emit, MemoryManager
 from hypha_celery.memory._policy import WriteDecision, WritePolicy, WriteRequest, WriteVerdict
-from hypha_celery.memory._query import parse_query, query_hash
+from hypha_celery.memory._query import parse_query, query_hash, words_query
 from hypha_celery.memory._types import (
     MAX_ID_CHARS,
     MemoryHit,
@@ -28,7 +28,7 @@ __all__ = [
     # the write policy
     "WritePolicy", "WriteDecision", "WriteRequest", "WriteVerdict",
     # the query language
-    "parse_query", "query_hash",
+    "parse_query", "query_hash", "words_query",
     # embeddings
     "EmbeddingIndex", "Embed",
 ]

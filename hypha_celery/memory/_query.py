@@ -19,7 +19,7 @@ from hypha_celery.errors import InvalidMemoryQuery
 from hypha_celery.memory._types import DEFAULT_LIMITS, MemoryLimits
 from hypha_celery.store.memory import ParsedQuery, QueryTerm, index_tokens
 
-__all__ = ["parse_query", "query_hash"]
+__all__ = ["parse_query", "query_hash", "words_query"]
 
 #: a phrase (the quotes are balanced by then), or a run of anything else but blanks and quotes
 _LEX = re.compile(r'(-?)"([^"]*)"|(-?)([^\s"]+)')
@@ -90,3 +90,27 @@ def parse_query(text: str, limits: MemoryLimits = DEFAULT_LIMITS) -> ParsedQuery
         else:
             built.term(m.group(4), bool(m.group(3)))
     return built.done(limits)
+
+
+_WORD = re.compile(r"[^\W_]+")
+
+
+def words_query(text: str, *, min_chars: int = 1, limits: MemoryLimits | None = None
+                ) -> str | None:
+    """A query of ``text``'s distinct words (letters and digits, lower case, in order) of
+    at least ``min_chars`` characters, joined by ``OR`` (any of them matches; the ranking
+    does the rest), as many as the query bounds allow (``max_query_terms``,
+    ``max_query_chars``); None when it has none. What ReAct and agent turns recall by
+    when no query is given."""
+    bounds = limits or DEFAULT_LIMITS
+    words: list[str] = []
+    size = 0
+    for word in dict.fromkeys(w.lower() for w in _WORD.findall(text)):
+        if len(word) < min_chars:
+            continue
+        grown = size + len(word) + (4 if words else 0)  # " OR "
+        if len(words) >= bounds.max_query_terms or grown > bounds.max_query_chars:
+            break
+        words.append(word)
+        size = grown
+    return " OR ".join(words) or None

@@ -25,7 +25,6 @@ same context, byte for byte (the same ``context_hash``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -46,7 +45,7 @@ from hypha_celery.events.envelope import canonical
 from hypha_celery.graph import NodeContext
 from hypha_celery.graph.memory import Recalled
 from hypha_celery.jsontypes import JsonValue
-from hypha_celery.memory import MemoryLimits, MemoryType, parse_query
+from hypha_celery.memory import MemoryLimits, MemoryType, parse_query, words_query
 from hypha_celery.react._state import MemoryEntry, Observation, ReactState
 from hypha_celery.skills import (
     ActiveSkill,
@@ -72,7 +71,6 @@ _LIMITS = MemoryLimits()  # the memory's defaults: its query bounds, its result 
 MAX_MEMORY_LIMIT = _LIMITS.max_results
 #: ``context.build.started``'s ``purpose``.
 PURPOSE = "react"
-_WORD = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -251,18 +249,9 @@ def _skill_items(active: Sequence[ActiveSkill]) -> list[ContextItem]:
 
 def memory_query(question: str) -> str | None:
     """The query a question recalls by when ``ReactMemory.query`` is None: its distinct
-    words (letters and digits, lowercased, in order) joined by ``OR``, as many as the
+    words joined by ``OR`` (:func:`~hypha_celery.memory.words_query`), as many as the
     memory's query bounds allow (32 terms, 512 characters); None when it has none."""
-    words: list[str] = []
-    length = 0
-    for word in dict.fromkeys(w.lower() for w in _WORD.findall(question)):
-        extra = len(word) + (4 if words else 0)  # " OR "
-        if len(words) == _LIMITS.max_query_terms \
-                or length + extra > _LIMITS.max_query_chars:
-            break
-        words.append(word)
-        length += extra
-    return " OR ".join(words) or None
+    return words_query(question, limits=_LIMITS)
 
 
 def _memory_items(ctx: NodeContext, plan: ContextPlan, question: str) -> list[ContextItem]:
