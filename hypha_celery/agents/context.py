@@ -43,6 +43,7 @@ from hypha_celery.context import (
     EstimatorTokenizer,
     Tokenizer,
     build_context,
+    skill_items,
     tokenizer_for,
 )
 from hypha_celery.errors import (
@@ -259,9 +260,7 @@ class TurnContext:
                               order=i) for i, text in enumerate(config.instructions)]
         if config.skills is not None:
             self.active = self._skills(config.skills, message, tokenizer, emit)
-            items += [ContextItem(ContextSource.SKILLS, s.id, s.text, revision=s.version,
-                                  priority=s.priority, required=s.required)
-                      for s in self.active]
+            items += skill_items(self.active)
         items += self._memory(message, emit)
         items.append(ContextItem(ContextSource.CONVERSATION, "message", message, role="user",
                                  required=True))

@@ -24,6 +24,7 @@ from hypha_celery.context._items import (
     TurnRole,
 )
 from hypha_celery.context._select import MEMORY_HEADER, SKILL_HEAD
+from hypha_celery.context._skills import skill_items
 from hypha_celery.context._tokens import (
     PER_MESSAGE,
     REPLY_PRIMING,
@@ -40,5 +41,6 @@ __all__ = [
     "PER_MESSAGE", "REPLY_PRIMING", "SKILL_HEAD", "TOTAL_ORDER", "BpeTokenizer",
     "BuiltContext", "ContextBudget", "ContextItem", "ContextSource", "Emit",
     "EstimatorTokenizer", "IncludedItem", "Provenance", "Revision", "Tokenizer",
-    "TokenizerFactory", "TurnRole", "build_context", "register_tokenizer", "tokenizer_for",
+    "TokenizerFactory", "TurnRole", "build_context", "register_tokenizer", "skill_items",
+    "tokenizer_for",
 ]

@@ -37,6 +37,7 @@ from hypha_celery.context import (
     ContextSource,
     Tokenizer,
     build_context,
+    skill_items,
     tokenizer_for,
 )
 from hypha_celery.errors import ContextSpecError, GraphSpecError, RequiredSkillFailed
@@ -201,7 +202,7 @@ def build_step(ctx: NodeContext, plan: ContextPlan, state: ReactState,
     active = _skills(ctx, plan, question, at, step)
     items = [ContextItem(ContextSource.SYSTEM, "instructions", plan.instructions,
                          required=True),
-             *_skill_items(active), *_memory_items(ctx, plan, question),
+             *skill_items(active), *_memory_items(ctx, plan, question),
              ContextItem(ContextSource.CONVERSATION, "question", question, role="user",
                          required=True),
              *_observation_items(state)]
@@ -242,9 +243,6 @@ def _skills(ctx: NodeContext, plan: ContextPlan, question: str, at: str,
         raise
 
 
-def _skill_items(active: Sequence[ActiveSkill]) -> list[ContextItem]:
-    return [ContextItem(ContextSource.SKILLS, one.id, one.text, revision=one.version,
-                        priority=one.priority, required=one.required) for one in active]
 
 
 def memory_query(question: str) -> str | None:

@@ -17,6 +17,7 @@ from hypha_celery.context import (
     ContextItem,
     ContextSource,
     build_context,
+    skill_items,
     tokenizer_for,
 )
 from hypha_celery.errors import ContextSpecError
@@ -41,7 +42,7 @@ def build_for_llm(ctx: NodeContext, model: ModelRef, messages: Sequence[Message]
         ContextItem(ContextSource.SYSTEM, f"system.{i}", text, required=True, order=i)
         for i, text in enumerate(request.system)]
     if request.skills is not None:
-        items.extend(_skill_items(ctx, request, messages, build_id))
+        items.extend(_active_skills(ctx, request, messages, build_id))
     if request.memory:
         items.extend(ContextItem(ContextSource.MEMORY, hit.id, hit.text,
                                  revision=hit.revision, priority=hit.score)
@@ -60,7 +61,7 @@ def build_for_llm(ctx: NodeContext, model: ModelRef, messages: Sequence[Message]
     return list(built.messages)
 
 
-def _skill_items(ctx: NodeContext, request: LLMContext, messages: Sequence[Message],
+def _active_skills(ctx: NodeContext, request: LLMContext, messages: Sequence[Message],
                  build_id: str) -> list[ContextItem]:
     """Select and activate the request's skills (``skill.*`` with the node's outcome;
     ``skill.completed`` for each: it goes into this call); a required one that fails
@@ -77,8 +78,7 @@ def _skill_items(ctx: NodeContext, request: LLMContext, messages: Sequence[Messa
     active = activate_skills(select_skills(request.skills, wanted), emit=ctx.emit,
                              build_id=build_id)
     complete_skills(active, None, ctx.emit, build_id=build_id)
-    return [ContextItem(ContextSource.SKILLS, a.id, a.text, revision=a.version,
-                        priority=a.priority) for a in active]
+    return skill_items(active)
 
 
 def conversation_items(messages: Sequence[Message]) -> Iterator[ContextItem]:
