@@ -2,14 +2,17 @@
 
     .venv/bin/python bench/run_all.py            # or: python -m bench.run_all
     .venv/bin/python bench/run_all.py linear fanout   # a subset
+    .venv/bin/python bench/run_all.py --report linear fanout throughput anchors
 
 One Redis database, one fresh PostgreSQL database and one worker process tree serve
 every measurement, hypha and raw Celery alike. Writes ``bench/results/run_all.json``
-and ``bench/results/<name>.json`` per benchmark.
+and ``bench/results/<name>.json`` per benchmark; with ``--report``, also
+``docs/performance.md`` from this run's results (``bench/report.py``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import sys
@@ -20,25 +23,30 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import anchors, fanout, linear, memory, observability, report, supervisor, throughput
 from bench import console as console_bench
-from bench import fanout, linear, memory, observability, supervisor, throughput
-from bench._harness import BenchEnv, emit, machine_info, setup_info
+from bench._harness import PG_ADMIN_URL, BenchEnv, emit, machine_info, python_loop_ms, setup_info
 
 BENCHES = {"linear": linear.bench, "fanout": fanout.bench,
            "throughput": throughput.bench, "memory": memory.bench,
            "supervisor": supervisor.bench, "observability": observability.bench,
-           "console": lambda env: console_bench.bench()}  # its own database, no worker
+           "console": lambda env: console_bench.bench(),  # its own database, no worker
+           "anchors": anchors.bench}  # LangGraph and DBOS beside hypha: the `bench` extra
 
 
 def main(argv: list[str]) -> int:
-    names = argv or list(BENCHES)
+    write_report = "--report" in argv
+    names = [a for a in argv if a != "--report"] or list(BENCHES)
     unknown = [n for n in names if n not in BENCHES]
     if unknown:
         print(f"unknown benchmark(s): {', '.join(unknown)}; known: {', '.join(BENCHES)}",
               file=sys.stderr)
         return 2
     t0 = time.monotonic()
-    doc: dict[str, Any] = {"machine": machine_info()}
+    doc: dict[str, Any] = {
+        "started_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "benches": names, "machine": machine_info()}
+    doc["machine"]["postgresql_server"] = _pg_version()
     targets: list[dict[str, Any]] = []
     with BenchEnv() as env:
         doc["setup"] = setup_info(env)
@@ -58,11 +66,27 @@ def main(argv: list[str]) -> int:
               "another process uses this Redis database; do not trust these numbers",
               file=sys.stderr)
     doc["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    doc["machine"]["python_loop_ms_at_end"] = python_loop_ms()
     doc["targets"] = targets
     doc["all_pass"] = all(t["pass"] for t in targets)
     doc["duration_s"] = round(time.monotonic() - t0, 1)
     emit("run_all", doc)
+    if write_report:
+        print(f"[bench] wrote {report.write(doc, names)}", file=sys.stderr)
     return 0
+
+
+def _pg_version() -> str | None:
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(PG_ADMIN_URL)
+    try:
+        with engine.connect() as conn:
+            return str(conn.exec_driver_sql("SHOW server_version").scalar())
+    except sa.exc.SQLAlchemyError:
+        return None
+    finally:
+        engine.dispose()
 
 
 def _fmt(t: dict[str, Any]) -> str:
