@@ -207,8 +207,22 @@ def report_section(result: dict[str, Any]) -> str:
         f"{result.get('linear_repeats')} rounds of `linear` and "
         f"{result.get('fanout_repeats')} of `fanout` after a warm-up. "
         "**hypha ÷ system** is hypha's median over the system's: above 1, hypha takes "
-        "that many times as long. Checkpointers write each step before the next "
-        "(`durability=\"sync\"`) but where marked async (LangGraph's default).",
+        "that many times as long; *paired* is the median of the rounds' own ratios. "
+        "hypha's figures are its own rounds here (the graphs and timing of `linear` and "
+        "`fanout`, so the anchors share its load), not `linear`'s section.",
+        "",
+        "- hypha: `start` → `run.wait()` through the broker, the worker (2 processes) and "
+        "the PostgreSQL store; consecutive fast nodes run as local steps in one task within "
+        "the local steps budget (`setup.local_steps_budget_s`; see `linear` in "
+        "bench/README.md).",
+        "- LangGraph: `invoke` in the bench's process; `linear` is 20 nodes joined by static "
+        "edges, `fanout` 100 `Send`s to one node and a merge node. Checkpointers write each "
+        "step before the next (`durability=\"sync\"`, hypha's and DBOS's guarantee), "
+        "except in the async row (LangGraph's default); each invoke is a new `thread_id`.",
+        "- DBOS: a workflow called in the bench's process; `linear` is 20 `@DBOS.step()`s, "
+        "`fanout` 100 child workflows of one step started with `DBOS.start_workflow` and "
+        "awaited; its system database is a private database of the bench's PostgreSQL "
+        "server.",
         "",
         f"Versions: {versions}; PostgreSQL {result.get('postgresql_server')}.",
     ]

@@ -77,6 +77,8 @@ def _header(doc: dict[str, Any], names: Sequence[str]) -> str:
                       f"SQLAlchemy {machine.get('sqlalchemy')}, psycopg "
                       f"{machine.get('psycopg')}"),
         ("worker", f"`{setup.get('worker', '?')}`"),
+        ("hypha settings", f"local steps budget {setup.get('local_steps_budget_s')} s, "
+                           f"inline coordinator {setup.get('inline_coordinator')}"),
     ]
     foreign = setup.get("foreign_messages_in_worker_log")
     if foreign:
