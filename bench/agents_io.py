@@ -28,6 +28,7 @@ default ``--turns``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import signal
@@ -51,6 +52,12 @@ TURNS = 600
 PREFORK_TURNS = 16
 DELAY = 2.0
 TARGET_IN_FLIGHT = 500
+#: Worker CPU per turn over the raw SDK's CPU per call (sync client, a thread per call).
+TARGET_CPU_RATIO = 2.0
+CLIENTS = 1200
+CLIENTS_DELAY = 10.0
+TARGET_CLIENTS_IN_FLIGHT = 1000
+TARGET_CLIENTS_ENDED_S = 15.0
 WARMUP = 4
 AGENTS_QUEUE = "hypha.agents"
 KEY = "sk-bench-local"
@@ -185,6 +192,55 @@ class ProfileEnv(BenchEnv):
         assert len(replies) == len(self.nodes), replies
 
 
+class ServiceCpu:
+    """CPU seconds PostgreSQL spent for the bench database (its backends' processes, found
+    in ``pg_stat_activity``; a backend that exits between two readings is lost, so the
+    new connections, ``pg_stat_database.sessions``, are counted beside it) and Redis
+    (the server's process: server-wide, whoever else uses that server)."""
+
+    def __init__(self, h: Any) -> None:
+        import psutil
+
+        self.h = h
+        self.redis = psutil.Process(int(h.celery.connection_for_write().default_channel
+                                        .client.info("server")["process_id"]))
+        self.seen: dict[int, float] = {}
+
+    def _pg(self) -> tuple[dict[int, float], int]:
+        import psutil
+
+        with self.h.store.engine.connect() as conn:
+            pids = [int(p) for (p,) in conn.exec_driver_sql(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()")]
+            conn.exec_driver_sql("SELECT pg_stat_clear_snapshot()")
+            sessions = int(conn.exec_driver_sql(
+                "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+            ).scalar() or 0)
+        cpu = {}
+        for pid in pids:
+            try:
+                t = psutil.Process(pid).cpu_times()
+                cpu[pid] = t.user + t.system
+            except psutil.Error:
+                continue
+        return cpu, sessions
+
+    def start(self) -> None:
+        self.pg0, self.sessions0 = self._pg()
+        t = self.redis.cpu_times()
+        self.redis0 = t.user + t.system
+
+    def stop(self, turns: int) -> dict[str, Any]:
+        pg1, sessions1 = self._pg()
+        pg = sum(v - self.pg0.get(pid, 0.0) for pid, v in pg1.items())
+        t = self.redis.cpu_times()
+        per = 1000 / max(1, turns)
+        return {"postgresql_cpu_ms_per_turn": round(pg * per, 2),
+                "postgresql_new_sessions": sessions1 - self.sessions0,
+                "redis_cpu_ms_per_turn_server_wide": round(
+                    (t.user + t.system - self.redis0) * per, 2)}
+
+
 def _wait_ended(h: Any, turns: int, timeout: float) -> None:
     end = time.monotonic() + timeout
     while sum(_ended(h)) < turns:
@@ -283,6 +339,8 @@ def measure(profile: str, turns: int, delay: float, workers: int) -> dict[str, A
             _wait_ended(h, WARMUP * workers, 120)
             env.consume(False)
             queued_s = _queue_turns(h, provider, turns)
+            services = ServiceCpu(h)
+            services.start()
             cpu0 = env.cpu_seconds()
             env.consume(True)
             seen = watch_burst(env, provider, turns, delay,
@@ -291,12 +349,14 @@ def measure(profile: str, turns: int, delay: float, workers: int) -> dict[str, A
                 seen.peak, seen.max_rss, seen.max_threads, seen.done, seen.timeline)
             total_s = seen.total_s
             cpu = env.cpu_seconds() - cpu0
+            service_cpu = services.stop(turns)
             served = provider.stats()
             info = setup_info(env)
             info["worker"] = f"{workers} x " + " ".join(env.argv(env.nodes[0])[1:])
             return {"setup": info, "workers": workers, "turns": turns,
                     "provider_delay_s": delay,
                     "worker_cpu_ms_per_turn": round(cpu * 1000 / max(1, turns), 2),
+                    **service_cpu,
                     "queue_turns_s": round(queued_s, 2),
                     "peak_in_flight": served["max_in_flight"],
                     "peak_in_flight_sampled": peak[0],
@@ -308,6 +368,144 @@ def measure(profile: str, turns: int, delay: float, workers: int) -> dict[str, A
                     "worker_rss_mb_max": round(max_rss, 1),
                     "worker_threads_at_peak": peak[3], "worker_threads_max": max_threads,
                     "timeline_s_inflight_ended_rssmb": timeline}
+    finally:
+        provider.close()
+
+
+# -- the raw SDK, same provider, same request ---------------------------------------------
+def _raw_call_sync(client: Any) -> None:
+    with client.responses.create(model="gpt-bench", stream=True,
+                                 input=[{"role": "user", "content": "hello"}]) as stream:
+        for _ in stream:
+            pass
+
+
+async def _raw_call_async(client: Any) -> None:
+    stream = await client.responses.create(model="gpt-bench", stream=True,
+                                           input=[{"role": "user", "content": "hello"}])
+    async with stream:
+        async for _ in stream:
+            pass
+
+
+def _own_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def raw_burst(mode: str, calls: int, delay: float) -> dict[str, Any]:
+    """``calls`` chat calls at once from this process through the official ``openai`` SDK
+    (``threads``: the sync client, one thread per call, as an io worker's pool runs them;
+    ``async``: ``AsyncOpenAI`` on one event loop): this process's CPU per call, the
+    provider's peak in flight and the time until the last call ended."""
+    import asyncio
+
+    import openai
+
+    provider = Provider(delay)
+    try:
+        base = f"{provider.url}/v1"
+        if mode == "threads":
+            client: Any = openai.OpenAI(api_key=KEY, base_url=base, max_retries=0)
+            for _ in range(WARMUP):
+                _raw_call_sync(client)
+            cpu0, t0 = _own_cpu(), time.monotonic()
+            with ThreadPoolExecutor(calls) as pool:
+                list(pool.map(lambda _: _raw_call_sync(client), range(calls)))
+        else:
+            aclient: Any = openai.AsyncOpenAI(api_key=KEY, base_url=base, max_retries=0)
+
+            async def burst(n: int) -> None:
+                await asyncio.gather(*(_raw_call_async(aclient) for _ in range(n)))
+
+            loop = asyncio.new_event_loop()
+            loop.run_until_complete(burst(WARMUP))
+            cpu0, t0 = _own_cpu(), time.monotonic()
+            loop.run_until_complete(burst(calls))
+            loop.close()
+        cpu, total = _own_cpu() - cpu0, time.monotonic() - t0
+        served = provider.stats()
+        return {"mode": mode, "calls": calls, "provider_delay_s": delay,
+                "cpu_ms_per_call": round(cpu * 1000 / calls, 2),
+                "peak_in_flight": served["max_in_flight"],
+                "all_ended_s": round(total, 2)}
+    finally:
+        provider.close()
+
+
+# -- clients asking while the workers consume ----------------------------------------------
+CLIENT_PROCESSES = 4
+
+
+def _start_agents(h: Any, provider: Provider, n: int, prefix: str) -> None:
+    from bench.agents_app import Relay
+    from hypha_celery.backends import OpenAIBackend
+
+    def one(i: int) -> None:
+        h.agents.start(Relay, name=f"{prefix}-{i:05d}", backend=OpenAIBackend,
+                       model="gpt-bench", base_url=f"{provider.url}/v1")
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, range(n)))
+
+
+def client_main(prefix: str, first: int, last: int, at: float) -> None:
+    """One client process: at wall time ``at``, each of its agents is told one prompt,
+    one thread per agent (the requests arrive at once while the workers consume)."""
+    app = importlib.import_module("bench.app")
+    h = app.hypha
+    names = [f"{prefix}-{i:05d}" for i in range(first, last)]
+    time.sleep(max(0.0, at - time.time()))
+    with ThreadPoolExecutor(len(names)) as pool:
+        list(pool.map(lambda name: h.agents.tell(name, "hello"), names))
+    h.close()
+
+
+def _clients(prefix: str, n: int, at: float) -> list[subprocess.Popen[bytes]]:
+    step = -(-n // CLIENT_PROCESSES)
+    path = os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH")) if x)
+    env = dict(os.environ, PYTHONPATH=path)
+    return [subprocess.Popen([sys.executable, __file__, "--client", prefix, str(a),
+                              str(min(n, a + step)), repr(at)], cwd=ROOT, env=env)
+            for a in range(0, n, step)]
+
+
+def measure_clients(clients: int, delay: float, workers: int) -> dict[str, Any]:
+    """``clients`` agents started (idle), then told one prompt each at the same moment by
+    ``CLIENT_PROCESSES`` client processes while ``workers`` io workers consume."""
+    os.environ["OPENAI_API_KEY"] = KEY
+    provider = Provider(delay)
+    try:
+        with ProfileEnv("io", workers) as env:
+            h = env.hypha
+            env.start_workers()
+            env.wait_ready()
+            _queue_turns(h, provider, WARMUP * workers, "warm")
+            _wait_ended(h, WARMUP * workers, 120)
+            _start_agents(h, provider, clients, "cl")
+            services = ServiceCpu(h)
+            at = time.time() + 3.0  # the client processes import and connect first
+            procs = _clients("cl", clients, at)
+            time.sleep(max(0.0, at - time.time()))
+            services.start()
+            cpu0 = env.cpu_seconds()
+            seen = watch_burst(env, provider, clients, delay,
+                               lambda: _ended(h, WARMUP * workers))
+            cpu = env.cpu_seconds() - cpu0
+            service_cpu = services.stop(clients)
+            for proc in procs:
+                proc.wait(60)
+            served = provider.stats()
+            return {"workers": workers, "clients": clients,
+                    "client_processes": CLIENT_PROCESSES, "provider_delay_s": delay,
+                    "worker_cpu_ms_per_turn": round(cpu * 1000 / clients, 2),
+                    **service_cpu,
+                    "peak_in_flight": served["max_in_flight"],
+                    "peak_at_s_after_asks": round(seen.peak[1], 2),
+                    "all_ended_s_after_asks": round(seen.total_s, 2),
+                    "completed": seen.done[0], "failed": seen.done[1],
+                    "worker_rss_mb_max": round(seen.max_rss, 1),
+                    "timeline_s_inflight_ended_rssmb": seen.timeline}
     finally:
         provider.close()
 
@@ -327,8 +525,26 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--delay", type=float, default=DELAY)
     parser.add_argument("--io-workers", type=int, default=os.cpu_count() or 1,
                         help="io worker processes (default: one per CPU)")
-    parser.add_argument("--only", choices=("io", "default"), help=argparse.SUPPRESS)
+    parser.add_argument("--clients", type=int, default=CLIENTS,
+                        help="agents told one prompt each at once while the io workers "
+                             "consume (0: skip)")
+    parser.add_argument("--clients-delay", type=float, default=CLIENTS_DELAY,
+                        help="the provider's delay in the clients phase")
+    parser.add_argument("--raw-calls", type=int, default=0,
+                        help="calls at once on the raw SDK side (default: --turns)")
+    parser.add_argument("--only", choices=("io", "default", "clients", "raw-threads",
+                                           "raw-async"), help=argparse.SUPPRESS)
+    if argv[:1] == ["--client"]:
+        client_main(argv[1], int(argv[2]), int(argv[3]), float(argv[4]))
+        return 0
     args = parser.parse_args(argv)
+    if args.only in ("raw-threads", "raw-async"):
+        print(json.dumps(raw_burst(args.only.removeprefix("raw-"),
+                                   args.raw_calls or args.turns, args.delay)))
+        return 0
+    if args.only == "clients":
+        print(json.dumps(measure_clients(args.clients, args.clients_delay, args.io_workers)))
+        return 0
     if args.only:  # one profile, in a process of its own (bench.app reads its env once)
         io = args.only == "io"
         print(json.dumps(measure(args.only, args.turns if io else args.prefork_turns,
@@ -336,11 +552,28 @@ def main(argv: list[str]) -> int:
         return 0
     t0 = time.monotonic()
     doc: dict[str, Any] = {"machine": machine_info()}
+    raw_threads = measured("raw-threads", argv)
     io = measured("io", argv)
+    raw_async = measured("raw-async", argv)
     default = measured("default", argv)
-    doc["agents_io"] = {"io": io, "default": default}
+    doc["agents_io"] = {"io": io, "default": default, "raw_sdk_threads": raw_threads,
+                        "raw_sdk_async": raw_async}
+    ratio = io["worker_cpu_ms_per_turn"] / raw_threads["cpu_ms_per_call"]
+    doc["agents_io"]["cpu_ratio_turn_to_raw_threads"] = round(ratio, 2)
+    doc["agents_io"]["cpu_ratio_turn_to_raw_async"] = round(
+        io["worker_cpu_ms_per_turn"] / raw_async["cpu_ms_per_call"], 2)
     doc["targets"] = [target("agents_io_peak_turns_in_flight", io["peak_in_flight"], ">=",
-                             TARGET_IN_FLIGHT)]
+                             TARGET_IN_FLIGHT),
+                      target("agents_io_cpu_per_turn_over_raw_sdk", round(ratio, 2), "<=",
+                             TARGET_CPU_RATIO)]
+    if args.clients:
+        clients = measured("clients", argv)
+        doc["agents_io"]["clients"] = clients
+        doc["targets"] += [
+            target("agents_io_clients_peak_in_flight", clients["peak_in_flight"], ">=",
+                   TARGET_CLIENTS_IN_FLIGHT),
+            target("agents_io_clients_all_ended_s", clients["all_ended_s_after_asks"], "<=",
+                   TARGET_CLIENTS_ENDED_S)]
     doc["all_pass"] = all(t["pass"] for t in doc["targets"])
     doc["duration_s"] = round(time.monotonic() - t0, 1)
     emit("agents_io", doc)

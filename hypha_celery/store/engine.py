@@ -29,10 +29,13 @@ from hypha_celery.middleware._process import on_fork
 #: compact JSON, NaN refused: what the engines write into JSON columns
 dumps = partial(json.dumps, allow_nan=False, separators=(",", ":"))
 
-#: PostgreSQL connections per engine and process: kept open, opened beyond them on
-#: demand (closed when returned), seconds a thread waits for one before failing.
-POOL_SIZE = 5
-MAX_OVERFLOW = 10
+#: PostgreSQL connections per engine and process, opened on demand and then kept (none
+#: beyond them: an overflow connection closed when returned made a burst of io turns
+#: open and close one PostgreSQL backend every few turns), and the seconds a thread
+#: waits for a free one before failing.
+POOL_SIZE = 15
+UNFLUSHED_POOL_SIZE = 12
+MAX_OVERFLOW = 0
 POOL_TIMEOUT = 30.0
 
 #: What a store that cannot be reached (or refuses the connection) raises.
@@ -210,11 +213,11 @@ def make_engine(url: str, *, writer: bool = True, unflushed: bool = False) -> En
             url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
         # no pre-ping: it would add a round trip to every step; a dead connection
         # fails its transaction, which is retried by the caller or the supervisor.
-        # Bounded pools (POOL_SIZE + MAX_OVERFLOW connections per engine and process):
+        # Bounded pools (POOL_SIZE connections per engine and process, kept once opened):
         # an io worker's hundreds of threads share them, each holding one only for a
         # transaction, and wait up to POOL_TIMEOUT seconds for a free one
         if unflushed:
-            return sa.create_engine(url, json_serializer=dumps, pool_size=2,
+            return sa.create_engine(url, json_serializer=dumps, pool_size=UNFLUSHED_POOL_SIZE,
                                     max_overflow=MAX_OVERFLOW, pool_timeout=POOL_TIMEOUT,
                                     pool_recycle=3600, isolation_level="AUTOCOMMIT",
                                     connect_args={"options": "-c synchronous_commit=off"})
