@@ -26,7 +26,7 @@ from celery.canvas import Signature
 from hypha_celery.agents import effects, machine, rows, telemetry
 from hypha_celery.agents.behaviour import Agent, acting_as, current_name
 from hypha_celery.agents.callers import CallerLease
-from hypha_celery.agents.channels import Channel, ChannelMessage, Target, target
+from hypha_celery.agents.channels import Channel, ChannelMessage, target
 from hypha_celery.agents.context import context_scope
 from hypha_celery.agents.doc import (
     AgentDoc,
@@ -189,15 +189,21 @@ class Agents:
         """Send ``prompt`` and wait for the request's end (including caller-owned
         retries). Raises :class:`TurnFailed` for an error outcome and
         :class:`WaitTimeout` when ``timeout`` passes (the ask stays queued or running)."""
-        ref = self._admit(name, prompt, Origin.ASK)
+        request = _new_request(prompt, Origin.ASK)
+        ref = request.ref
         end = None if timeout is None else time.monotonic() + timeout
+        # listening before the prompt is admitted: its end cannot be missed, so the store
+        # is first read once the wake-up came (or half a second passed)
         with self._rt.notifier.listen(ref_channel(ref)) as listener:
-            while (found := table.take_result(self._rt.store, ref)) is None:
+            self._admit(name, request)
+            while True:
                 left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
+                listener.wait(0.5 if left is None else max(0.0, min(0.5, left)))
+                if (found := table.take_result(self._rt.store, ref)) is not None:
+                    break
+                if end is not None and time.monotonic() >= end:
                     raise WaitTimeout(f"ask {ref} to agent {name!r} did not end within "
                                       f"{timeout}s; it stays queued or running")
-                listener.wait(0.5 if left is None else min(0.5, left))
         outcome = outcome_from(found)
         if isinstance(outcome, Answered):
             return outcome.decode()
@@ -206,7 +212,7 @@ class Agents:
 
     def tell(self, name: str, prompt: str) -> str:
         """Queue ``prompt``; returns its ref at once. The result is kept for ``poll``."""
-        return self._admit(name, prompt, Origin.TELL)
+        return self._admit(name, _new_request(prompt, Origin.TELL))
 
     def tell_with_completion(self, name: str, prompt: str, recipient: Channel | Signature,
                              *, on_halt: OnHaltOption = "queue",
@@ -221,8 +227,9 @@ class Agents:
             raise AgentSpecError(f"on_halt must be 'queue' or 'fail', got {on_halt!r}")
         if stream_to is not None and not isinstance(stream_to, Channel):
             raise AgentSpecError("stream_to must be a Channel or None")
-        return self._admit(name, prompt, Origin.TELL, completion=target(recipient),
-                           stream_to=target(stream_to), on_halt=OnHalt(on_halt))
+        request = _new_request(prompt, Origin.TELL, completion=target(recipient),
+                               stream_to=target(stream_to), on_halt=OnHalt(on_halt))
+        return self._admit(name, request)
 
     def poll(self, name: str, ref: str) -> Poll:
         with rows.locked(self._rt.store, name) as atx:
@@ -393,15 +400,9 @@ class Agents:
         self._rt.transport.close()
 
     # -- internals ----------------------------------------------------------------------
-    def _admit(self, name: str, prompt: str, origin: Origin, *,
-               completion: Target | None = None, stream_to: Target | None = None,
-               on_halt: OnHalt = OnHalt.QUEUE) -> str:
-        if not isinstance(prompt, str):
-            raise AgentSpecError(f"a prompt is a string, got {type(prompt).__name__}")
-        request = machine.new_request(prompt, origin, completion=completion,
-                                      stream_to=stream_to, on_halt=on_halt)
-        caller = self._caller.ensure() if origin is Origin.ASK else None
-        size = len(prompt.encode())
+    def _admit(self, name: str, request: Request) -> str:
+        caller = self._caller.ensure() if request.origin is Origin.ASK else None
+        size = len(request.prompt.encode())
         try:
             with rows.locked(self._rt.store, name) as atx:
                 _fits("agent prompt", size, atx.doc.limits.prompts, "prompt")
@@ -486,6 +487,12 @@ class _cast:
         if self._cm is None:
             return None
         return self._cm.__exit__(*exc)
+
+
+def _new_request(prompt: str, origin: Origin, **options: Any) -> Request:
+    if not isinstance(prompt, str):
+        raise AgentSpecError(f"a prompt is a string, got {type(prompt).__name__}")
+    return machine.new_request(prompt, origin, **options)
 
 
 def _pending(atx: AgentTx, ref: str) -> bool:
