@@ -24,7 +24,7 @@ from bench._harness import BenchEnv, interleaved, standalone, summary, target, t
 WIDTH = 100
 WARMUP = 2
 REPEATS = 9
-TARGET = 1.3
+TARGET = 1.1  # issue 27: a fan-out of 100 at most 1.1 x a raw chord
 
 
 def bench(env: BenchEnv) -> dict[str, Any]:
