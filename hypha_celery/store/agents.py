@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from hypha_celery.events import EventType
 from hypha_celery.events.payloads import AgentStarted
-from hypha_celery.store.engine import dumps
+from hypha_celery.store.engine import driver_sql, dumps
 from hypha_celery.store.facade import EventStore
 from hypha_celery.store.rows import json_text
 from hypha_celery.store.schema import agent_outbox, agent_results, agents, events, leases
@@ -69,7 +69,7 @@ class OutboxRow:
 def lock(tx: Tx, name: str) -> AgentRow | None:
     """Lock agent ``name``'s row for ``tx`` (``FOR UPDATE`` on PostgreSQL) and read it."""
     if tx.dialect == "postgresql":  # every agent step: plain driver SQL
-        row = tx.conn.exec_driver_sql(_PG_LOCK, (name,)).first()
+        row = driver_sql(tx.conn, _PG_LOCK, (name,)).first()
         if row is None:
             return None
         return AgentRow(row[0], row[1], int(row[2]), row[3], row[4])
@@ -113,7 +113,7 @@ def _pg_update(tx: Tx, name: str, incarnation: str, values: dict[str, Any],
     if rows:
         head, inserted = _pg_events(rows)
         sql, params = f"WITH appended AS ({head}) {sql}", [*inserted, *params]
-    tx.conn.exec_driver_sql(sql, (*params, name, incarnation))
+    driver_sql(tx.conn, sql, (*params, name, incarnation))
 
 
 def _pg_events(rows: Sequence[AgentEvent]) -> tuple[str, list[Any]]:
@@ -136,7 +136,7 @@ def append(tx: Tx, rows: Sequence[AgentEvent]) -> None:
     """Insert agent events, each kind checked by the one check every append passes."""
     if rows and tx.dialect == "postgresql":
         sql, params = _pg_events(rows)
-        tx.conn.exec_driver_sql(sql, tuple(params))
+        driver_sql(tx.conn, sql, tuple(params))
         return
     for ev in rows:
         check_append(ev.kind)
@@ -323,14 +323,14 @@ def _pg_put_result(tx: Tx, incarnation: str, ref: str, outcome: dict[str, Any],
     """:func:`put_result` in two statements: the older results past the bounds (counted
     from the newest back, the new one first) are deleted beside the insert."""
     conn = tx.conn
-    conn.exec_driver_sql(_PG_DROP_RESULT, (ref,))
+    driver_sql(conn, _PG_DROP_RESULT, (ref,))
     if not internal and (max_count == 0 or nbytes > max_bytes):
         return
     data = dumps({**outcome, "internal": internal})
     if internal:
-        conn.exec_driver_sql(_PG_PUT_ASK, (incarnation, ref, data))
+        driver_sql(conn, _PG_PUT_ASK, (incarnation, ref, data))
         return
-    conn.exec_driver_sql(_PG_PUT_RESULT, (incarnation, max_count - 1, max_bytes - nbytes,
+    driver_sql(conn, _PG_PUT_RESULT, (incarnation, max_count - 1, max_bytes - nbytes,
                                           incarnation, ref, nbytes, data))
 
 

@@ -13,11 +13,12 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -188,6 +189,39 @@ def inserted_id(result: Any) -> int:
 def as_raised(dialect: Any, sql: str, params: Any, exc: Exception) -> sa.exc.StatementError:
     """The driver error ``exc`` of plain driver SQL, as SQLAlchemy would have raised it."""
     return sa.exc.DBAPIError.instance(sql, params, exc, dialect.loaded_dbapi.Error)
+
+
+@dataclass(frozen=True, slots=True)
+class Fetched:
+    """What :func:`driver_sql` returns: the rows (empty for a statement returning none)
+    and the driver's row count."""
+
+    rows: list[tuple[Any, ...]]
+    rowcount: int
+
+    def first(self) -> tuple[Any, ...] | None:
+        return self.rows[0] if self.rows else None
+
+    def all(self) -> list[tuple[Any, ...]]:
+        return self.rows
+
+    def scalar_one(self) -> Any:
+        if len(self.rows) != 1:
+            raise sa.exc.NoResultFound("expected exactly one row")
+        return self.rows[0][0]
+
+
+def driver_sql(conn: Connection, sql: str, params: Sequence[Any] = ()) -> Fetched:
+    """Plain driver SQL (``%s`` parameters) on the driver connection under ``conn``, every
+    row fetched: the hot path's statements (an agent's turn, a node's step) skip
+    SQLAlchemy's execution layer, about 45 µs of CPU per statement on PostgreSQL. A
+    driver error is raised as SQLAlchemy would have raised it."""
+    def run(cursor: Any) -> Fetched:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall() if cursor.description is not None else []
+        return Fetched(rows, cursor.rowcount)
+
+    return cast(Fetched, driver_call(conn, sql, params, run))
 
 
 def driver_call(conn: Connection, sql: str, params: Any, fn: Callable[[Any], Any], *,

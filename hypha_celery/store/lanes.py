@@ -11,7 +11,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from hypha_celery.store.engine import insert_for
+from hypha_celery.store.engine import driver_sql, insert_for
 from hypha_celery.store.schema import lane_items, lanes
 
 
@@ -70,7 +70,7 @@ class LaneRows:
         """Take the oldest pending item (on PostgreSQL in one statement: an agent looks
         at its queues after every turn, and they are mostly empty)."""
         if self._dialect == "postgresql":
-            found = self.conn.exec_driver_sql(_PG_POP, (lane, lane)).first()
+            found = driver_sql(self.conn, _PG_POP, (lane, lane)).first()
             return None if found is None else Item(found[0], int(found[1]), found[2])
         row = self.conn.execute(
             sa.select(lane_items.c.id, lane_items.c.ref, lane_items.c.bytes,

@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from hypha_celery.events.view import View
-from hypha_celery.store.engine import dumps, insert_for
+from hypha_celery.store.engine import driver_sql, dumps, insert_for
 from hypha_celery.store.projection import VIEW_ROW, Runs, view_of
 from hypha_celery.store.schema import outcomes, runs
 
@@ -41,7 +41,7 @@ class Outcomes(Runs):
         self.ensure_schema()
         if self.dialect == "postgresql":  # per-edge hot path: plain driver SQL
             with self.reader.connect() as conn:
-                row = conn.exec_driver_sql(_PG_READ_EDGE, (idem, run_id)).first()
+                row = driver_sql(conn, _PG_READ_EDGE, (idem, run_id)).first()
             if row is None:
                 return None, None
             return view_of(row), row[3]
@@ -59,10 +59,10 @@ class Outcomes(Runs):
         self.ensure_schema()
         if self.dialect == "postgresql":  # per-edge hot path: plain driver SQL
             with self.unflushed.connect() as conn:
-                done = conn.exec_driver_sql(_PG_PUT_OUTCOME, (idem, run_id, dumps(data)))
-                if done.rowcount == 1:
+                put = driver_sql(conn, _PG_PUT_OUTCOME, (idem, run_id, dumps(data)))
+                if put.rowcount == 1:
                     return data
-                stored = conn.exec_driver_sql(_PG_GET_OUTCOME, (idem,)).scalar_one()
+                stored = driver_sql(conn, _PG_GET_OUTCOME, (idem,)).scalar_one()
                 return dict(stored)
         ins = insert_for(self.dialect)(outcomes).values(idem=idem, run_id=run_id, data=data)
         with self.unflushed.begin() as conn:
@@ -83,11 +83,11 @@ class Outcomes(Runs):
                                 and view["waiting"] == awaited)
         self.ensure_schema()
         with self.unflushed.connect() as conn:
-            row = conn.exec_driver_sql(_PG_PUT_EDGE, (idem, run_id, dumps(data), run_id)).first()
+            row = driver_sql(conn, _PG_PUT_EDGE, (idem, run_id, dumps(data), run_id)).first()
             still = row is not None and row[1] == "running" and row[2] == awaited
             if row is not None and row[0] == 1:
                 return data, still
-            stored = conn.exec_driver_sql(_PG_GET_OUTCOME, (idem,)).scalar_one()
+            stored = driver_sql(conn, _PG_GET_OUTCOME, (idem,)).scalar_one()
             return dict(stored), still
 
     def outcomes(self, idems: list[str]) -> dict[str, dict[str, Any]]:

@@ -24,7 +24,7 @@ from hypha_celery.events.envelope import KINDS, EventType
 from hypha_celery.events.fold import PASSIVE_KINDS, apply_event, apply_payload
 from hypha_celery.events.payloads import Payload
 from hypha_celery.events.view import View
-from hypha_celery.store.engine import Engines
+from hypha_celery.store.engine import Engines, driver_sql
 from hypha_celery.store.lanes import LaneRows
 from hypha_celery.store.projection import by_id, columns_of, doc_of, view_of
 from hypha_celery.store.rows import COPY_FROM, insert_rows, json_text
@@ -40,6 +40,29 @@ _LIFECYCLE = ("run.", "session.")
 _UPDATE = runs.update().where(runs.c.run_id == sa.bindparam("b_run_id"))
 _UPDATE_EXPECTED = _UPDATE.where(runs.c.seq == sa.bindparam("b_seq"))
 _INSERT_EVENTS = events.insert()
+# the same on PostgreSQL as plain driver SQL (no SQLAlchemy execution layer per step)
+_PG_BY_ID = f"SELECT doc, seq, updated_at FROM {runs.name} WHERE run_id = %s"
+_PG_INSERT_EVENTS = f"INSERT INTO {events.name} (run_id, seq, kind, ts, data, idem) VALUES "
+_PG_EVENT_MARKS = "(%s, %s, %s, %s, %s::json, %s)"
+
+
+def _pg_lock(run_id: str, owner: str | None) -> tuple[str, tuple[str, ...]]:
+    if owner is None:
+        return _PG_BY_ID + " FOR UPDATE", (run_id,)
+    return _PG_BY_ID + " AND user_id = %s FOR UPDATE", (run_id, owner)
+
+
+def _pg_update(run_id: str, values: dict[str, Any], expected: int | None
+               ) -> tuple[str, list[Any]]:
+    """``UPDATE hypha_runs SET <values> WHERE run_id = ... [AND seq = expected]``."""
+    sets = ", ".join(f"{c} = %s::json" if c == "doc" else f"{c} = %s" for c in values)
+    params = [json_text(v) if c == "doc" else v for c, v in values.items()]
+    sql = f"UPDATE {runs.name} SET {sets} WHERE run_id = %s"
+    params.append(run_id)
+    if expected is not None:
+        sql += " AND seq = %s"
+        params.append(expected)
+    return sql, params
 
 
 def check_kind(kind: str) -> None:
@@ -82,7 +105,13 @@ class Tx(LaneRows, SessionRows):
         """Lock the run row for this transaction and return its projection."""
         if run_id in self._views:
             return self._views[run_id]
-        q, params = by_id(run_id, self._owner, lock=self._dialect == "postgresql")
+        if self._dialect == "postgresql":  # every step: plain driver SQL
+            found = driver_sql(self.conn, *_pg_lock(run_id, self._owner)).first()
+            if found is None:
+                return None
+            view = self._views[run_id] = view_of(found)
+            return view
+        q, params = by_id(run_id, self._owner)
         row = self.conn.execute(q, params).first()
         if row is None:
             return None
@@ -152,24 +181,48 @@ class Tx(LaneRows, SessionRows):
             view = self._views[run_id]
             self.conn.execute(runs.insert().values(run_id=run_id, seq=view["seq"],
                                                    doc=doc_of(view), **columns_of(view)))
+        pg = self._dialect == "postgresql"
+        # on PostgreSQL a step's few events go in the statement of the first run update
+        events = self._pg_events() if pg and 0 < len(self._rows) < COPY_FROM else None
         for run_id, view in self._views.items():
             if run_id in self._new or view["seq"] == 0:
                 continue
-            values: dict[str, Any] = {"b_run_id": run_id, "seq": view["seq"],
-                                      "updated_at": view["updated_at"]}
+            values: dict[str, Any] = {"seq": view["seq"], "updated_at": view["updated_at"]}
             if run_id in self._active:
                 values.update(doc=doc_of(view), **columns_of(view))
-            update = _UPDATE
-            if run_id in self._expected:
-                update, values["b_seq"] = _UPDATE_EXPECTED, self._expected[run_id]
-            done = self.conn.execute(update, values)  # SET: the keys that are columns
-            if done.rowcount != 1:
+            if not self._update(run_id, values, self._expected.get(run_id), events):
                 raise StoreConflict(f"run {run_id} moved on (optimistic write)")
-        if len(self._rows) >= COPY_FROM and self._dialect == "postgresql":
+            events = None
+        if events is not None:
+            driver_sql(self.conn, *events)
+        elif len(self._rows) >= COPY_FROM and pg:
             insert_rows(self.conn, ((r["run_id"], r["seq"], r["kind"], r["ts"],
                                      json_text(r["data"]), r["idem"]) for r in self._rows))
-        elif self._rows:
+        elif self._rows and not pg:
             self.conn.execute(_INSERT_EVENTS, self._rows)
+
+    def _pg_events(self) -> tuple[str, list[Any]]:
+        """The ``INSERT`` of this transaction's events and its parameters."""
+        marks = ", ".join([_PG_EVENT_MARKS] * len(self._rows))
+        return _PG_INSERT_EVENTS + marks, [
+            v for r in self._rows for v in (r["run_id"], r["seq"], r["kind"], r["ts"],
+                                            json_text(r["data"]), r["idem"])]
+
+    def _update(self, run_id: str, values: dict[str, Any], expected: int | None,
+                events: tuple[str, list[Any]] | None = None) -> bool:
+        """Write ``values`` (the keys are columns) into run ``run_id``'s row (only while its
+        seq is still ``expected``, when given), on PostgreSQL with ``events`` inserted by
+        the same statement; False when no row was written."""
+        if self._dialect == "postgresql":  # every step: plain driver SQL
+            sql, params = _pg_update(run_id, values, expected)
+            if events is not None:
+                sql, params = f"WITH appended AS ({events[0]}) {sql}", [*events[1], *params]
+            return driver_sql(self.conn, sql, params).rowcount == 1
+        values["b_run_id"] = run_id
+        update = _UPDATE
+        if expected is not None:
+            update, values["b_seq"] = _UPDATE_EXPECTED, expected
+        return bool(self.conn.execute(update, values).rowcount == 1)
 
 
 class Transactions(Engines):
