@@ -9,10 +9,12 @@ cores shared by the workers, the driver, PostgreSQL and Redis: past 2 processes 
 measures contention, not scale-out; the counts per step and the model are what carries
 over to a cluster.
 
-At each worker count, after a warm-up, ``REPEATS`` rounds of: ``RUNS`` runs of
-``bench_linear5`` started back to back until all completed (``bench/throughput.py``'s
-``start_and_wait``: runs/s and node executions ("steps")/s), then ``RUNS * 5`` raw Celery
-``bench.noop`` tasks (tasks/s, the anchor), as ``bench/throughput.py`` does. Two variants,
+The worker counts are visited ``PASSES`` times (1, 2, 4, then 4, 2, 1: a drift of the
+shared host's speed hits every count alike). A visit: a warm-up, then ``REPEATS`` rounds
+of ``RUNS`` runs of ``bench_linear5`` started back to back until all completed
+(``bench/throughput.py``'s ``start_and_wait``: runs/s and node executions ("steps")/s),
+each followed by ``RUNS * 5`` raw Celery ``bench.noop`` tasks (tasks/s, the anchor), as
+``bench/throughput.py`` does. Two variants,
 each in a child interpreter with its own Redis server and database (``bench.app`` reads
 the budget at import): ``local``, hypha as configured (fast consecutive nodes run as
 zero-hop local steps within ``HYPHA_LOCAL_STEPS_BUDGET``, 0.05 s: a run's 5 no-op nodes
@@ -52,7 +54,7 @@ as many ``INSERT`` s as hypha writes rows per commit). The model divides them by
 per-step counts, and the servers' CPU (a core for Redis, this machine's cores for
 PostgreSQL) by their CPU per step; each server's figure is the lower of its two.
 
-    python -m bench.scale                      # ~9 min; bench/results/scale.json
+    python -m bench.scale                      # ~15 min; bench/results/scale.json
     BENCH_SCALE_RUNS=100 BENCH_SCALE_REPEATS=2 BENCH_SCALE_WORKERS=1,2 \
         BENCH_SCALE_VARIANTS=hop python -m bench.scale
 
@@ -88,6 +90,7 @@ from bench._harness import (
     QUEUES,
     ROOT,
     BenchEnv,
+    python_loop_ms,
     run_bench,
     summary,
 )
@@ -95,8 +98,11 @@ from bench._harness import (
 NAME = "scale"
 NODES = 5
 GRAPH = "bench_linear5"
-RUNS = int(os.environ.get("BENCH_SCALE_RUNS", "300"))
-REPEATS = int(os.environ.get("BENCH_SCALE_REPEATS", "3"))
+RUNS = int(os.environ.get("BENCH_SCALE_RUNS", "200"))
+#: Rounds per visit of a worker count; the counts are visited PASSES times, in order then
+#: in reverse, so REPEATS * PASSES rounds per point.
+REPEATS = int(os.environ.get("BENCH_SCALE_REPEATS", "2"))
+PASSES = int(os.environ.get("BENCH_SCALE_PASSES", "2"))
 WORKER_COUNTS = tuple(int(x) for x in
                       os.environ.get("BENCH_SCALE_WORKERS", "1,2,4").split(","))
 MODE = os.environ.get("BENCH_SCALE_MODE", "processes")  # or "concurrency"
@@ -471,50 +477,72 @@ def _subtract_polls(d: Delta, polls: int) -> None:
     d.redis_calls["set"] = max(0, d.redis_calls.get("set", 0) - 1)
 
 
-def measure_point(env: ScaleEnv, counters: Counters, count: int) -> dict[str, Any]:
-    """Throughput and per-step counts at ``count`` workers."""
-    env.scale_to(count)
-    steps, tasks = RUNS * NODES, RUNS * NODES
+@dataclass
+class Point:
+    """One worker count's samples and counts, summed over its visits."""
+
+    count: int
+    processes: int = 0
+    hypha_s: list[float] = field(default_factory=list)
+    raw_s: list[float] = field(default_factory=list)
+    hypha: Delta = field(default_factory=Delta)
+    raw: Delta = field(default_factory=Delta)
+    idle: Delta = field(default_factory=Delta)
+    idle_s: float = 0.0
+    pg: dict[str, int] = field(default_factory=dict)
+    loop_ms: list[float] = field(default_factory=list)
+
+
+def visit(env: ScaleEnv, counters: Counters, point: Point) -> None:
+    """``REPEATS`` rounds at ``point.count`` workers, added to ``point``."""
+    env.scale_to(point.count)
+    point.processes = len(env.workers)
+    tasks = RUNS * NODES
     _hypha_round(env, max(1, RUNS // 5))  # warm-up
     _raw_round(env, tasks // 5)
+    point.loop_ms.append(python_loop_ms())  # how fast the host runs Python right now
     pg0 = counters.pg_stats()
-    hypha_s: list[float] = []
-    raw_s: list[float] = []
-    h, r = Delta(), Delta()
     for _ in range(REPEATS):
         a = counters.snapshot()
-        hypha_s.append(_hypha_round(env, RUNS))
+        point.hypha_s.append(_hypha_round(env, RUNS))
         b = counters.snapshot()
-        h.add(delta(a, b))
+        point.hypha.add(delta(a, b))
         wall, polls = _raw_round(env, tasks)
-        c = counters.snapshot()
-        d = delta(b, c)
+        d = delta(b, counters.snapshot())
         _subtract_polls(d, polls)
-        raw_s.append(wall)
-        r.add(d)
+        point.raw_s.append(wall)
+        point.raw.add(d)
     pg1 = counters.pg_stats()
+    for k, v in pg1.items():
+        point.pg[k] = point.pg.get(k, 0) + v - pg0[k]
     a = counters.snapshot()
     time.sleep(IDLE_WINDOW_S)
-    idle = delta(a, counters.snapshot())
-    all_steps = steps * REPEATS
-    pg = {k: pg1[k] - pg0[k] for k in pg0}
-    runs_per_s = summary([RUNS / x for x in hypha_s], 1, 1)
-    steps_per_s = summary([steps / x for x in hypha_s], 1, 1)
-    raw_per_s = summary([tasks / x for x in raw_s], 1, 1)
-    per_step = _per(h, all_steps)
-    per_step.update(_pg_per_step(pg, all_steps, REPEATS * RUNS))
-    per_step["pg_connections_closed_in_rounds"] = h.pg_connections_closed
+    point.idle.add(delta(a, counters.snapshot()))
+    point.idle_s += IDLE_WINDOW_S
+
+
+def summarize(p: Point) -> dict[str, Any]:
+    """Throughput (median / min / max over the rounds) and the counts per step."""
+    steps = RUNS * NODES
+    rounds = len(p.hypha_s)
+    steps_per_s = summary([steps / x for x in p.hypha_s], 1, 1)
+    raw_per_s = summary([steps / x for x in p.raw_s], 1, 1)
+    per_step = _per(p.hypha, steps * rounds)
+    per_step.update(_pg_per_step(p.pg, steps * rounds, RUNS * rounds))
+    per_step["pg_connections_closed_in_rounds"] = p.hypha.pg_connections_closed
     return {
-        "workers": count, "worker_processes": len(env.workers),
-        "pool_processes_per_worker": 1 if MODE == "processes" else count,
-        "runs_per_s": runs_per_s, "steps_per_s": steps_per_s, "raw_tasks_per_s": raw_per_s,
+        "workers": p.count, "worker_processes": p.processes,
+        "pool_processes_per_worker": 1 if MODE == "processes" else p.count,
+        "runs_per_s": summary([RUNS / x for x in p.hypha_s], 1, 1),
+        "steps_per_s": steps_per_s, "raw_tasks_per_s": raw_per_s,
         "ratio": round(steps_per_s["median"] / raw_per_s["median"], 3),
-        "per_step": per_step, "raw_per_task": _per(r, tasks * REPEATS),
-        "pg_stat_database_delta": pg,
+        "per_step": per_step, "raw_per_task": _per(p.raw, steps * len(p.raw_s)),
+        "pg_stat_database_delta": p.pg,
         "pg_commits_per_s_in_rounds": round(
-            (pg["xact_commit"] + pg["xact_rollback"]) / sum(hypha_s), 1),
-        "idle_redis_commands_per_s": round(sum(idle.redis_calls.values()) / IDLE_WINDOW_S, 1),
-        "idle_worker_cpu_ms_per_s": round(1000 * idle.worker_cpu_s / IDLE_WINDOW_S, 1),
+            (p.pg["xact_commit"] + p.pg["xact_rollback"]) / sum(p.hypha_s), 1),
+        "idle_redis_commands_per_s": round(sum(p.idle.redis_calls.values()) / p.idle_s, 1),
+        "idle_worker_cpu_ms_per_s": round(1000 * p.idle.worker_cpu_s / p.idle_s, 1),
+        "python_loop_ms_at_visits": p.loop_ms,
     }
 
 
@@ -660,7 +688,10 @@ def model(points: list[dict[str, Any]], pg: dict[str, Any],
         else "redis"
     ceiling = min((x for x in (pg_limit, redis_limit) if x > 0), default=0.0)
     best = max(points, key=lambda p: p["steps_per_s"]["median"])
+    one_client = float(pg.get("one_row_insert_1_clients_commits_per_s") or 0)
     return {
+        "pg_commit_ms_one_client": round(rate(1000.0, one_client), 2),
+        "process_steps_per_s_commit_bound": round(rate(one_client, commits)),
         "pg_transactions_per_step": round(commits, 3),
         "pg_rows_written_per_step": round(med("pg_rows_written"), 3),
         "pg_commit_ceiling_shaped_per_s": pg_shaped,
@@ -707,7 +738,11 @@ def measure() -> dict[str, Any]:
     with PrivateRedis() as server, ScaleEnv(server.url) as env:
         counters = Counters(env)
         try:
-            points = [measure_point(env, counters, n) for n in WORKER_COUNTS]
+            acc = {n: Point(n) for n in WORKER_COUNTS}
+            for k in range(PASSES):  # 1, 2, 4 then 4, 2, 1: drift hits every count alike
+                for n in WORKER_COUNTS if k % 2 == 0 else WORKER_COUNTS[::-1]:
+                    visit(env, counters, acc[n])
+            points = [summarize(acc[n]) for n in WORKER_COUNTS]
         finally:
             counters.close()
         assert env.app is not None
@@ -772,7 +807,7 @@ def run() -> dict[str, Any]:
         v["model"] = model(v["points"], pg, rds, os.cpu_count() or 1)
     first = next(iter(variants.values()))
     setup = {"mode": MODE, "worker_counts": list(WORKER_COUNTS), "runs_per_round": RUNS,
-             "nodes_per_run": NODES, "graph": GRAPH, "repeats": REPEATS,
+             "nodes_per_run": NODES, "graph": GRAPH, "repeats": REPEATS, "passes": PASSES,
              "worker": first["worker"], "redis": first["redis"], "nproc": os.cpu_count(),
              "variants": {k: VARIANTS[k] for k in variants}}
     return {"setup": setup, "variants": variants, "redis_ceiling": rds, "pg_ceiling": pg,
@@ -826,12 +861,14 @@ def report_section(result: dict[str, Any]) -> str:
     r = result.get(NAME, result)
     s, variants = r["setup"], r["variants"]
     lines = [
-        "## Scale-out: the curve and where it saturates",
+        "### Scale-out: the curve and where it saturates",
         "",
         f"`bench/scale.py`: `{s['graph']}` ({s['nodes_per_run']} no-op nodes), "
-        f"{s['runs_per_round']} runs started back to back per round, {s['repeats']} rounds "
-        f"per point, each followed by {s['runs_per_round'] * s['nodes_per_run']} raw Celery "
-        "no-op tasks (`bench.noop`) on the same workers, the anchor. A worker is one "
+        f"{s['runs_per_round']} runs started back to back per round, "
+        f"{s['repeats'] * s.get('passes', 1)} rounds per point (the worker counts visited "
+        f"{s.get('passes', 1)} times, in order then in reverse), each round followed by "
+        f"{s['runs_per_round'] * s['nodes_per_run']} raw Celery no-op tasks (`bench.noop`) "
+        "on the same workers, the anchor; medians. A worker is one "
         "`celery worker -P prefork -c 1` process tree (mode "
         f"`{s['mode']}`), the nearest thing on one machine to one more one-core host. "
         f"**This machine has {s['nproc']} cores**, shared by the workers, the driver, "
@@ -900,7 +937,8 @@ def _counts_table(variants: dict[str, Any]) -> list[str]:
 
 def _ceiling_lines(r: dict[str, Any]) -> list[str]:
     pg, rds = r["pg_ceiling"], r["redis_ceiling"]
-    pg_rates = ", ".join(f"{c} clients {_n(pg.get(f'shaped_{c}_clients_commits_per_s'))}"
+    pg_rates = ", ".join(f"{c} client{'s' if c > 1 else ''} "
+                         f"{_n(pg.get(f'shaped_{c}_clients_commits_per_s'))}"
                          for c in PGBENCH_CLIENTS)
     one = ", ".join(f"{_n(pg.get(f'one_row_insert_{c}_clients_commits_per_s'))}"
                     for c in PGBENCH_CLIENTS)
@@ -938,7 +976,12 @@ def _model_lines(name: str, m: dict[str, Any], r: dict[str, Any]) -> list[str]:
         f"{_n(m['redis_carries_steps_per_s_cpu'])} steps/s on its one core.",
         f"- Workers: {m['worker_cpu_ms_per_step']:.2f} ms of worker CPU per step, "
         f"{_n(m['steps_per_s_per_worker_core'])} steps/s per worker core; the ceiling below "
-        f"takes about {_n(m['worker_cores_to_saturate'], 1)} worker cores.",
+        f"takes about {_n(m['worker_cores_to_saturate'], 1)} worker cores. A pool process "
+        "also waits for its commits one at a time: at "
+        f"{_n(m.get('pg_commit_ms_one_client'), 1)} ms per durable commit (`pgbench`, one "
+        f"client) it makes at most {_n(m.get('process_steps_per_s_commit_bound'))} steps/s "
+        "however fast its CPU, so throughput needs concurrent processes (and their "
+        "commits then share WAL flushes: group commit).",
         f"- Network: {_n(m['wire_bytes_per_step'])} bytes per step on the wire (Redis and "
         "PostgreSQL, both directions): a 1 Gbit/s link carries "
         f"{_n(m['one_gbit_link_carries_steps_per_s'])} steps/s.",
