@@ -84,10 +84,6 @@ class AgentTx:
         return [Request.from_json(i.payload)
                 for i in lanes.clear(self.tx, prompts_lane(self.incarnation))]
 
-    def pop_queued(self) -> Request | None:
-        item = lanes.pop(self.tx, prompts_lane(self.incarnation))
-        return None if item is None else Request.from_json(item.payload)
-
     def remove_queued(self, ref: str) -> None:
         lanes.remove(self.tx, prompts_lane(self.incarnation), ref)
 
@@ -107,11 +103,15 @@ class AgentTx:
             self.tx, notifications_lane(self.incarnation), new_token(), lanes.json_size(event),
             event, bound=self.doc.limits.notifications, queue="notifications"))
 
-    def pop_event(self) -> tuple[bool, Any]:
-        """Take the oldest deferred notification: ``(True, event)``, or ``(False, None)``
-        when there is none."""
-        item = lanes.pop(self.tx, notifications_lane(self.incarnation))
-        return (False, None) if item is None else (True, item.payload)
+    def pop_next(self, prompt: bool) -> tuple[bool, Any, Request | None]:
+        """Take the oldest deferred notification, else (with ``prompt``) the oldest
+        queued prompt, in one statement: ``(True, event, None)``, ``(False, None,
+        request)`` or ``(False, None, None)``."""
+        event, queued = lanes.pop_first(self.tx, notifications_lane(self.incarnation),
+                                        prompts_lane(self.incarnation) if prompt else None)
+        if event is not None:
+            return True, event.payload, None
+        return False, None, None if queued is None else Request.from_json(queued.payload)
 
     def clear_notifications(self) -> None:
         lanes.clear(self.tx, notifications_lane(self.incarnation))

@@ -213,28 +213,30 @@ class Owner:
             return AgentStep.DECIDE, cur
         if step is not None:
             return step, cur
-        found, event = atx.pop_event()
+        # the next notification, else (when a queued prompt would be taken next) that
+        # prompt: one statement
+        step = machine.after_events(doc)
+        found, event, queued = atx.pop_next(step is AgentStep.TAKE and doc.self_chain is None)
         if found:
             return AgentStep.EVENT, event
-        step = machine.after_events(doc)
         if step is AgentStep.POST_RUN:
             self._halt(atx)
             return step, None
         if step is AgentStep.STOP:
             return step, None
-        if step is AgentStep.TAKE and self._take_next(atx):
+        if step is AgentStep.TAKE and self._take_next(atx, queued):
             return self._choose(atx)
         machine.idle(doc)
         atx.after_commit(lambda: telemetry.rich(("state", "changed"), self.name,
                                                 **{"from": "processing", "to": "idle"}))
         return None
 
-    def _take_next(self, atx: AgentTx) -> bool:
-        """Make the self-chain, else the oldest queued prompt, current (a queued ask whose
-        caller is gone is dropped instead); False when there is none."""
+    def _take_next(self, atx: AgentTx, nxt: Request | None) -> bool:
+        """Make the self-chain, else ``nxt`` (the oldest queued prompt, taken from its
+        lane), current (a queued ask whose caller is gone is dropped instead); False when
+        there is none."""
         if machine.take_self_chain(atx.doc):
             return True
-        nxt = atx.pop_queued()
         if nxt is None:
             return False
         if callers.is_down(atx.tx, nxt, self.rt.lease_interval):

@@ -86,6 +86,12 @@ def pop(tx: Tx, lane: str) -> Item | None:
     return tx.lane_pop(lane)
 
 
+def pop_first(tx: Tx, first: str, second: str | None) -> tuple[Item | None, Item | None]:
+    """Take the oldest pending item of ``first``, else of ``second`` (when given): the
+    item taken from each, at most one set (both lane rows locked by this transaction)."""
+    return tx.lane_pop_first(first, second)
+
+
 def remove(tx: Tx, lane: str, ref: str) -> Item | None:
     """Remove the pending item ``ref`` (cancel-queued); frees its count and bytes at once."""
     return tx.lane_remove(lane, ref)
@@ -106,5 +112,6 @@ def drop(tx: Tx, lane: str) -> None:
 
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_COUNT", "Bound", "Item", "LaneState", "clear",
-           "drop", "items", "json_size", "lock", "overload", "pop", "push", "remove",
+           "drop", "items", "json_size", "lock", "overload", "pop", "pop_first", "push",
+           "remove",
            "set_active"]

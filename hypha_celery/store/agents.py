@@ -320,23 +320,25 @@ def put_result(tx: Tx, incarnation: str, ref: str, outcome: dict[str, Any], nbyt
 
 def _pg_put_result(tx: Tx, incarnation: str, ref: str, outcome: dict[str, Any],
                    nbytes: int, max_count: int, max_bytes: int, internal: bool) -> None:
-    """:func:`put_result` in two statements: the older results past the bounds (counted
-    from the newest back, the new one first) are deleted beside the insert."""
+    """:func:`put_result` in two statements (an ask's outcome in one): the older results
+    past the bounds (counted from the newest back, the new one first) are deleted beside
+    the insert."""
     conn = tx.conn
-    driver_sql(conn, _PG_DROP_RESULT, (ref,))
-    if not internal and (max_count == 0 or nbytes > max_bytes):
-        return
     data = dumps({**outcome, "internal": internal})
-    if internal:
+    if internal:  # an ask's outcome, in one statement (replacing an earlier one)
         driver_sql(conn, _PG_PUT_ASK, (incarnation, ref, data))
         return
+    driver_sql(conn, _PG_DROP_RESULT, (ref,))
+    if max_count == 0 or nbytes > max_bytes:
+        return
     driver_sql(conn, _PG_PUT_RESULT, (incarnation, max_count - 1, max_bytes - nbytes,
-                                          incarnation, ref, nbytes, data))
+                                      incarnation, ref, nbytes, data))
 
 
 _PG_DROP_RESULT = f"DELETE FROM {agent_results.name} WHERE ref = %s"
 _PG_PUT_ASK = (f"INSERT INTO {agent_results.name} (incarnation, ref, bytes, outcome) "
-               "VALUES (%s, %s, 0, %s::json)")
+               "VALUES (%s, %s, 0, %s::json) ON CONFLICT (ref) DO UPDATE SET "
+               "incarnation = EXCLUDED.incarnation, bytes = 0, outcome = EXCLUDED.outcome")
 # the eviction sees the rows before the insert: it leaves room for the new one
 _PG_PUT_RESULT = (
     f"WITH evicted AS (DELETE FROM {agent_results.name} WHERE id IN (SELECT id FROM ("

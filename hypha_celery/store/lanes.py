@@ -37,6 +37,23 @@ _PG_POP = (
     "WHERE lane = %s AND EXISTS (SELECT 1 FROM taken)) "
     "SELECT ref, bytes, payload FROM taken")
 
+# the same for lane 1, else (none taken there) lane 2 (NULL: none): rows (lane, ...)
+_PG_POP_FIRST = (
+    f"WITH taken1 AS (DELETE FROM {lane_items.name} WHERE id = (SELECT id FROM "
+    f"{lane_items.name} WHERE lane = %s ORDER BY id LIMIT 1) "
+    "RETURNING lane, ref, bytes, payload), "
+    f"counted1 AS (UPDATE {lanes.name} SET pending_count = pending_count - 1, "
+    "pending_bytes = pending_bytes - (SELECT bytes FROM taken1) "
+    "WHERE lane = %s AND EXISTS (SELECT 1 FROM taken1)), "
+    f"taken2 AS (DELETE FROM {lane_items.name} WHERE id = (SELECT id FROM "
+    f"{lane_items.name} WHERE lane = %s AND NOT EXISTS (SELECT 1 FROM taken1) "
+    "ORDER BY id LIMIT 1) RETURNING lane, ref, bytes, payload), "
+    f"counted2 AS (UPDATE {lanes.name} SET pending_count = pending_count - 1, "
+    "pending_bytes = pending_bytes - (SELECT bytes FROM taken2) "
+    "WHERE lane = %s AND EXISTS (SELECT 1 FROM taken2)) "
+    "SELECT lane, ref, bytes, payload FROM taken1 UNION ALL "
+    "SELECT lane, ref, bytes, payload FROM taken2")
+
 
 class LaneRows:
     """Lane statements in the transaction of ``conn``. Every one but :meth:`lane_lock`
@@ -81,6 +98,20 @@ class LaneRows:
         self.conn.execute(lane_items.delete().where(lane_items.c.id == row.id))
         self._lane_count(lane, -1, -int(row.bytes))
         return Item(row.ref, int(row.bytes), row.payload)
+
+    def lane_pop_first(self, first: str, second: str | None) -> tuple[Item | None, Item | None]:
+        """Take the oldest pending item of lane ``first``, else (when ``second`` is given)
+        of lane ``second``: ``(first's item, second's item)``, at most one of them set. On
+        PostgreSQL one statement (an agent looks at its notifications, then its prompts,
+        after every turn, and both are mostly empty)."""
+        if self._dialect != "postgresql":
+            item = self.lane_pop(first)
+            if item is not None or second is None:
+                return item, None
+            return None, self.lane_pop(second)
+        rows = driver_sql(self.conn, _PG_POP_FIRST, (first, first, second, second)).all()
+        found = {r[0]: Item(r[1], int(r[2]), r[3]) for r in rows}
+        return found.get(first), (found.get(second) if second is not None else None)
 
     def lane_remove(self, lane: str, ref: str) -> Item | None:
         """Take the pending item ``ref``."""
