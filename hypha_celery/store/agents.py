@@ -351,10 +351,11 @@ _PG_PUT_RESULT = (
 
 def take_result(store: EventStore, ref: str) -> Any:
     """Read and delete the outcome JSON of ``ref`` (an asker collecting its answer)."""
-    with store.engine.begin() as conn:
-        if store.dialect == "postgresql":  # every ask: one statement
+    if store.dialect == "postgresql":  # every ask: one statement, its own durable
+        with store.reader.connect() as conn:  # transaction (the autocommit engine)
             row = driver_sql(conn, _PG_TAKE_RESULT, (ref,)).first()
-            return None if row is None else row[0]
+        return None if row is None else row[0]
+    with store.engine.begin() as conn:
         found = _result(conn, ref)
         if found is not None:
             conn.execute(agent_results.delete().where(agent_results.c.ref == ref))
