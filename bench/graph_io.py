@@ -23,8 +23,10 @@ every run ended. Target: io ``peak_in_flight`` >= 500 with the default ``--runs`
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -56,12 +58,32 @@ class GraphEnv(ProfileEnv):
         if profile == "io":
             self.nodes.append(f"{self.db_name}-cpu")
 
+    def _load_app(self) -> Any:
+        importlib.import_module("bench.app_io")  # bench_llm_noop beside bench.app's graphs
+        return super()._load_app()
+
     def argv(self, node: str) -> list[str]:
         argv = super().argv(node)
+        argv[argv.index("--app") + 1] = "bench.app_io:hypha"
         if node.endswith("-cpu"):
             argv[argv.index("--profile") + 1] = "cpu"
             argv.append("--concurrency=1")
         return argv
+
+    def io_cpu_seconds(self) -> float:
+        """User + system CPU time of the io workers (and their pool children) so far."""
+        import psutil
+
+        total = 0.0
+        for proc in self.procs[:len(self.io_nodes)]:
+            try:
+                main = psutil.Process(proc.pid)
+                for p in (main, *main.children(recursive=True)):
+                    t = p.cpu_times()
+                    total += t.user + t.system
+            except psutil.Error:
+                continue
+        return total
 
     def consume_io(self, on: bool) -> None:
         control = self.hypha.celery.control
@@ -91,10 +113,10 @@ def _wait_runs(h: Any, n: int, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def _start_runs(h: Any, n: int) -> float:
+def _start_runs(h: Any, n: int, graph: str = "bench_llm") -> float:
     t0 = time.monotonic()
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda _: h.start("bench_llm"), range(n)))
+        list(pool.map(lambda _: h.start(graph), range(n)))
     return time.monotonic() - t0
 
 
@@ -153,6 +175,92 @@ def _observe(env: GraphEnv, provider: Provider, runs: int, delay: float, workers
             "timeline_s_inflight_ended_rssmb": seen.timeline}
 
 
+# -- what a ctx.llm call costs the io worker -----------------------------------------------
+CALL_RUNS = 200
+CALL_ROUNDS = 3
+#: ``ctx.llm``'s CPU at most this many times the raw SDK's per call, plus one store
+#: transaction's.
+TARGET_CALL_RATIO = 1.5
+
+
+def _round(env: GraphEnv, graph: str, runs: int) -> float:
+    """``runs`` runs of ``graph`` started at once while the workers consume: the io
+    workers' CPU per run (ms)."""
+    h = env.hypha
+    done = sum(_ended(h))
+    cpu0 = env.io_cpu_seconds()
+    _start_runs(h, runs, graph)
+    end = time.monotonic() + 300
+    while sum(_ended(h)) < done + runs:
+        if time.monotonic() > end:
+            raise RuntimeError(f"{graph}: the runs did not end")
+        time.sleep(0.1)
+    return (env.io_cpu_seconds() - cpu0) * 1000 / runs
+
+
+def _tx_cpu_ms(h: Any, count: int = 400) -> float:
+    """This process's CPU for one store transaction that locks a run and appends one
+    event (what ``ctx.llm`` adds to its node's step: the call's events)."""
+    import uuid
+
+    from bench.events import _append_run, _one_per_tx_locked
+
+    run_id = uuid.uuid4().hex
+    _append_run(h.store, run_id, 7 * 10**6, 2, 1000)
+    _one_per_tx_locked(h.store, run_id, 50)  # warm
+    t0 = time.process_time()
+    _one_per_tx_locked(h.store, run_id, count)
+    return (time.process_time() - t0) * 1000 / count
+
+
+def measure_call(runs: int, delay: float, workers: int) -> dict[str, Any]:
+    """``bench_llm`` against ``bench_llm_noop`` (the same node, no call), ``CALL_ROUNDS``
+    interleaved rounds of ``runs`` each on the io workers: the call's CPU is the
+    difference of the medians."""
+    os.environ["OPENAI_API_KEY"] = KEY
+    provider = Provider(delay)
+    os.environ["BENCH_LLM_URL"] = provider.url
+    try:
+        with GraphEnv("io", workers) as env:
+            env.start_workers()
+            env.wait_ready()
+            for graph in ("bench_llm", "bench_llm_noop"):
+                _round(env, graph, WARMUP * workers)
+            llm, noop = [], []
+            for _ in range(CALL_ROUNDS):
+                noop.append(_round(env, "bench_llm_noop", runs))
+                llm.append(_round(env, "bench_llm", runs))
+            tx = _tx_cpu_ms(env.hypha)
+    finally:
+        provider.close()
+    call = statistics.median(llm) - statistics.median(noop)
+    return {"runs_per_round": runs, "rounds": CALL_ROUNDS, "provider_delay_s": delay,
+            "io_cpu_ms_per_run_with_call": [round(x, 2) for x in llm],
+            "io_cpu_ms_per_run_without_call": [round(x, 2) for x in noop],
+            "ctx_llm_cpu_ms_per_call": round(call, 2),
+            "store_transaction_cpu_ms": round(tx, 3)}
+
+
+def call_cost(argv: list[str]) -> dict[str, Any]:
+    """``ctx.llm``'s CPU per call against the raw SDK's (sync client, a thread per call,
+    the same provider and delay, as many calls at once)."""
+    call = measured("call", argv)
+    args = parser().parse_args(argv)
+    raw = subprocess.run([sys.executable, str(Path(__file__).with_name("agents_io.py")),
+                          "--only", "raw-threads", "--raw-calls", str(args.call_runs),
+                          "--delay", str(args.delay)], cwd=ROOT, stdout=subprocess.PIPE,
+                         text=True, check=True)
+    raw_doc: dict[str, Any] = json.loads(raw.stdout.strip().splitlines()[-1])
+    allowed = TARGET_CALL_RATIO * raw_doc["cpu_ms_per_call"] + call["store_transaction_cpu_ms"]
+    ratio = (call["ctx_llm_cpu_ms_per_call"] - call["store_transaction_cpu_ms"]) / raw_doc[
+        "cpu_ms_per_call"]
+    return {"ctx_llm": call, "raw_sdk_threads": raw_doc,
+            "allowed_ms": round(allowed, 2),
+            "ratio_call_less_one_transaction_to_raw": round(ratio, 2),
+            "targets": [target("graph_io_ctx_llm_cpu_over_raw_sdk_plus_one_tx",
+                               round(ratio, 2), "<=", TARGET_CALL_RATIO)]}
+
+
 def measured(profile: str, argv: list[str]) -> dict[str, Any]:
     """One profile measured in a process of its own (``bench.app`` reads its env once)."""
     done = subprocess.run([sys.executable, str(Path(__file__)), *argv, "--only", profile],
@@ -169,7 +277,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--delay", type=float, default=DELAY)
     p.add_argument("--io-workers", type=int, default=os.cpu_count() or 1,
                    help="io worker processes (default: one per CPU)")
-    p.add_argument("--only", choices=("io", "default"), help=argparse.SUPPRESS)
+    p.add_argument("--call-runs", type=int, default=CALL_RUNS,
+                   help="runs per round of the ctx.llm CPU measurement (0: skip it)")
+    p.add_argument("--only", choices=("io", "default", "call"), help=argparse.SUPPRESS)
     return p
 
 
@@ -183,6 +293,9 @@ def both(argv: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    if args.only == "call":
+        print(json.dumps(measure_call(args.call_runs, args.delay, args.io_workers)))
+        return 0
     if args.only:
         io = args.only == "io"
         print(json.dumps(measure(args.only, args.runs if io else args.prefork_runs,
@@ -192,6 +305,9 @@ def main(argv: list[str]) -> int:
     doc: dict[str, Any] = {"machine": machine_info()}
     doc["graph_io"] = both(argv)
     doc["targets"] = doc["graph_io"].pop("targets")
+    if parser().parse_args(argv).call_runs:
+        doc["graph_io"]["call"] = call_cost(argv)
+        doc["targets"] += doc["graph_io"]["call"].pop("targets")
     doc["all_pass"] = all(t["pass"] for t in doc["targets"])
     doc["duration_s"] = round(time.monotonic() - t0, 1)
     emit("graph_io", doc)
