@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,6 +33,31 @@ BENCHES = {"linear": linear.bench, "fanout": fanout.bench,
            "supervisor": supervisor.bench, "observability": observability.bench,
            "console": lambda env: console_bench.bench(),  # its own database, no worker
            "anchors": anchors.bench}  # LangGraph and DBOS beside hypha: the `bench` extra
+
+#: Benches that start their own services (workers of other profiles, a private Redis):
+#: run as their own process (its own Redis database and PostgreSQL database), their JSON
+#: read back. ``run_all.py`` with no names runs these too.
+SEPARATE = {"agents_turn": ("turn", ["bench/agents.py", "turn", "--asks", "200"]),
+            "agents_io": ("agents_io", ["bench/agents_io.py"]),
+            "graph_io": ("graph_io", ["bench/graph_io.py"]),
+            "events": ("events", ["bench/events.py"]),
+            "scale": ("scale", ["bench/scale.py"])}
+for _name, (_key, _argv) in SEPARATE.items():
+    BENCHES[_name] = (lambda key, argv: lambda env: _separate(key, argv))(_key, _argv)
+
+
+def _separate(key: str, argv: list[str]) -> dict[str, Any]:
+    """``python <argv>`` with this run's Redis and PostgreSQL settings removed (it claims
+    its own): the ``key`` part of the document it prints, with its targets."""
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("BENCH_REDIS_URL", "BENCH_STORE_URL", "BENCH_REDIS_CLAIMED")}
+    done = subprocess.run([sys.executable, *argv], cwd=root, env=env, check=True,
+                          stdout=subprocess.PIPE, text=True)
+    found: dict[str, Any] = json.loads(done.stdout[done.stdout.index("{"):])
+    result: dict[str, Any] = dict(found[key])
+    result["targets"] = found["targets"]
+    return result
 
 
 def main(argv: list[str]) -> int:
