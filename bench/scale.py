@@ -806,7 +806,13 @@ def run() -> dict[str, Any]:
     for v in variants.values():
         v["model"] = model(v["points"], pg, rds, os.cpu_count() or 1)
     first = next(iter(variants.values()))
-    setup = {"mode": MODE, "worker_counts": list(WORKER_COUNTS), "runs_per_round": RUNS,
+    git = ["git", "-C", str(ROOT)]
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, check=False).stdout.strip()
+    dirty = subprocess.run([*git, "status", "--porcelain", "--", "hypha_celery"],
+                           capture_output=True, text=True, check=False).stdout.strip()
+    setup = {"hypha_commit": commit, "hypha_uncommitted_changes": bool(dirty),
+             "mode": MODE, "worker_counts": list(WORKER_COUNTS), "runs_per_round": RUNS,
              "nodes_per_run": NODES, "graph": GRAPH, "repeats": REPEATS, "passes": PASSES,
              "worker": first["worker"], "redis": first["redis"], "nproc": os.cpu_count(),
              "variants": {k: VARIANTS[k] for k in variants}}
@@ -867,7 +873,7 @@ def report_section(result: dict[str, Any]) -> str:
         f"{s['runs_per_round']} runs started back to back per round, "
         f"{s['repeats'] * s.get('passes', 1)} rounds per point (the worker counts visited "
         f"{s.get('passes', 1)} times, in order then in reverse), each round followed by "
-        f"{s['runs_per_round'] * s['nodes_per_run']} raw Celery no-op tasks (`bench.noop`) "
+        f"{_n(s['runs_per_round'] * s['nodes_per_run'])} raw Celery no-op tasks (`bench.noop`) "
         "on the same workers, the anchor; medians. A worker is one "
         "`celery worker -P prefork -c 1` process tree (mode "
         f"`{s['mode']}`), the nearest thing on one machine to one more one-core host. "
@@ -878,16 +884,24 @@ def report_section(result: dict[str, Any]) -> str:
         *[f"- `{k}`: {_VARIANT_TEXT.get(k, k)}." for k in variants],
         "",
         "| variant | workers | runs/s | steps/s | raw tasks/s | steps / raw | "
-        "worker CPU ms/step |",
-        "|---|---|---|---|---|---|---|",
+        "worker CPU ms/step | Python loop ms at the visits |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, v in variants.items():
         for p in v["points"]:
+            loops = " / ".join(_n(x) for x in p.get("python_loop_ms_at_visits", []))
             lines.append(
                 f"| `{name}` | {p['workers']} | {_n(p['runs_per_s']['median'], 1)} | "
                 f"{_n(p['steps_per_s']['median'])} | {_n(p['raw_tasks_per_s']['median'])} | "
-                f"{p['ratio']:.2f} | {_n(p['per_step']['cpu_ms_workers'], 2)} |")
-    lines += ["", *_counts_table(variants), "", *_ceiling_lines(r), ""]
+                f"{p['ratio']:.2f} | {_n(p['per_step']['cpu_ms_workers'], 2)} | "
+                f"{loops or '–'} |")
+    lines += [
+        "",
+        "The Python loop (`bench/_harness.py` `python_loop_ms`, 135 – 280 ms on this VM when "
+        "it is quiet) times the host's speed at each visit of a point: a visit at several "
+        "times that figure ran on a host slowed by other sessions' load, and so did its "
+        "rounds.",
+        "", *_counts_table(variants), "", *_ceiling_lines(r), ""]
     for name, v in variants.items():
         lines += [*_model_lines(name, v["model"], r), ""]
     lines.append(_verdict(r))
