@@ -761,8 +761,10 @@ def _child(variant: str) -> dict[str, Any]:
                    if k not in ("BENCH_REDIS_URL", "BENCH_REDIS_CLAIMED", "BENCH_STORE_URL",
                                 "HYPHA_LOCAL_STEPS_BUDGET")}
         environ.update(VARIANTS[variant])
+        # stdout is the parent's JSON document (run_all.py reads it): the child's goes to
+        # stderr
         subprocess.run([sys.executable, "-m", "bench.scale", "--measure", str(out)],
-                       cwd=ROOT, env=environ, check=True)
+                       cwd=ROOT, env=environ, check=True, stdout=sys.stderr)
         result: dict[str, Any] = json.loads(out.read_text())
     return result
 
