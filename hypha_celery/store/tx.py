@@ -26,7 +26,14 @@ from hypha_celery.events.payloads import Payload
 from hypha_celery.events.view import View
 from hypha_celery.store.engine import Engines, driver_sql
 from hypha_celery.store.lanes import LaneRows
-from hypha_celery.store.projection import by_id, columns_of, doc_of, view_of
+from hypha_celery.store.projection import (
+    PG_BY_ID,
+    PG_BY_ID_OWNED,
+    by_id,
+    columns_of,
+    doc_of,
+    view_of,
+)
 from hypha_celery.store.rows import COPY_FROM, insert_rows, json_text
 from hypha_celery.store.schema import events, runs
 from hypha_celery.store.sessions import SessionRows
@@ -41,15 +48,14 @@ _UPDATE = runs.update().where(runs.c.run_id == sa.bindparam("b_run_id"))
 _UPDATE_EXPECTED = _UPDATE.where(runs.c.seq == sa.bindparam("b_seq"))
 _INSERT_EVENTS = events.insert()
 # the same on PostgreSQL as plain driver SQL (no SQLAlchemy execution layer per step)
-_PG_BY_ID = f"SELECT doc, seq, updated_at FROM {runs.name} WHERE run_id = %s"
 _PG_INSERT_EVENTS = f"INSERT INTO {events.name} (run_id, seq, kind, ts, data, idem) VALUES "
 _PG_EVENT_MARKS = "(%s, %s, %s, %s, %s::json, %s)"
 
 
 def _pg_lock(run_id: str, owner: str | None) -> tuple[str, tuple[str, ...]]:
     if owner is None:
-        return _PG_BY_ID + " FOR UPDATE", (run_id,)
-    return _PG_BY_ID + " AND user_id = %s FOR UPDATE", (run_id, owner)
+        return PG_BY_ID + " FOR UPDATE", (run_id,)
+    return PG_BY_ID_OWNED + " FOR UPDATE", (run_id, owner)
 
 
 def _pg_update(run_id: str, values: dict[str, Any], expected: int | None
