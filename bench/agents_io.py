@@ -2,6 +2,7 @@
 pool) against the default prefork profile, in the same run.
 
     .venv/bin/python bench/agents_io.py [--turns 600] [--prefork-turns 16] [--delay 2]
+                                        [--clients 1200] [--clients-delay 10]
 
 A local provider (``tests/fakes/llm_server.py`` run as a program, its own process) answers
 every request after ``--delay`` seconds (the OpenAI Responses stream). For each profile,
@@ -17,6 +18,20 @@ in its own environment (a claimed Redis database, a fresh PostgreSQL database):
 3. every 0.1 s: the requests the provider is answering (``GET /_stats``); every 0.5 s the
    worker's RSS (main process + pool children, psutil) and its thread count; until every
    turn ended.
+
+Beside them, in the same run (issue 27):
+
+* **the raw SDK** (``--only raw-threads`` / ``raw-async``, a process of its own): as many
+  chat calls at once through the official ``openai`` SDK, the sync client with a thread
+  per call and ``AsyncOpenAI`` on one event loop, the same provider, delay and request:
+  its CPU per call. Target: the io worker's CPU per turn at most 2 x the threads' per call;
+* PostgreSQL's CPU per turn (its backends serving the bench database; the pools keep their
+  connections, so none is lost between two readings: ``postgresql_new_sessions``) and
+  Redis's (the server process: server-wide);
+* **clients asking while the workers consume** (``--clients`` 1,200, ``--clients-delay``):
+  that many idle agents are told one prompt each at the same moment by four client
+  processes while the io workers consume. Targets: peak in flight >= 1,000 and all ended
+  within 15 s.
 
 Reported per profile: ``peak_in_flight`` (the provider's own count of requests it was
 answering at once: the number of turns waiting on the model together), the seconds from
@@ -578,6 +593,48 @@ def main(argv: list[str]) -> int:
     doc["duration_s"] = round(time.monotonic() - t0, 1)
     emit("agents_io", doc)
     return 0
+
+
+def report_section(result: dict[str, Any]) -> str:
+    """Markdown for ``bench/report.py``: CPU per turn against the raw SDK, in flight."""
+    io, default = result["io"], result["default"]
+    threads, aio = result["raw_sdk_threads"], result["raw_sdk_async"]
+    lines = [
+        f"{io['turns']} agent turns queued, then consumed at once by {io['workers']} "
+        "`hypha worker --profile io` processes, against a local provider answering after "
+        f"{io['provider_delay_s']} s; the official `openai` SDK making as many calls at "
+        "once from one process, the same provider and delay, beside it. CPU is user + "
+        "system of the processes named; PostgreSQL's is its backends serving the bench "
+        "database, Redis's the whole server's (shared).",
+        "",
+        "| | CPU ms per call or turn | peak in flight | all ended after |",
+        "|---|---:|---:|---:|",
+        f"| raw SDK, sync client, a thread per call | {threads['cpu_ms_per_call']} | "
+        f"{threads['peak_in_flight']} | {threads['all_ended_s']} s |",
+        f"| raw SDK, `AsyncOpenAI`, one event loop | {aio['cpu_ms_per_call']} | "
+        f"{aio['peak_in_flight']} | {aio['all_ended_s']} s |",
+        f"| hypha agent turn, `io` workers | {io['worker_cpu_ms_per_turn']} | "
+        f"{io['peak_in_flight']} | {io['all_ended_s_after_worker_start']} s |",
+        f"| … PostgreSQL for it | {io['postgresql_cpu_ms_per_turn']} | | |",
+        f"| … Redis for it (server-wide) | {io['redis_cpu_ms_per_turn_server_wide']} | | |",
+        f"| hypha, `default` profile (prefork, {default['turns']} turns) | "
+        f"{default['worker_cpu_ms_per_turn']} | {default['peak_in_flight']} | "
+        f"{default['all_ended_s_after_worker_start']} s |",
+        "",
+        f"Worker CPU per turn over the raw SDK's per call: "
+        f"**{result['cpu_ratio_turn_to_raw_threads']}** (threads), "
+        f"{result['cpu_ratio_turn_to_raw_async']} (async).",
+    ]
+    clients = result.get("clients")
+    if clients:
+        lines += ["", f"**{clients['clients']} clients at once** ({clients['client_processes']} "
+                  "client processes telling one prompt each to idle agents while "
+                  f"{clients['workers']} io workers consume; provider delay "
+                  f"{clients['provider_delay_s']} s): peak {clients['peak_in_flight']} in "
+                  f"flight, all ended {clients['all_ended_s_after_asks']} s after the asks; "
+                  f"worker CPU {clients['worker_cpu_ms_per_turn']} ms, PostgreSQL "
+                  f"{clients['postgresql_cpu_ms_per_turn']} ms per turn."]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
