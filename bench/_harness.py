@@ -329,6 +329,20 @@ def setup_info(env: BenchEnv) -> dict[str, Any]:
                       "--without-gossip --without-mingle"}
 
 
+def pg_server_version() -> str | None:
+    """The bench PostgreSQL server's version (None when it cannot be reached)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(PG_ADMIN_URL)
+    try:
+        with engine.connect() as conn:
+            return str(conn.exec_driver_sql("SHOW server_version").scalar())
+    except sa.exc.SQLAlchemyError:
+        return None
+    finally:
+        engine.dispose()
+
+
 def emit(name: str, doc: dict[str, Any]) -> None:
     """Write ``bench/results/<name>.json`` and print the document to stdout."""
     RESULTS.mkdir(parents=True, exist_ok=True)

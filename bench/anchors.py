@@ -38,7 +38,14 @@ from typing import Any
 import sqlalchemy as sa
 from celery import chain, chord
 
-from bench._harness import PG_ADMIN_URL, BenchEnv, standalone, summary, timed_run
+from bench._harness import (
+    PG_ADMIN_URL,
+    BenchEnv,
+    pg_server_version,
+    standalone,
+    summary,
+    timed_run,
+)
 
 STEPS = 20
 WIDTH = 100
@@ -72,7 +79,7 @@ def bench(env: BenchEnv) -> dict[str, Any]:
         "steps": STEPS, "width": WIDTH,
         "linear_repeats": LINEAR_REPEATS, "fanout_repeats": FANOUT_REPEATS,
         "versions": {**anchor_langgraph.versions(), **anchor_dbos.versions()},
-        "postgresql_server": _pg_version(),
+        "postgresql_server": pg_server_version(),
         "linear_ms_per_step": _compare(lin, 1000 / STEPS, 3),
         "fanout_ms_per_run": _compare(fan, 1000, 1),
         "notes": "hypha_over_anchor = hypha's median over the system's median (above 1: "
@@ -181,17 +188,6 @@ def _context_ratios(out: dict[str, Any]) -> list[dict[str, Any]]:
                              "value": entry["hypha_over_anchor"],
                              "detail": f"{hypha} vs {entry['median']} {unit}"})
     return rows
-
-
-def _pg_version() -> str | None:
-    engine = sa.create_engine(PG_ADMIN_URL)
-    try:
-        with engine.connect() as conn:
-            return str(conn.exec_driver_sql("SHOW server_version").scalar())
-    except sa.exc.SQLAlchemyError:
-        return None
-    finally:
-        engine.dispose()
 
 
 # -- docs/performance.md ---------------------------------------------------------

@@ -26,7 +26,14 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 
 from bench import anchors, fanout, linear, memory, observability, report, supervisor, throughput
 from bench import console as console_bench
-from bench._harness import PG_ADMIN_URL, BenchEnv, emit, machine_info, python_loop_ms, setup_info
+from bench._harness import (
+    BenchEnv,
+    emit,
+    machine_info,
+    pg_server_version,
+    python_loop_ms,
+    setup_info,
+)
 
 BENCHES = {"linear": linear.bench, "fanout": fanout.bench,
            "throughput": throughput.bench, "memory": memory.bench,
@@ -72,7 +79,7 @@ def main(argv: list[str]) -> int:
     doc: dict[str, Any] = {
         "started_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "benches": names, "machine": machine_info()}
-    doc["machine"]["postgresql_server"] = _pg_version()
+    doc["machine"]["postgresql_server"] = pg_server_version()
     targets: list[dict[str, Any]] = []
     with BenchEnv() as env:
         doc["setup"] = setup_info(env)
@@ -100,19 +107,6 @@ def main(argv: list[str]) -> int:
     if write_report:
         print(f"[bench] wrote {report.write(doc, names)}", file=sys.stderr)
     return 0
-
-
-def _pg_version() -> str | None:
-    import sqlalchemy as sa
-
-    engine = sa.create_engine(PG_ADMIN_URL)
-    try:
-        with engine.connect() as conn:
-            return str(conn.exec_driver_sql("SHOW server_version").scalar())
-    except sa.exc.SQLAlchemyError:
-        return None
-    finally:
-        engine.dispose()
 
 
 def _fmt(t: dict[str, Any]) -> str:
