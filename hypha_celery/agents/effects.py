@@ -25,7 +25,7 @@ def finish(atx: AgentTx, rt: AgentRuntime, request: Request, outcome: RequestOut
     (bounded), the completion (through the outbox, sent after commit)."""
     ref, origin, out = request.ref, request.origin, outcome.to_json()
     if origin is Origin.ASK:
-        table.put_result(atx.tx, atx.incarnation, ref, out, 0, 0, 0, internal=True)
+        atx.answer(ref, out)
     elif origin is Origin.TELL:
         limits = atx.doc.limits
         nbytes = lanes.json_size({"ref": ref, "outcome": out})

@@ -50,6 +50,7 @@ class AgentTx:
         self.control = row.control
         self.heartbeat_at = row.heartbeat_at
         self._events: list[table.AgentEvent] = []
+        self._answers: list[tuple[str, dict[str, Any]]] = []
         self._control: Any = table.KEEP
         self.beat = False
         self.deleted = False
@@ -63,6 +64,10 @@ class AgentTx:
         self.seq += 1
         self._events.append(table.AgentEvent(self.incarnation, self.seq, payload.kind,
                                              time.time(), payload.dump()))
+
+    def answer(self, ref: str, outcome: dict[str, Any]) -> None:
+        """Keep the outcome of ask ``ref`` for its asker (written at commit, with the row)."""
+        self._answers.append((ref, outcome))
 
     def after_commit(self, fn: Callable[[], None]) -> None:
         self.tx.after_commit(fn)
@@ -127,6 +132,9 @@ class AgentTx:
 
     def flush(self) -> None:
         if self.deleted:
+            for ref, outcome in self._answers:
+                table.put_result(self.tx, self.incarnation, ref, outcome, 0, 0, 0,
+                                 internal=True)
             table.append(self.tx, self._events)
             table.delete(self.tx, self.name, self.incarnation)
             return
@@ -136,7 +144,7 @@ class AgentTx:
             session = table.KEEP
         table.update(self.tx, self.name, self.incarnation, doc.to_json(), doc.phase.value,
                      self.seq, session=session, control=self._control, beat=self.beat,
-                     events=self._events)
+                     events=self._events, answers=self._answers)
 
 
 def overloaded(info: dict[str, Any] | None) -> Overloaded | None:

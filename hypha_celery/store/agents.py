@@ -83,10 +83,12 @@ def lock(tx: Tx, name: str) -> AgentRow | None:
 
 def update(tx: Tx, name: str, incarnation: str, doc: object, phase: str, seq: int, *,
            session: Any = KEEP, control: Any = KEEP, beat: bool = False,
-           events: Sequence[AgentEvent] = ()) -> None:
+           events: Sequence[AgentEvent] = (),
+           answers: Sequence[tuple[str, dict[str, Any]]] = ()) -> None:
     """Write the doc, its phase and seq; the session and control columns only when given,
-    the heartbeat when ``beat``; insert ``events`` first (on PostgreSQL in the same
-    statement: every agent step writes both)."""
+    the heartbeat when ``beat``; insert ``events`` and keep the asks' outcomes
+    ``answers`` (``(ref, outcome)``, as :func:`put_result` ``internal``) first (on
+    PostgreSQL in the same statement: every agent step writes them together)."""
     now = time.time()
     values = {"doc": doc, "phase": phase, "seq": seq, "updated_at": now}
     if session is not KEEP:
@@ -96,8 +98,10 @@ def update(tx: Tx, name: str, incarnation: str, doc: object, phase: str, seq: in
     if beat:
         values["heartbeat_at"] = now
     if tx.dialect == "postgresql":
-        _pg_update(tx, name, incarnation, values, events)
+        _pg_update(tx, name, incarnation, values, events, answers)
         return
+    for ref, outcome in answers:
+        put_result(tx, incarnation, ref, outcome, 0, 0, 0, internal=True)
     append(tx, events)
     tx.conn.execute(agents.update().where(_row(name, incarnation)).values(**values))
 
@@ -106,14 +110,23 @@ _JSON_COLUMNS = frozenset({"doc", "session"})
 
 
 def _pg_update(tx: Tx, name: str, incarnation: str, values: dict[str, Any],
-               rows: Sequence[AgentEvent]) -> None:
+               rows: Sequence[AgentEvent], answers: Sequence[tuple[str, dict[str, Any]]]
+               ) -> None:
     sets = ", ".join(f"{c} = %s::json" if c in _JSON_COLUMNS else f"{c} = %s" for c in values)
     params = [dumps(v) if c in _JSON_COLUMNS else v for c, v in values.items()]
-    sql = f"UPDATE {agents.name} SET {sets} WHERE name = %s AND incarnation = %s"
+    heads: list[str] = []
+    first: list[Any] = []
     if rows:
         head, inserted = _pg_events(rows)
-        sql, params = f"WITH appended AS ({head}) {sql}", [*inserted, *params]
-    driver_sql(tx.conn, sql, (*params, name, incarnation))
+        heads.append(f"appended AS ({head})")
+        first += inserted
+    for i, (ref, outcome) in enumerate(answers):
+        heads.append(f"answered{i} AS ({_PG_PUT_ASK})")
+        first += [incarnation, ref, dumps({**outcome, "internal": True})]
+    sql = f"UPDATE {agents.name} SET {sets} WHERE name = %s AND incarnation = %s"
+    if heads:
+        sql = f"WITH {', '.join(heads)} {sql}"
+    driver_sql(tx.conn, sql, (*first, *params, name, incarnation))
 
 
 def _pg_events(rows: Sequence[AgentEvent]) -> tuple[str, list[Any]]:
