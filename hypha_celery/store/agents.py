@@ -364,8 +364,10 @@ _PG_PUT_RESULT = (
 
 def take_result(store: EventStore, ref: str) -> Any:
     """Read and delete the outcome JSON of ``ref`` (an asker collecting its answer)."""
-    if store.dialect == "postgresql":  # every ask: one statement, its own durable
-        with store.reader.connect() as conn:  # transaction (the autocommit engine)
+    if store.dialect == "postgresql":  # every ask: one autocommit statement, not waiting
+        # for the WAL flush (the asker has its answer either way; a crash of PostgreSQL
+        # within its WAL writer's delay leaves the row, which the asker never reads again)
+        with store.unflushed.connect() as conn:
             row = driver_sql(conn, _PG_TAKE_RESULT, (ref,)).first()
         return None if row is None else row[0]
     with store.engine.begin() as conn:
