@@ -20,9 +20,9 @@ Three parts:
   ``netns_linear`` (three steps) and ``netns_fan`` (three leaves, a reducer, a last
   step), :class:`Recorder` agents on :class:`SlowBackend` (the Mock backend with a turn
   that takes a second or two). Every node function and every turn's stream, when it
-  ends, pushes ``{kind, id, host, pid, at}`` to the Redis list :data:`ENDS` (on the
-  broker's Redis, so a cut-off host's record lands when its link comes back): which
-  host really ran what, and when.
+  ends, appends ``{kind, id, host, pid, at}`` as a line to the file named by
+  :data:`ENDS_ENV` (the file system is shared by the namespaces: a cut-off host's record
+  is written at once): which host really ran what, and when.
 """
 
 from __future__ import annotations
@@ -292,6 +292,15 @@ def release_thread_backend(app: Any) -> None:
         backend.client.connection_pool.disconnect()
 
 
+def release_app(app: Any) -> None:
+    """The connections of a Celery app in this thread (its result backend) and in
+    kombu's process-wide pools for its broker (publishing and control commands)."""
+    release_thread_backend(app)
+    for pool in (app.producer_pool, app.pool):
+        with contextlib.suppress(Exception):
+            pool.force_close_all()
+
+
 # -- worker processes inside a namespace ---------------------------------------------------
 @dataclass
 class NsWorker:
@@ -341,29 +350,22 @@ class NsWorker:
 # -- the app the workers run ------------------------------------------------------------
 #: Which namespace ("a", "b") a worker process runs in.
 HOST_ENV = "NETNS_HOST"
-#: Redis list: ``{kind: node|turn, id, host, pid, at}`` when a node function or a turn's
-#: stream ends (node: execution id; turn: the prompt, a token the test made).
-ENDS = "netns:ends"
+#: The file (JSON lines ``{kind: node|turn, id, host, pid, at}``) a node function or a
+#: turn's stream appends to when it ends (node: execution id; turn: the prompt, a token the
+#: test made). One write of one short line per record (``O_APPEND``: whole lines).
+ENDS_ENV = "NETNS_ENDS_FILE"
 NODE_TIMEOUT = 2.0
 STEPS = 3
 WIDTH = 3
 #: Seconds a turn's stream takes (uniform in this range, the same for the same prompt).
 TURN_S = (1.0, 2.5)
 
-_side: dict[str, redis.Redis] = {}
-
-
-def side_channel() -> redis.Redis:
-    url = os.environ["HYPHA_RESULT_BACKEND"]
-    if url not in _side:
-        _side[url] = redis.Redis.from_url(url)
-    return _side[url]
-
 
 def record_end(kind: str, ident: str) -> None:
-    side_channel().rpush(ENDS, json.dumps({"kind": kind, "id": ident,
-                                           "host": os.environ.get(HOST_ENV, "?"),
-                                           "pid": os.getpid(), "at": time.time()}))
+    line = json.dumps({"kind": kind, "id": ident, "host": os.environ.get(HOST_ENV, "?"),
+                       "pid": os.getpid(), "at": time.time()})
+    with open(os.environ[ENDS_ENV], "a") as out:
+        out.write(line + "\n")
 
 
 def pause(seed: Any, k: Any, low: float, high: float) -> None:
@@ -371,14 +373,12 @@ def pause(seed: Any, k: Any, low: float, high: float) -> None:
 
 
 def step(state: dict[str, Any], inp: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
-    record_end("node_start", ctx.execution_id)
     pause(inp["seed"], inp["k"], 0.1, 0.5)
     record_end("node", ctx.execution_id)
     return {"trail": [*state.get("trail", []), f"{inp['seed']}-{inp['k']}"]}
 
 
 def leaf(state: dict[str, Any], inp: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
-    record_end("node_start", ctx.execution_id)
     pause(inp["seed"], f"leaf{inp['i']}", 0.1, 0.4)
     record_end("node", ctx.execution_id)
     return {"v": inp["seed"] * 10 + inp["i"]}
@@ -388,14 +388,20 @@ def gather(state: dict[str, Any], outcomes: list[Outcome]) -> dict[str, Any]:
     return {"values": [o.value["v"] if o.ok and o.value else None for o in outcomes]}
 
 
+def _seed(ctx: Context) -> Any:
+    inp = ctx.input
+    assert isinstance(inp, dict)
+    return inp["seed"]
+
+
 def linear_policy(ctx: Context) -> Next | Finish:
     if ctx.step < STEPS:
-        return Next("step", {"seed": ctx.input["seed"], "k": ctx.step + 1})
+        return Next("step", {"seed": _seed(ctx), "k": ctx.step + 1})
     return Finish({"trail": ctx.state["trail"]})
 
 
 def fan_policy(ctx: Context) -> Next | FanOut | Finish:
-    seed = ctx.input["seed"]
+    seed = _seed(ctx)
     if ctx.last is None:
         return FanOut([Next("leaf", {"seed": seed, "i": i}) for i in range(WIDTH)],
                       reducer="gather")
