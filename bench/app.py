@@ -16,6 +16,13 @@ Environment (the bench scripts set these before importing this module):
   as in production (``TracingMiddleware`` on an SDK ``TracerProvider`` with a
   ``BatchSpanProcessor`` whose exporter drops the spans, and ``PrometheusMiddleware``);
   ``bench/observability.py`` runs a worker so (its B side)
+* ``BENCH_TRACE_RATIO`` the share of runs :func:`observers`' tracing samples (default ``1``)
+* ``BENCH_OTEL_CELERY`` ``1``: OpenTelemetry's own Celery instrumentation
+  (``CeleryInstrumentor``) in each pool process (``worker_process_init``, as its docs say),
+  on a provider like :func:`observers`' (:func:`dropping_provider`);
+  ``bench/observability.py`` runs a worker so (the raw side's traced worker)
+* ``BENCH_SPANS_DIR``  a directory: each pool process writes ``spans-<pid>.json`` there at its
+  shutdown (the spans its dropping exporters were handed, after a flush)
 * ``BENCH_PRELOAD``    a module imported first, in the driver and in the worker (for trying
   out a patched copy of a library function; never set by the scripts)
 """
@@ -25,6 +32,7 @@ from __future__ import annotations
 import cProfile
 import dataclasses
 import importlib
+import json
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -72,39 +80,54 @@ def _llm() -> LLMClient | None:
     return LLMClient(base_urls={"openai": f"{url}/v1"}) if url else None
 
 
-def observers(which: str = "1") -> list[Any]:
-    """Tracing and metrics as a production app has them: ``TracingMiddleware`` on an SDK
-    ``TracerProvider`` whose ``BatchSpanProcessor`` (it survives the prefork fork) exports
-    to an exporter that counts the spans and keeps nothing, and ``PrometheusMiddleware`` on
-    prometheus_client's registry."""
-    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-    from opentelemetry.sdk.trace.export import (
-        BatchSpanProcessor,
-        SpanExporter,
-        SpanExportResult,
-    )
+#: Spans this process's dropping exporters were handed (:func:`dropping_provider`).
+EXPORTED = {"spans": 0}
 
+
+def _dropping_exporter() -> Any:
+    """A span exporter that counts the spans it is handed and keeps nothing: they are
+    built, batched and handed over, then dropped (everything but the network)."""
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    class DroppedSpans(SpanExporter):
+        def export(self, spans: Sequence[Any]) -> SpanExportResult:
+            EXPORTED["spans"] += len(spans)
+            return SpanExportResult.SUCCESS
+
+    return DroppedSpans()
+
+
+_providers: list[Any] = []
+
+
+def dropping_provider(ratio: float | None = None) -> Any:
+    """An SDK ``TracerProvider`` as a production app has one, but for the network: sampler
+    ``ParentBased(TraceIdRatioBased(ratio))`` (``None``: ``BENCH_TRACE_RATIO``, default 1),
+    a ``BatchSpanProcessor`` (it survives the prefork fork) to an exporter that counts
+    the spans and drops them. The
+    same for hypha's tracing and for OpenTelemetry's Celery instrumentation."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    if ratio is None:  # the share of runs traced (head sampling by the trace id)
+        ratio = float(os.environ.get("BENCH_TRACE_RATIO", "1"))
+    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
+    provider.add_span_processor(BatchSpanProcessor(_dropping_exporter()))
+    _providers.append(provider)
+    return provider
+
+
+def observers(which: str = "1", ratio: float | None = None) -> list[Any]:
+    """Tracing and metrics as a production app has them: ``TracingMiddleware`` on
+    :func:`dropping_provider` (``ratio``: the share of runs sampled) and
+    ``PrometheusMiddleware`` on prometheus_client's registry."""
     from hypha_celery.metrics import PrometheusMiddleware
     from hypha_celery.tracing import TracingMiddleware
 
-    class DroppedSpans(SpanExporter):
-        """The spans are built, batched and handed over, then dropped."""
-
-        count = 0
-
-        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-            DroppedSpans.count += len(spans)
-            return SpanExportResult.SUCCESS
-
-    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-
-    # BENCH_TRACE_RATIO: the share of runs traced (head sampling by the run's trace id)
-    ratio = float(os.environ.get("BENCH_TRACE_RATIO", "1"))
-    provider = TracerProvider(sampler=ParentBased(TraceIdRatioBased(ratio)))
-    provider.add_span_processor(BatchSpanProcessor(DroppedSpans()))
     out: list[Any] = []
     if which in ("1", "tracing"):
-        out.append(TracingMiddleware(provider))
+        out.append(TracingMiddleware(dropping_provider(ratio)))
     if which in ("1", "metrics"):
         out.append(PrometheusMiddleware())
     return out
@@ -240,3 +263,39 @@ if PROFILE_DIR:
     @worker_process_shutdown.connect
     def _stop_profile(**_: Any) -> None:
         _dump()
+
+
+# -- OpenTelemetry's own Celery instrumentation, and the spans exported -------------
+
+
+def instrument_celery(provider: Any = None) -> Any:
+    """``CeleryInstrumentor().instrument()`` on ``provider`` (default: a new
+    :func:`dropping_provider`): the official instrumentation, a span per publish and per
+    task run, the context in the message headers. Returns the instrumentor
+    (``uninstrument()`` switches it off again)."""
+    from opentelemetry.instrumentation.celery import CeleryInstrumentor
+
+    instrumentor = CeleryInstrumentor()
+    instrumentor.instrument(tracer_provider=provider or dropping_provider(),
+                            skip_dep_check=True)
+    return instrumentor
+
+
+if os.environ.get("BENCH_OTEL_CELERY", "").strip() == "1":
+
+    @worker_process_init.connect(weak=False)
+    def _instrument_child(**_: Any) -> None:
+        instrument_celery()
+
+
+SPANS_DIR = os.environ.get("BENCH_SPANS_DIR", "")
+
+if SPANS_DIR:
+
+    @worker_process_shutdown.connect(weak=False)
+    def _write_spans(**_: Any) -> None:
+        for provider in _providers:
+            provider.force_flush(5000)
+        path = os.path.join(SPANS_DIR, f"spans-{os.getpid()}.json")
+        with open(path, "w") as out:
+            json.dump({"pid": os.getpid(), "spans": EXPORTED["spans"]}, out)
