@@ -59,8 +59,12 @@ def _separate(key: str, argv: list[str]) -> dict[str, Any]:
     root = Path(__file__).resolve().parent.parent
     env = {k: v for k, v in os.environ.items()
            if k not in ("BENCH_REDIS_URL", "BENCH_STORE_URL", "BENCH_REDIS_CLAIMED")}
-    done = subprocess.run([sys.executable, *argv], cwd=root, env=env, check=True,
+    done = subprocess.run([sys.executable, *argv], cwd=root, env=env,
                           stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:  # the others still run; the report says this one failed
+        print(f"[bench] {' '.join(argv)} failed (exit {done.returncode}): see its stderr "
+              "above", file=sys.stderr)
+        return {"failed": f"{' '.join(argv)} exited {done.returncode}", "targets": []}
     found: dict[str, Any] = json.loads(done.stdout[done.stdout.index("{"):])
     result: dict[str, Any] = dict(found[key])
     result["targets"] = found["targets"]
