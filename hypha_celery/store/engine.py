@@ -38,6 +38,12 @@ POOL_SIZE = 15
 UNFLUSHED_POOL_SIZE = 12
 MAX_OVERFLOW = 0
 POOL_TIMEOUT = 30.0
+#: Seconds PostgreSQL lets a transaction of ours sit idle before it ends the session:
+#: a worker cut off from the database mid-transaction (its host lost its network) would
+#: otherwise hold its row locks, and stall the supervisor's sweep that needs one, until
+#: TCP keepalive gives up (hours). Our transactions never wait on anything but the store.
+IDLE_IN_TRANSACTION_TIMEOUT_S = 60
+_IDLE_IN_TX = f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_TIMEOUT_S * 1000}"
 
 #: What a store that cannot be reached (or refuses the connection) raises.
 STORE_ERRORS: tuple[type[BaseException], ...] = (sa.exc.OperationalError,)
@@ -257,7 +263,7 @@ def make_engine(url: str, *, writer: bool = True, unflushed: bool = False) -> En
                                     connect_args={"options": "-c synchronous_commit=off"})
         return sa.create_engine(url, json_serializer=dumps, pool_size=POOL_SIZE,
                                 max_overflow=MAX_OVERFLOW, pool_timeout=POOL_TIMEOUT,
-                                pool_recycle=3600)
+                                pool_recycle=3600, connect_args={"options": _IDLE_IN_TX})
     except ModuleNotFoundError as exc:
         raise ExtraNotInstalled(
             f"the store URL {url.split('@')[-1]!r} needs {exc.name}: "
