@@ -79,7 +79,7 @@ TARGETS = {"append_batched_events_per_s": (">=", 20_000.0),
            "append_one_per_tx_events_per_s": (">=", 5_000.0),
            "project_100k_history_s": ("<=", 1.0),
            "export_events_per_s": (">=", 50_000.0),
-           "import_events_per_s": (">=", 50_000.0)}
+           "import_events_per_s": (">=", 100_000.0)}
 
 ANSWER = ("The retrieved passage discusses the operational limits of the system and the "
            "expected latency of each step.")

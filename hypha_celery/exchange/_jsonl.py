@@ -44,11 +44,9 @@ from hypha_celery.errors import (
 from hypha_celery.events import Event
 from hypha_celery.events.envelope import (
     DERIVED_FIELDS,
-    Row,
     bodies,
     canonical,
     derive,
-    deriver,
 )
 from hypha_celery.events.fold import View, apply_event, new_view
 from hypha_celery.events.payloads import parse_payload
@@ -72,8 +70,11 @@ from hypha_celery.store import (
 )
 
 _derived = attrgetter(*DERIVED_FIELDS)
-_run_fields = itemgetter("user_id", "session_id", "graph_id")
 _stored = attrgetter("run_id", "seq", "type", "timestamp", "payload", "idempotency_key")
+# the same of an envelope's fields (its ``__dict__``): cheaper than its attributes
+_derived_fields = itemgetter(*DERIVED_FIELDS)
+_stored_fields = itemgetter("run_id", "seq", "type", "timestamp", "payload", "idempotency_key")
+_fold_fields = itemgetter("type", "timestamp", "payload", "idempotency_key")
 _SUFFIX_HEAD = b',"checksum":"sha256:'
 _HEX = 64
 _SUFFIX = len(_SUFFIX_HEAD) + _HEX + 2  # ,"checksum":"sha256:<hex>"}
@@ -235,14 +236,17 @@ def parse_jsonl(lines: Iterable[str | bytes], source: str = "<input>", *,
             run_id = event.run_id
             if run_id != last:  # else the run of the line before
                 last = run_id
-                if run_id in runs:
-                    run = runs[run_id]
-                else:
-                    run = runs[run_id] = _Run(run_id)
-            first = run.take(event, lineno)
-            if first:
-                raise InvalidRun(f"{source}:{lineno}: duplicate event seq {event.seq} of run "
-                                 f"{run_id} (first on line {first})")
+                run = runs.get(run_id) or runs.setdefault(run_id, _Run(run_id))
+            seq = event.seq
+            if seq == run.next:  # the run's events so far are 1..seq - 1, in order
+                run.next = seq + 1
+                run.events.append(event)
+                run.linenos.append(lineno)
+            else:
+                first = run.take(event, lineno)
+                if first:
+                    raise InvalidRun(f"{source}:{lineno}: duplicate event seq {seq} of run "
+                                     f"{run_id} (first on line {first})")
             events.append(event)
             linenos.append(lineno)
         if not events:
@@ -266,80 +270,78 @@ def _kept() -> Iterator[None]:
 
 
 class _Run:
-    """One run's events as they are read. While they come in ``seq`` order from 1 (as an
-    export lists them), each is checked as it comes, while the CPU still has it in its
-    cache: folded into the run's projection, its derived fields compared with what
-    :func:`~hypha_celery.events.envelope.derive` gives, what :func:`check_run` and
-    :func:`_check_derived` do once the whole input is read. Any other order, or any check
-    failing, leaves the run to those two at the end, so that the error is theirs, raised
-    in its turn (after every line's own)."""
+    """One run's events as they are read, and their line numbers. While they come in
+    ``seq`` order from 1 (as an export lists them: ``next`` is the ``seq`` the next one
+    has), the run is checked in one pass once the whole input is read
+    (:func:`_checked_in_order`: folded, its derived fields compared, what
+    :func:`check_run` and :func:`_check_derived` check, in a tight loop). Any other
+    order, or any of those checks failing, leaves the run to those two, so that the error
+    is theirs, raised in its turn (after every line's own)."""
 
-    __slots__ = ("derive", "events", "linenos", "regular", "run_id", "run_of", "seqs", "view")
+    __slots__ = ("events", "linenos", "next", "run_id", "seqs")
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         self.events: list[Event] = []
         self.linenos: list[int] = []
+        self.next: int | None = 1  # None: the events came in another order
         self.seqs: dict[int, int] | None = None  # seq -> line, once not 1..n in order
-        self.view: View | None = None
-        self.derive: Callable[[Row], tuple[Any, ...]] = _no_row
-        self.run_of: tuple[Any, ...] = ()  # the run fields derive was given
-        self.regular = 0 < len(run_id) <= RUN_ID_MAX
 
     def take(self, event: Event, lineno: int) -> int:
-        """Add ``event``, read on line ``lineno``; but when the run has an event with its
-        ``seq`` already, add nothing and return that one's line."""
+        """Add ``event`` (read on line ``lineno``), whose ``seq`` is not the next one;
+        but when the run has an event with its ``seq`` already, add nothing and return
+        that one's line."""
         evs = self.events
         seq = event.seq
         seqs = self.seqs
         if seqs is None:  # the events so far are numbered 1..len(evs)
             if 0 < seq <= len(evs):
                 return self.linenos[seq - 1]
-            if seq != len(evs) + 1:
-                seqs = self.seqs = {e.seq: n for e, n in zip(evs, self.linenos, strict=True)}
-                self.regular = False
-        if seqs is not None:
-            first = seqs.setdefault(seq, lineno)
-            if first != lineno:
-                return first
+            seqs = self.seqs = {e.seq: n for e, n in zip(evs, self.linenos, strict=True)}
+            self.next = None
+        first = seqs.setdefault(seq, lineno)
+        if first != lineno:
+            return first
         evs.append(event)
         self.linenos.append(lineno)
-        if not self.regular:
-            return 0
-        try:  # fold and compare event, the run's n-th, numbered n
-            kind = event.type
-            if kind in _PROJECTED:  # the import reads their fields: validated here
-                parse_payload(kind, event.payload)
-            view = self.view
-            if view is None:
-                view = self.view = new_view(self.run_id)
-                apply_event(view, kind, event.payload, event.timestamp)
-                self.run_of = _run_fields(view)
-                self.derive = deriver(view)
-                ok = kind == "run.created" and len(evs) == 1
-            else:
-                apply_event(view, kind, event.payload, event.timestamp)
-                ok = True
-            idem = event.idempotency_key
-            self.regular = (ok and (idem is None or len(idem) <= IDEM_MAX)
-                            and self.derive(_stored(event)) == _derived(event))
-        except Exception:  # check_run raises it in its turn
-            self.regular = False
         return 0
 
     def checked(self, where: Callable[[Event], str]) -> View:
         """The run's projection, its events checked (:func:`check_run`,
         :func:`_check_derived`)."""
-        view = self.view
-        if self.regular and view is not None and _run_fields(view) == self.run_of:
-            return close_run(view, self.events, where)
+        if self.next is not None and 0 < len(self.run_id) <= RUN_ID_MAX:
+            view = _checked_in_order(self.run_id, self.events)
+            if view is not None:
+                return close_run(view, self.events, where)
         view = check_run(self.run_id, self.events, where)
         _check_derived(self.events, view, where)
         return view
 
 
-def _no_row(row: Row) -> tuple[Any, ...]:
-    return ()
+def _checked_in_order(run_id: str, evs: list[Event]) -> View | None:
+    """The fold of one run's events, numbered 1..n in order, if they pass what
+    :func:`check_run` and :func:`_check_derived` check of them (``run.created`` first,
+    each folds, no idempotency key longer than ``IDEM_MAX``, the derived fields are what
+    their events give), else ``None``. The payloads of the kinds the store's import
+    projects into rows of their own are validated; the fold reads the others trusted, as
+    it reads the store's (a payload it cannot read fails the fold: ``None``)."""
+    fields = [event.__dict__ for event in evs]  # an envelope's fields (pydantic's layout)
+    if fields[0]["type"] != "run.created":
+        return None
+    view = new_view(run_id)
+    try:
+        for kind, ts, payload, idem in map(_fold_fields, fields):
+            if kind in _PROJECTED:  # the import reads their fields: validated here
+                parse_payload(kind, payload)
+            apply_event(view, kind, payload, ts)
+            if idem is not None and len(idem) > IDEM_MAX:
+                return None
+        if list(derive(map(_stored_fields, fields), view)) != list(map(_derived_fields,
+                                                                       fields)):
+            return None
+    except Exception:  # check_run raises it in its turn
+        return None
+    return view
 
 
 def read_jsonl(lines: Iterable[str | bytes], source: str = "<input>") -> list[Event]:

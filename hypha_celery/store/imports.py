@@ -4,10 +4,10 @@ store has, the bulk write."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import groupby
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -46,7 +46,8 @@ RUN_ID_MAX = 64  # hypha_runs.run_id
 IDEM_MAX = 200  # hypha_events.idem
 _HELD_KEYS = "SELECT run_id, seq, idem FROM hypha_events WHERE idem"
 _PG_HELD_KEYS = _HELD_KEYS + " IN (SELECT json_array_elements_text(%s::json)) LIMIT 1"
-_row_of = attrgetter("run_id", "seq", "type", "timestamp", "payload", "idempotency_key")
+_row_fields = itemgetter("run_id", "seq", "type", "timestamp", "payload", "idempotency_key")
+_fields = attrgetter("__dict__")  # an envelope's fields (pydantic's layout)
 _by_seq = attrgetter("seq")
 _run_of = attrgetter("run_id")
 _type_of = attrgetter("type")
@@ -158,10 +159,18 @@ def _import_write(conn: Connection, plans: list[_RunImport],
     if new_runs:
         conn.execute(runs.insert(), new_runs)
     if todo:
-        insert_rows(conn, ((run_id, seq, kind, ts, encode(data), idem)
-                           for evs in todo
-                           for run_id, seq, kind, ts, data, idem in map(_row_of, evs)))
+        insert_rows(conn, _rows(todo, encode))
         _project_sessions(conn, [e for evs in todo for e in evs if e.type in _SESSION_KINDS])
+
+
+def _rows(todo: list[list[Event]], encode: Callable[[Any], str],
+          ) -> Iterator[tuple[Any, ...]]:
+    """The stored rows ``(run_id, seq, kind, ts, data, idem)`` of events, ``data``
+    encoded, read from each envelope's fields (its ``__dict__``: cheaper than its
+    attributes)."""
+    for evs in todo:
+        for run_id, seq, kind, ts, data, idem in map(_row_fields, map(_fields, evs)):
+            yield run_id, seq, kind, ts, encode(data), idem
 
 
 _SESSION_KINDS = frozenset({"session.created", "session.updated", "session.closed"})
