@@ -29,28 +29,22 @@ class Item:
     payload: Any
 
 
-_PG_POP = (
-    f"WITH taken AS (DELETE FROM {lane_items.name} WHERE id = (SELECT id FROM "
-    f"{lane_items.name} WHERE lane = %s ORDER BY id LIMIT 1) RETURNING ref, bytes, payload), "
-    f"counted AS (UPDATE {lanes.name} SET pending_count = pending_count - 1, "
-    "pending_bytes = pending_bytes - (SELECT bytes FROM taken) "
-    "WHERE lane = %s AND EXISTS (SELECT 1 FROM taken)) "
-    "SELECT ref, bytes, payload FROM taken")
+def _pg_taken(name: str, extra: str = "") -> str:
+    """The ``WITH`` parts that take a lane's oldest item (as ``name``, returning ``lane,
+    ref, bytes, payload``; ``extra``: a further condition) and count it off its lane."""
+    return (f"{name} AS (DELETE FROM {lane_items.name} WHERE id = (SELECT id FROM "
+            f"{lane_items.name} WHERE lane = %s{extra} ORDER BY id LIMIT 1) "
+            "RETURNING lane, ref, bytes, payload), "
+            f"counted_{name} AS (UPDATE {lanes.name} SET pending_count = pending_count - 1, "
+            f"pending_bytes = pending_bytes - (SELECT bytes FROM {name}) "
+            f"WHERE lane = %s AND EXISTS (SELECT 1 FROM {name}))")
 
+
+_PG_POP = f"WITH {_pg_taken('taken')} SELECT ref, bytes, payload FROM taken"
 # the same for lane 1, else (none taken there) lane 2 (NULL: none): rows (lane, ...)
 _PG_POP_FIRST = (
-    f"WITH taken1 AS (DELETE FROM {lane_items.name} WHERE id = (SELECT id FROM "
-    f"{lane_items.name} WHERE lane = %s ORDER BY id LIMIT 1) "
-    "RETURNING lane, ref, bytes, payload), "
-    f"counted1 AS (UPDATE {lanes.name} SET pending_count = pending_count - 1, "
-    "pending_bytes = pending_bytes - (SELECT bytes FROM taken1) "
-    "WHERE lane = %s AND EXISTS (SELECT 1 FROM taken1)), "
-    f"taken2 AS (DELETE FROM {lane_items.name} WHERE id = (SELECT id FROM "
-    f"{lane_items.name} WHERE lane = %s AND NOT EXISTS (SELECT 1 FROM taken1) "
-    "ORDER BY id LIMIT 1) RETURNING lane, ref, bytes, payload), "
-    f"counted2 AS (UPDATE {lanes.name} SET pending_count = pending_count - 1, "
-    "pending_bytes = pending_bytes - (SELECT bytes FROM taken2) "
-    "WHERE lane = %s AND EXISTS (SELECT 1 FROM taken2)) "
+    f"WITH {_pg_taken('taken1')}, "
+    f"{_pg_taken('taken2', ' AND NOT EXISTS (SELECT 1 FROM taken1)')} "
     "SELECT lane, ref, bytes, payload FROM taken1 UNION ALL "
     "SELECT lane, ref, bytes, payload FROM taken2")
 
