@@ -33,6 +33,7 @@ from pydantic import BeforeValidator, Field, TypeAdapter
 from hypha_celery.agents.channels import TargetField
 from hypha_celery.agents.options import Limits
 from hypha_celery.backends import BackendEvent, Response, TurnError
+from hypha_celery.store.agents import StoredJson
 
 
 class Stage(StrEnum):
@@ -232,7 +233,9 @@ class AgentDoc:
     backend: str
     limits: Limits
     state: Any
-    session: Any = None
+    #: The backend session (:attr:`session`): the value, or the column as read
+    #: (:class:`~hypha_celery.store.agents.StoredJson`) until something reads it.
+    stored_session: Any = None
     halted: bool = False
     halt_pending: bool = False
     halting: bool = False
@@ -246,6 +249,17 @@ class AgentDoc:
     owned: bool = False
     #: The memory scope an agent with a context reads (its ids; absent otherwise).
     memory_scope: dict[str, str] | None = None
+
+    @property
+    def session(self) -> Any:
+        """The backend session (parsed from its column on first read)."""
+        if isinstance(self.stored_session, StoredJson):
+            return self.stored_session.value()
+        return self.stored_session
+
+    @session.setter
+    def session(self, value: Any) -> None:
+        self.stored_session = value
 
     @property
     def phase(self) -> Phase:

@@ -139,12 +139,19 @@ class AgentTx:
             table.delete(self.tx, self.name, self.incarnation)
             return
         doc = self.doc
-        session = doc.session
-        if session is self._session or session == self._session:
-            session = table.KEEP
+        session = _changed(doc.stored_session, self._session)
         table.update(self.tx, self.name, self.incarnation, doc.to_json(), doc.phase.value,
                      self.seq, session=session, control=self._control, beat=self.beat,
                      events=self._events, answers=self._answers)
+
+
+def _changed(now: Any, read: table.StoredJson) -> Any:
+    """The session to write: :data:`~hypha_celery.store.agents.KEEP` when it is still the
+    column as read, or equal to the value read from it (compared only when that was
+    parsed anyway)."""
+    if now is read or (read.parsed and (now is read.value() or now == read.value())):
+        return table.KEEP
+    return now
 
 
 def overloaded(info: dict[str, Any] | None) -> Overloaded | None:

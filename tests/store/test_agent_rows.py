@@ -19,7 +19,8 @@ def test_an_agent_row_is_locked_written_and_its_events_appended(store: EventStor
     name, inc = _agent(store)
     with store.transaction() as tx:
         row = table.lock(tx, name)
-        assert row is not None and (row.doc, row.session, row.seq) == ({"n": 0}, {"s": [1]}, 1)
+        assert row is not None and not row.session.parsed  # read as text, parsed on use
+        assert (row.doc, row.session.value(), row.seq) == ({"n": 0}, {"s": [1]}, 1)
         assert (row.control, row.heartbeat_at) == (None, None)
         table.append(tx, [table.AgentEvent(inc, 2, "agent.turn.started", 1.0, {"ref": "r"})])
         table.update(tx, name, inc, {"n": 1, "text": "é \"q\""}, "idle", 3, control="stop",
@@ -28,11 +29,11 @@ def test_an_agent_row_is_locked_written_and_its_events_appended(store: EventStor
     with store.transaction() as tx:
         row = table.lock(tx, name)
         assert row is not None and row.doc == {"n": 1, "text": "é \"q\""} and row.seq == 3
-        assert row.session == {"s": [1]} and row.control == "stop" and row.heartbeat_at
+        assert row.session.value() == {"s": [1]} and row.control == "stop" and row.heartbeat_at
         table.update(tx, name, inc, {"n": 2}, "idle", 3, session=None, control=None)
     with store.transaction() as tx:
         row = table.lock(tx, name)
-        assert row is not None and row.session is None and row.control is None
+        assert row is not None and row.session.value() is None and row.control is None
         assert table.lock(tx, "nobody") is None
     kinds = [(e.seq, e.kind, e.data) for e in store.events(inc)]
     assert kinds == [(1, "agent.started", {"name": name, "kind": "K"}),
