@@ -122,9 +122,13 @@ The tree, split by phase::
     │   │   └── NoPendingReview (LookupError)  the run is not waiting for that review
     │   ├── ReplayDivergence             re-executing a recorded run: new code did something
     │   │                                else (a call, a decision, an output); ``.where``
+    │   ├── NotJsonState (TypeError)     a distributed LangGraph value that is not JSON (and
+    │   │                                no serializer takes it); names the channel and type
     │   └── RunFailed                    the run ended ``run.failed``; ``.reason`` says why
     │       ├── RunTimeout               ... because its ``execution_timeout`` passed
-    │       └── RunCancelled             the run ended ``run.cancelled``
+    │       ├── RunCancelled             the run ended ``run.cancelled``
+    │       └── LangGraphNodeError       a distributed LangGraph node raised an exception
+    │                                    whose type cannot be imported; ``.type_name``
     ├── ImportFormatError (ValueError)   ``import`` refused the input; nothing was imported.
     │   │                                The message names the line (``FILE:LINE``) or event id
     │   ├── ImportSourceMissing (FileNotFoundError)  the file to import does not exist
@@ -395,6 +399,20 @@ class RunFailed(HyphaRuntimeError):
         self.reason = reason
         self.message = message
         self.details = details
+
+
+class NotJsonState(HyphaRuntimeError, TypeError):
+    """A LangGraph channel value, write or input that is not JSON, in a graph run by
+    :func:`hypha_celery.langgraph.distribute` without a serializer that takes it."""
+
+
+class LangGraphNodeError(RunFailed):
+    """A node of a distributed LangGraph graph raised an exception whose type could not be
+    imported where ``invoke`` was called; ``type_name`` is its qualified name."""
+
+    def __init__(self, run_id: str, type_name: str, message: str = "") -> None:
+        super().__init__(run_id, "node_failed", f"{type_name}: {message}")
+        self.type_name = type_name
 
 
 class RunTimeout(RunFailed):

@@ -273,6 +273,9 @@ def _reviewed(v: View, p: HumanReviewApproved | HumanReviewRejected | HumanRevie
 
 def _approved(v: View, p: HumanReviewApproved) -> None:
     _reviewed(v, p, "approved")
+    review = v["reviews"].get(p.review_id or "")
+    if review is not None and p.note:  # what the policy reads back (a LangGraph resume)
+        review["note"] = p.note
 
 
 def _rejected(v: View, p: HumanReviewRejected) -> None:

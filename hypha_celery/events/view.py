@@ -129,6 +129,8 @@ class ReviewDoc(TypedDict):
     expires_at: float | None
     step: int | None
     by: NotRequired[str | None]
+    #: An approval's note, when it has one.
+    note: NotRequired[str]
 
 
 class View(TypedDict):

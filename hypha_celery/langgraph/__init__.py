@@ -1,0 +1,262 @@
+"""Run an unmodified LangGraph ``StateGraph`` on Celery workers, durably.
+
+    from hypha_celery import Hypha
+    from hypha_celery.langgraph import distribute
+
+    hypha = Hypha.from_env()
+    graph = distribute(builder, hypha, id="research")   # builder: an uncompiled StateGraph
+    graph.invoke(inputs, config={"configurable": {"thread_id": "t1"}})
+
+Each ``invoke`` / ``stream`` / ``start`` is one hypha run of the graph ``id`` in the
+session ``thread_id`` (runs of one thread go one at a time, FIFO). Supersteps run on
+workers: one task as one node execution, several as a chord; LangGraph's own loop
+applies the writes and picks the next tasks in the coordinator's steps (see
+:mod:`hypha_celery.langgraph.graph` and ``docs/langgraph.md``). Needs the ``langgraph``
+extra (``pip install 'hypha-celery[langgraph]'``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from hypha_celery.errors import ExtraNotInstalled, LangGraphNodeError, RunFailed
+from hypha_celery.events.status import RunStatus
+from hypha_celery.langgraph.codec import Codec, Serializer
+from hypha_celery.langgraph.engine import Engine, Snapshot
+from hypha_celery.langgraph.graph import INTERRUPT, Mapping_
+from hypha_celery.store.projection import RunFilter
+
+if TYPE_CHECKING:
+    from hypha_celery.client.hypha import Hypha
+    from hypha_celery.client.run import RunHandle
+
+#: How often ``invoke`` and ``stream`` look at the run (seconds).
+POLL_S = 0.02
+#: LangGraph's default ``recursion_limit``.
+DEFAULT_RECURSION_LIMIT = 25
+_DONE = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+_STEP_KINDS = ("node.execution.completed", "node.reducer.completed")
+
+
+def distribute(builder: Any, hypha: Hypha, *, id: str,
+               nodes: Mapping[str, Mapping[str, Any]] | None = None,
+               serializer: Serializer | None = None) -> DistributedGraph:
+    """Compile ``builder`` (LangGraph's own errors for a graph that does not compile) and
+    register it with ``hypha`` as the graph ``id``; call it where the app is defined, so
+    that every worker importing the app knows it. ``nodes``: per LangGraph node, the
+    options of its hypha :class:`~hypha_celery.graph.Node` (``side_effect``, ``queue``,
+    ``timeout``, ``retry``, ...). ``serializer``: the codec of values that are not JSON
+    (:class:`~hypha_celery.langgraph.codec.Serializer`)."""
+    _require_langgraph()
+    compiled = builder.compile()
+    engine = Engine(compiled, Codec(serializer))
+    dist = DistributedGraph(hypha, id, engine)
+    unknown = set(nodes or {}) - set(compiled.nodes)
+    if unknown:
+        from hypha_celery.errors import GraphSpecError
+
+        raise GraphSpecError(f"distribute(nodes=) names no node of the graph: {sorted(unknown)}")
+    hypha.register(Mapping_(id, engine, dist.previous, nodes or {}).build())
+    return dist
+
+
+class DistributedGraph:
+    """A LangGraph graph run by hypha: LangGraph's calls (``invoke``, ``stream``,
+    ``get_state``, ``get_state_history``) plus :meth:`start`."""
+
+    def __init__(self, hypha: Hypha, graph_id: str, engine: Engine) -> None:
+        self.hypha = hypha
+        self.id = graph_id
+        self.engine = engine
+
+    # -- LangGraph's calls -------------------------------------------------------------
+    def invoke(self, input: Any, config: Mapping[str, Any] | None = None, *,
+               timeout: float | None = None) -> Any:
+        """Run to the end (or to an interrupt) and return the graph's values, with
+        ``__interrupt__`` when it stopped at one, as LangGraph's ``invoke`` does."""
+        handle, thread = self._run(input, config)
+        self._wait(handle, timeout)
+        return self._output(handle, thread)
+
+    def stream(self, input: Any, config: Mapping[str, Any] | None = None, *,
+               stream_mode: str | Sequence[str] = "values",
+               timeout: float | None = None) -> Iterator[Any]:
+        """The run's chunks of ``stream_mode`` (``values``, ``updates``, ``custom``; a
+        list of them gives ``(mode, chunk)`` pairs), each as its step is recorded."""
+        modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
+        handle, _ = self._run(input, config)
+        for mode, chunk in self._chunks(handle, timeout):
+            if mode in modes:
+                yield chunk if isinstance(stream_mode, str) else (mode, chunk)
+
+    def get_state(self, config: Mapping[str, Any]) -> Any:
+        """LangGraph's ``StateSnapshot`` of the thread (built from the event log)."""
+        thread = _thread(config)
+        snaps = self._history(thread)
+        return self.engine.state(thread, snaps)[0]
+
+    def get_state_history(self, config: Mapping[str, Any]) -> Iterator[Any]:
+        """The thread's ``StateSnapshot`` s, newest first (one per superstep)."""
+        thread = _thread(config)
+        yield from self.engine.state(thread, self._history(thread))[1]
+
+    def start(self, input: Any, config: Mapping[str, Any] | None = None) -> RunHandle:
+        """Enqueue the run and return its handle at once."""
+        return self._run(input, config)[0]
+
+    # -- runs of a thread --------------------------------------------------------------
+    def _run(self, input: Any, config: Mapping[str, Any] | None) -> tuple[RunHandle, str]:
+        from langgraph.types import Command
+
+        config = config or {}
+        thread = _thread(config) if "thread_id" in config.get("configurable", {}) \
+            else uuid.uuid4().hex
+        if isinstance(input, Command) and input.resume is not None:
+            return self._resume(thread, input.resume), thread
+        limit = int(config.get("recursion_limit", DEFAULT_RECURSION_LIMIT))
+        run_input = {"thread": thread, "limit": limit,
+                     "input": self.engine.codec.encode(input, "the input")}
+        return self.hypha.start(self.id, run_input, session_id=thread), thread
+
+    def _resume(self, thread: str, value: Any) -> RunHandle:
+        waiting = self._runs(thread, RunStatus.WAITING_HUMAN)
+        if not waiting:
+            raise LookupError(f"thread {thread!r} has no run waiting at an interrupt")
+        run_id = waiting[0]
+        note = json.dumps({"resume": self.engine.codec.encode(value, "the resume value")})
+        self.hypha.approve(run_id, by="langgraph", note=note)
+        return self.hypha.get_run(run_id)
+
+    def _runs(self, thread: str, status: str | None = None) -> list[str]:
+        rows = self.hypha.store.list_runs(
+            RunFilter(graph_id=self.id, session_id=thread, status=status), limit=500)
+        return [r.run_id for r in rows]
+
+    def previous(self, thread: str, run_id: str) -> Snapshot | None:
+        """The thread's position before run ``run_id``: the newest earlier run's."""
+        for other in self._runs(thread):
+            if other == run_id:
+                continue
+            lg = self.hypha.store.get(other)["state"].get("lg")
+            if isinstance(lg, dict):
+                return Snapshot.from_json(lg)
+        return None
+
+    def _history(self, thread: str) -> list[Snapshot]:
+        """Every position the thread's runs recorded, oldest first."""
+        out: list[Snapshot] = []
+        for run_id in reversed(self._runs(thread)):
+            for ev in self.hypha.store.events(run_id):
+                update = ev.data.get("update") if ev.kind in _STEP_KINDS else None
+                if isinstance(update, dict) and "lg" in update and not ev.data.get("edge_of"):
+                    snap = Snapshot.from_json(update["lg"])
+                    if out and out[-1].checkpoint == snap.checkpoint:
+                        out[-1] = snap  # the same superstep, with more writes
+                    else:
+                        out.append(snap)
+        return out
+
+    # -- waiting and reading -----------------------------------------------------------
+    def _wait(self, handle: RunHandle, timeout: float | None) -> None:
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.hypha.store.get(handle.id)["status"]
+            if status in _DONE or status == RunStatus.WAITING_HUMAN:
+                return
+            if end is not None and time.monotonic() > end:
+                from hypha_celery.errors import WaitTimeout
+
+                raise WaitTimeout(f"run {handle.id} still {status} after {timeout}s")
+            time.sleep(POLL_S)
+
+    def _output(self, handle: RunHandle, thread: str) -> Any:
+        view = self.hypha.store.get(handle.id)
+        if view["status"] == RunStatus.WAITING_HUMAN:
+            values = dict(self.engine.codec.decode(view["state"].get("values")) or {})
+            values["__interrupt__"] = self._interrupts(view)
+            return values
+        if view["status"] != RunStatus.COMPLETED:
+            self._raise(handle)
+        return self.engine.codec.decode(view["result"])
+
+    def _interrupts(self, view: Any) -> list[Any]:
+        from langgraph.types import Interrupt
+
+        snap = Snapshot.from_json(view["state"]["lg"])
+        return [Interrupt(value=self.engine.codec.decode(i["value"]), id=i["id"])
+                for i in snap.interrupts]
+
+    def _chunks(self, handle: RunHandle, timeout: float | None) -> Iterator[list[Any]]:
+        end = None if timeout is None else time.monotonic() + timeout
+        seq = 0
+        while True:
+            status = self.hypha.store.get(handle.id)["status"]
+            for ev in self.hypha.store.events(handle.id, after_seq=seq):
+                seq = ev.seq
+                update = ev.data.get("update") if ev.kind in _STEP_KINDS else None
+                if isinstance(update, dict) and not ev.data.get("edge_of"):
+                    for mode, chunk in update.get("chunks") or []:
+                        yield [mode, self.engine.codec.decode(chunk)]
+            if status == RunStatus.WAITING_HUMAN:
+                yield ["updates", {"__interrupt__": tuple(
+                    self._interrupts(self.hypha.store.get(handle.id)))}]
+                return
+            if status in _DONE:
+                if status != RunStatus.COMPLETED:
+                    self._raise(handle)
+                return
+            if end is not None and time.monotonic() > end:
+                return
+            time.sleep(POLL_S)
+
+    def _raise(self, handle: RunHandle) -> None:
+        """The node's exception, as LangGraph's ``invoke`` raises it."""
+        failed = [e for e in self.hypha.store.events(handle.id)
+                  if e.kind == "node.execution.failed" and e.data.get("error")]
+        if not failed:
+            view = self.hypha.store.get(handle.id)
+            err: dict[str, Any] = dict(view["error"] or {})
+            raise RunFailed(handle.id, str(err.get("reason", view["status"])),
+                            str(err.get("message", "")))
+        error = failed[-1].data["error"]
+        raise _exception(handle.id, str(error.get("type", "Exception")),
+                         str(error.get("message", "")))
+
+
+def _exception(run_id: str, type_name: str, message: str) -> BaseException:
+    """An instance of the node's exception type when it can be found by its name
+    (built-in, LangGraph's errors), else :class:`LangGraphNodeError`."""
+    import langgraph.errors as lg_errors
+
+    for where in (builtins, lg_errors):
+        found = getattr(where, type_name.rsplit(".", 1)[-1], None)
+        if isinstance(found, type) and issubclass(found, Exception):
+            try:
+                return found(message)
+            except TypeError:
+                break
+    return LangGraphNodeError(run_id, type_name, message)
+
+
+def _thread(config: Mapping[str, Any]) -> str:
+    thread = (config.get("configurable") or {}).get("thread_id")
+    if thread is None:
+        raise KeyError("config['configurable']['thread_id'] is needed to read a thread")
+    return str(thread)
+
+
+def _require_langgraph() -> None:
+    try:
+        import langgraph  # noqa: F401
+    except ImportError:
+        raise ExtraNotInstalled(
+            "hypha_celery.langgraph needs LangGraph: pip install 'hypha-celery[langgraph]'"
+        ) from None
+
+
+__all__ = ["INTERRUPT", "DistributedGraph", "Serializer", "distribute"]

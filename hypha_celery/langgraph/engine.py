@@ -1,0 +1,267 @@
+"""One LangGraph superstep at a time, from a checkpoint kept as JSON.
+
+LangGraph's own loop does the graph's work — it maps the input, applies writes through
+the channels' reducers in its order, evaluates edges and ``Send`` s, counts the
+recursion limit and raises interrupts — on a checkpointer it is handed: an
+``InMemorySaver`` seeded from the run's state (:class:`Snapshot`) and read back after.
+It is always called with ``interrupt_before="*"``, so it stops before running any node:
+nodes run elsewhere, one task each, on workers (:meth:`Engine.run_task`), and their
+writes are handed to the next :meth:`Engine.advance` as pending writes, which LangGraph
+applies as it does a resumed superstep's.
+
+Running one task needs LangGraph internals (``langgraph.pregel._algo.prepare_next_tasks``,
+``langgraph.pregel._checkpoint.channels_from_checkpoint``,
+``langgraph.pregel._retry.run_with_retry`` and constants of
+``langgraph._internal._constants``): they are imported in :func:`_internals` only, and
+``tests/langgraph/test_internals.py`` fails when LangGraph changes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from hypha_celery.langgraph.codec import Codec
+
+#: The checkpoint namespace of the graph itself (subgraphs run inside their task).
+_NS = ""
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """A thread's position, as a run's state keeps it (JSON, see :meth:`to_json`): the
+    checkpoint, its metadata, the pending writes of the superstep in progress
+    (``[task_id, channel, value]``), the tasks LangGraph prepared next and the
+    interrupts raised by them."""
+
+    checkpoint: Any
+    metadata: Any
+    writes: list[list[Any]] = field(default_factory=list)
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"checkpoint": self.checkpoint, "metadata": self.metadata,
+                "writes": self.writes, "tasks": self.tasks, "interrupts": self.interrupts}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Snapshot:
+        return cls(data["checkpoint"], data["metadata"], list(data.get("writes") or []),
+                   list(data.get("tasks") or []), list(data.get("interrupts") or []))
+
+    def done(self) -> set[str]:
+        """Tasks with writes of their own (not only an interrupt)."""
+        return {w[0] for w in self.writes if w[1] != "__interrupt__"}
+
+    def interrupted(self) -> set[str]:
+        return {i["task_id"] for i in self.interrupts}
+
+
+@dataclass(slots=True)
+class Step:
+    """What one advance gives: the new position and the stream chunks LangGraph emitted
+    (``[mode, chunk]``, JSON)."""
+
+    snapshot: Snapshot
+    chunks: list[list[Any]]
+
+
+@dataclass(slots=True)
+class TaskResult:
+    """One task's end: its writes (``[channel, value]``, JSON), the interrupts it raised
+    (``{"id", "value"}``) and its ``custom`` stream chunks; or the error it raised."""
+
+    writes: list[list[Any]] = field(default_factory=list)
+    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    custom: list[Any] = field(default_factory=list)
+    error: dict[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"writes": self.writes, "interrupts": self.interrupts, "custom": self.custom,
+                "error": self.error}
+
+
+class Engine:
+    """A compiled LangGraph graph driven one superstep at a time (see the module)."""
+
+    def __init__(self, compiled: Any, codec: Codec) -> None:
+        self.compiled = compiled
+        self.codec = codec
+
+    # -- the thread's checkpointer, seeded from a snapshot ---------------------------------
+    def seeded(self, thread: str, snap: Snapshot | None, extra: Sequence[list[Any]] = ()
+               ) -> tuple[Any, dict[str, Any]]:
+        """An ``InMemorySaver`` holding ``snap`` (and ``extra`` writes), and the config of
+        the thread (``recursion_limit`` set by the caller)."""
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        saver = InMemorySaver()
+        config: dict[str, Any] = {"configurable": {"thread_id": thread,
+                                                   "checkpoint_ns": _NS}}
+        if snap is None:
+            return saver, config
+        checkpoint = self.codec.decode(snap.checkpoint)
+        at = saver.put(cast(Any, config), checkpoint, self.codec.decode(snap.metadata),
+                      checkpoint["channel_versions"])
+        for task_id, writes in _by_task([*snap.writes, *extra]).items():
+            saver.put_writes(at, [(c, self.codec.decode(v)) for c, v in writes], task_id)
+        return saver, config
+
+    # -- the loop's part -------------------------------------------------------------------
+    def advance(self, thread: str, snap: Snapshot | None, value: Any, limit: int,
+                extra: Sequence[list[Any]] = ()) -> Step:
+        """Run LangGraph's loop from ``snap`` (with ``extra`` writes pending) on ``value``
+        (the input; None to go on) until it stops before the next nodes."""
+        saver, config = self.seeded(thread, snap, extra)
+        graph = self._on(saver)
+        chunks = []
+        for mode, chunk in graph.stream(value, {**config, "recursion_limit": limit},
+                                        stream_mode=["updates", "values"],
+                                        interrupt_before="*"):
+            if mode == "updates":
+                chunk = _update_chunk(chunk)
+                if chunk is None:
+                    continue
+            chunks.append([mode, self.codec.encode(chunk, f"a {mode} chunk")])
+        return Step(self._read(saver, config, graph), chunks)
+
+    def _on(self, saver: Any) -> Any:
+        """The compiled graph with ``saver`` as its checkpointer."""
+        return self.compiled.copy(update={"checkpointer": saver})
+
+    def _read(self, saver: Any, config: dict[str, Any], graph: Any) -> Snapshot:
+        tup = saver.get_tuple(config)
+        enc = self.codec.encode
+        checkpoint = {k: v for k, v in tup.checkpoint.items() if k != "channel_values"}
+        values = {**tup.checkpoint["channel_values"], **self._deltas(saver, tup)}
+        encoded = {**enc(checkpoint, "the checkpoint"),
+                   "channel_values": {k: enc(v, f"channel {k!r}") for k, v in values.items()}}
+        state = graph.get_state(config)
+        tasks = [{"id": t.id, "name": t.name} for t in state.tasks]
+        interrupts = [{"task_id": t.id, "id": i.id, "value": enc(i.value, "an interrupt")}
+                      for t in state.tasks for i in t.interrupts]
+        writes = [[t, c, enc(v, f"a write of task {t} to channel {c!r}")]
+                  for t, c, v in (tup.pending_writes or [])]
+        return Snapshot(encoded, enc(tup.metadata, "metadata"), writes, tasks, interrupts)
+
+    def _deltas(self, saver: Any, tup: Any) -> dict[str, Any]:
+        """The whole value of each delta channel (LangGraph keeps only their writes in a
+        checkpoint and replays its ancestors' to read one): a snapshot stands alone."""
+        lg = _internals()
+        specs = self.compiled.channels
+        names = [k for k, spec in specs.items() if isinstance(spec, lg.DeltaChannel)
+                 and k in tup.checkpoint["channel_versions"]]
+        if not names:
+            return {}
+        channels, _ = lg.channels_from_checkpoint(specs, tup.checkpoint, saver=saver,
+                                                  config=tup.config)
+        return {k: channels[k].get() for k in names if channels[k].is_available()}
+
+    def state(self, thread: str, snaps: Sequence[Snapshot]) -> tuple[Any, Any]:
+        """LangGraph's ``StateSnapshot`` of the newest of ``snaps`` and the history of all
+        (newest first), through a saver holding every one."""
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        saver = InMemorySaver()
+        config: dict[str, Any] = {"configurable": {"thread_id": thread, "checkpoint_ns": _NS}}
+        at: Any = config
+        for snap in snaps:
+            checkpoint = self.codec.decode(snap.checkpoint)
+            at = saver.put(at, checkpoint, self.codec.decode(snap.metadata),
+                          checkpoint["channel_versions"])
+            for task_id, writes in _by_task(snap.writes).items():
+                saver.put_writes(at, [(c, self.codec.decode(v)) for c, v in writes], task_id)
+        graph = self._on(saver)
+        return graph.get_state(config), list(graph.get_state_history(config))
+
+    # -- a worker's part -------------------------------------------------------------------
+    def run_task(self, thread: str, snap: Snapshot, task_id: str, limit: int,
+                 resume: Any = None, resumed: bool = False) -> TaskResult:
+        """Run task ``task_id`` of ``snap``'s next superstep here (with LangGraph's retry
+        policy of the node); ``resume``: the value its ``interrupt()`` returns now."""
+        lg = _internals()
+        saver, config = self.seeded(thread, snap)
+        tup = saver.get_tuple(config)
+        checkpoint = tup.checkpoint
+        pending = [w for w in (tup.pending_writes or []) if w[0] != task_id]
+        if resumed:
+            pending.append((lg.NULL_TASK_ID, lg.RESUME, resume))
+        custom: list[Any] = []
+        runtime = lg.DEFAULT_RUNTIME.override(
+            stream_writer=lambda c: custom.append(self.codec.encode(c, "a custom chunk")))
+        step = int(tup.metadata.get("step", -1)) + 1
+        run_config = {**tup.config, "recursion_limit": limit,
+                      "configurable": {**tup.config["configurable"],
+                                       lg.CONFIG_KEY_RUNTIME: runtime}}
+        channels, managed = lg.channels_from_checkpoint(self.compiled.channels, checkpoint)
+        tasks = lg.prepare_next_tasks(
+            checkpoint, pending, self.compiled.nodes, channels, managed, run_config, step,
+            step + limit + 1, for_execution=True, store=None, checkpointer=None,
+            manager=None, trigger_to_nodes=self.compiled.trigger_to_nodes)
+        task = tasks.get(task_id)
+        if task is None:
+            return TaskResult(error={"type": "LookupError",
+                                     "message": f"task {task_id} is not in this superstep"})
+        return self._run(lg, task, custom)
+
+    def _run(self, lg: Any, task: Any, custom: list[Any]) -> TaskResult:
+        try:
+            lg.run_with_retry(task, self.compiled.retry_policy)
+        except lg.GraphInterrupt as exc:
+            found = [{"id": i.id, "value": self.codec.encode(i.value, "an interrupt")}
+                     for i in (exc.args[0] if exc.args else ())]
+            return TaskResult(interrupts=found, custom=custom)
+        enc = self.codec.encode
+        writes = [[c, enc(v, f"node {task.name!r}'s write to channel {c!r}")]
+                  for c, v in task.writes]
+        return TaskResult(writes=writes, custom=custom)
+
+
+def _by_task(writes: Sequence[list[Any]]) -> dict[str, list[tuple[str, Any]]]:
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for task_id, channel, value in writes:
+        out.setdefault(task_id, []).append((channel, value))
+    return out
+
+
+def _update_chunk(chunk: Any) -> Any:
+    """An ``updates`` chunk as LangGraph gives it to a caller of ``stream``: without the
+    replay marker a reapplied task's chunk carries, and None for the empty interrupt
+    notice of ``interrupt_before``."""
+    if not isinstance(chunk, dict):
+        return chunk
+    if set(chunk) == {"__interrupt__"} and not chunk["__interrupt__"]:
+        return None
+    return {k: v for k, v in chunk.items() if k != "__metadata__"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Internals:
+    prepare_next_tasks: Any
+    channels_from_checkpoint: Any
+    run_with_retry: Any
+    GraphInterrupt: Any
+    DEFAULT_RUNTIME: Any
+    CONFIG_KEY_RUNTIME: str
+    NULL_TASK_ID: str
+    RESUME: str
+    DeltaChannel: Any
+
+
+def _internals() -> _Internals:
+    """The LangGraph internals a worker needs to run one task (see the module)."""
+    from langgraph._internal._constants import CONFIG_KEY_RUNTIME, NULL_TASK_ID, RESUME
+    from langgraph.channels.delta import DeltaChannel
+    from langgraph.errors import GraphInterrupt
+    from langgraph.pregel._algo import prepare_next_tasks
+    from langgraph.pregel._checkpoint import channels_from_checkpoint
+    from langgraph.pregel._retry import run_with_retry
+    from langgraph.runtime import DEFAULT_RUNTIME
+
+    return _Internals(prepare_next_tasks, channels_from_checkpoint, run_with_retry,
+                      GraphInterrupt, DEFAULT_RUNTIME, CONFIG_KEY_RUNTIME, NULL_TASK_ID,
+                      RESUME, DeltaChannel)
+
+
+__all__ = ["Engine", "Snapshot", "Step", "TaskResult"]

@@ -1,0 +1,184 @@
+"""The hypha graph that runs a LangGraph graph: what maps to what.
+
+* the run's input: ``{"thread", "input", "limit"}``; its state: the thread's
+  position (``lg``: an :class:`~.engine.Snapshot`), the stream chunks of the last step
+  (``chunks``), the graph's values after it (``values``);
+* ``__begin__`` (a node): the thread's last position (the newest earlier run of the
+  thread), the input applied by LangGraph's loop, the first superstep prepared;
+* a LangGraph node: a hypha node of the same name (``_`` for characters our names do not
+  take) running one task of a superstep; when it is the superstep's only task left it
+  also advances the loop (one hop per step);
+* a superstep of several tasks (parallel nodes, ``Send``): a ``FanOut`` (a Celery chord)
+  whose reducer ``__join__`` (the chord callback) hands every task's writes to the loop,
+  which applies them in LangGraph's order;
+* conditional edges, ``Send`` and ``Command(goto=)``: evaluated by LangGraph's loop as
+  writes are applied; the policy (the coordinator) reads the tasks it prepared;
+* ``interrupt()``: the task ends with the interrupt; the policy parks the run with a
+  ``Review`` (reason ``interrupt``; no worker held); an approval whose note is
+  ``{"resume": value}`` runs the interrupted tasks again with that value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from hypha_celery.graph import Fail, FanOut, Finish, Graph, Next, Node, Outcome, Review
+from hypha_celery.graph.model import Context
+from hypha_celery.langgraph.engine import Engine, Snapshot, TaskResult
+
+BEGIN = "__begin__"
+JOIN = "__join__"
+#: The review reason of a LangGraph interrupt.
+INTERRUPT = "interrupt"
+#: A LangGraph run ends when LangGraph's loop says; hypha's own step bound only stops a
+#: runaway beyond any ``recursion_limit`` LangGraph takes.
+MAX_STEPS = 100_000
+_BAD = re.compile(r"[^A-Za-z0-9_\-]")
+
+PreviousFn = Callable[[str, str], Snapshot | None]
+
+
+def node_ids(names: list[str]) -> dict[str, str]:
+    """Each LangGraph node name's hypha node id (our names: letters, digits, ``_`` and
+    ``-``, at most 64; a name that needs changing gets ``_`` and, when taken, a number)."""
+    out: dict[str, str] = {}
+    taken = {BEGIN, JOIN}
+    for name in names:
+        base = _BAD.sub("_", name)[:60] or "_"
+        if not base[0].isalpha() and base[0] != "_":
+            base = "_" + base[:59]
+        node_id, n = base, 1
+        while node_id in taken:
+            n += 1
+            node_id = f"{base[:56]}_{n}"
+        taken.add(node_id)
+        out[name] = node_id
+    return out
+
+
+class Mapping_:
+    """Builds the hypha :class:`Graph` of one distributed LangGraph graph."""
+
+    def __init__(self, graph_id: str, engine: Engine, previous: PreviousFn,
+                 options: Mapping[str, Mapping[str, Any]]) -> None:
+        self.graph_id = graph_id
+        self.engine = engine
+        self.previous = previous
+        names = [n for n in engine.compiled.nodes if n != "__start__"]
+        self.ids = node_ids(names)
+        self.options = options
+
+    def build(self) -> Graph:
+        nodes: dict[str, Node] = {BEGIN: Node(self._begin)}
+        for name, node_id in self.ids.items():
+            nodes[node_id] = Node(self._task_fn(name), **dict(self.options.get(name, {})))
+        return Graph(self.graph_id, nodes, self._policy, {JOIN: self._join},
+                     max_steps=MAX_STEPS, on_node_error="fail")
+
+    # -- nodes -------------------------------------------------------------------------
+    def _begin(self, state: dict[str, Any], run_input: Any, ctx: Any) -> dict[str, Any]:
+        thread, limit = run_input["thread"], int(run_input["limit"])
+        prev = self.previous(thread, ctx.run_id)
+        value = self.engine.codec.decode(run_input["input"])
+        step = self.engine.advance(thread, prev, value, limit)
+        return {"thread": thread, "limit": limit, "lg": step.snapshot.to_json(),
+                "chunks": step.chunks, "values": _last_values(step.chunks, None)}
+
+    def _task_fn(self, name: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+        def task(state: dict[str, Any], task_input: Any) -> dict[str, Any]:
+            return self._task(name, state, task_input)
+
+        task.__name__ = task.__qualname__ = f"langgraph_node:{name}"
+        return task
+
+    def _task(self, name: str, state: dict[str, Any], task_input: Any) -> dict[str, Any]:
+        snap = Snapshot.from_json(state["lg"])
+        resumed = "resume" in task_input
+        result = self.engine.run_task(state["thread"], snap, task_input["id"], state["limit"],
+                                      task_input.get("resume"), resumed)
+        if result.error is not None:
+            raise LookupError(result.error["message"])
+        if not task_input.get("solo"):
+            return {"task": task_input["id"], "result": result.to_json()}
+        return self._joined(state, snap, {task_input["id"]: result})
+
+    def _join(self, state: dict[str, Any], outcomes: list[Outcome]) -> dict[str, Any]:
+        snap = Snapshot.from_json(state["lg"])
+        results: dict[str, TaskResult] = {}
+        for o in outcomes:
+            value: dict[str, Any] = dict(o.value or {})
+            r = value["result"]
+            results[str(value["task"])] = TaskResult(r["writes"], r["interrupts"], r["custom"])
+        return self._joined(state, snap, results)
+
+    def _joined(self, state: dict[str, Any], snap: Snapshot,
+                results: dict[str, TaskResult]) -> dict[str, Any]:
+        """Every task's result handed to the loop; with an interrupt among them, kept as
+        pending writes until it is resumed."""
+        custom = [["custom", c] for r in results.values() for c in r.custom]
+        done_now = {t for t, r in results.items() if not r.interrupts}
+        writes = [w for w in snap.writes
+                  if w[0] not in results or (w[0] not in done_now and w[1] != "__interrupt__")]
+        for task_id, r in results.items():
+            writes += [[task_id, c, v] for c, v in r.writes]
+        interrupts = [i for i in snap.interrupts if i["task_id"] not in results]
+        interrupts += [{"task_id": t, **i} for t, r in results.items() for i in r.interrupts]
+        if interrupts or {t["id"] for t in snap.tasks} - {w[0] for w in writes}:
+            kept = Snapshot(snap.checkpoint, snap.metadata, writes, snap.tasks, interrupts)
+            return {"lg": kept.to_json(), "chunks": custom}
+        step = self.engine.advance(state["thread"], Snapshot(snap.checkpoint, snap.metadata),
+                                   None, state["limit"], extra=writes)
+        return {"lg": step.snapshot.to_json(), "chunks": custom + step.chunks,
+                "values": _last_values(step.chunks, state.get("values"))}
+
+    # -- the decision policy (the coordinator) -----------------------------------------
+    def _policy(self, ctx: Context) -> Any:
+        state = ctx.state
+        if "lg" not in state:
+            return Next(BEGIN, ctx.input)
+        snap = Snapshot.from_json(state["lg"])  # type: ignore[arg-type]
+        if snap.interrupts:
+            return self._interrupted(ctx, snap)
+        if not snap.tasks:
+            return Finish(state.get("values"))
+        pending = {t["id"] for t in snap.tasks} - snap.done()
+        return self._dispatch(snap, pending, {})
+
+    def _interrupted(self, ctx: Context, snap: Snapshot) -> Any:
+        review = _review_for(ctx, snap)
+        if review is None or review.get("status") == "pending":
+            return Review(INTERRUPT, subject={"interrupts": snap.interrupts})
+        if review.get("status") != "approved":
+            return Fail(f"the interrupt was {review.get('status')}", "review_rejected")
+        note = json.loads(review.get("note") or "{}")
+        return self._dispatch(snap, snap.interrupted(), {"resume": note.get("resume")})
+
+    def _dispatch(self, snap: Snapshot, ids: set[str], extra: dict[str, Any]) -> Any:
+        tasks = [t for t in snap.tasks if t["id"] in ids]
+        if len(tasks) == 1 and not (snap.interrupted() - ids):
+            t = tasks[0]
+            return Next(self.ids[t["name"]], {"id": t["id"], "solo": True, **extra})
+        return FanOut([Next(self.ids[t["name"]], {"id": t["id"], **extra}) for t in tasks],
+                      reducer=JOIN)
+
+
+def _review_for(ctx: Context, snap: Snapshot) -> dict[str, Any] | None:
+    """The review asked for the interrupts ``snap`` holds, if there is one."""
+    ids = sorted(i["id"] for i in snap.interrupts)
+    for review in reversed(list(ctx.reviews.values())):
+        subject = review.get("subject")
+        if isinstance(subject, dict) and sorted(
+                i.get("id") for i in subject.get("interrupts", [])) == ids:
+            return dict(review)
+    return None
+
+
+def _last_values(chunks: list[list[Any]], before: Any) -> Any:
+    values = [c for mode, c in chunks if mode == "values"]
+    return values[-1] if values else before
+
+
+__all__ = ["BEGIN", "INTERRUPT", "JOIN", "Mapping_", "node_ids"]
