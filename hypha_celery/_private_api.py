@@ -14,7 +14,10 @@ loudly against a library version that changed it:
 - OpenTelemetry SDK's multi span processor tuple (:func:`put_span_processor_first`): the
   tracing sink's processor goes first among a provider's;
 - prometheus_client's value class (:func:`use_multiprocess_values`): chosen when the
-  library is first imported, chosen again once multiprocess mode is set.
+  library is first imported, chosen again once multiprocess mode is set;
+- LangGraph's Pregel algorithm (:func:`langgraph_task_api`): a worker of a distributed
+  LangGraph graph prepares and runs one task of a superstep (the ``langgraph`` extra pins
+  the minor version; ``tests/langgraph/test_internals.py``).
 
 (Celery's current task is read through the public ``celery.current_task``. Two private
 APIs of the standard library stay with the module that uses them, each with its own
@@ -26,14 +29,16 @@ from __future__ import annotations
 
 import inspect
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from celery.worker.consumer import Consumer
 
 from hypha_celery.errors import PrivateApiChanged
 
-__all__ = ["CONSUMER_ATTRIBUTES", "CONSUMER_HOOKS", "check_celery_consumer",
-           "consumer_steps_without", "put_span_processor_first", "use_multiprocess_values"]
+__all__ = ["CONSUMER_ATTRIBUTES", "CONSUMER_HOOKS", "LangGraphTaskApi", "check_celery_consumer",
+           "consumer_steps_without", "langgraph_task_api", "put_span_processor_first",
+           "use_multiprocess_values"]
 
 #: The consumer hooks ``HyphaConsumer`` overrides, with the parameters it passes on.
 CONSUMER_HOOKS: dict[str, tuple[str, ...]] = {
@@ -109,3 +114,32 @@ def use_multiprocess_values() -> bool:
         return False
     values.ValueClass = values.get_value_class()
     return True
+
+
+@dataclass(frozen=True, slots=True)
+class LangGraphTaskApi:
+    prepare_next_tasks: Any
+    channels_from_checkpoint: Any
+    run_with_retry: Any
+    GraphInterrupt: Any
+    DEFAULT_RUNTIME: Any
+    CONFIG_KEY_RUNTIME: str
+    NULL_TASK_ID: str
+    RESUME: str
+    DeltaChannel: Any
+
+
+def langgraph_task_api() -> LangGraphTaskApi:
+    """The LangGraph internals a worker needs to run one task of a superstep
+    (:mod:`hypha_celery.langgraph.engine`), imported when first asked for."""
+    from langgraph._internal._constants import CONFIG_KEY_RUNTIME, NULL_TASK_ID, RESUME
+    from langgraph.channels.delta import DeltaChannel
+    from langgraph.errors import GraphInterrupt
+    from langgraph.pregel._algo import prepare_next_tasks
+    from langgraph.pregel._checkpoint import channels_from_checkpoint
+    from langgraph.pregel._retry import run_with_retry
+    from langgraph.runtime import DEFAULT_RUNTIME
+
+    return LangGraphTaskApi(prepare_next_tasks, channels_from_checkpoint, run_with_retry,
+                      GraphInterrupt, DEFAULT_RUNTIME, CONFIG_KEY_RUNTIME, NULL_TASK_ID,
+                      RESUME, DeltaChannel)

@@ -12,7 +12,8 @@ applies as it does a resumed superstep's.
 Running one task needs LangGraph internals (``langgraph.pregel._algo.prepare_next_tasks``,
 ``langgraph.pregel._checkpoint.channels_from_checkpoint``,
 ``langgraph.pregel._retry.run_with_retry`` and constants of
-``langgraph._internal._constants``): they are imported in :func:`_internals` only, and
+``langgraph._internal._constants``): they come from
+:func:`hypha_celery._private_api.langgraph_task_api` only, and
 ``tests/langgraph/test_internals.py`` fails when LangGraph changes them.
 """
 
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from hypha_celery._private_api import langgraph_task_api
 from hypha_celery.langgraph.codec import Codec
 
 #: The checkpoint namespace of the graph itself (subgraphs run inside their task).
@@ -148,7 +150,7 @@ class Engine:
     def _deltas(self, saver: Any, tup: Any) -> dict[str, Any]:
         """The whole value of each delta channel (LangGraph keeps only their writes in a
         checkpoint and replays its ancestors' to read one): a snapshot stands alone."""
-        lg = _internals()
+        lg = langgraph_task_api()
         specs = self.compiled.channels
         names = [k for k, spec in specs.items() if isinstance(spec, lg.DeltaChannel)
                  and k in tup.checkpoint["channel_versions"]]
@@ -180,7 +182,7 @@ class Engine:
                  resume: Any = None, resumed: bool = False) -> TaskResult:
         """Run task ``task_id`` of ``snap``'s next superstep here (with LangGraph's retry
         policy of the node); ``resume``: the value its ``interrupt()`` returns now."""
-        lg = _internals()
+        lg = langgraph_task_api()
         saver, config = self.seeded(thread, snap)
         tup = saver.get_tuple(config)
         checkpoint = tup.checkpoint
@@ -234,34 +236,6 @@ def _update_chunk(chunk: Any) -> Any:
     if set(chunk) == {"__interrupt__"} and not chunk["__interrupt__"]:
         return None
     return {k: v for k, v in chunk.items() if k != "__metadata__"}
-
-
-@dataclass(frozen=True, slots=True)
-class _Internals:
-    prepare_next_tasks: Any
-    channels_from_checkpoint: Any
-    run_with_retry: Any
-    GraphInterrupt: Any
-    DEFAULT_RUNTIME: Any
-    CONFIG_KEY_RUNTIME: str
-    NULL_TASK_ID: str
-    RESUME: str
-    DeltaChannel: Any
-
-
-def _internals() -> _Internals:
-    """The LangGraph internals a worker needs to run one task (see the module)."""
-    from langgraph._internal._constants import CONFIG_KEY_RUNTIME, NULL_TASK_ID, RESUME
-    from langgraph.channels.delta import DeltaChannel
-    from langgraph.errors import GraphInterrupt
-    from langgraph.pregel._algo import prepare_next_tasks
-    from langgraph.pregel._checkpoint import channels_from_checkpoint
-    from langgraph.pregel._retry import run_with_retry
-    from langgraph.runtime import DEFAULT_RUNTIME
-
-    return _Internals(prepare_next_tasks, channels_from_checkpoint, run_with_retry,
-                      GraphInterrupt, DEFAULT_RUNTIME, CONFIG_KEY_RUNTIME, NULL_TASK_ID,
-                      RESUME, DeltaChannel)
 
 
 __all__ = ["Engine", "Snapshot", "Step", "TaskResult"]
