@@ -118,6 +118,9 @@ def use_multiprocess_values() -> bool:
 
 @dataclass(frozen=True, slots=True)
 class LangGraphTaskApi:
+    """LangGraph's Pregel functions, error, runtime, constants and delta channel class
+    that preparing and running one task needs (see :func:`langgraph_task_api`)."""
+
     prepare_next_tasks: Any
     channels_from_checkpoint: Any
     run_with_retry: Any
@@ -141,5 +144,5 @@ def langgraph_task_api() -> LangGraphTaskApi:
     from langgraph.runtime import DEFAULT_RUNTIME
 
     return LangGraphTaskApi(prepare_next_tasks, channels_from_checkpoint, run_with_retry,
-                      GraphInterrupt, DEFAULT_RUNTIME, CONFIG_KEY_RUNTIME, NULL_TASK_ID,
-                      RESUME, DeltaChannel)
+                            GraphInterrupt, DEFAULT_RUNTIME, CONFIG_KEY_RUNTIME,
+                            NULL_TASK_ID, RESUME, DeltaChannel)
