@@ -109,9 +109,7 @@ class Codec:
         if tag == "dict":
             return {_hashable(self.decode(k)): self.decode(v) for k, v in data["items"]}
         if tag == "lc":
-            from langchain_core.load import load
-
-            return load(data["data"])
+            return _langchain_load(data["data"])
         if tag == "custom" and self.serializer is not None:
             return self.serializer.load(data["data"])
         raise NotJsonState(f"a stored value is tagged {tag!r}, which this graph cannot read "
@@ -120,6 +118,18 @@ class Codec:
 
 def _hashable(key: Any) -> Any:
     return tuple(key) if isinstance(key, list) else key
+
+
+def _langchain_load(data: Any) -> Any:
+    """LangChain's ``load`` of its own JSON, without the beta warning it gives on each
+    call (a warning per decoded message; an error under ``-W error``)."""
+    import warnings
+
+    from langchain_core.load import load
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"The function `load` is in beta")
+        return load(data)
 
 
 def _langchain_json(value: Any) -> Any:

@@ -1,4 +1,5 @@
-"""Guards of the LangGraph internals :mod:`hypha_celery.langgraph.engine` uses: each test
+"""Guards of the LangGraph internals :mod:`hypha_celery.langgraph.engine` uses (through
+:func:`hypha_celery._private_api.langgraph_task_api`): each test
 fails with a message naming what changed, so a LangGraph upgrade breaks here first, not in
 a worker."""
 
@@ -10,11 +11,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-pytest.importorskip("langgraph")
-
-from hypha_celery.langgraph.engine import _internals  # noqa: E402
+from hypha_celery._private_api import langgraph_task_api as _internals
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
