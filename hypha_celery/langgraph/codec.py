@@ -122,14 +122,16 @@ def _hashable(key: Any) -> Any:
 
 def _langchain_load(data: Any) -> Any:
     """LangChain's ``load`` of its own JSON, without the beta warning it gives on each
-    call (a warning per decoded message; an error under ``-W error``)."""
+    call (a warning per decoded message; an error under ``-W error``); the allowlist
+    named (``core``: langchain_core's classes, messages and documents among them, the
+    default LangChain warns will change)."""
     import warnings
 
     from langchain_core.load import load
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"The function `load` is in beta")
-        return load(data)
+        return load(data, allowed_objects="core")
 
 
 def _langchain_json(value: Any) -> Any:
