@@ -48,6 +48,7 @@ SEPARATE = {"agents_turn": ("turn", ["bench/agents.py", "turn", "--asks", "200"]
             "agents_io": ("agents_io", ["bench/agents_io.py"]),
             "graph_io": ("graph_io", ["bench/graph_io.py"]),
             "events": ("events", ["bench/events.py"]),
+            "langgraph": ("langgraph", ["bench/langgraph.py"]),
             "scale": ("scale", ["bench/scale.py"])}
 for _name, (_key, _argv) in SEPARATE.items():
     BENCHES[_name] = (lambda key, argv: lambda env: _separate(key, argv))(_key, _argv)
