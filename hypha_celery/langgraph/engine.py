@@ -112,15 +112,22 @@ class Engine:
 
     # -- the loop's part -------------------------------------------------------------------
     def advance(self, thread: str, snap: Snapshot | None, value: Any, limit: int,
-                extra: Sequence[list[Any]] = ()) -> Step:
+                extra: Sequence[list[Any]] = (), going_on: bool = False) -> Step:
         """Run LangGraph's loop from ``snap`` (with ``extra`` writes pending) on ``value``
-        (the input; None to go on) until it stops before the next nodes."""
+        (the input; None to go on) until it stops before the next nodes. ``going_on``
+        (a superstep's writes handed back), the
+        ``values`` chunk LangGraph emits first on resuming (the state it stopped at, which
+        the previous advance already emitted) is left out."""
         saver, config = self.seeded(thread, snap, extra)
         graph = self._on(saver)
         chunks = []
+        skip_first_values = going_on
         for mode, chunk in graph.stream(value, {**config, "recursion_limit": limit},
                                         stream_mode=["updates", "values"],
                                         interrupt_before="*"):
+            if mode == "values" and skip_first_values and not chunks:
+                skip_first_values = False
+                continue
             if mode == "updates":
                 chunk = _update_chunk(chunk)
                 if chunk is None:

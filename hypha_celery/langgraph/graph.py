@@ -130,7 +130,7 @@ class Mapping_:
             kept = Snapshot(snap.checkpoint, snap.metadata, writes, snap.tasks, interrupts)
             return {"lg": kept.to_json(), "chunks": custom}
         step = self.engine.advance(state["thread"], Snapshot(snap.checkpoint, snap.metadata),
-                                   None, state["limit"], extra=writes)
+                                   None, state["limit"], extra=writes, going_on=True)
         return {"lg": step.snapshot.to_json(), "chunks": custom + step.chunks,
                 "values": _last_values(step.chunks, state.get("values"))}
 

@@ -1,0 +1,287 @@
+"""The LangGraph programs of the differential tests, as uncompiled ``StateGraph`` s: the
+test compiles each with LangGraph's ``InMemorySaver`` and distributes it on hypha; the
+worker (:mod:`tests.langgraph.worker_app`) distributes the same builders."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from langchain_core.messages import AIMessage, AnyMessage
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, Send, interrupt
+from pydantic import BaseModel
+from typing_extensions import TypedDict
+
+Builder = Callable[[], Any]
+
+
+class Text(TypedDict):
+    text: str
+
+
+class Items(TypedDict):
+    items: Annotated[list[str], operator.add]
+    topic: str
+
+
+def _append(s: str) -> Callable[[Text], dict[str, str]]:
+    def node(state: Text) -> dict[str, str]:
+        return {"text": state["text"] + s}
+    return node
+
+
+def linear() -> Any:
+    b = StateGraph(Text)
+    for n in ("a", "b", "c"):
+        b.add_node(n, _append(n))
+    b.add_edge(START, "a")
+    b.add_edge("a", "b")
+    b.add_edge("b", "c")
+    b.add_edge("c", END)
+    return b
+
+
+def _items(tag: str) -> Callable[[Items], dict[str, list[str]]]:
+    def node(state: Items) -> dict[str, list[str]]:
+        return {"items": [tag]}
+    return node
+
+
+def parallel() -> Any:
+    """``a``, then ``b`` and ``c`` in one superstep, then ``d`` after both."""
+    b = StateGraph(Items)
+    for n in ("a", "b", "c", "d"):
+        b.add_node(n, _items(n))
+    b.add_edge(START, "a")
+    b.add_edge("a", "b")
+    b.add_edge("a", "c")
+    b.add_edge(["b", "c"], "d")
+    b.add_edge("d", END)
+    return b
+
+
+def _map(state: Items) -> dict[str, list[str]]:
+    return {"items": ["m:" + state["topic"]]}
+
+
+def map_reduce() -> Any:
+    """``Send`` one ``m`` per topic, then ``total`` sees every result."""
+    b = StateGraph(Items)
+    b.add_node("plan", _items("plan"))
+    b.add_node("m", _map)
+    b.add_node("total", lambda s: {"topic": ",".join(sorted(s["items"]))})
+    b.add_edge(START, "plan")
+    b.add_conditional_edges(
+        "plan", lambda s: [Send("m", {"topic": t, "items": []}) for t in ("x", "y", "z")])
+    b.add_edge("m", "total")
+    b.add_edge("total", END)
+    return b
+
+
+def _route(state: Text) -> str:
+    return "big" if len(state["text"]) > 3 else "small"
+
+
+def conditional(path_map: bool) -> Builder:
+    def build() -> Any:
+        b = StateGraph(Text)
+        b.add_node("start", _append("s"))
+        b.add_node("big", _append("B"))
+        b.add_node("small", _append("S"))
+        if path_map:
+            b.add_conditional_edges("start", lambda s: len(s["text"]) > 3,
+                                    {True: "big", False: "small"})
+        else:
+            b.add_conditional_edges("start", _route)
+        b.add_edge("big", END)
+        b.add_edge("small", END)
+        b.add_edge(START, "start")
+        return b
+    return build
+
+
+def _command(state: Text) -> Command[Literal["left", "right"]]:
+    return Command(goto="right" if "r" in state["text"] else "left", update={"text": "cmd"})
+
+
+def command() -> Any:
+    b = StateGraph(Text)
+    b.add_node("pick", _command)
+    b.add_node("left", _append("L"))
+    b.add_node("right", _append("R"))
+    b.add_edge(START, "pick")
+    return b
+
+
+def _ask(state: Items) -> dict[str, list[str]]:
+    answer = interrupt({"question": "ok?", "items": state["items"]})
+    return {"items": ["ask:" + str(answer)]}
+
+
+def interrupting() -> Any:
+    b = StateGraph(Items)
+    b.add_node("a", _items("a"))
+    b.add_node("ask", _ask)
+    b.add_node("after", _items("after"))
+    b.add_edge(START, "a")
+    b.add_edge("a", "ask")
+    b.add_edge("ask", "after")
+    b.add_edge("after", END)
+    return b
+
+
+class PState(BaseModel):
+    text: str = ""
+    count: int = 0
+
+
+def pydantic_state() -> Any:
+    b = StateGraph(PState)
+    b.add_node("one", lambda s: {"text": s.text + "1", "count": s.count + 1})
+    b.add_node("two", lambda s: {"text": s.text + "2", "count": s.count + 1})
+    b.add_edge(START, "one")
+    b.add_edge("one", "two")
+    return b
+
+
+@dataclass
+class DState:
+    text: str = ""
+    seen: Annotated[list[str], operator.add] = field(default_factory=list)
+
+
+def dataclass_state() -> Any:
+    b = StateGraph(DState)
+    b.add_node("one", lambda s: {"text": s.text + "1", "seen": ["one"]})
+    b.add_node("two", lambda s: {"text": s.text + "2", "seen": ["two"]})
+    b.add_edge(START, "one")
+    b.add_edge("one", "two")
+    return b
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def _reply(state: Chat) -> dict[str, list[AnyMessage]]:
+    return {"messages": [AIMessage(f"heard {len(state['messages'])}", id="ai-1")]}
+
+
+def messages() -> Any:
+    b = StateGraph(Chat)
+    b.add_node("reply", _reply)
+    b.add_edge(START, "reply")
+    return b
+
+
+def _inner() -> Any:
+    b = StateGraph(Text)
+    b.add_node("i1", _append("<"))
+    b.add_node("i2", _append(">"))
+    b.add_edge(START, "i1")
+    b.add_edge("i1", "i2")
+    return b.compile()
+
+
+def subgraph() -> Any:
+    b = StateGraph(Text)
+    b.add_node("before", _append("["))
+    b.add_node("inner", _inner())
+    b.add_node("after", _append("]"))
+    b.add_edge(START, "before")
+    b.add_edge("before", "inner")
+    b.add_edge("inner", "after")
+    return b
+
+
+class Counter(TypedDict):
+    n: int
+
+
+def looping() -> Any:
+    """Never stops by itself: ``recursion_limit`` ends it."""
+    b = StateGraph(Counter)
+    b.add_node("tick", lambda s: {"n": s["n"] + 1})
+    b.add_edge(START, "tick")
+    b.add_edge("tick", "tick")
+    return b
+
+
+def _boom(state: Text) -> dict[str, str]:
+    raise ValueError("boom: " + state["text"])
+
+
+def failing() -> Any:
+    b = StateGraph(Text)
+    b.add_node("ok", _append("o"))
+    b.add_node("boom", _boom)
+    b.add_edge(START, "ok")
+    b.add_edge("ok", "boom")
+    return b
+
+
+def _keep_max(old: int, new: int) -> int:
+    return max(old, new)
+
+
+class Maxed(TypedDict):
+    best: Annotated[int, _keep_max]
+
+
+def custom_reducer() -> Any:
+    b = StateGraph(Maxed)
+    b.add_node("low", lambda s: {"best": 3})
+    b.add_node("high", lambda s: {"best": 9})
+    b.add_node("mid", lambda s: {"best": 5})
+    b.add_edge(START, "low")
+    b.add_edge("low", "high")
+    b.add_edge("high", "mid")
+    return b
+
+
+def _writer(state: Text) -> dict[str, str]:
+    write = get_stream_writer()
+    write({"progress": 1})
+    write({"progress": 2, "text": state["text"]})
+    return {"text": state["text"] + "!"}
+
+
+def custom_stream() -> Any:
+    b = StateGraph(Text)
+    b.add_node("w", _writer)
+    b.add_node("v", _append("v"))
+    b.add_edge(START, "w")
+    b.add_edge("w", "v")
+    return b
+
+
+#: graph id -> builder.
+BUILDERS: dict[str, Builder] = {
+    "lg_linear": linear,
+    "lg_parallel": parallel,
+    "lg_map_reduce": map_reduce,
+    "lg_cond_map": conditional(True),
+    "lg_cond_plain": conditional(False),
+    "lg_command": command,
+    "lg_interrupt": interrupting,
+    "lg_pydantic": pydantic_state,
+    "lg_dataclass": dataclass_state,
+    "lg_messages": messages,
+    "lg_subgraph": subgraph,
+    "lg_loop": looping,
+    "lg_fail": failing,
+    "lg_reducer": custom_reducer,
+    "lg_custom": custom_stream,
+}
+
+
+def distribute_all(hypha: Any) -> dict[str, Any]:
+    """Every graph of :data:`BUILDERS` distributed on ``hypha`` (id -> DistributedGraph)."""
+    from hypha_celery.langgraph import distribute
+
+    return {gid: distribute(build(), hypha, id=gid) for gid, build in BUILDERS.items()}
