@@ -79,7 +79,7 @@ class DistributedGraph:
                timeout: float | None = None) -> Any:
         """Run to the end (or to an interrupt) and return the graph's values, with
         ``__interrupt__`` when it stopped at one, as LangGraph's ``invoke`` does."""
-        handle, thread = self._run(input, config)
+        handle, thread, _ = self._run(input, config)
         self._wait(handle, timeout)
         return self._output(handle, thread)
 
@@ -89,8 +89,8 @@ class DistributedGraph:
         """The run's chunks of ``stream_mode`` (``values``, ``updates``, ``custom``; a
         list of them gives ``(mode, chunk)`` pairs), each as its step is recorded."""
         modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
-        handle, _ = self._run(input, config)
-        for mode, chunk in self._chunks(handle, timeout):
+        handle, _, after = self._run(input, config)
+        for mode, chunk in self._chunks(handle, timeout, after):
             if mode in modes:
                 yield chunk if isinstance(stream_mode, str) else (mode, chunk)
 
@@ -110,27 +110,32 @@ class DistributedGraph:
         return self._run(input, config)[0]
 
     # -- runs of a thread --------------------------------------------------------------
-    def _run(self, input: Any, config: Mapping[str, Any] | None) -> tuple[RunHandle, str]:
+    def _run(self, input: Any, config: Mapping[str, Any] | None
+             ) -> tuple[RunHandle, str, int]:
+        """The run of ``input`` (a resumed run: the one waiting), its thread, and the seq
+        of its last event before this call (a resumed run streams what follows)."""
         from langgraph.types import Command
 
         config = config or {}
         thread = _thread(config) if "thread_id" in config.get("configurable", {}) \
             else uuid.uuid4().hex
         if isinstance(input, Command) and input.resume is not None:
-            return self._resume(thread, input.resume), thread
+            handle, after = self._resume(thread, input.resume)
+            return handle, thread, after
         limit = int(config.get("recursion_limit", DEFAULT_RECURSION_LIMIT))
         run_input = {"thread": thread, "limit": limit,
                      "input": self.engine.codec.encode(input, "the input")}
-        return self.hypha.start(self.id, run_input, session_id=thread), thread
+        return self.hypha.start(self.id, run_input, session_id=thread), thread, 0
 
-    def _resume(self, thread: str, value: Any) -> RunHandle:
+    def _resume(self, thread: str, value: Any) -> tuple[RunHandle, int]:
         waiting = self._runs(thread, RunStatus.WAITING_HUMAN)
         if not waiting:
             raise LookupError(f"thread {thread!r} has no run waiting at an interrupt")
         run_id = waiting[0]
         note = json.dumps({"resume": self.engine.codec.encode(value, "the resume value")})
+        after = max((ev.seq for ev in self.hypha.store.events(run_id)), default=0)
         self.hypha.approve(run_id, by="langgraph", note=note)
-        return self.hypha.get_run(run_id)
+        return self.hypha.get_run(run_id), after
 
     def _runs(self, thread: str, status: str | None = None) -> list[str]:
         rows = self.hypha.store.list_runs(
@@ -191,9 +196,10 @@ class DistributedGraph:
         return [Interrupt(value=self.engine.codec.decode(i["value"]), id=i["id"])
                 for i in snap.interrupts]
 
-    def _chunks(self, handle: RunHandle, timeout: float | None) -> Iterator[list[Any]]:
+    def _chunks(self, handle: RunHandle, timeout: float | None,
+                after: int = 0) -> Iterator[list[Any]]:
         end = None if timeout is None else time.monotonic() + timeout
-        seq = 0
+        seq = after
         while True:
             status = self.hypha.store.get(handle.id)["status"]
             for ev in self.hypha.store.events(handle.id, after_seq=seq):

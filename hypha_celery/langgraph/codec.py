@@ -7,6 +7,8 @@ LangGraph's own objects are tagged objects under the key ``"__lg__"``:
 * ``Send(node, arg)`` — ``{"__lg__": "send", "node", "arg"}``;
 * ``Interrupt(value, id)`` — ``{"__lg__": "interrupt", "value", "id"}``;
 * a tuple — ``{"__lg__": "tuple", "items"}`` (LangGraph keeps some values as tuples);
+* the set of a LangGraph barrier channel (``add_edge([a, b], c)``) —
+  ``{"__lg__": "set", "items"}`` (a set in the graph's own state is still refused);
 * a LangChain message or other serializable LangChain object (``add_messages``
   channels) — ``{"__lg__": "lc", "data"}``, LangChain's own JSON (``dumpd`` / ``load``,
   never pickle);
@@ -47,8 +49,12 @@ class Codec:
         self.serializer = serializer
 
     # -- encode ------------------------------------------------------------------------
-    def encode(self, value: Any, where: str) -> Any:
-        """``value`` as JSON; ``where`` names it in an error (a channel, a write)."""
+    def encode(self, value: Any, where: str, *, sets: bool = False) -> Any:
+        """``value`` as JSON; ``where`` names it in an error (a channel, a write).
+        ``sets``: ``value`` may be a set (the node names LangGraph's own barrier channels
+        of ``add_edge([a, b], c)`` keep), kept as ``{"__lg__": "set", "items"}``."""
+        if sets and isinstance(value, set | frozenset):
+            return {TAG: "set", "items": [self.encode(v, where) for v in sorted(value)]}
         if value is None or isinstance(value, bool | int | float | str):
             return value
         if isinstance(value, list):
@@ -104,6 +110,8 @@ class Codec:
             return Send(data["node"], self.decode(data["arg"]))
         if tag == "interrupt":
             return Interrupt(value=self.decode(data["value"]), id=data["id"])
+        if tag == "set":
+            return {_hashable(self.decode(v)) for v in data["items"]}
         if tag == "tuple":
             return tuple(self.decode(v) for v in data["items"])
         if tag == "dict":

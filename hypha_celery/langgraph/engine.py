@@ -120,7 +120,7 @@ class Engine:
         the previous advance already emitted) is left out."""
         saver, config = self.seeded(thread, snap, extra)
         graph = self._on(saver)
-        chunks = []
+        chunks: list[list[Any]] = []
         skip_first_values = going_on
         for mode, chunk in graph.stream(value, {**config, "recursion_limit": limit},
                                         stream_mode=["updates", "values"],
@@ -145,7 +145,8 @@ class Engine:
         checkpoint = {k: v for k, v in tup.checkpoint.items() if k != "channel_values"}
         values = {**tup.checkpoint["channel_values"], **self._deltas(saver, tup)}
         encoded = {**enc(checkpoint, "the checkpoint"),
-                   "channel_values": {k: enc(v, f"channel {k!r}") for k, v in values.items()}}
+                   "channel_values": {k: enc(v, f"channel {k!r}", sets=self._barrier(k))
+                                      for k, v in values.items()}}
         state = graph.get_state(config)
         tasks = [{"id": t.id, "name": t.name} for t in state.tasks]
         interrupts = [{"task_id": t.id, "id": i.id, "value": enc(i.value, "an interrupt")}
@@ -153,6 +154,16 @@ class Engine:
         writes = [[t, c, enc(v, f"a write of task {t} to channel {c!r}")]
                   for t, c, v in (tup.pending_writes or [])]
         return Snapshot(encoded, enc(tup.metadata, "metadata"), writes, tasks, interrupts)
+
+    def _barrier(self, channel: str) -> bool:
+        """Whether ``channel`` is one of LangGraph's barriers (its value: a set)."""
+        from langgraph.channels.named_barrier_value import (
+            NamedBarrierValue,
+            NamedBarrierValueAfterFinish,
+        )
+
+        spec = self.compiled.channels.get(channel)
+        return isinstance(spec, NamedBarrierValue | NamedBarrierValueAfterFinish)
 
     def _deltas(self, saver: Any, tup: Any) -> dict[str, Any]:
         """The whole value of each delta channel (LangGraph keeps only their writes in a
