@@ -28,7 +28,7 @@ from hypha_celery.errors import ExtraNotInstalled, LangGraphNodeError, RunFailed
 from hypha_celery.events.status import RunStatus
 from hypha_celery.langgraph.codec import Codec, Serializer
 from hypha_celery.langgraph.engine import Engine, Snapshot
-from hypha_celery.langgraph.graph import INTERRUPT, Mapping_
+from hypha_celery.langgraph.graph import INTERRUPT, RECURSION_LIMIT, Mapping_
 from hypha_celery.store.projection import RunFilter
 
 if TYPE_CHECKING:
@@ -227,6 +227,10 @@ class DistributedGraph:
         if not failed:
             view = self.hypha.store.get(handle.id)
             err: dict[str, Any] = dict(view["error"] or {})
+            if err.get("reason") == RECURSION_LIMIT:
+                from langgraph.errors import GraphRecursionError
+
+                raise GraphRecursionError(str(err.get("message", "")))
             raise RunFailed(handle.id, str(err.get("reason", view["status"])),
                             str(err.get("message", "")))
         error = failed[-1].data["error"]

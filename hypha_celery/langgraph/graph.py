@@ -33,6 +33,8 @@ BEGIN = "__begin__"
 JOIN = "__join__"
 #: The review reason of a LangGraph interrupt.
 INTERRUPT = "interrupt"
+#: The failure reason of a run that reached its ``recursion_limit``.
+RECURSION_LIMIT = "recursion_limit"
 #: A LangGraph run ends when LangGraph's loop says; hypha's own step bound only stops a
 #: runaway beyond any ``recursion_limit`` LangGraph takes.
 MAX_STEPS = 100_000
@@ -84,7 +86,11 @@ class Mapping_:
         prev = self.previous(thread, ctx.run_id)
         value = self.engine.codec.decode(run_input["input"])
         step = self.engine.advance(thread, prev, value, limit)
-        return {"thread": thread, "limit": limit, "lg": step.snapshot.to_json(),
+        # LangGraph's loop stops a run at the superstep step + limit + 1 of the checkpoint
+        # it started at (-2 on a new thread); each advance here is a loop of its own
+        base = int(prev.metadata.get("step", -2)) if prev is not None else -2
+        return {"thread": thread, "limit": limit, "stop": base + limit + 2,
+                "lg": step.snapshot.to_json(),
                 "chunks": step.chunks, "values": _last_values(step.chunks, None)}
 
     def _task_fn(self, name: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
@@ -144,6 +150,10 @@ class Mapping_:
             return self._interrupted(ctx, snap)
         if not snap.tasks:
             return Finish(state.get("values"))
+        if int(snap.metadata.get("step", -1)) >= int(state.get("stop", MAX_STEPS)):  # type: ignore[call-overload]
+            return Fail(f"Recursion limit of {state['limit']} reached without hitting a stop "
+                        "condition. You can increase the limit by setting the "
+                        "`recursion_limit` config key.", RECURSION_LIMIT)
         pending = {t["id"] for t in snap.tasks} - snap.done()
         return self._dispatch(snap, pending, {})
 
@@ -181,4 +191,4 @@ def _last_values(chunks: list[list[Any]], before: Any) -> Any:
     return values[-1] if values else before
 
 
-__all__ = ["BEGIN", "INTERRUPT", "JOIN", "Mapping_", "node_ids"]
+__all__ = ["BEGIN", "INTERRUPT", "JOIN", "RECURSION_LIMIT", "Mapping_", "node_ids"]

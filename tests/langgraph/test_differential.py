@@ -1,0 +1,196 @@
+"""Each LangGraph program of :mod:`tests.langgraph.graphs` run twice: by LangGraph itself
+(``compile(checkpointer=InMemorySaver())``) and by hypha (``distribute``) on a real
+``celery worker`` process (prefork, :mod:`tests.langgraph.worker_app`) on real Redis and
+PostgreSQL; results, stream chunks and state history compared.
+
+Where hypha differs by design, the test pins what hypha does (``# differs:``)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphRecursionError
+from langgraph.types import Command
+
+from hypha_celery import Hypha
+from tests.integration.helpers import Backends, Worker, close_client, purge
+from tests.langgraph import graphs
+
+APP = "tests.langgraph.worker_app:celery"
+WAIT = 30.0
+
+
+@pytest.fixture(scope="module")
+def hypha(redis_url: str, pg_url: str, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[dict[str, Any]]:
+    """A client with every graph distributed, and one worker process serving them."""
+    backends = Backends("redis", redis_url, redis_url, pg_url)
+    client = Hypha(backends.settings())
+    distributed = graphs.distribute_all(client)
+    client.store.migrate()
+    purge(redis_url, sorted(client.queues()))
+    log = tmp_path_factory.mktemp("lg-worker") / "worker.log"
+    worker = Worker(backends, log, queues=sorted(client.queues()), app=APP)
+    try:
+        worker.start(client.celery)
+        yield distributed
+    finally:
+        worker.stop()
+        close_client(client)
+
+
+def reference(gid: str) -> Any:
+    return graphs.BUILDERS[gid]().compile(checkpointer=InMemorySaver())
+
+
+def config(**extra: Any) -> dict[str, Any]:
+    return {"configurable": {"thread_id": uuid.uuid4().hex}, **extra}
+
+
+def history(graph: Any, cfg: dict[str, Any]) -> list[tuple[Any, tuple[str, ...]]]:
+    return [(s.values, s.next) for s in graph.get_state_history(cfg)]
+
+
+def canon(chunks: list[Any]) -> list[str]:
+    """Chunks as sorted JSON text: the order of one superstep's tasks' chunks differs
+    (LangGraph: as tasks finish; hypha: in task order)."""
+    return sorted(json.dumps(c, sort_keys=True, default=repr) for c in chunks)
+
+
+def same_run(hypha: dict[str, Any], gid: str, inputs: Any, *,
+             ordered: bool = True) -> tuple[Any, Any, dict[str, Any], dict[str, Any]]:
+    """invoke, stream (updates, values) and history compared; returns both graphs and
+    their invoke configs."""
+    ref, ours = reference(gid), hypha[gid]
+    rc, oc = config(), config()
+    assert ours.invoke(inputs, oc, timeout=WAIT) == ref.invoke(inputs, rc)
+    for mode in ("updates", "values"):
+        want = list(ref.stream(inputs, config(), stream_mode=mode))
+        got = list(ours.stream(inputs, config(), stream_mode=mode, timeout=WAIT))
+        if ordered:
+            assert got == want, mode
+        else:
+            assert canon(got) == canon(want), mode
+    # differs: LangGraph's history ends with the checkpoint of the input (step -1, next
+    # ('__start__',)); hypha's starts at the first superstep after it.
+    want_history = history(ref, rc)
+    assert want_history[-1][1] == ("__start__",)
+    assert history(ours, oc) == want_history[:-1]
+    assert ours.get_state(oc).values == ref.get_state(rc).values
+    return ref, ours, rc, oc
+
+
+def test_linear(hypha: dict[str, Any]) -> None:
+    same_run(hypha, "lg_linear", {"text": ">"})
+
+
+def test_parallel_nodes_in_one_superstep(hypha: dict[str, Any]) -> None:
+    same_run(hypha, "lg_parallel", {"items": [], "topic": ""}, ordered=False)
+
+
+def test_parallel_updates_follow_task_order(hypha: dict[str, Any]) -> None:
+    # differs: LangGraph streams a superstep's updates as its tasks finish; hypha in the
+    # order of the tasks (LangGraph's own order of applying their writes).
+    got = list(hypha["lg_parallel"].stream({"items": [], "topic": ""}, config(),
+                                           stream_mode="updates", timeout=WAIT))
+    assert got == [{"a": {"items": ["a"]}}, {"b": {"items": ["b"]}}, {"c": {"items": ["c"]}},
+                   {"d": {"items": ["d"]}}]
+
+
+def test_send_map_reduce(hypha: dict[str, Any]) -> None:
+    same_run(hypha, "lg_map_reduce", {"items": [], "topic": ""}, ordered=False)
+
+
+@pytest.mark.parametrize("gid", ["lg_cond_map", "lg_cond_plain"])
+@pytest.mark.parametrize("text", ["", "long text"])
+def test_conditional_edges(hypha: dict[str, Any], gid: str, text: str) -> None:
+    same_run(hypha, gid, {"text": text})
+
+
+@pytest.mark.parametrize("text", ["l", "r"])
+def test_command_goto_and_update(hypha: dict[str, Any], text: str) -> None:
+    same_run(hypha, "lg_command", {"text": text})
+
+
+def test_interrupt_and_resume(hypha: dict[str, Any]) -> None:
+    gid, inputs = "lg_interrupt", {"items": [], "topic": ""}
+    ref, ours = reference(gid), hypha[gid]
+    rc, oc = config(), config()
+    want, got = ref.invoke(inputs, rc), ours.invoke(inputs, oc, timeout=WAIT)
+    assert [i.value for i in got.pop("__interrupt__")] == \
+        [i.value for i in want.pop("__interrupt__")]
+    assert got == want
+    assert ours.get_state(oc).next == ref.get_state(rc).next == ("ask",)
+    assert ours.invoke(Command(resume="yes"), oc, timeout=WAIT) == \
+        ref.invoke(Command(resume="yes"), rc)
+    assert ours.get_state(oc).values == ref.get_state(rc).values
+    want_history = history(ref, rc)
+    assert want_history[-1][1] == ("__start__",)  # differs: see same_run
+    assert history(ours, oc) == want_history[:-1]
+
+
+def test_interrupt_stream_then_resume(hypha: dict[str, Any]) -> None:
+    gid, inputs = "lg_interrupt", {"items": [], "topic": ""}
+    ref, ours = reference(gid), hypha[gid]
+    rc, oc = config(), config()
+    want = list(ref.stream(inputs, rc, stream_mode="updates"))
+    got = list(ours.stream(inputs, oc, stream_mode="updates", timeout=WAIT))
+    assert got[:-1] == want[:-1]
+    assert [i.value for i in got[-1]["__interrupt__"]] == \
+        [i.value for i in want[-1]["__interrupt__"]]
+    assert list(ours.stream(Command(resume=1), oc, stream_mode="updates", timeout=WAIT)) == \
+        list(ref.stream(Command(resume=1), rc, stream_mode="updates"))
+
+
+@pytest.mark.parametrize("gid", ["lg_pydantic", "lg_dataclass"])
+def test_pydantic_and_dataclass_states(hypha: dict[str, Any], gid: str) -> None:
+    same_run(hypha, gid, {"text": ">"})
+
+
+def test_add_messages(hypha: dict[str, Any]) -> None:
+    same_run(hypha, "lg_messages", {"messages": [HumanMessage("hi", id="h-1")]})
+
+
+def test_compiled_subgraph_as_a_node(hypha: dict[str, Any]) -> None:
+    same_run(hypha, "lg_subgraph", {"text": ""})
+
+
+def test_custom_reducer(hypha: dict[str, Any]) -> None:
+    same_run(hypha, "lg_reducer", {"best": 0})
+
+
+def test_custom_stream_mode(hypha: dict[str, Any]) -> None:
+    gid, inputs = "lg_custom", {"text": "x"}
+    want = list(reference(gid).stream(inputs, config(), stream_mode="custom"))
+    got = list(hypha[gid].stream(inputs, config(), stream_mode="custom", timeout=WAIT))
+    assert got == want == [{"progress": 1}, {"progress": 2, "text": "x"}]
+    modes = ["custom", "updates"]
+    want = list(reference(gid).stream(inputs, config(), stream_mode=modes))
+    got = list(hypha[gid].stream(inputs, config(), stream_mode=modes, timeout=WAIT))
+    assert got == want
+
+
+def test_recursion_limit(hypha: dict[str, Any]) -> None:
+    ref, ours = reference("lg_loop"), hypha["lg_loop"]
+    rc, oc = config(recursion_limit=5), config(recursion_limit=5)
+    with pytest.raises(GraphRecursionError) as want:
+        ref.invoke({"n": 0}, rc)
+    with pytest.raises(GraphRecursionError) as got:
+        ours.invoke({"n": 0}, oc, timeout=WAIT)
+    assert str(got.value).split(".")[0] == str(want.value).split(".")[0]
+    assert history(ours, oc) == history(ref, rc)[:-1]  # differs: see same_run
+
+
+def test_a_node_error_is_raised_by_invoke(hypha: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="boom: >o") as want:
+        reference("lg_fail").invoke({"text": ">"}, config())
+    with pytest.raises(ValueError, match="boom: >o") as got:
+        hypha["lg_fail"].invoke({"text": ">"}, config(), timeout=WAIT)
+    assert type(got.value) is type(want.value)
+
