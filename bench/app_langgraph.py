@@ -47,7 +47,7 @@ def send_builder(width: int = WIDTH) -> Any:
     def branches(_: SendState) -> list[Any]:
         return [Send("wait", i) for i in range(width)]
 
-    builder = StateGraph(SendState)
+    builder: Any = StateGraph(SendState)  # the nodes take the Send payload (an int)
     builder.add_node("wait", wait)
     builder.add_node("merge", merge)
     builder.add_conditional_edges(START, branches, ["wait"])

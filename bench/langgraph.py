@@ -318,7 +318,8 @@ def main(argv: list[str]) -> int:
     os.environ["BENCH_LG_IO_URL"] = server.url  # the workers' and this process's nodes
     t0 = time.monotonic()
     try:
-        with LangGraphEnv() as env:
+        env = LangGraphEnv()
+        with env:
             doc = {"machine": machine_info(), "setup": setup_info(env),
                    "langgraph": bench(env, server)}
             doc["setup"]["foreign_messages_in_worker_log"] = env.foreign_messages()
