@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hypha_celery.errors import ExtraNotInstalled, LangGraphNodeError, RunFailed
+from hypha_celery.errors import ExtraNotInstalled, LangGraphNodeError, NotJsonState, RunFailed
 from hypha_celery.events.status import RunStatus
 from hypha_celery.langgraph.codec import Codec, Serializer
 from hypha_celery.langgraph.engine import Engine, Snapshot
@@ -124,7 +124,7 @@ class DistributedGraph:
             return handle, thread, after
         limit = int(config.get("recursion_limit", DEFAULT_RECURSION_LIMIT))
         run_input = {"thread": thread, "limit": limit,
-                     "input": self.engine.codec.encode(input, "the input")}
+                     "input": self.engine.codec.encode(_as_input(input), "the input")}
         return self.hypha.start(self.id, run_input, session_id=thread), thread, 0
 
     def _resume(self, thread: str, value: Any) -> tuple[RunHandle, int]:
@@ -238,10 +238,32 @@ class DistributedGraph:
                          str(error.get("message", "")))
 
 
+def _as_input(input: Any) -> Any:
+    """A pydantic model or dataclass input as the dict of the channel writes LangGraph
+    makes of it (its fields; a None left out where the field's default is None too and,
+    for pydantic, it was not set explicitly): the JSON codec takes the dict."""
+    import dataclasses
+
+    from pydantic import BaseModel
+
+    if isinstance(input, BaseModel):
+        fields = type(input).model_fields
+        return {k: v for k in fields if (v := getattr(input, k)) is not None
+                or fields[k].default is not None or k in input.model_fields_set}
+    if dataclasses.is_dataclass(input) and not isinstance(input, type):
+        return {f.name: v for f in dataclasses.fields(input)
+                if (v := getattr(input, f.name)) is not None or f.default is not None}
+    return input
+
+
 def _exception(run_id: str, type_name: str, message: str) -> BaseException:
     """An instance of the node's exception type when it can be found by its name
-    (built-in, LangGraph's errors), else :class:`LangGraphNodeError`."""
+    (built-in, LangGraph's errors, :class:`NotJsonState` of a node's write), else
+    :class:`LangGraphNodeError`."""
     import langgraph.errors as lg_errors
+
+    if type_name.rsplit(".", 1)[-1] == NotJsonState.__name__:
+        return NotJsonState(message)
 
     for where in (builtins, lg_errors):
         found = getattr(where, type_name.rsplit(".", 1)[-1], None)

@@ -260,6 +260,51 @@ def custom_stream() -> Any:
     return b
 
 
+def parallel_interrupt() -> Any:
+    """``ask`` (interrupts) and ``side`` in one superstep, then ``after``."""
+    b = StateGraph(Items)
+    b.add_node("a", _items("a"))
+    b.add_node("ask", _ask)
+    b.add_node("side", _items("side"))
+    b.add_node("after", _items("after"))
+    b.add_edge(START, "a")
+    b.add_edge("a", "ask")
+    b.add_edge("a", "side")
+    b.add_edge(["ask", "side"], "after")
+    return b
+
+
+class Tagged(TypedDict):
+    text: str
+    tags: Any
+
+
+def _tags(state: Tagged) -> dict[str, Any]:
+    return {"tags": {state["text"], "t"}}
+
+
+def not_json() -> Any:
+    """A node writes a set to the channel ``tags``."""
+    b = StateGraph(Tagged)
+    b.add_node("tag", _tags)
+    b.add_node("count", lambda s: {"text": str(len(s["tags"]))})
+    b.add_edge(START, "tag")
+    b.add_edge("tag", "count")
+    return b
+
+
+class SetSerializer:
+    """The codec of sets as sorted lists (``distribute(serializer=)``)."""
+
+    def dump(self, value: Any) -> Any:
+        if isinstance(value, set):
+            return sorted(value)
+        raise TypeError(type(value).__name__)
+
+    def load(self, data: Any) -> Any:
+        return set(data)
+
+
 #: graph id -> builder.
 BUILDERS: dict[str, Builder] = {
     "lg_linear": linear,
@@ -277,6 +322,8 @@ BUILDERS: dict[str, Builder] = {
     "lg_fail": failing,
     "lg_reducer": custom_reducer,
     "lg_custom": custom_stream,
+    "lg_par_interrupt": parallel_interrupt,
+    "lg_not_json": not_json,
 }
 
 
@@ -284,4 +331,7 @@ def distribute_all(hypha: Any) -> dict[str, Any]:
     """Every graph of :data:`BUILDERS` distributed on ``hypha`` (id -> DistributedGraph)."""
     from hypha_celery.langgraph import distribute
 
-    return {gid: distribute(build(), hypha, id=gid) for gid, build in BUILDERS.items()}
+    out = {gid: distribute(build(), hypha, id=gid) for gid, build in BUILDERS.items()}
+    out["lg_serialized"] = distribute(not_json(), hypha, id="lg_serialized",
+                                      serializer=SetSerializer())
+    return out

@@ -19,6 +19,7 @@ from langgraph.errors import GraphRecursionError
 from langgraph.types import Command
 
 from hypha_celery import Hypha
+from hypha_celery.errors import NotJsonState
 from tests.integration.helpers import Backends, Worker, close_client, purge
 from tests.langgraph import graphs
 
@@ -70,7 +71,7 @@ def same_run(hypha: dict[str, Any], gid: str, inputs: Any, *,
     ref, ours = reference(gid), hypha[gid]
     rc, oc = config(), config()
     assert ours.invoke(inputs, oc, timeout=WAIT) == ref.invoke(inputs, rc)
-    for mode in ("updates", "values"):
+    for mode in ("updates", "values", ["values", "updates"]):
         want = list(ref.stream(inputs, config(), stream_mode=mode))
         got = list(ours.stream(inputs, config(), stream_mode=mode, timeout=WAIT))
         if ordered:
@@ -148,9 +149,66 @@ def test_interrupt_stream_then_resume(hypha: dict[str, Any]) -> None:
         list(ref.stream(Command(resume=1), rc, stream_mode="updates"))
 
 
+def test_interrupt_in_a_parallel_superstep(hypha: dict[str, Any]) -> None:
+    gid, inputs = "lg_par_interrupt", {"items": [], "topic": ""}
+    ref, ours = reference(gid), hypha[gid]
+    rc, oc = config(), config()
+    want = list(ref.stream(inputs, rc, stream_mode="updates"))
+    got = list(ours.stream(inputs, oc, stream_mode="updates", timeout=WAIT))
+    # differs: LangGraph streams the update of the task that finished beside the
+    # interrupted one ({'side': ...}) before it stops; hypha keeps a superstep's writes
+    # pending until every task of it is done, so that update comes after the resume.
+    assert want[0] == got[0] == {"a": {"items": ["a"]}}
+    assert "__interrupt__" in want[1] and "__interrupt__" in got[1] and len(got) == 2
+    assert want[2] == {"side": {"items": ["side"]}}
+    assert ours.get_state(oc).values == ref.get_state(rc).values  # side's write is there
+    assert ours.get_state(oc).next == ref.get_state(rc).next == ("ask",)
+    want = list(ref.stream(Command(resume=2), rc, stream_mode="updates"))
+    got = list(ours.stream(Command(resume=2), oc, stream_mode="updates", timeout=WAIT))
+    # differs: LangGraph replays side's update first, marked {'cached': True}; hypha
+    # streams the superstep's updates in task order, unmarked.
+    assert want == [{"side": {"items": ["side"]}, "__metadata__": {"cached": True}},
+                    {"ask": {"items": ["ask:2"]}}, {"after": {"items": ["after"]}}]
+    assert got == [{"ask": {"items": ["ask:2"]}}, {"side": {"items": ["side"]}},
+                   {"after": {"items": ["after"]}}]
+    assert ours.get_state(oc).values == ref.get_state(rc).values
+
+
 @pytest.mark.parametrize("gid", ["lg_pydantic", "lg_dataclass"])
 def test_pydantic_and_dataclass_states(hypha: dict[str, Any], gid: str) -> None:
     same_run(hypha, gid, {"text": ">"})
+
+
+@pytest.mark.parametrize(("gid", "inputs"), [
+    ("lg_pydantic", graphs.PState(text=">")),
+    ("lg_dataclass", graphs.DState(text=">")),
+])
+def test_a_state_instance_as_input(hypha: dict[str, Any], gid: str, inputs: Any) -> None:
+    assert hypha[gid].invoke(inputs, config(), timeout=WAIT) == \
+        reference(gid).invoke(inputs, config())
+
+
+def test_a_node_writing_a_set_fails_naming_the_channel(hypha: dict[str, Any]) -> None:
+    assert reference("lg_not_json").invoke({"text": "x"}, config())["text"] == "2"
+    with pytest.raises(NotJsonState, match=r"channel 'tags' holds a builtins\.set"):
+        hypha["lg_not_json"].invoke({"text": "x"}, config(), timeout=WAIT)
+    with pytest.raises(NotJsonState, match=r"the input holds a builtins\.set"):
+        hypha["lg_linear"].invoke({"text": {1}}, config(), timeout=WAIT)
+
+
+def test_a_serializer_takes_the_set(hypha: dict[str, Any]) -> None:
+    cfg = config()
+    got = hypha["lg_serialized"].invoke({"text": "x"}, cfg, timeout=WAIT)
+    assert got == reference("lg_not_json").invoke({"text": "x"}, config()) == \
+        {"text": "2", "tags": {"x", "t"}}
+    assert hypha["lg_serialized"].get_state(cfg).values["tags"] == {"x", "t"}
+
+
+def test_start_returns_the_run_at_once(hypha: dict[str, Any]) -> None:
+    cfg = config()
+    run = hypha["lg_linear"].start({"text": "s"}, cfg)
+    assert run.wait(timeout=WAIT) == {"text": "sabc"}
+    assert hypha["lg_linear"].get_state(cfg).values == {"text": "sabc"}
 
 
 def test_add_messages(hypha: dict[str, Any]) -> None:
