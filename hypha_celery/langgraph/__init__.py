@@ -182,12 +182,16 @@ class DistributedGraph:
     def _output(self, handle: RunHandle, thread: str) -> Any:
         view = self.hypha.store.get(handle.id)
         if view["status"] == RunStatus.WAITING_HUMAN:
-            values = dict(self.engine.codec.decode(view["state"].get("values")) or {})
+            values = self._values(view)
             values["__interrupt__"] = self._interrupts(view)
             return values
         if view["status"] != RunStatus.COMPLETED:
             self._raise(handle)
         return self.engine.codec.decode(view["result"])
+
+    def _values(self, view: Any) -> dict[str, Any]:
+        """The graph's values the run's state holds (after its last superstep)."""
+        return dict(self.engine.codec.decode(view["state"].get("values")) or {})
 
     def _interrupts(self, view: Any) -> list[Any]:
         from langgraph.types import Interrupt
@@ -198,8 +202,13 @@ class DistributedGraph:
 
     def _chunks(self, handle: RunHandle, timeout: float | None,
                 after: int = 0) -> Iterator[list[Any]]:
+        """The run's ``[mode, chunk]`` s after event ``after`` (a resumed run: first the
+        values it stopped at, as LangGraph's resumed stream gives them); at an interrupt,
+        the ``__interrupt__`` update and the values with ``__interrupt__``."""
         end = None if timeout is None else time.monotonic() + timeout
         seq = after
+        if after:
+            yield ["values", self._values(self.hypha.store.get(handle.id))]
         while True:
             status = self.hypha.store.get(handle.id)["status"]
             for ev in self.hypha.store.events(handle.id, after_seq=seq):
@@ -209,8 +218,10 @@ class DistributedGraph:
                     for mode, chunk in update.get("chunks") or []:
                         yield [mode, self.engine.codec.decode(chunk)]
             if status == RunStatus.WAITING_HUMAN:
-                yield ["updates", {"__interrupt__": tuple(
-                    self._interrupts(self.hypha.store.get(handle.id)))}]
+                view = self.hypha.store.get(handle.id)
+                interrupts = tuple(self._interrupts(view))
+                yield ["updates", {"__interrupt__": interrupts}]
+                yield ["values", {**self._values(view), "__interrupt__": interrupts}]
                 return
             if status in _DONE:
                 if status != RunStatus.COMPLETED:
