@@ -305,6 +305,63 @@ class SetSerializer:
         return set(data)
 
 
+def _boom_items(state: Items) -> dict[str, list[str]]:
+    raise ValueError("boom in parallel")
+
+
+def parallel_failure() -> Any:
+    """``b`` raises while ``c`` runs beside it."""
+    b = StateGraph(Items)
+    b.add_node("a", _items("a"))
+    b.add_node("b", _boom_items)
+    b.add_node("c", _items("c"))
+    b.add_edge(START, "a")
+    b.add_edge("a", "b")
+    b.add_edge("a", "c")
+    return b
+
+
+def _ask_topic(state: Items) -> dict[str, list[str]]:
+    answer = interrupt("topic " + state["topic"])
+    return {"items": [f"{state['topic']}={answer}"]}
+
+
+def send_interrupt() -> Any:
+    """Two ``Send`` tasks that both interrupt in one superstep."""
+    b = StateGraph(Items)
+    b.add_node("plan", _items("plan"))
+    b.add_node("ask", _ask_topic)
+    b.add_edge(START, "plan")
+    b.add_conditional_edges(
+        "plan", lambda s: [Send("ask", {"topic": t, "items": []}) for t in ("x", "y")])
+    return b
+
+
+def _fan_command(state: Items) -> Command[Any]:
+    return Command(goto=[Send("m", {"topic": t, "items": []}) for t in ("p", "q")],
+                   update={"items": ["fan"]})
+
+
+def command_send() -> Any:
+    b = StateGraph(Items)
+    b.add_node("fan", _fan_command)
+    b.add_node("m", _map)
+    b.add_edge(START, "fan")
+    return b
+
+
+def odd_names() -> Any:
+    """Node names hypha's node ids do not take as they are."""
+    b = StateGraph(Text)
+    b.add_node("step one", _append("1"))
+    b.add_node("step.one", _append("2"))
+    b.add_node("3rd", _append("3"))
+    b.add_edge(START, "step one")
+    b.add_edge("step one", "step.one")
+    b.add_edge("step.one", "3rd")
+    return b
+
+
 #: graph id -> builder.
 BUILDERS: dict[str, Builder] = {
     "lg_linear": linear,
@@ -324,6 +381,10 @@ BUILDERS: dict[str, Builder] = {
     "lg_custom": custom_stream,
     "lg_par_interrupt": parallel_interrupt,
     "lg_not_json": not_json,
+    "lg_par_fail": parallel_failure,
+    "lg_send_interrupt": send_interrupt,
+    "lg_command_send": command_send,
+    "lg_odd_names": odd_names,
 }
 
 

@@ -276,3 +276,33 @@ def test_a_node_error_is_raised_by_invoke(hypha: dict[str, Any]) -> None:
         hypha["lg_fail"].invoke({"text": ">"}, config(), timeout=WAIT)
     assert type(got.value) is type(want.value)
 
+
+
+def test_a_node_error_beside_a_parallel_task(hypha: dict[str, Any]) -> None:
+    inputs = {"items": [], "topic": ""}
+    with pytest.raises(ValueError, match="boom in parallel"):
+        reference("lg_par_fail").invoke(inputs, config())
+    with pytest.raises(ValueError, match="boom in parallel"):
+        hypha["lg_par_fail"].invoke(inputs, config(), timeout=WAIT)
+
+
+def test_command_goto_sends(hypha: dict[str, Any]) -> None:
+    same_run(hypha, "lg_command_send", {"items": [], "topic": ""}, ordered=False)
+
+
+def test_node_names_hypha_ids_do_not_take(hypha: dict[str, Any]) -> None:
+    same_run(hypha, "lg_odd_names", {"text": ""})
+
+
+def test_interrupts_of_two_send_tasks(hypha: dict[str, Any]) -> None:
+    gid, inputs = "lg_send_interrupt", {"items": [], "topic": ""}
+    ref, ours = reference(gid), hypha[gid]
+    rc, oc = config(), config()
+    assert without_ids(ours.invoke(inputs, oc, timeout=WAIT)) == \
+        without_ids(ref.invoke(inputs, rc))
+    ids = [i.id for t in ref.get_state(rc).tasks for i in t.interrupts]
+    want = ref.invoke(Command(resume=dict.fromkeys(ids, "v")), rc)
+    # differs: LangGraph resumes several interrupts with {interrupt_id: value}; hypha
+    # resumes every interrupted task of the superstep with the one value given.
+    assert ours.invoke(Command(resume="v"), oc, timeout=WAIT) == want
+    assert history(ours, oc) == history(ref, rc)[:-1]
