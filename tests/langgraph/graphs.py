@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage
 from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import Command, Send, interrupt
+from langgraph.types import Command, RetryPolicy, Send, interrupt
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
@@ -362,6 +362,57 @@ def odd_names() -> Any:
     return b
 
 
+#: Calls of ``flaky`` per input text, in the process that runs it.
+FLAKY_CALLS: dict[str, int] = {}
+
+
+def _flaky(state: Text) -> dict[str, str]:
+    FLAKY_CALLS[state["text"]] = FLAKY_CALLS.get(state["text"], 0) + 1
+    if FLAKY_CALLS[state["text"]] < 3:
+        raise ConnectionError(f"attempt {FLAKY_CALLS[state['text']]}")
+    return {"text": state["text"] + f"@{FLAKY_CALLS[state['text']]}"}
+
+
+def retrying() -> Any:
+    """``flaky`` fails twice, then LangGraph's ``RetryPolicy`` has it succeed."""
+    b = StateGraph(Text)
+    b.add_node("flaky", _flaky, retry_policy=RetryPolicy(max_attempts=3, initial_interval=0.01,
+                                                         jitter=False))
+    b.add_edge(START, "flaky")
+    return b
+
+
+def _inner_ask() -> Any:
+    b = StateGraph(Text)
+    b.add_node("q", lambda s: {"text": s["text"] + str(interrupt("inner?"))})
+    b.add_edge(START, "q")
+    return b.compile()
+
+
+def subgraph_interrupt() -> Any:
+    b = StateGraph(Text)
+    b.add_node("before", _append("["))
+    b.add_node("inner", _inner_ask())
+    b.add_node("after", _append("]"))
+    b.add_edge(START, "before")
+    b.add_edge("before", "inner")
+    b.add_edge("inner", "after")
+    return b
+
+
+def _forget(state: Chat) -> dict[str, list[AnyMessage]]:
+    return {"messages": [RemoveMessage(id="h-1"), AIMessage("only me", id="ai-2")]}
+
+
+def remove_messages() -> Any:
+    b = StateGraph(Chat)
+    b.add_node("reply", _reply)
+    b.add_node("forget", _forget)
+    b.add_edge(START, "reply")
+    b.add_edge("reply", "forget")
+    return b
+
+
 #: graph id -> builder.
 BUILDERS: dict[str, Builder] = {
     "lg_linear": linear,
@@ -385,6 +436,9 @@ BUILDERS: dict[str, Builder] = {
     "lg_send_interrupt": send_interrupt,
     "lg_command_send": command_send,
     "lg_odd_names": odd_names,
+    "lg_retry": retrying,
+    "lg_sub_interrupt": subgraph_interrupt,
+    "lg_remove_messages": remove_messages,
 }
 
 

@@ -306,3 +306,25 @@ def test_interrupts_of_two_send_tasks(hypha: dict[str, Any]) -> None:
     # resumes every interrupted task of the superstep with the one value given.
     assert ours.invoke(Command(resume="v"), oc, timeout=WAIT) == want
     assert history(ours, oc) == history(ref, rc)[:-1]
+
+
+def test_langgraph_retry_policy_runs_inside_the_task(hypha: dict[str, Any]) -> None:
+    text = uuid.uuid4().hex  # flaky counts its calls per text, in its own process
+    want = reference("lg_retry").invoke({"text": text}, config())
+    assert hypha["lg_retry"].invoke({"text": text}, config(), timeout=WAIT) == want == \
+        {"text": text + "@3"}
+
+
+def test_remove_message(hypha: dict[str, Any]) -> None:
+    same_run(hypha, "lg_remove_messages", {"messages": [HumanMessage("hi", id="h-1")]})
+
+
+def test_interrupt_inside_a_subgraph(hypha: dict[str, Any]) -> None:
+    gid, inputs = "lg_sub_interrupt", {"text": ""}
+    ref, ours = reference(gid), hypha[gid]
+    rc, oc = config(), config()
+    assert without_ids(ours.invoke(inputs, oc, timeout=WAIT)) == \
+        without_ids(ref.invoke(inputs, rc))
+    assert ours.invoke(Command(resume="R"), oc, timeout=WAIT) == \
+        ref.invoke(Command(resume="R"), rc) == {"text": "[R]"}
+    assert history(ours, oc) == history(ref, rc)[:-1]
