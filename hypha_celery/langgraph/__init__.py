@@ -160,6 +160,9 @@ class DistributedGraph:
                 update = ev.data.get("update") if ev.kind in _STEP_KINDS else None
                 if isinstance(update, dict) and "lg" in update and not ev.data.get("edge_of"):
                     snap = Snapshot.from_json(update["lg"])
+                    applied = update.get("applied")
+                    if out and isinstance(applied, list):
+                        out[-1].writes = applied  # the superstep out[-1] began, applied
                     if out and out[-1].checkpoint == snap.checkpoint:
                         out[-1] = snap  # the same superstep, with more writes
                     else:

@@ -192,8 +192,21 @@ class Engine:
                           checkpoint["channel_versions"])
             for task_id, writes in _by_task(snap.writes).items():
                 saver.put_writes(at, [(c, self.codec.decode(v)) for c, v in writes], task_id)
+            for task_id, raised in self._interrupt_writes(snap).items():
+                saver.put_writes(at, [("__interrupt__", raised)], task_id)
         graph = self._on(saver)
         return graph.get_state(config), list(graph.get_state_history(config))
+
+    def _interrupt_writes(self, snap: Snapshot) -> dict[str, list[Any]]:
+        """The ``Interrupt`` s each task of ``snap`` raised, as LangGraph keeps them (a
+        pending write to ``__interrupt__``): its ``StateSnapshot`` shows them."""
+        from langgraph.types import Interrupt
+
+        out: dict[str, list[Any]] = {}
+        for i in snap.interrupts:
+            out.setdefault(i["task_id"], []).append(
+                Interrupt(value=self.codec.decode(i["value"]), id=i["id"]))
+        return out
 
     # -- a worker's part -------------------------------------------------------------------
     def run_task(self, thread: str, snap: Snapshot, task_id: str, limit: int,

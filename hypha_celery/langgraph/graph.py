@@ -137,8 +137,10 @@ class Mapping_:
             return {"lg": kept.to_json(), "chunks": custom}
         step = self.engine.advance(state["thread"], Snapshot(snap.checkpoint, snap.metadata),
                                    None, state["limit"], extra=writes, going_on=True)
+        # "applied": the writes of the superstep just ended, for get_state_history (the
+        # tasks' results of the checkpoint before, as LangGraph keeps them)
         return {"lg": step.snapshot.to_json(), "chunks": custom + step.chunks,
-                "values": _last_values(step.chunks, state.get("values"))}
+                "values": _last_values(step.chunks, state.get("values")), "applied": writes}
 
     # -- the decision policy (the coordinator) -----------------------------------------
     def _policy(self, ctx: Context) -> Any:

@@ -54,8 +54,13 @@ def config(**extra: Any) -> dict[str, Any]:
     return {"configurable": {"thread_id": uuid.uuid4().hex}, **extra}
 
 
-def history(graph: Any, cfg: dict[str, Any]) -> list[tuple[Any, tuple[str, ...]]]:
-    return [(s.values, s.next) for s in graph.get_state_history(cfg)]
+def history(graph: Any, cfg: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Each ``StateSnapshot`` of the thread, newest first, as what should match: values,
+    next, step and source, and each task's name, interrupt values and result."""
+    return [(s.values, s.next, s.metadata.get("step"), s.metadata.get("source"),
+             [(t.name, [i.value for i in t.interrupts], t.result) for t in s.tasks],
+             [i.value for i in s.interrupts])
+            for s in graph.get_state_history(cfg)]
 
 
 def canon(chunks: list[Any]) -> list[str]:
