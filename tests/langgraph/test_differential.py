@@ -333,3 +333,25 @@ def test_interrupt_inside_a_subgraph(hypha: dict[str, Any]) -> None:
     assert ours.invoke(Command(resume="R"), oc, timeout=WAIT) == \
         ref.invoke(Command(resume="R"), rc) == {"text": "[R]"}
     assert history(ours, oc) == history(ref, rc)[:-1]
+
+
+def test_a_thread_without_runs(hypha: dict[str, Any]) -> None:
+    want, got = reference("lg_linear").get_state(config()), \
+        hypha["lg_linear"].get_state(config())
+    assert (got.values, got.next, got.tasks) == (want.values, want.next, want.tasks) == \
+        ({}, (), ())
+    # differs: LangGraph runs a Command(resume=) on a thread with nothing to resume (here
+    # its node fails on the empty state); hypha finds no run waiting and says so.
+    with pytest.raises(KeyError):
+        reference("lg_linear").invoke(Command(resume=1), config())
+    with pytest.raises(LookupError, match="no run waiting at an interrupt"):
+        hypha["lg_linear"].invoke(Command(resume=1), config(), timeout=WAIT)
+
+
+def test_invoke_without_a_thread_id(hypha: dict[str, Any]) -> None:
+    # differs: a graph compiled with a checkpointer refuses a config without thread_id;
+    # hypha runs it on a new thread of its own, as a graph compiled without one does.
+    with pytest.raises(ValueError, match="thread_id"):
+        reference("lg_linear").invoke({"text": "n"}, {})
+    want = graphs.linear().compile().invoke({"text": "n"}, {})
+    assert hypha["lg_linear"].invoke({"text": "n"}, {}, timeout=WAIT) == want
