@@ -122,8 +122,11 @@ class LangGraphTaskApi:
     that preparing and running one task needs (see :func:`langgraph_task_api`)."""
 
     prepare_next_tasks: Any
+    prepare_single_task: Any
+    checkpoint_null_version: Any
     channels_from_checkpoint: Any
     run_with_retry: Any
+    arun_with_retry: Any
     GraphInterrupt: Any
     DEFAULT_RUNTIME: Any
     CONFIG_KEY_RUNTIME: str
@@ -138,11 +141,16 @@ def langgraph_task_api() -> LangGraphTaskApi:
     from langgraph._internal._constants import CONFIG_KEY_RUNTIME, NULL_TASK_ID, RESUME
     from langgraph.channels.delta import DeltaChannel
     from langgraph.errors import GraphInterrupt
-    from langgraph.pregel._algo import prepare_next_tasks
+    from langgraph.pregel._algo import (
+        checkpoint_null_version,
+        prepare_next_tasks,
+        prepare_single_task,
+    )
     from langgraph.pregel._checkpoint import channels_from_checkpoint
-    from langgraph.pregel._retry import run_with_retry
+    from langgraph.pregel._retry import arun_with_retry, run_with_retry
     from langgraph.runtime import DEFAULT_RUNTIME
 
-    return LangGraphTaskApi(prepare_next_tasks, channels_from_checkpoint, run_with_retry,
+    return LangGraphTaskApi(prepare_next_tasks, prepare_single_task, checkpoint_null_version,
+                            channels_from_checkpoint, run_with_retry, arun_with_retry,
                             GraphInterrupt, DEFAULT_RUNTIME, CONFIG_KEY_RUNTIME,
                             NULL_TASK_ID, RESUME, DeltaChannel)

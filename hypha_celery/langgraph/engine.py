@@ -19,6 +19,9 @@ Running one task needs LangGraph internals (``langgraph.pregel._algo.prepare_nex
 
 from __future__ import annotations
 
+import asyncio
+import binascii
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -90,6 +93,8 @@ class Engine:
     def __init__(self, compiled: Any, codec: Codec) -> None:
         self.compiled = compiled
         self.codec = codec
+        self.retry_policies = node_retry_policies(compiled)
+        self.async_nodes = async_nodes(compiled)
 
     # -- the thread's checkpointer, seeded from a snapshot ---------------------------------
     def seeded(self, thread: str, snap: Snapshot | None, extra: Sequence[list[Any]] = ()
@@ -148,7 +153,7 @@ class Engine:
                    "channel_values": {k: enc(v, f"channel {k!r}", sets=self._barrier(k))
                                       for k, v in values.items()}}
         state = graph.get_state(config)
-        tasks = [{"id": t.id, "name": t.name} for t in state.tasks]
+        tasks = [{"id": t.id, "name": t.name, "path": list(t.path[:2])} for t in state.tasks]
         interrupts = [{"task_id": t.id, "id": i.id, "value": enc(i.value, "an interrupt")}
                       for t in state.tasks for i in t.interrupts]
         writes = [[t, c, enc(v, f"a write of task {t} to channel {c!r}")]
@@ -211,44 +216,95 @@ class Engine:
     # -- a worker's part -------------------------------------------------------------------
     def run_task(self, thread: str, snap: Snapshot, task_id: str, limit: int,
                  resume: Any = None, resumed: bool = False) -> TaskResult:
-        """Run task ``task_id`` of ``snap``'s next superstep here (with LangGraph's retry
-        policy of the node); ``resume``: the value its ``interrupt()`` returns now."""
+        """Run task ``task_id`` of ``snap``'s next superstep here, once (its retries are
+        hypha's: :func:`retryable`); ``resume``: the value its ``interrupt()`` returns
+        now. Only this task is prepared (by its path), so a superstep of N tasks costs
+        each of them what one costs."""
         lg = langgraph_task_api()
-        saver, config = self.seeded(thread, snap)
-        tup = saver.get_tuple(config)
-        checkpoint = tup.checkpoint
-        pending = [w for w in (tup.pending_writes or []) if w[0] != task_id]
+        found = [t for t in snap.tasks if t["id"] == task_id]
+        if not found:
+            return TaskResult(error={"type": "LookupError",
+                                     "message": f"task {task_id} is not in this superstep"})
+        checkpoint = self.codec.decode(snap.checkpoint)
+        pending = [(t, c, self.codec.decode(v)) for t, c, v in snap.writes if t != task_id]
         if resumed:
             pending.append((lg.NULL_TASK_ID, lg.RESUME, resume))
         custom: list[Any] = []
         runtime = lg.DEFAULT_RUNTIME.override(
             stream_writer=lambda c: custom.append(self.codec.encode(c, "a custom chunk")))
-        step = int(tup.metadata.get("step", -1)) + 1
-        run_config = {**tup.config, "recursion_limit": limit,
-                      "configurable": {**tup.config["configurable"],
-                                       lg.CONFIG_KEY_RUNTIME: runtime}}
+        step = int(self.codec.decode(snap.metadata).get("step", -1)) + 1
+        config = {"recursion_limit": limit, "configurable": {
+            "thread_id": thread, "checkpoint_ns": _NS, "checkpoint_id": checkpoint["id"],
+            lg.CONFIG_KEY_RUNTIME: runtime}}
         channels, managed = lg.channels_from_checkpoint(self.compiled.channels, checkpoint)
-        tasks = lg.prepare_next_tasks(
-            checkpoint, pending, self.compiled.nodes, channels, managed, run_config, step,
-            step + limit + 1, for_execution=True, store=None, checkpointer=None,
-            manager=None, trigger_to_nodes=self.compiled.trigger_to_nodes)
-        task = tasks.get(task_id)
-        if task is None:
+        task = lg.prepare_single_task(
+            tuple(found[0]["path"]), None, checkpoint=checkpoint,
+            checkpoint_id_bytes=binascii.unhexlify(checkpoint["id"].replace("-", "")),
+            checkpoint_null_version=lg.checkpoint_null_version(checkpoint),
+            pending_writes=pending, processes=self.compiled.nodes, channels=channels,
+            managed=managed, config=config, step=step, stop=step + limit + 1,
+            for_execution=True)
+        if task is None or task.id != task_id:
             return TaskResult(error={"type": "LookupError",
-                                     "message": f"task {task_id} is not in this superstep"})
+                                     "message": f"task {task_id} did not prepare again"})
         return self._run(lg, task, custom)
 
     def _run(self, lg: Any, task: Any, custom: list[Any]) -> TaskResult:
+        once = dataclasses.replace(task, retry_policy=())
         try:
-            lg.run_with_retry(task, self.compiled.retry_policy)
+            if task.name in self.async_nodes:
+                asyncio.run(lg.arun_with_retry(once, ()))
+            else:
+                lg.run_with_retry(once, ())
         except lg.GraphInterrupt as exc:
             found = [{"id": i.id, "value": self.codec.encode(i.value, "an interrupt")}
                      for i in (exc.args[0] if exc.args else ())]
             return TaskResult(interrupts=found, custom=custom)
+        except Exception as exc:
+            policies = self.retry_policies.get(task.name)
+            if policies:  # LangGraph's retry_on decides; hypha's RetryPolicy retries
+                exc.error_class = "transient" if retryable(policies, exc) else "validation"  # type: ignore[attr-defined]
+            raise
         enc = self.codec.encode
         writes = [[c, enc(v, f"node {task.name!r}'s write to channel {c!r}")]
                   for c, v in task.writes]
         return TaskResult(writes=writes, custom=custom)
+
+
+def retryable(policies: Sequence[Any], exc: Exception) -> bool:
+    """Whether one of a node's LangGraph ``RetryPolicy`` s retries ``exc`` (its
+    ``retry_on``: an exception class, a sequence of them, or a predicate)."""
+    for policy in policies:
+        on = policy.retry_on
+        if isinstance(on, type) and issubclass(on, Exception):
+            if isinstance(exc, on):
+                return True
+        elif isinstance(on, Sequence):
+            if isinstance(exc, tuple(on)):
+                return True
+        elif callable(on) and on(exc):
+            return True
+    return False
+
+
+def node_retry_policies(compiled: Any) -> dict[str, tuple[Any, ...]]:
+    """Each node's LangGraph ``RetryPolicy`` s (the builder's), by node name."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for name, spec in compiled.builder.nodes.items():
+        policy = spec.retry_policy
+        if policy is None:
+            continue
+        # a RetryPolicy is itself a tuple (a NamedTuple): one policy, or a sequence of them
+        out[name] = (policy,) if hasattr(policy, "retry_on") else tuple(policy)
+    return out
+
+
+def async_nodes(compiled: Any) -> frozenset[str]:
+    """The nodes whose function is a coroutine function only (``async def``)."""
+    return frozenset(
+        name for name, spec in compiled.builder.nodes.items()
+        if getattr(spec.runnable, "func", True) is None
+        and getattr(spec.runnable, "afunc", None) is not None)
 
 
 def _by_task(writes: Sequence[list[Any]]) -> dict[str, list[tuple[str, Any]]]:
@@ -269,4 +325,5 @@ def _update_chunk(chunk: Any) -> Any:
     return {k: v for k, v in chunk.items() if k != "__metadata__"}
 
 
-__all__ = ["Engine", "Snapshot", "Step", "TaskResult"]
+__all__ = ["Engine", "Snapshot", "Step", "TaskResult", "async_nodes", "node_retry_policies",
+           "retryable"]

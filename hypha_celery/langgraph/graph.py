@@ -25,7 +25,17 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from hypha_celery.graph import Fail, FanOut, Finish, Graph, Next, Node, Outcome, Review
+from hypha_celery.graph import (
+    Fail,
+    FanOut,
+    Finish,
+    Graph,
+    Next,
+    Node,
+    Outcome,
+    RetryPolicy,
+    Review,
+)
 from hypha_celery.graph.model import Context
 from hypha_celery.langgraph.engine import Engine, Snapshot, TaskResult
 
@@ -76,7 +86,11 @@ class Mapping_:
     def build(self) -> Graph:
         nodes: dict[str, Node] = {BEGIN: Node(self._begin)}
         for name, node_id in self.ids.items():
-            nodes[node_id] = Node(self._task_fn(name), **dict(self.options.get(name, {})))
+            options = dict(self.options.get(name, {}))
+            policies = self.engine.retry_policies.get(name)
+            if policies and "retry" not in options:
+                options["retry"] = hypha_retry(policies[0])
+            nodes[node_id] = Node(self._task_fn(name), **options)
         return Graph(self.graph_id, nodes, self._policy, {JOIN: self._join},
                      max_steps=MAX_STEPS, on_node_error="fail")
 
@@ -177,6 +191,17 @@ class Mapping_:
                       reducer=JOIN)
 
 
+def hypha_retry(policy: Any) -> RetryPolicy:
+    """A LangGraph ``RetryPolicy`` as hypha's: the same attempts, first delay and cap
+    (hypha doubles the delay each attempt: LangGraph's ``backoff_factor`` is not kept);
+    the errors it retries are those LangGraph's ``retry_on`` takes (the task marks them
+    ``transient``, the others ``validation``)."""
+    first = float(policy.initial_interval)
+    return RetryPolicy(max_attempts=int(policy.max_attempts), backoff=first,
+                       max_backoff=max(first, float(policy.max_interval)),
+                       jitter=0.2 if policy.jitter else 0.0, retry_on=("transient",))
+
+
 def _review_for(ctx: Context, snap: Snapshot) -> dict[str, Any] | None:
     """The review asked for the interrupts ``snap`` holds, if there is one."""
     ids = sorted(i["id"] for i in snap.interrupts)
@@ -193,4 +218,4 @@ def _last_values(chunks: list[list[Any]], before: Any) -> Any:
     return values[-1] if values else before
 
 
-__all__ = ["BEGIN", "INTERRUPT", "JOIN", "RECURSION_LIMIT", "Mapping_", "node_ids"]
+__all__ = ["BEGIN", "INTERRUPT", "JOIN", "RECURSION_LIMIT", "Mapping_", "hypha_retry", "node_ids"]

@@ -4,9 +4,12 @@ worker (:mod:`tests.langgraph.worker_app`) distributes the same builders."""
 
 from __future__ import annotations
 
+import asyncio
 import operator
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, RemoveMessage
@@ -362,15 +365,19 @@ def odd_names() -> Any:
     return b
 
 
-#: Calls of ``flaky`` per input text, in the process that runs it.
-FLAKY_CALLS: dict[str, int] = {}
+def flaky_calls(text: str) -> int:
+    """Calls of ``flaky`` for ``text`` so far, counted in a file: hypha retries an attempt
+    in whichever worker process takes it."""
+    path = Path(tempfile.gettempdir()) / f"hypha-lg-flaky-{text}"
+    return int(path.read_text()) if path.exists() else 0
 
 
 def _flaky(state: Text) -> dict[str, str]:
-    FLAKY_CALLS[state["text"]] = FLAKY_CALLS.get(state["text"], 0) + 1
-    if FLAKY_CALLS[state["text"]] < 3:
-        raise ConnectionError(f"attempt {FLAKY_CALLS[state['text']]}")
-    return {"text": state["text"] + f"@{FLAKY_CALLS[state['text']]}"}
+    calls = flaky_calls(state["text"]) + 1
+    (Path(tempfile.gettempdir()) / f"hypha-lg-flaky-{state['text']}").write_text(str(calls))
+    if calls < 3:
+        raise ConnectionError(f"attempt {calls}")
+    return {"text": state["text"] + f"@{calls}"}
 
 
 def retrying() -> Any:
@@ -413,6 +420,21 @@ def remove_messages() -> Any:
     return b
 
 
+async def _slow_upper(state: Text) -> dict[str, str]:
+    await asyncio.sleep(0.01)
+    return {"text": state["text"].upper()}
+
+
+def async_node() -> Any:
+    """An ``async def`` node, then a plain one."""
+    b = StateGraph(Text)
+    b.add_node("upper", _slow_upper)
+    b.add_node("mark", _append("!"))
+    b.add_edge(START, "upper")
+    b.add_edge("upper", "mark")
+    return b
+
+
 #: graph id -> builder.
 BUILDERS: dict[str, Builder] = {
     "lg_linear": linear,
@@ -439,6 +461,7 @@ BUILDERS: dict[str, Builder] = {
     "lg_retry": retrying,
     "lg_sub_interrupt": subgraph_interrupt,
     "lg_remove_messages": remove_messages,
+    "lg_async": async_node,
 }
 
 

@@ -7,6 +7,7 @@ Where hypha differs by design, the test pins what hypha does (``# differs:``).""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
@@ -313,11 +314,26 @@ def test_interrupts_of_two_send_tasks(hypha: dict[str, Any]) -> None:
     assert history(ours, oc) == history(ref, rc)[:-1]
 
 
-def test_langgraph_retry_policy_runs_inside_the_task(hypha: dict[str, Any]) -> None:
-    text = uuid.uuid4().hex  # flaky counts its calls per text, in its own process
+def test_langgraph_retry_policy_is_hypha_s_retry(hypha: dict[str, Any]) -> None:
+    """The node's LangGraph ``RetryPolicy`` is hypha's: each attempt is a node execution
+    of the run (its own events), in whichever worker process takes it."""
+    text = uuid.uuid4().hex  # flaky counts its calls per text, in a file
     want = reference("lg_retry").invoke({"text": text}, config())
-    assert hypha["lg_retry"].invoke({"text": text}, config(), timeout=WAIT) == want == \
-        {"text": text + "@3"}
+    assert want == {"text": text + "@3"}
+    text = uuid.uuid4().hex
+    handle = hypha["lg_retry"].start({"text": text}, config())
+    assert handle.wait(timeout=WAIT) == {"text": text + "@3"}
+    started = [e.data["attempt"] for e in handle.events()
+               if e.kind == "node.execution.started" and e.data["node_id"] == "flaky"]
+    assert started == [1, 2, 3]
+
+
+def test_an_async_node(hypha: dict[str, Any]) -> None:
+    """An ``async def`` node (LangGraph runs it with ``ainvoke`` only; the worker runs
+    its task in an event loop of its own)."""
+    ref, ours = reference("lg_async"), hypha["lg_async"]
+    want = asyncio.run(ref.ainvoke({"text": "ab"}, config()))
+    assert ours.invoke({"text": "ab"}, config(), timeout=WAIT) == want == {"text": "AB!"}
 
 
 def test_remove_message(hypha: dict[str, Any]) -> None:

@@ -125,3 +125,54 @@ def test_installed_langgraph_is_inside_the_extras_range() -> None:
     assert low <= installed < high, (
         f"langgraph {installed} is outside the extra's range [{low}, {high}): the "
         "internals above were checked for that range only")
+
+
+def test_prepare_single_task_takes_a_path_and_the_keywords_engine_passes() -> None:
+    lg = _internals()
+    params = _params(lg.prepare_single_task)
+    assert list(params)[:2] == ["task_path", "task_id_checksum"], (
+        f"prepare_single_task's leading parameters changed: {list(params)[:2]}")
+    for kw in ("checkpoint", "checkpoint_id_bytes", "checkpoint_null_version",
+               "pending_writes", "processes", "channels", "managed", "config", "step",
+               "stop", "for_execution"):
+        assert kw in params, f"prepare_single_task no longer takes {kw}="
+    assert list(_params(lg.checkpoint_null_version)) == ["checkpoint"], (
+        "checkpoint_null_version's parameters changed")
+
+
+def test_arun_with_retry_takes_a_task_and_a_retry_policy() -> None:
+    params = list(_params(_internals().arun_with_retry))
+    assert params[:2] == ["task", "retry_policy"], f"arun_with_retry's parameters: {params}"
+    assert inspect.iscoroutinefunction(_internals().arun_with_retry)
+
+
+def test_an_executable_task_is_a_dataclass_with_a_retry_policy() -> None:
+    """The engine runs a task once (``dataclasses.replace(task, retry_policy=())``):
+    hypha's RetryPolicy retries it."""
+    import dataclasses
+
+    from langgraph.types import PregelExecutableTask
+
+    assert dataclasses.is_dataclass(PregelExecutableTask), "PregelExecutableTask changed"
+    names = {f.name for f in dataclasses.fields(PregelExecutableTask)}
+    assert {"retry_policy", "writes", "name", "id"} <= names, f"its fields: {names}"
+
+
+def test_a_builders_node_spec_has_its_runnable_and_retry_policy() -> None:
+    from langgraph.graph import START, StateGraph
+    from langgraph.types import RetryPolicy
+    from typing_extensions import TypedDict
+
+    class State(TypedDict):
+        n: int
+
+    async def bump(state: State) -> dict[str, int]:
+        return {"n": state["n"] + 1}
+
+    b = StateGraph(State)
+    b.add_node("bump", bump, retry_policy=RetryPolicy(max_attempts=2))
+    b.add_edge(START, "bump")
+    spec = b.compile().builder.nodes["bump"]
+    assert spec.retry_policy == RetryPolicy(max_attempts=2), "StateNodeSpec.retry_policy"
+    assert spec.runnable.func is None and spec.runnable.afunc is not None, (
+        "an async node's runnable no longer has func=None and afunc set")
