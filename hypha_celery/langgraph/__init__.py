@@ -171,16 +171,19 @@ class DistributedGraph:
 
     # -- waiting and reading -----------------------------------------------------------
     def _wait(self, handle: RunHandle, timeout: float | None) -> None:
+        """Until the run ends (woken by hypha's end-of-run notice) or waits at an
+        interrupt (seen by looking every ``POLL_S``)."""
         end = None if timeout is None else time.monotonic() + timeout
-        while True:
-            status = self.hypha.store.get(handle.id)["status"]
-            if status in _DONE or status == RunStatus.WAITING_HUMAN:
-                return
-            if end is not None and time.monotonic() > end:
-                from hypha_celery.errors import WaitTimeout
+        with self.hypha.notifier.listen(handle.id) as listener:
+            while True:
+                status = self.hypha.store.get(handle.id)["status"]
+                if status in _DONE or status == RunStatus.WAITING_HUMAN:
+                    return
+                if end is not None and time.monotonic() > end:
+                    from hypha_celery.errors import WaitTimeout
 
-                raise WaitTimeout(f"run {handle.id} still {status} after {timeout}s")
-            time.sleep(POLL_S)
+                    raise WaitTimeout(f"run {handle.id} still {status} after {timeout}s")
+                listener.wait(POLL_S)
 
     def _output(self, handle: RunHandle, thread: str) -> Any:
         view = self.hypha.store.get(handle.id)
