@@ -148,8 +148,8 @@ class DistributedGraph:
             if other == run_id:
                 continue
             lg = self.hypha.store.get(other)["state"].get("lg")
-            if isinstance(lg, dict):
-                return Snapshot.from_json(lg)
+            if isinstance(lg, str | dict):
+                return Snapshot.of(lg)
         return None
 
     def _history(self, thread: str) -> list[Snapshot]:
@@ -159,7 +159,7 @@ class DistributedGraph:
             for ev in self.hypha.store.events(run_id):
                 update = ev.data.get("update") if ev.kind in _STEP_KINDS else None
                 if isinstance(update, dict) and "lg" in update and not ev.data.get("edge_of"):
-                    snap = Snapshot.from_json(update["lg"])
+                    snap = Snapshot.of(update["lg"])
                     applied = update.get("applied")
                     if out and isinstance(applied, list):
                         out[-1].writes = applied  # the superstep out[-1] began, applied
@@ -202,7 +202,7 @@ class DistributedGraph:
     def _interrupts(self, view: Any) -> list[Any]:
         from langgraph.types import Interrupt
 
-        snap = Snapshot.from_json(view["state"]["lg"])
+        snap = Snapshot.of(view["state"]["lg"])
         return [Interrupt(value=self.engine.codec.decode(i["value"]), id=i["id"])
                 for i in snap.interrupts]
 

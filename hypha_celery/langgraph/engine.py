@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import binascii
 import dataclasses
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -49,6 +50,16 @@ class Snapshot:
     def to_json(self) -> dict[str, Any]:
         return {"checkpoint": self.checkpoint, "metadata": self.metadata,
                 "writes": self.writes, "tasks": self.tasks, "interrupts": self.interrupts}
+
+    def dumps(self) -> str:
+        """As a run's state and events keep it: one JSON string (a value the runtime copies
+        and the store encodes as it is, where the nested checkpoint would be walked)."""
+        return json.dumps(self.to_json(), separators=(",", ":"))
+
+    @classmethod
+    def of(cls, kept: str | dict[str, Any]) -> Snapshot:
+        """What :meth:`dumps` (or :meth:`to_json`) gave."""
+        return cls.from_json(json.loads(kept) if isinstance(kept, str) else kept)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Snapshot:
@@ -150,17 +161,34 @@ class Engine:
         tup = saver.get_tuple(config)
         enc = self.codec.encode
         checkpoint = {k: v for k, v in tup.checkpoint.items() if k != "channel_values"}
-        values = {**tup.checkpoint["channel_values"], **self._deltas(saver, tup)}
+        lg = langgraph_task_api()
+        channels, managed = lg.channels_from_checkpoint(self.compiled.channels, tup.checkpoint,
+                                                        saver=saver, config=tup.config)
+        values = {**tup.checkpoint["channel_values"], **self._deltas(tup, channels)}
         encoded = {**enc(checkpoint, "the checkpoint"),
                    "channel_values": {k: enc(v, f"channel {k!r}", sets=self._barrier(k))
                                       for k, v in values.items()}}
-        state = graph.get_state(config)
-        tasks = [{"id": t.id, "name": t.name, "path": list(t.path[:2])} for t in state.tasks]
-        interrupts = [{"task_id": t.id, "id": i.id, "value": enc(i.value, "an interrupt")}
-                      for t in state.tasks for i in t.interrupts]
+        pending = list(tup.pending_writes or [])
+        interrupts = [{"task_id": t, "id": i.id, "value": enc(i.value, "an interrupt")}
+                      for t, c, raised in pending if c == "__interrupt__" for i in raised]
         writes = [[t, c, enc(v, f"a write of task {t} to channel {c!r}")]
-                  for t, c, v in (tup.pending_writes or [])]
-        return Snapshot(encoded, enc(tup.metadata, "metadata"), writes, tasks, interrupts)
+                  for t, c, v in pending]
+        return Snapshot(encoded, enc(tup.metadata, "metadata"), writes,
+                        self._next_tasks(lg, tup, pending, channels, managed), interrupts)
+
+    def _next_tasks(self, lg: Any, tup: Any, pending: list[Any], channels: Any,
+                    managed: Any) -> list[dict[str, Any]]:
+        """The tasks LangGraph's loop prepared at the checkpoint ``tup`` (what its
+        ``get_state`` shows as ``tasks``), in its order: ``{"id", "name", "path"}``."""
+        step = int(tup.metadata.get("step", -1)) + 1
+        updated = tup.checkpoint.get("updated_channels")
+        tasks = lg.prepare_next_tasks(
+            tup.checkpoint, pending, self.compiled.nodes, channels, managed, tup.config,
+            step, step + 1, for_execution=False,
+            trigger_to_nodes=self.compiled.trigger_to_nodes,
+            updated_channels=None if updated is None else set(updated))
+        return [{"id": t.id, "name": t.name, "path": list(t.path[:2])}
+                for t in tasks.values()]
 
     def _barrier(self, channel: str) -> bool:
         """Whether ``channel`` is one of LangGraph's barriers (its value: a set)."""
@@ -172,17 +200,12 @@ class Engine:
         spec = self.compiled.channels.get(channel)
         return isinstance(spec, NamedBarrierValue | NamedBarrierValueAfterFinish)
 
-    def _deltas(self, saver: Any, tup: Any) -> dict[str, Any]:
+    def _deltas(self, tup: Any, channels: Any) -> dict[str, Any]:
         """The whole value of each delta channel (LangGraph keeps only their writes in a
         checkpoint and replays its ancestors' to read one): a snapshot stands alone."""
         lg = langgraph_task_api()
-        specs = self.compiled.channels
-        names = [k for k, spec in specs.items() if isinstance(spec, lg.DeltaChannel)
-                 and k in tup.checkpoint["channel_versions"]]
-        if not names:
-            return {}
-        channels, _ = lg.channels_from_checkpoint(specs, tup.checkpoint, saver=saver,
-                                                  config=tup.config)
+        names = [k for k, spec in self.compiled.channels.items()
+                 if isinstance(spec, lg.DeltaChannel) and k in tup.checkpoint["channel_versions"]]
         return {k: channels[k].get() for k in names if channels[k].is_available()}
 
     def state(self, thread: str, snaps: Sequence[Snapshot]) -> tuple[Any, Any]:

@@ -104,7 +104,7 @@ class Mapping_:
         # it started at (-2 on a new thread); each advance here is a loop of its own
         base = int(prev.metadata.get("step", -2)) if prev is not None else -2
         return {"thread": thread, "limit": limit, "stop": base + limit + 2,
-                "lg": step.snapshot.to_json(),
+                "lg": step.snapshot.dumps(),
                 "chunks": step.chunks, "values": _last_values(step.chunks, None)}
 
     def _task_fn(self, name: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
@@ -115,7 +115,7 @@ class Mapping_:
         return task
 
     def _task(self, name: str, state: dict[str, Any], task_input: Any) -> dict[str, Any]:
-        snap = Snapshot.from_json(state["lg"])
+        snap = Snapshot.of(state["lg"])
         resumed = "resume" in task_input
         result = self.engine.run_task(state["thread"], snap, task_input["id"], state["limit"],
                                       task_input.get("resume"), resumed)
@@ -126,7 +126,7 @@ class Mapping_:
         return self._joined(state, snap, {task_input["id"]: result})
 
     def _join(self, state: dict[str, Any], outcomes: list[Outcome]) -> dict[str, Any]:
-        snap = Snapshot.from_json(state["lg"])
+        snap = Snapshot.of(state["lg"])
         results: dict[str, TaskResult] = {}
         for o in outcomes:
             value: dict[str, Any] = dict(o.value or {})
@@ -148,12 +148,12 @@ class Mapping_:
         interrupts += [{"task_id": t, **i} for t, r in results.items() for i in r.interrupts]
         if interrupts or {t["id"] for t in snap.tasks} - {w[0] for w in writes}:
             kept = Snapshot(snap.checkpoint, snap.metadata, writes, snap.tasks, interrupts)
-            return {"lg": kept.to_json(), "chunks": custom}
+            return {"lg": kept.dumps(), "chunks": custom}
         step = self.engine.advance(state["thread"], Snapshot(snap.checkpoint, snap.metadata),
                                    None, state["limit"], extra=writes, going_on=True)
         # "applied": the writes of the superstep just ended, for get_state_history (the
         # tasks' results of the checkpoint before, as LangGraph keeps them)
-        return {"lg": step.snapshot.to_json(), "chunks": custom + step.chunks,
+        return {"lg": step.snapshot.dumps(), "chunks": custom + step.chunks,
                 "values": _last_values(step.chunks, state.get("values")), "applied": writes}
 
     # -- the decision policy (the coordinator) -----------------------------------------
@@ -161,7 +161,7 @@ class Mapping_:
         state = ctx.state
         if "lg" not in state:
             return Next(BEGIN, ctx.input)
-        snap = Snapshot.from_json(state["lg"])  # type: ignore[arg-type]
+        snap = Snapshot.of(state["lg"])  # type: ignore[arg-type]
         if snap.interrupts:
             return self._interrupted(ctx, snap)
         if not snap.tasks:
