@@ -230,8 +230,9 @@ def test_effect_node_killed_mid_call_is_quarantined_not_rerun(durable: Durable) 
 def test_runs_of_one_thread_are_serialized_and_continue_the_thread(durable: Durable
                                                                    ) -> None:
     """Two runs started at once on one ``thread_id`` with four worker processes free:
-    the second runs no node before the first ended, and starts from the first's final
-    state, as LangGraph's second ``invoke`` on the thread does."""
+    the second is queued in the thread's lane, starts (and runs every node) after the
+    first ended, and continues from the first's final state, as LangGraph's second
+    ``invoke`` on the thread does."""
     d, gid = durable, "lgd_conversation"
     ref, rcfg = reference(gid), config()
     first, second = {"turn": "r1", "log": ["hi"]}, {"turn": "r2", "log": ["again"]}
@@ -246,6 +247,10 @@ def test_runs_of_one_thread_are_serialized_and_continue_the_thread(durable: Dura
     ev1, ev2 = d.client.store.events(h1.id), d.client.store.events(h2.id)
     end1 = assert_well_formed(ev1)
     assert assert_well_formed(ev2).kind == end1.kind == "run.completed"
-    work2 = [e for e in ev2 if e.kind.startswith("node.")]
-    assert work2 and min(e.timestamp for e in work2) >= end1.timestamp, (
+    # the second run waited in the thread's lane (queued at once), and everything it did
+    # from its start on came after the first run's end
+    assert [e.kind for e in ev2[:2]] == ["run.created", "run.queued"], ev2[:3]
+    after = ev2[2:]
+    assert after[0].kind == "run.started" and of_kind(after, "node.execution.started")
+    assert min(e.timestamp for e in after) >= end1.timestamp, (
         [(e.kind, e.timestamp) for e in ev1], [(e.kind, e.timestamp) for e in ev2])
