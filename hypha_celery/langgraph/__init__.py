@@ -125,6 +125,11 @@ class DistributedGraph:
         limit = int(config.get("recursion_limit", DEFAULT_RECURSION_LIMIT))
         run_input = {"thread": thread, "limit": limit,
                      "input": self.engine.codec.encode(_as_input(input), "the input")}
+        # new input on a thread stopped at an interrupt drops the interrupt, as LangGraph
+        # does: the waiting run is cancelled (its position stays the thread's), so the
+        # lane it holds goes on to this run
+        for waiting in self._runs(thread, RunStatus.WAITING_HUMAN):
+            self.hypha.cancel(waiting)
         return self.hypha.start(self.id, run_input, session_id=thread), thread, 0
 
     def _resume(self, thread: str, value: Any) -> tuple[RunHandle, int]:

@@ -142,6 +142,23 @@ def test_interrupt_and_resume(hypha: dict[str, Any]) -> None:
     assert history(ours, oc) == want_history[:-1]
 
 
+def test_new_input_while_interrupted_drops_the_interrupt(hypha: dict[str, Any]) -> None:
+    """LangGraph applies new input to a thread stopped at an interrupt and runs on; the
+    waiting run is cancelled (its lane goes on) and the new run starts from its
+    position."""
+    gid, inputs = "lg_interrupt", {"items": [], "topic": ""}
+    ref, ours = reference(gid), hypha[gid]
+    rc, oc = config(), config()
+    ref.invoke(inputs, rc)
+    first = ours.invoke(inputs, oc, timeout=WAIT)
+    assert "__interrupt__" in first
+    again = {"items": ["more"], "topic": ""}
+    want, got = ref.invoke(again, rc), ours.invoke(again, oc, timeout=WAIT)
+    assert without_ids(got) == without_ids(want)
+    assert ours.get_state(oc).values == ref.get_state(rc).values
+    assert ours.get_state(oc).next == ref.get_state(rc).next
+
+
 def without_ids(value: Any) -> Any:
     """``value`` with each ``Interrupt`` as its value (interrupt ids differ)."""
     if isinstance(value, Interrupt):
