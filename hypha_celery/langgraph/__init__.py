@@ -45,13 +45,17 @@ _STEP_KINDS = ("node.execution.completed", "node.reducer.completed")
 
 def distribute(builder: Any, hypha: Hypha, *, id: str,
                nodes: Mapping[str, Mapping[str, Any]] | None = None,
-               serializer: Serializer | None = None) -> DistributedGraph:
+               serializer: Serializer | None = None,
+               graph: Mapping[str, Any] | None = None) -> DistributedGraph:
     """Compile ``builder`` (LangGraph's own errors for a graph that does not compile) and
     register it with ``hypha`` as the graph ``id``; call it where the app is defined, so
     that every worker importing the app knows it. ``nodes``: per LangGraph node, the
     options of its hypha :class:`~hypha_celery.graph.Node` (``side_effect``, ``queue``,
     ``timeout``, ``retry``, ...). ``serializer``: the codec of values that are not JSON
-    (:class:`~hypha_celery.langgraph.codec.Serializer`)."""
+    (:class:`~hypha_celery.langgraph.codec.Serializer`). ``graph``: options of the hypha
+    :class:`~hypha_celery.graph.Graph` (``node_timeout`` — also ``__begin__``'s —,
+    ``execution_timeout``, ``max_state_bytes``, ``max_fanout``, ``on_dead_letter``);
+    its ``max_steps`` is LangGraph's ``recursion_limit``'s business and is not taken."""
     _require_langgraph()
     compiled = builder.compile()
     engine = Engine(compiled, Codec(serializer))
@@ -61,7 +65,7 @@ def distribute(builder: Any, hypha: Hypha, *, id: str,
         from hypha_celery.errors import GraphSpecError
 
         raise GraphSpecError(f"distribute(nodes=) names no node of the graph: {sorted(unknown)}")
-    hypha.register(Mapping_(id, engine, dist.previous, nodes or {}).build())
+    hypha.register(Mapping_(id, engine, dist.previous, nodes or {}).build(graph or {}))
     return dist
 
 

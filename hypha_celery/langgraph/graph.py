@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from hypha_celery.errors import GraphSpecError
 from hypha_celery.graph import (
     Fail,
     FanOut,
@@ -83,16 +84,23 @@ class Mapping_:
         self.ids = node_ids(names)
         self.options = options
 
-    def build(self) -> Graph:
+    def build(self, options: Mapping[str, Any]) -> Graph:
+        """The hypha graph (``options``: the :class:`Graph` options a caller gives, all
+        but ``max_steps`` and ``on_node_error``, which this mapping sets)."""
+        taken = {"max_steps", "on_node_error", "retry"} & set(options)
+        if taken:
+            raise GraphSpecError(f"distribute(graph=) cannot set {sorted(taken)}: "
+                                 "recursion_limit bounds the steps, a node's error ends "
+                                 "the run as in LangGraph, retries are per node")
         nodes: dict[str, Node] = {BEGIN: Node(self._begin)}
         for name, node_id in self.ids.items():
-            options = dict(self.options.get(name, {}))
+            given = dict(self.options.get(name, {}))
             policies = self.engine.retry_policies.get(name)
-            if policies and "retry" not in options:
-                options["retry"] = hypha_retry(policies[0])
-            nodes[node_id] = Node(self._task_fn(name), **options)
+            if policies and "retry" not in given:
+                given["retry"] = hypha_retry(policies[0])
+            nodes[node_id] = Node(self._task_fn(name), **given)
         return Graph(self.graph_id, nodes, self._policy, {JOIN: self._join},
-                     max_steps=MAX_STEPS, on_node_error="fail")
+                     max_steps=MAX_STEPS, on_node_error="fail", **options)
 
     # -- nodes -------------------------------------------------------------------------
     def _begin(self, state: dict[str, Any], run_input: Any, ctx: Any) -> dict[str, Any]:

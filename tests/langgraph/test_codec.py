@@ -103,3 +103,4 @@ def test_a_custom_value_without_its_serializer_is_refused_on_read() -> None:
     data = Codec(PointSerializer()).encode(Point(1), "x")
     with pytest.raises(NotJsonState, match="custom"):
         Codec().decode(data)
+
