@@ -197,12 +197,20 @@ class DistributedGraph:
     def _output(self, handle: RunHandle, thread: str) -> Any:
         view = self.hypha.store.get(handle.id)
         if view["status"] == RunStatus.WAITING_HUMAN:
-            values = self._values(view)
+            values = self._output_of(self._values(view))
             values["__interrupt__"] = self._interrupts(view)
             return values
         if view["status"] != RunStatus.COMPLETED:
             self._raise(handle)
-        return self.engine.codec.decode(view["result"])
+        return self._output_of(self.engine.codec.decode(view["result"]) or {})
+
+    def _output_of(self, values: dict[str, Any]) -> Any:
+        """What ``invoke`` returns of the graph's values: its output schema's channels
+        (the ``values`` stream shows every state channel, as LangGraph's does)."""
+        keys = self.engine.compiled.output_channels
+        if isinstance(keys, str):
+            return values.get(keys)
+        return {k: v for k, v in values.items() if k in keys}
 
     def _values(self, view: Any) -> dict[str, Any]:
         """The graph's values the run's state holds (after its last superstep)."""

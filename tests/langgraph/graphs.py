@@ -435,6 +435,50 @@ def async_node() -> Any:
     return b
 
 
+class Question(TypedDict):
+    question: str
+
+
+class Answer(TypedDict):
+    answer: str
+
+
+class Work(TypedDict):
+    question: str
+    notes: str
+    answer: str
+
+
+def _note(state: Question) -> dict[str, str]:
+    return {"notes": f"about {state['question']}"}
+
+
+def _answer(state: Work) -> dict[str, str]:
+    return {"answer": state["notes"].upper()}
+
+
+def schemas() -> Any:
+    """Input and output schemas narrower than the state."""
+    b = StateGraph(Work, input_schema=Question, output_schema=Answer)
+    b.add_node("note", _note)
+    b.add_node("answer", _answer)
+    b.add_edge(START, "note")
+    b.add_edge("note", "answer")
+    return b
+
+
+def _not_a_dict(state: Text) -> Any:
+    return ["not", "an", "update"]
+
+
+def bad_return() -> Any:
+    """A node returns what LangGraph refuses as an update."""
+    b = StateGraph(Text)
+    b.add_node("bad", _not_a_dict)
+    b.add_edge(START, "bad")
+    return b
+
+
 #: graph id -> builder.
 BUILDERS: dict[str, Builder] = {
     "lg_linear": linear,
@@ -462,6 +506,8 @@ BUILDERS: dict[str, Builder] = {
     "lg_sub_interrupt": subgraph_interrupt,
     "lg_remove_messages": remove_messages,
     "lg_async": async_node,
+    "lg_schemas": schemas,
+    "lg_bad_return": bad_return,
 }
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.errors import GraphRecursionError
+from langgraph.errors import GraphRecursionError, InvalidUpdateError
 from langgraph.types import Command, Interrupt
 
 from hypha_celery import Hypha
@@ -157,6 +157,19 @@ def test_new_input_while_interrupted_drops_the_interrupt(hypha: dict[str, Any]) 
     assert without_ids(got) == without_ids(want)
     assert ours.get_state(oc).values == ref.get_state(rc).values
     assert ours.get_state(oc).next == ref.get_state(rc).next
+
+
+def test_input_and_output_schemas(hypha: dict[str, Any]) -> None:
+    same_run(hypha, "lg_schemas", {"question": "tides"})
+
+
+def test_a_node_update_langgraph_refuses_fails_the_run_as_langgraph_fails(
+        hypha: dict[str, Any]) -> None:
+    with pytest.raises(InvalidUpdateError) as want:
+        reference("lg_bad_return").invoke({"text": "x"}, config())
+    with pytest.raises(InvalidUpdateError) as got:
+        hypha["lg_bad_return"].invoke({"text": "x"}, config(), timeout=WAIT)
+    assert str(got.value).split("\n")[0] == str(want.value).split("\n")[0]
 
 
 def without_ids(value: Any) -> Any:
