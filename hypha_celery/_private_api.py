@@ -133,6 +133,7 @@ class LangGraphTaskApi:
     NULL_TASK_ID: str
     RESUME: str
     DeltaChannel: Any
+    StreamMessagesHandler: Any
 
 
 def langgraph_task_api() -> LangGraphTaskApi:
@@ -147,10 +148,11 @@ def langgraph_task_api() -> LangGraphTaskApi:
         prepare_single_task,
     )
     from langgraph.pregel._checkpoint import channels_from_checkpoint
+    from langgraph.pregel._messages import StreamMessagesHandler
     from langgraph.pregel._retry import arun_with_retry, run_with_retry
     from langgraph.runtime import DEFAULT_RUNTIME
 
     return LangGraphTaskApi(prepare_next_tasks, prepare_single_task, checkpoint_null_version,
                             channels_from_checkpoint, run_with_retry, arun_with_retry,
                             GraphInterrupt, DEFAULT_RUNTIME, CONFIG_KEY_RUNTIME,
-                            NULL_TASK_ID, RESUME, DeltaChannel)
+                            NULL_TASK_ID, RESUME, DeltaChannel, StreamMessagesHandler)

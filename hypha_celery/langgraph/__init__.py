@@ -90,10 +90,11 @@ class DistributedGraph:
     def stream(self, input: Any, config: Mapping[str, Any] | None = None, *,
                stream_mode: str | Sequence[str] = "values",
                timeout: float | None = None) -> Iterator[Any]:
-        """The run's chunks of ``stream_mode`` (``values``, ``updates``, ``custom``; a
-        list of them gives ``(mode, chunk)`` pairs), each as its step is recorded."""
+        """The run's chunks of ``stream_mode`` (``values``, ``updates``, ``custom``,
+        ``messages``; a list of them gives ``(mode, chunk)`` pairs), each as its step is
+        recorded."""
         modes = [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
-        handle, _, after = self._run(input, config)
+        handle, _, after = self._run(input, config, modes)
         for mode, chunk in self._chunks(handle, timeout, after):
             if mode in modes:
                 yield chunk if isinstance(stream_mode, str) else (mode, chunk)
@@ -114,8 +115,8 @@ class DistributedGraph:
         return self._run(input, config)[0]
 
     # -- runs of a thread --------------------------------------------------------------
-    def _run(self, input: Any, config: Mapping[str, Any] | None
-             ) -> tuple[RunHandle, str, int]:
+    def _run(self, input: Any, config: Mapping[str, Any] | None,
+             modes: Sequence[str] = ()) -> tuple[RunHandle, str, int]:
         """The run of ``input`` (a resumed run: the one waiting), its thread, and the seq
         of its last event before this call (a resumed run streams what follows)."""
         from langgraph.types import Command
@@ -127,7 +128,7 @@ class DistributedGraph:
             handle, after = self._resume(thread, input.resume)
             return handle, thread, after
         limit = int(config.get("recursion_limit", DEFAULT_RECURSION_LIMIT))
-        run_input = {"thread": thread, "limit": limit,
+        run_input = {"thread": thread, "limit": limit, "modes": sorted(set(modes)),
                      "input": self.engine.codec.encode(_as_input(input), "the input")}
         # new input on a thread stopped at an interrupt drops the interrupt, as LangGraph
         # does: the waiting run is cancelled (its position stays the thread's), so the
@@ -239,7 +240,9 @@ class DistributedGraph:
                 update = ev.data.get("update") if ev.kind in _STEP_KINDS else None
                 if isinstance(update, dict) and not ev.data.get("edge_of"):
                     for mode, chunk in update.get("chunks") or []:
-                        yield [mode, self.engine.codec.decode(chunk)]
+                        value = self.engine.codec.decode(chunk)
+                        # a messages chunk is LangGraph's (message, metadata) pair
+                        yield [mode, tuple(value) if mode == "messages" else value]
             if status == RunStatus.WAITING_HUMAN:
                 view = self.hypha.store.get(handle.id)
                 interrupts = tuple(self._interrupts(view))

@@ -86,15 +86,16 @@ class Step:
 @dataclass(slots=True)
 class TaskResult:
     """One task's end: its writes (``[channel, value]``, JSON), the interrupts it raised
-    (``{"id", "value"}``) and its ``custom`` stream chunks; or the error it raised."""
+    (``{"id", "value"}``) and the stream chunks it made (``[mode, chunk]``: ``custom``,
+    ``messages``); or the error it raised."""
 
     writes: list[list[Any]] = field(default_factory=list)
     interrupts: list[dict[str, Any]] = field(default_factory=list)
-    custom: list[Any] = field(default_factory=list)
+    chunks: list[list[Any]] = field(default_factory=list)
     error: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"writes": self.writes, "interrupts": self.interrupts, "custom": self.custom,
+        return {"writes": self.writes, "interrupts": self.interrupts, "chunks": self.chunks,
                 "error": self.error}
 
 
@@ -240,41 +241,67 @@ class Engine:
 
     # -- a worker's part -------------------------------------------------------------------
     def run_task(self, thread: str, snap: Snapshot, task_id: str, limit: int,
-                 resume: Any = None, resumed: bool = False) -> TaskResult:
+                 resume: Any = None, resumed: bool = False,
+                 messages: bool = False) -> TaskResult:
         """Run task ``task_id`` of ``snap``'s next superstep here, once (its retries are
         hypha's: :func:`retryable`); ``resume``: the value its ``interrupt()`` returns
-        now. Only this task is prepared (by its path), so a superstep of N tasks costs
-        each of them what one costs."""
+        now; ``messages``: keep the ``messages`` stream chunks (its chat models' tokens,
+        its output's messages). Only this task is prepared (by its path), so a superstep of
+        N tasks costs each of them what one costs."""
         lg = langgraph_task_api()
         found = [t for t in snap.tasks if t["id"] == task_id]
         if not found:
             return TaskResult(error={"type": "LookupError",
                                      "message": f"task {task_id} is not in this superstep"})
+        chunks: list[list[Any]] = []
+        task = self._prepare(lg, thread, snap, found[0], limit, resumed, resume, chunks,
+                             messages)
+        if task is None or task.id != task_id:
+            return TaskResult(error={"type": "LookupError",
+                                     "message": f"task {task_id} did not prepare again"})
+        return self._run(lg, task, chunks)
+
+    def _prepare(self, lg: Any, thread: str, snap: Snapshot, found: dict[str, Any],
+                 limit: int, resumed: bool, resume: Any, chunks: list[list[Any]],
+                 messages: bool) -> Any:
+        """The executable task at ``found``'s path (its ``custom`` and, with
+        ``messages``, its ``messages`` chunks kept in ``chunks``)."""
         checkpoint = self.codec.decode(snap.checkpoint)
-        pending = [(t, c, self.codec.decode(v)) for t, c, v in snap.writes if t != task_id]
+        pending = [(t, c, self.codec.decode(v)) for t, c, v in snap.writes
+                   if t != found["id"]]
         if resumed:
             pending.append((lg.NULL_TASK_ID, lg.RESUME, resume))
-        custom: list[Any] = []
-        runtime = lg.DEFAULT_RUNTIME.override(
-            stream_writer=lambda c: custom.append(self.codec.encode(c, "a custom chunk")))
+        runtime = lg.DEFAULT_RUNTIME.override(stream_writer=lambda c: chunks.append(
+            ["custom", self.codec.encode(c, "a custom chunk")]))
         step = int(self.codec.decode(snap.metadata).get("step", -1)) + 1
         config = {"recursion_limit": limit, "configurable": {
             "thread_id": thread, "checkpoint_ns": _NS, "checkpoint_id": checkpoint["id"],
             lg.CONFIG_KEY_RUNTIME: runtime}}
         channels, managed = lg.channels_from_checkpoint(self.compiled.channels, checkpoint)
-        task = lg.prepare_single_task(
-            tuple(found[0]["path"]), None, checkpoint=checkpoint,
+        return lg.prepare_single_task(
+            tuple(found["path"]), None, checkpoint=checkpoint,
             checkpoint_id_bytes=binascii.unhexlify(checkpoint["id"].replace("-", "")),
             checkpoint_null_version=lg.checkpoint_null_version(checkpoint),
             pending_writes=pending, processes=self.compiled.nodes, channels=channels,
             managed=managed, config=config, step=step, stop=step + limit + 1,
-            for_execution=True)
-        if task is None or task.id != task_id:
-            return TaskResult(error={"type": "LookupError",
-                                     "message": f"task {task_id} did not prepare again"})
-        return self._run(lg, task, custom)
+            for_execution=True,
+            manager=self._messages_manager(lg, chunks) if messages else None)
 
-    def _run(self, lg: Any, task: Any, custom: list[Any]) -> TaskResult:
+    def _messages_manager(self, lg: Any, chunks: list[list[Any]]) -> Any:
+        """A callback run manager whose handler is LangGraph's own for ``messages``: the
+        task's chat models and output messages become ``[message, metadata]`` chunks."""
+        from langchain_core.callbacks import CallbackManager
+
+        def keep(chunk: Any) -> None:
+            _, _, (message, meta) = chunk
+            chunks.append(["messages", [self.codec.encode(message, "a message chunk"),
+                                        self.codec.encode(_plain(meta), "a message's metadata")]])
+
+        handler = lg.StreamMessagesHandler(keep, False)
+        manager = CallbackManager.configure(inheritable_callbacks=[handler])
+        return manager.on_chain_start(None, None, name="LangGraph")
+
+    def _run(self, lg: Any, task: Any, chunks: list[list[Any]]) -> TaskResult:
         once = dataclasses.replace(task, retry_policy=())
         try:
             if task.name in self.async_nodes:
@@ -284,7 +311,7 @@ class Engine:
         except lg.GraphInterrupt as exc:
             found = [{"id": i.id, "value": self.codec.encode(i.value, "an interrupt")}
                      for i in (exc.args[0] if exc.args else ())]
-            return TaskResult(interrupts=found, custom=custom)
+            return TaskResult(interrupts=found, chunks=chunks)
         except Exception as exc:
             policies = self.retry_policies.get(task.name)
             if policies:  # LangGraph's retry_on decides; hypha's RetryPolicy retries
@@ -293,7 +320,19 @@ class Engine:
         enc = self.codec.encode
         writes = [[c, enc(v, f"node {task.name!r}'s write to channel {c!r}")]
                   for c, v in task.writes]
-        return TaskResult(writes=writes, custom=custom)
+        return TaskResult(writes=writes, chunks=chunks)
+
+
+def _plain(meta: Any) -> dict[str, Any]:
+    """A message's metadata as JSON can hold it (what is not JSON, as its text)."""
+    out: dict[str, Any] = {}
+    for key, value in dict(meta).items():
+        try:
+            json.dumps(value)
+        except TypeError:
+            value = list(value) if isinstance(value, tuple) else str(value)
+        out[str(key)] = value
+    return out
 
 
 def retryable(policies: Sequence[Any], exc: Exception) -> bool:

@@ -112,6 +112,7 @@ class Mapping_:
         # it started at (-2 on a new thread); each advance here is a loop of its own
         base = int(prev.metadata.get("step", -2)) if prev is not None else -2
         return {"thread": thread, "limit": limit, "stop": base + limit + 2,
+                "modes": list(run_input.get("modes") or []),
                 "lg": step.snapshot.dumps(),
                 "chunks": step.chunks, "values": _last_values(step.chunks, None)}
 
@@ -126,7 +127,8 @@ class Mapping_:
         snap = Snapshot.of(state["lg"])
         resumed = "resume" in task_input
         result = self.engine.run_task(state["thread"], snap, task_input["id"], state["limit"],
-                                      task_input.get("resume"), resumed)
+                                      task_input.get("resume"), resumed,
+                                      messages="messages" in (state.get("modes") or ()))
         if result.error is not None:
             raise LookupError(result.error["message"])
         if not task_input.get("solo"):
@@ -139,14 +141,14 @@ class Mapping_:
         for o in outcomes:
             value: dict[str, Any] = dict(o.value or {})
             r = value["result"]
-            results[str(value["task"])] = TaskResult(r["writes"], r["interrupts"], r["custom"])
+            results[str(value["task"])] = TaskResult(r["writes"], r["interrupts"], r["chunks"])
         return self._joined(state, snap, results)
 
     def _joined(self, state: dict[str, Any], snap: Snapshot,
                 results: dict[str, TaskResult]) -> dict[str, Any]:
         """Every task's result handed to the loop; with an interrupt among them, kept as
         pending writes until it is resumed."""
-        custom = [["custom", c] for r in results.values() for c in r.custom]
+        custom = [c for r in results.values() for c in r.chunks]
         done_now = {t for t, r in results.items() if not r.interrupts}
         writes = [w for w in snap.writes
                   if w[0] not in results or (w[0] not in done_now and w[1] != "__interrupt__")]

@@ -479,6 +479,22 @@ def bad_return() -> Any:
     return b
 
 
+def _chat(state: Chat) -> dict[str, list[AnyMessage]]:
+    """A LangChain chat model streamed inside a node (a fake model: the tokens are
+    scripted, the callbacks are LangChain's own)."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    model = GenericFakeChatModel(messages=iter([AIMessage("tides turn twice", id="ai-1")]))
+    return {"messages": [model.invoke(state["messages"])]}
+
+
+def chat_model() -> Any:
+    b = StateGraph(Chat)
+    b.add_node("chat", _chat)
+    b.add_edge(START, "chat")
+    return b
+
+
 #: graph id -> builder.
 BUILDERS: dict[str, Builder] = {
     "lg_linear": linear,
@@ -508,6 +524,7 @@ BUILDERS: dict[str, Builder] = {
     "lg_async": async_node,
     "lg_schemas": schemas,
     "lg_bad_return": bad_return,
+    "lg_chat": chat_model,
 }
 
 

@@ -172,6 +172,19 @@ def test_a_node_update_langgraph_refuses_fails_the_run_as_langgraph_fails(
     assert str(got.value).split("\n")[0] == str(want.value).split("\n")[0]
 
 
+def test_messages_stream_of_a_chat_model(hypha: dict[str, Any]) -> None:
+    """``stream_mode="messages"``: the node's chat model tokens, with LangGraph's
+    metadata (the node, the step)."""
+    inputs = {"messages": [HumanMessage("hi", id="h-1")]}
+    want = list(reference("lg_chat").stream(inputs, config(), stream_mode="messages"))
+    got = list(hypha["lg_chat"].stream(inputs, config(), stream_mode="messages",
+                                       timeout=WAIT))
+    assert [m.content for m, _ in got] == [m.content for m, _ in want]
+    assert len(want) > 1  # token by token
+    assert [(meta["langgraph_node"], meta["langgraph_step"]) for _, meta in got] == \
+        [(meta["langgraph_node"], meta["langgraph_step"]) for _, meta in want]
+
+
 def without_ids(value: Any) -> Any:
     """``value`` with each ``Interrupt`` as its value (interrupt ids differ)."""
     if isinstance(value, Interrupt):

@@ -176,3 +176,15 @@ def test_a_builders_node_spec_has_its_runnable_and_retry_policy() -> None:
     assert spec.retry_policy == RetryPolicy(max_attempts=2), "StateNodeSpec.retry_policy"
     assert spec.runnable.func is None and spec.runnable.afunc is not None, (
         "an async node's runnable no longer has func=None and afunc set")
+
+
+def test_the_messages_handler_takes_a_stream_and_subgraphs() -> None:
+    """A worker hands LangGraph's own ``messages`` callback handler to the task's run
+    manager: ``StreamMessagesHandler(stream, subgraphs)``, calling ``stream`` with
+    ``(namespace, "messages", (message, metadata))``."""
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    handler = _internals().StreamMessagesHandler
+    assert list(_params(handler))[:2] == ["stream", "subgraphs"], (
+        f"StreamMessagesHandler's parameters: {list(_params(handler))}")
+    assert issubclass(handler, BaseCallbackHandler)
