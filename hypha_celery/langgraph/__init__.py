@@ -29,6 +29,7 @@ from hypha_celery.events.status import RunStatus
 from hypha_celery.langgraph.codec import Codec, Serializer
 from hypha_celery.langgraph.engine import Engine, Snapshot
 from hypha_celery.langgraph.graph import INTERRUPT, RECURSION_LIMIT, Mapping_
+from hypha_celery.live import run_topic
 from hypha_celery.store.projection import RunFilter
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ POLL_S = 0.02
 DEFAULT_RECURSION_LIMIT = 25
 _DONE = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
 _STEP_KINDS = ("node.execution.completed", "node.reducer.completed")
+#: The ``kind`` of a task's stream chunk on a run's live topic.
+LIVE_KIND = "langgraph"
 
 
 def distribute(builder: Any, hypha: Hypha, *, id: str,
@@ -65,7 +68,8 @@ def distribute(builder: Any, hypha: Hypha, *, id: str,
         from hypha_celery.errors import GraphSpecError
 
         raise GraphSpecError(f"distribute(nodes=) names no node of the graph: {sorted(unknown)}")
-    hypha.register(Mapping_(id, engine, dist.previous, nodes or {}).build(graph or {}))
+    hypha.register(Mapping_(id, engine, dist.previous, nodes or {}, dist.publish)
+                   .build(graph or {}))
     return dist
 
 
@@ -224,38 +228,70 @@ class DistributedGraph:
         return [Interrupt(value=self.engine.codec.decode(i["value"]), id=i["id"])
                 for i in snap.interrupts]
 
+    def publish(self, run_id: str, entry: list[Any]) -> None:
+        """A task's stream chunk (``[mode, chunk, id]``) on the run's live topic, as the
+        node makes it (a worker calls this)."""
+        mode, chunk, chunk_id = entry
+        self.hypha.live.publish(run_topic(run_id), {"kind": LIVE_KIND, "mode": mode,
+                                                     "chunk": chunk, "id": chunk_id})
+
     def _chunks(self, handle: RunHandle, timeout: float | None,
                 after: int = 0) -> Iterator[list[Any]]:
         """The run's ``[mode, chunk]`` s after event ``after`` (a resumed run: first the
         values it stopped at, as LangGraph's resumed stream gives them); at an interrupt,
-        the ``__interrupt__`` update and the values with ``__interrupt__``."""
+        the ``__interrupt__`` update and the values with ``__interrupt__``. ``custom`` and
+        ``messages`` chunks come over the live topic as the node makes them; the event
+        log's copy of each is given only when the live one was lost."""
         end = None if timeout is None else time.monotonic() + timeout
-        seq = after
-        if after:
-            yield ["values", self._values(self.hypha.store.get(handle.id))]
-        while True:
-            status = self.hypha.store.get(handle.id)["status"]
-            for ev in self.hypha.store.events(handle.id, after_seq=seq):
-                seq = ev.seq
-                update = ev.data.get("update") if ev.kind in _STEP_KINDS else None
-                if isinstance(update, dict) and not ev.data.get("edge_of"):
-                    for mode, chunk in update.get("chunks") or []:
-                        value = self.engine.codec.decode(chunk)
-                        # a messages chunk is LangGraph's (message, metadata) pair
-                        yield [mode, tuple(value) if mode == "messages" else value]
-            if status == RunStatus.WAITING_HUMAN:
-                view = self.hypha.store.get(handle.id)
-                interrupts = tuple(self._interrupts(view))
-                yield ["updates", {"__interrupt__": interrupts}]
-                yield ["values", {**self._values(view), "__interrupt__": interrupts}]
-                return
-            if status in _DONE:
-                if status != RunStatus.COMPLETED:
-                    self._raise(handle)
-                return
-            if end is not None and time.monotonic() > end:
-                return
-            time.sleep(POLL_S)
+        seen: set[str] = set()
+        with self.hypha.live.subscribe(run_topic(handle.id)) as sub:
+            if after:
+                yield ["values", self._values(self.hypha.store.get(handle.id))]
+            seq = after
+            while True:
+                yield from self._live_chunks(sub, seen)
+                status = self.hypha.store.get(handle.id)["status"]
+                for ev in self.hypha.store.events(handle.id, after_seq=seq):
+                    seq = ev.seq
+                    yield from self._logged_chunks(ev, seen)
+                if status == RunStatus.WAITING_HUMAN:
+                    view = self.hypha.store.get(handle.id)
+                    interrupts = tuple(self._interrupts(view))
+                    yield ["updates", {"__interrupt__": interrupts}]
+                    yield ["values", {**self._values(view), "__interrupt__": interrupts}]
+                    return
+                if status in _DONE:
+                    if status != RunStatus.COMPLETED:
+                        self._raise(handle)
+                    return
+                if end is not None and time.monotonic() > end:
+                    return
+
+    def _live_chunks(self, sub: Any, seen: set[str]) -> Iterator[list[Any]]:
+        """What the live topic holds now (waiting up to ``POLL_S`` for the first)."""
+        wait = POLL_S
+        while (item := sub.get(timeout=wait)) is not None:
+            wait = 0.0
+            if item.get("kind") == LIVE_KIND and item.get("id") not in seen:
+                seen.add(item["id"])
+                yield self._chunk(item["mode"], item["chunk"])
+
+    def _logged_chunks(self, ev: Any, seen: set[str]) -> Iterator[list[Any]]:
+        update = ev.data.get("update") if ev.kind in _STEP_KINDS else None
+        if not isinstance(update, dict) or ev.data.get("edge_of"):
+            return
+        for entry in update.get("chunks") or []:
+            chunk_id = entry[2] if len(entry) > 2 else None
+            if chunk_id is not None and chunk_id in seen:
+                continue
+            if chunk_id is not None:
+                seen.add(chunk_id)
+            yield self._chunk(entry[0], entry[1])
+
+    def _chunk(self, mode: str, chunk: Any) -> list[Any]:
+        value = self.engine.codec.decode(chunk)
+        # a messages chunk is LangGraph's (message, metadata) pair
+        return [mode, tuple(value) if mode == "messages" else value]
 
     def _raise(self, handle: RunHandle) -> None:
         """The node's exception, as LangGraph's ``invoke`` raises it."""

@@ -23,7 +23,7 @@ import asyncio
 import binascii
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -241,19 +241,20 @@ class Engine:
 
     # -- a worker's part -------------------------------------------------------------------
     def run_task(self, thread: str, snap: Snapshot, task_id: str, limit: int,
-                 resume: Any = None, resumed: bool = False,
-                 messages: bool = False) -> TaskResult:
+                 resume: Any = None, resumed: bool = False, messages: bool = False,
+                 live: Callable[[list[Any]], None] | None = None) -> TaskResult:
         """Run task ``task_id`` of ``snap``'s next superstep here, once (its retries are
         hypha's: :func:`retryable`); ``resume``: the value its ``interrupt()`` returns
         now; ``messages``: keep the ``messages`` stream chunks (its chat models' tokens,
-        its output's messages). Only this task is prepared (by its path), so a superstep of
-        N tasks costs each of them what one costs."""
+        its output's messages); ``live``: called with each chunk as it is made (``[mode,
+        chunk, id]``, the id ``<task id>:<n>``). Only this task is prepared (by its path),
+        so a superstep of N tasks costs each of them what one costs."""
         lg = langgraph_task_api()
         found = [t for t in snap.tasks if t["id"] == task_id]
         if not found:
             return TaskResult(error={"type": "LookupError",
                                      "message": f"task {task_id} is not in this superstep"})
-        chunks: list[list[Any]] = []
+        chunks = _Chunks(task_id, live)
         task = self._prepare(lg, thread, snap, found[0], limit, resumed, resume, chunks,
                              messages)
         if task is None or task.id != task_id:
@@ -262,7 +263,7 @@ class Engine:
         return self._run(lg, task, chunks)
 
     def _prepare(self, lg: Any, thread: str, snap: Snapshot, found: dict[str, Any],
-                 limit: int, resumed: bool, resume: Any, chunks: list[list[Any]],
+                 limit: int, resumed: bool, resume: Any, chunks: _Chunks,
                  messages: bool) -> Any:
         """The executable task at ``found``'s path (its ``custom`` and, with
         ``messages``, its ``messages`` chunks kept in ``chunks``)."""
@@ -271,8 +272,8 @@ class Engine:
                    if t != found["id"]]
         if resumed:
             pending.append((lg.NULL_TASK_ID, lg.RESUME, resume))
-        runtime = lg.DEFAULT_RUNTIME.override(stream_writer=lambda c: chunks.append(
-            ["custom", self.codec.encode(c, "a custom chunk")]))
+        runtime = lg.DEFAULT_RUNTIME.override(stream_writer=lambda c: chunks.add(
+            "custom", self.codec.encode(c, "a custom chunk")))
         step = int(self.codec.decode(snap.metadata).get("step", -1)) + 1
         config = {"recursion_limit": limit, "configurable": {
             "thread_id": thread, "checkpoint_ns": _NS, "checkpoint_id": checkpoint["id"],
@@ -287,21 +288,21 @@ class Engine:
             for_execution=True,
             manager=self._messages_manager(lg, chunks) if messages else None)
 
-    def _messages_manager(self, lg: Any, chunks: list[list[Any]]) -> Any:
+    def _messages_manager(self, lg: Any, chunks: _Chunks) -> Any:
         """A callback run manager whose handler is LangGraph's own for ``messages``: the
         task's chat models and output messages become ``[message, metadata]`` chunks."""
         from langchain_core.callbacks import CallbackManager
 
         def keep(chunk: Any) -> None:
             _, _, (message, meta) = chunk
-            chunks.append(["messages", [self.codec.encode(message, "a message chunk"),
-                                        self.codec.encode(_plain(meta), "a message's metadata")]])
+            chunks.add("messages", [self.codec.encode(message, "a message chunk"),
+                                    self.codec.encode(_plain(meta), "a message's metadata")])
 
         handler = lg.StreamMessagesHandler(keep, False)
         manager = CallbackManager.configure(inheritable_callbacks=[handler])
         return manager.on_chain_start(None, None, name="LangGraph")
 
-    def _run(self, lg: Any, task: Any, chunks: list[list[Any]]) -> TaskResult:
+    def _run(self, lg: Any, task: Any, chunks: _Chunks) -> TaskResult:
         once = dataclasses.replace(task, retry_policy=())
         try:
             if task.name in self.async_nodes:
@@ -311,7 +312,7 @@ class Engine:
         except lg.GraphInterrupt as exc:
             found = [{"id": i.id, "value": self.codec.encode(i.value, "an interrupt")}
                      for i in (exc.args[0] if exc.args else ())]
-            return TaskResult(interrupts=found, chunks=chunks)
+            return TaskResult(interrupts=found, chunks=chunks.made)
         except Exception as exc:
             policies = self.retry_policies.get(task.name)
             if policies:  # LangGraph's retry_on decides; hypha's RetryPolicy retries
@@ -320,7 +321,23 @@ class Engine:
         enc = self.codec.encode
         writes = [[c, enc(v, f"node {task.name!r}'s write to channel {c!r}")]
                   for c, v in task.writes]
-        return TaskResult(writes=writes, chunks=chunks)
+        return TaskResult(writes=writes, chunks=chunks.made)
+
+
+class _Chunks:
+    """A task's stream chunks (``[mode, chunk, id]``), each handed to ``live`` too as it is
+    made."""
+
+    def __init__(self, task_id: str, live: Callable[[list[Any]], None] | None) -> None:
+        self.task_id = task_id
+        self.live = live
+        self.made: list[list[Any]] = []
+
+    def add(self, mode: str, chunk: Any) -> None:
+        entry = [mode, chunk, f"{self.task_id}:{len(self.made)}"]
+        self.made.append(entry)
+        if self.live is not None:
+            self.live(entry)
 
 
 def _plain(meta: Any) -> dict[str, Any]:

@@ -52,6 +52,8 @@ MAX_STEPS = 100_000
 _BAD = re.compile(r"[^A-Za-z0-9_\-]")
 
 PreviousFn = Callable[[str, str], Snapshot | None]
+#: Publishes a task's stream chunk on the run's live topic: ``(run_id, [mode, chunk, id])``.
+LiveFn = Callable[[str, list[Any]], None]
 
 
 def node_ids(names: list[str]) -> dict[str, str]:
@@ -76,10 +78,12 @@ class Mapping_:
     """Builds the hypha :class:`Graph` of one distributed LangGraph graph."""
 
     def __init__(self, graph_id: str, engine: Engine, previous: PreviousFn,
-                 options: Mapping[str, Mapping[str, Any]]) -> None:
+                 options: Mapping[str, Mapping[str, Any]], live: LiveFn | None = None
+                 ) -> None:
         self.graph_id = graph_id
         self.engine = engine
         self.previous = previous
+        self.live = live
         names = [n for n in engine.compiled.nodes if n != "__start__"]
         self.ids = node_ids(names)
         self.options = options
@@ -116,19 +120,27 @@ class Mapping_:
                 "lg": step.snapshot.dumps(),
                 "chunks": step.chunks, "values": _last_values(step.chunks, None)}
 
-    def _task_fn(self, name: str) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
-        def task(state: dict[str, Any], task_input: Any) -> dict[str, Any]:
-            return self._task(name, state, task_input)
+    def _task_fn(self, name: str) -> Callable[[dict[str, Any], Any, Any], dict[str, Any]]:
+        def task(state: dict[str, Any], task_input: Any, ctx: Any) -> dict[str, Any]:
+            return self._task(name, state, task_input, ctx.run_id)
 
         task.__name__ = task.__qualname__ = f"langgraph_node:{name}"
         return task
 
-    def _task(self, name: str, state: dict[str, Any], task_input: Any) -> dict[str, Any]:
+    def _task(self, name: str, state: dict[str, Any], task_input: Any,
+              run_id: str) -> dict[str, Any]:
         snap = Snapshot.of(state["lg"])
         resumed = "resume" in task_input
+        publish = self.live
+
+        def live(entry: list[Any]) -> None:
+            if publish is not None:
+                publish(run_id, entry)
+
         result = self.engine.run_task(state["thread"], snap, task_input["id"], state["limit"],
                                       task_input.get("resume"), resumed,
-                                      messages="messages" in (state.get("modes") or ()))
+                                      messages="messages" in (state.get("modes") or ()),
+                                      live=live if publish is not None else None)
         if result.error is not None:
             raise LookupError(result.error["message"])
         if not task_input.get("solo"):
@@ -228,4 +240,5 @@ def _last_values(chunks: list[list[Any]], before: Any) -> Any:
     return values[-1] if values else before
 
 
-__all__ = ["BEGIN", "INTERRUPT", "JOIN", "RECURSION_LIMIT", "Mapping_", "hypha_retry", "node_ids"]
+__all__ = ["BEGIN", "INTERRUPT", "JOIN", "RECURSION_LIMIT", "LiveFn", "Mapping_", "hypha_retry",
+           "node_ids"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import operator
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -495,6 +496,26 @@ def chat_model() -> Any:
     return b
 
 
+def _waits_for_its_reader(state: Text) -> dict[str, str]:
+    """Writes a custom chunk, then waits (up to 10 s) for the file named by ``text`` that
+    the test makes once it has read that chunk: only a chunk delivered while the node runs
+    lets it end at once."""
+    get_stream_writer()({"started": True})
+    marker = Path(state["text"])
+    for _ in range(500):
+        if marker.exists():
+            return {"text": "read while running"}
+        time.sleep(0.02)
+    return {"text": "not read while running"}
+
+
+def live_custom() -> Any:
+    b = StateGraph(Text)
+    b.add_node("wait", _waits_for_its_reader)
+    b.add_edge(START, "wait")
+    return b
+
+
 #: graph id -> builder.
 BUILDERS: dict[str, Builder] = {
     "lg_linear": linear,
@@ -525,6 +546,7 @@ BUILDERS: dict[str, Builder] = {
     "lg_schemas": schemas,
     "lg_bad_return": bad_return,
     "lg_chat": chat_model,
+    "lg_live": live_custom,
 }
 
 

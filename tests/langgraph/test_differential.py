@@ -11,6 +11,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -183,6 +184,22 @@ def test_messages_stream_of_a_chat_model(hypha: dict[str, Any]) -> None:
     assert len(want) > 1  # token by token
     assert [(meta["langgraph_node"], meta["langgraph_step"]) for _, meta in got] == \
         [(meta["langgraph_node"], meta["langgraph_step"]) for _, meta in want]
+
+
+def test_custom_chunks_arrive_while_the_node_runs(hypha: dict[str, Any],
+                                                  tmp_path: Path) -> None:
+    """``custom`` (and ``messages``) chunks come over the run's live topic as the node
+    makes them, not when its step is recorded."""
+    marker = tmp_path / "read"
+    chunks = hypha["lg_live"].stream({"text": str(marker)}, config(),
+                                     stream_mode=["custom", "values"], timeout=WAIT)
+    got = []
+    for mode, chunk in chunks:
+        got.append((mode, chunk))
+        if mode == "custom":
+            marker.touch()
+    assert ("custom", {"started": True}) in got
+    assert got[-1] == ("values", {"text": "read while running"})
 
 
 def without_ids(value: Any) -> Any:
