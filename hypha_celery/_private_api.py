@@ -134,6 +134,10 @@ class LangGraphTaskApi:
     RESUME: str
     DeltaChannel: Any
     StreamMessagesHandler: Any
+    apply_writes: Any
+    create_checkpoint: Any
+    map_output_updates: Any
+    map_output_values: Any
 
 
 def langgraph_task_api() -> LangGraphTaskApi:
@@ -143,11 +147,13 @@ def langgraph_task_api() -> LangGraphTaskApi:
     from langgraph.channels.delta import DeltaChannel
     from langgraph.errors import GraphInterrupt
     from langgraph.pregel._algo import (
+        apply_writes,
         checkpoint_null_version,
         prepare_next_tasks,
         prepare_single_task,
     )
-    from langgraph.pregel._checkpoint import channels_from_checkpoint
+    from langgraph.pregel._checkpoint import channels_from_checkpoint, create_checkpoint
+    from langgraph.pregel._io import map_output_updates, map_output_values
     from langgraph.pregel._messages import StreamMessagesHandler
     from langgraph.pregel._retry import arun_with_retry, run_with_retry
     from langgraph.runtime import DEFAULT_RUNTIME
@@ -155,4 +161,6 @@ def langgraph_task_api() -> LangGraphTaskApi:
     return LangGraphTaskApi(prepare_next_tasks, prepare_single_task, checkpoint_null_version,
                             channels_from_checkpoint, run_with_retry, arun_with_retry,
                             GraphInterrupt, DEFAULT_RUNTIME, CONFIG_KEY_RUNTIME,
-                            NULL_TASK_ID, RESUME, DeltaChannel, StreamMessagesHandler)
+                            NULL_TASK_ID, RESUME, DeltaChannel, StreamMessagesHandler,
+                            apply_writes, create_checkpoint, map_output_updates,
+                            map_output_values)

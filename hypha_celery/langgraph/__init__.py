@@ -9,7 +9,7 @@
 
 Each ``invoke`` / ``stream`` / ``start`` is one hypha run of the graph ``id`` in the
 session ``thread_id`` (runs of one thread go one at a time, FIFO). Supersteps run on
-workers: one task as one node execution, several as a chord; LangGraph's own loop
+workers: one task as one node execution, several as a chord; LangGraph's own code
 applies the writes and picks the next tasks in the step that ends a superstep (see
 :mod:`hypha_celery.langgraph.graph` and ``docs/langgraph.md``). Needs the ``langgraph``
 extra (``pip install 'hypha-celery[langgraph]'``).

@@ -7,11 +7,11 @@
   thread), the input applied by LangGraph's loop, the first superstep prepared;
 * a LangGraph node: a hypha node of the same name (``_`` for characters our names do not
   take) running one task of a superstep; when it is the superstep's only task left it
-  also advances the loop (one hop per step);
+  also ends the superstep (one hop per step);
 * a superstep of several tasks (parallel nodes, ``Send``): a ``FanOut`` (a Celery chord)
-  whose reducer ``__join__`` (the chord callback) hands every task's writes to the loop,
-  which applies them in LangGraph's order;
-* conditional edges, ``Send`` and ``Command(goto=)``: evaluated by LangGraph's loop as
+  whose reducer ``__join__`` (the chord callback) ends the superstep with every task's
+  writes, applied in LangGraph's order (:meth:`~.engine.Engine.apply`);
+* conditional edges, ``Send`` and ``Command(goto=)``: evaluated by LangGraph's code as
   writes are applied; the policy (the coordinator) reads the tasks it prepared;
 * ``interrupt()``: the task ends with the interrupt; the policy parks the run with a
   ``Review`` (reason ``interrupt``; no worker held); an approval whose note is
@@ -171,8 +171,8 @@ class Mapping_:
         if interrupts or {t["id"] for t in snap.tasks} - {w[0] for w in writes}:
             kept = Snapshot(snap.checkpoint, snap.metadata, writes, snap.tasks, interrupts)
             return {"lg": kept.dumps(), "chunks": custom}
-        step = self.engine.advance(state["thread"], Snapshot(snap.checkpoint, snap.metadata),
-                                   None, state["limit"], extra=writes, going_on=True)
+        step = self.engine.apply(Snapshot(snap.checkpoint, snap.metadata), writes,
+                                 state["limit"])
         # "applied": the writes of the superstep just ended, for get_state_history (the
         # tasks' results of the checkpoint before, as LangGraph keeps them)
         return {"lg": step.snapshot.dumps(), "chunks": custom + step.chunks,

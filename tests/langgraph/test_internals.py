@@ -188,3 +188,19 @@ def test_the_messages_handler_takes_a_stream_and_subgraphs() -> None:
     assert list(_params(handler))[:2] == ["stream", "subgraphs"], (
         f"StreamMessagesHandler's parameters: {list(_params(handler))}")
     assert issubclass(handler, BaseCallbackHandler)
+
+
+def test_the_functions_of_a_superstep_s_end_take_what_engine_apply_passes() -> None:
+    """``Engine.apply`` ends a superstep as LangGraph's loop does, with its functions:
+    ``apply_writes``, ``create_checkpoint``, ``map_output_updates``, ``map_output_values``."""
+    lg = _internals()
+    assert list(_params(lg.apply_writes))[:5] == [
+        "checkpoint", "channels", "tasks", "get_next_version", "trigger_to_nodes"], (
+        f"apply_writes' parameters: {list(_params(lg.apply_writes))}")
+    params = _params(lg.create_checkpoint)
+    assert list(params)[:3] == ["checkpoint", "channels", "step"], (
+        f"create_checkpoint's parameters: {list(params)}")
+    assert "updated_channels" in params, "create_checkpoint no longer takes updated_channels="
+    assert list(_params(lg.map_output_updates))[:2] == ["output_channels", "tasks"]
+    assert list(_params(lg.map_output_values))[:3] == [
+        "output_channels", "pending_writes", "channels"]
