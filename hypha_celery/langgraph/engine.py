@@ -166,13 +166,16 @@ class Engine:
         config = {"recursion_limit": limit, "configurable": {
             "thread_id": "", "checkpoint_ns": _NS, "checkpoint_id": checkpoint["id"]}}
         channels, managed = lg.channels_from_checkpoint(self.compiled.channels, checkpoint)
-        tasks = lg.prepare_next_tasks(
-            checkpoint, [], self.compiled.nodes, channels, managed, config, step,
-            step + limit + 1, for_execution=True, store=None, checkpointer=None,
-            manager=None, trigger_to_nodes=self.compiled.trigger_to_nodes)
-        for task_id, task_writes in _by_task(writes).items():
-            tasks[task_id].writes.extend((c, self.codec.decode(v)) for c, v in task_writes)
-        ordered = list(tasks.values())
+        id_bytes = binascii.unhexlify(checkpoint["id"].replace("-", ""))
+        null_version = lg.checkpoint_null_version(checkpoint)
+        ordered = [lg.prepare_single_task(
+            tuple(t["path"]), None, checkpoint=checkpoint, checkpoint_id_bytes=id_bytes,
+            checkpoint_null_version=null_version, pending_writes=[],
+            processes=self.compiled.nodes, channels=channels, managed=managed, config=config,
+            step=step, stop=step + limit + 1, for_execution=True) for t in snap.tasks]
+        by_task = _by_task(writes)
+        for task in ordered:
+            task.writes.extend((c, self.codec.decode(v)) for c, v in by_task.get(task.id, ()))
         updated = lg.apply_writes(checkpoint, channels, ordered, self._versions.get_next_version,
                                   self.compiled.trigger_to_nodes)
         chunks = self._applied_chunks(lg, ordered, channels)

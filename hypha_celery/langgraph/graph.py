@@ -171,8 +171,7 @@ class Mapping_:
         if interrupts or {t["id"] for t in snap.tasks} - {w[0] for w in writes}:
             kept = Snapshot(snap.checkpoint, snap.metadata, writes, snap.tasks, interrupts)
             return {"lg": kept.dumps(), "chunks": custom}
-        step = self.engine.apply(Snapshot(snap.checkpoint, snap.metadata), writes,
-                                 state["limit"])
+        step = self.engine.apply(snap, writes, state["limit"])
         # "applied": the writes of the superstep just ended, for get_state_history (the
         # tasks' results of the checkpoint before, as LangGraph keeps them)
         return {"lg": step.snapshot.dumps(), "chunks": custom + step.chunks,
