@@ -106,13 +106,13 @@ class DistributedGraph:
     def get_state(self, config: Mapping[str, Any]) -> Any:
         """LangGraph's ``StateSnapshot`` of the thread (built from the event log)."""
         thread = _thread(config)
-        snaps = self._history(thread)
+        snaps = self._history(thread, _user(config))
         return self.engine.state(thread, snaps)[0]
 
     def get_state_history(self, config: Mapping[str, Any]) -> Iterator[Any]:
         """The thread's ``StateSnapshot`` s, newest first (one per superstep)."""
         thread = _thread(config)
-        yield from self.engine.state(thread, self._history(thread))[1]
+        yield from self.engine.state(thread, self._history(thread, _user(config)))[1]
 
     def start(self, input: Any, config: Mapping[str, Any] | None = None) -> RunHandle:
         """Enqueue the run and return its handle at once."""
@@ -128,8 +128,9 @@ class DistributedGraph:
         config = config or {}
         thread = _thread(config) if "thread_id" in config.get("configurable", {}) \
             else uuid.uuid4().hex
+        user = _user(config)
         if isinstance(input, Command) and input.resume is not None:
-            handle, after = self._resume(thread, input.resume)
+            handle, after = self._resume(thread, user, input.resume)
             return handle, thread, after
         limit = int(config.get("recursion_limit", DEFAULT_RECURSION_LIMIT))
         run_input = {"thread": thread, "limit": limit, "modes": sorted(set(modes)),
@@ -137,12 +138,13 @@ class DistributedGraph:
         # new input on a thread stopped at an interrupt drops the interrupt, as LangGraph
         # does: the waiting run is cancelled (its position stays the thread's), so the
         # lane it holds goes on to this run
-        for waiting in self._runs(thread, RunStatus.WAITING_HUMAN):
+        for waiting in self._runs(thread, user, RunStatus.WAITING_HUMAN):
             self.hypha.cancel(waiting)
-        return self.hypha.start(self.id, run_input, session_id=thread), thread, 0
+        handle = self.hypha.start(self.id, run_input, user_id=user, session_id=thread)
+        return handle, thread, 0
 
-    def _resume(self, thread: str, value: Any) -> tuple[RunHandle, int]:
-        waiting = self._runs(thread, RunStatus.WAITING_HUMAN)
+    def _resume(self, thread: str, user: str | None, value: Any) -> tuple[RunHandle, int]:
+        waiting = self._runs(thread, user, RunStatus.WAITING_HUMAN)
         if not waiting:
             raise LookupError(f"thread {thread!r} has no run waiting at an interrupt")
         run_id = waiting[0]
@@ -151,14 +153,17 @@ class DistributedGraph:
         self.hypha.approve(run_id, by="langgraph", note=note)
         return self.hypha.get_run(run_id), after
 
-    def _runs(self, thread: str, status: str | None = None) -> list[str]:
-        rows = self.hypha.store.list_runs(
-            RunFilter(graph_id=self.id, session_id=thread, status=status), limit=500)
+    def _runs(self, thread: str, user: str | None, status: str | None = None) -> list[str]:
+        """The thread's runs (of ``user``'s session when given), newest first."""
+        rows = self.hypha.store.list_runs(RunFilter(
+            graph_id=self.id, session_id=thread, user_id=user, status=status), limit=500)
         return [r.run_id for r in rows]
 
     def previous(self, thread: str, run_id: str) -> Snapshot | None:
-        """The thread's position before run ``run_id``: the newest earlier run's."""
-        for other in self._runs(thread):
+        """The thread's position before run ``run_id``: the newest earlier run's (of the
+        same user's session)."""
+        user = self.hypha.store.get(run_id).get("user_id")
+        for other in self._runs(thread, user):
             if other == run_id:
                 continue
             lg = self.hypha.store.get(other)["state"].get("lg")
@@ -166,10 +171,10 @@ class DistributedGraph:
                 return Snapshot.of(lg)
         return None
 
-    def _history(self, thread: str) -> list[Snapshot]:
+    def _history(self, thread: str, user: str | None) -> list[Snapshot]:
         """Every position the thread's runs recorded, oldest first."""
         out: list[Snapshot] = []
-        for run_id in reversed(self._runs(thread)):
+        for run_id in reversed(self._runs(thread, user)):
             for ev in self.hypha.store.events(run_id):
                 update = ev.data.get("update") if ev.kind in _STEP_KINDS else None
                 if isinstance(update, dict) and "lg" in update and not ev.data.get("edge_of"):
@@ -346,6 +351,13 @@ def _exception(run_id: str, type_name: str, message: str) -> BaseException:
             except TypeError:
                 break
     return LangGraphNodeError(run_id, type_name, message)
+
+
+def _user(config: Mapping[str, Any]) -> str | None:
+    """``config["configurable"]["user_id"]``: the hypha user the thread's runs belong to
+    (their session is ``(user_id, thread_id)``), or None."""
+    user = (config.get("configurable") or {}).get("user_id")
+    return None if user is None else str(user)
 
 
 def _thread(config: Mapping[str, Any]) -> str:

@@ -202,6 +202,31 @@ def test_custom_chunks_arrive_while_the_node_runs(hypha: dict[str, Any],
     assert got[-1] == ("values", {"text": "read while running"})
 
 
+def test_a_user_id_in_the_config_makes_the_thread_that_user_s(
+        hypha: dict[str, Any]) -> None:
+    """``configurable.user_id``: the runs belong to that hypha user, and the thread is the
+    session ``(user_id, thread_id)``: two users' threads of one id are two threads."""
+    gid, inputs = "lg_parallel", {"items": [], "topic": ""}
+    thread = uuid.uuid4().hex
+    ours = hypha[gid]
+
+    def as_user(user: str) -> dict[str, Any]:
+        return {"configurable": {"thread_id": thread, "user_id": user}}
+
+    ref = reference(gid)
+    rc = config()
+    ref.invoke(inputs, rc)
+    twice = ref.invoke(inputs, rc)
+    once = reference(gid).invoke(inputs, config())
+    ours.invoke(inputs, as_user("ada"), timeout=WAIT)
+    assert ours.invoke(inputs, as_user("ada"), timeout=WAIT) == twice
+    assert ours.invoke(inputs, as_user("bob"), timeout=WAIT) == once
+    handle = ours.start(inputs, as_user("bob"))
+    handle.wait(timeout=WAIT)
+    assert hypha[gid].hypha.store.get(handle.id)["user_id"] == "bob"
+    assert ours.get_state(as_user("ada")).values == twice
+
+
 def without_ids(value: Any) -> Any:
     """``value`` with each ``Interrupt`` as its value (interrupt ids differ)."""
     if isinstance(value, Interrupt):
