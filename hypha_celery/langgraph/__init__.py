@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -313,7 +314,8 @@ class DistributedGraph:
                             str(err.get("message", "")))
         error = failed[-1].data["error"]
         raise _exception(handle.id, str(error.get("type", "Exception")),
-                         str(error.get("message", "")))
+                         str(error.get("message", "")),
+                         modules=_node_modules(self.engine.compiled))
 
 
 def _as_input(input: Any) -> Any:
@@ -334,23 +336,37 @@ def _as_input(input: Any) -> Any:
     return input
 
 
-def _exception(run_id: str, type_name: str, message: str) -> BaseException:
+def _exception(run_id: str, type_name: str, message: str,
+               modules: Sequence[Any] = ()) -> BaseException:
     """An instance of the node's exception type when it can be found by its name
-    (built-in, LangGraph's errors, :class:`NotJsonState` of a node's write), else
+    (built-in, LangGraph's errors, :class:`NotJsonState` of a node's write, or a class of
+    that name in ``modules``: where the graph's node functions are defined), else
     :class:`LangGraphNodeError`."""
     import langgraph.errors as lg_errors
 
-    if type_name.rsplit(".", 1)[-1] == NotJsonState.__name__:
+    name = type_name.rsplit(".", 1)[-1]
+    if name == NotJsonState.__name__:
         return NotJsonState(message)
-
-    for where in (builtins, lg_errors):
-        found = getattr(where, type_name.rsplit(".", 1)[-1], None)
+    for where in (builtins, lg_errors, *modules):
+        found = getattr(where, name, None)
         if isinstance(found, type) and issubclass(found, Exception):
             try:
                 return found(message)
             except TypeError:
                 break
     return LangGraphNodeError(run_id, type_name, message)
+
+
+def _node_modules(compiled: Any) -> list[Any]:
+    """The modules that define the graph's node functions (where their exceptions
+    usually are), as imported here."""
+    names: list[str] = []
+    for spec in compiled.builder.nodes.values():
+        fn = getattr(spec.runnable, "func", None) or getattr(spec.runnable, "afunc", None)
+        module = getattr(fn, "__module__", None)
+        if isinstance(module, str) and module not in names:
+            names.append(module)
+    return [sys.modules[n] for n in names if n in sys.modules]
 
 
 def _user(config: Mapping[str, Any]) -> str | None:

@@ -516,6 +516,21 @@ def live_custom() -> Any:
     return b
 
 
+class QuotaExceeded(Exception):
+    """A user-defined error a node raises (defined beside the node)."""
+
+
+def _over_quota(state: Text) -> dict[str, str]:
+    raise QuotaExceeded(f"no quota left for {state['text']}")
+
+
+def user_error() -> Any:
+    b = StateGraph(Text)
+    b.add_node("spend", _over_quota)
+    b.add_edge(START, "spend")
+    return b
+
+
 #: graph id -> builder.
 BUILDERS: dict[str, Builder] = {
     "lg_linear": linear,
@@ -547,6 +562,7 @@ BUILDERS: dict[str, Builder] = {
     "lg_bad_return": bad_return,
     "lg_chat": chat_model,
     "lg_live": live_custom,
+    "lg_user_error": user_error,
 }
 
 

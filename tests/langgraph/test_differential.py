@@ -227,6 +227,14 @@ def test_a_user_id_in_the_config_makes_the_thread_that_user_s(
     assert ours.get_state(as_user("ada")).values == twice
 
 
+def test_a_user_defined_exception_is_raised_by_its_type(hypha: dict[str, Any]) -> None:
+    """An exception class defined beside the graph's nodes is found by its name there."""
+    with pytest.raises(graphs.QuotaExceeded, match="no quota left for x"):
+        reference("lg_user_error").invoke({"text": "x"}, config())
+    with pytest.raises(graphs.QuotaExceeded, match="no quota left for x"):
+        hypha["lg_user_error"].invoke({"text": "x"}, config(), timeout=WAIT)
+
+
 def without_ids(value: Any) -> Any:
     """``value`` with each ``Interrupt`` as its value (interrupt ids differ)."""
     if isinstance(value, Interrupt):
