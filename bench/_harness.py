@@ -85,6 +85,32 @@ def _release_redis(url: str, token: str) -> None:
         client.close()
 
 
+class ServerProcess:
+    """A local server the bench starts as a process of its own (its threads do not share
+    the driver's or a worker's interpreter): ``cmd`` prints its URL as its first line;
+    ``GET <url>/_stats`` reports what it is doing."""
+
+    def __init__(self, cmd: Sequence[str]) -> None:
+        self.proc = subprocess.Popen(list(cmd), cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip().rstrip("/")
+
+    def stats(self) -> dict[str, int]:
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.url}/_stats", timeout=5) as reply:
+            doc: dict[str, int] = json.loads(reply.read())
+        return doc
+
+    def close(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
 class BenchEnv:
     """Context manager owning the Redis db, the PostgreSQL db and the worker process."""
 

@@ -51,7 +51,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -61,7 +60,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._harness import ROOT, BenchEnv, emit, machine_info, setup_info, target
+from bench._harness import ROOT, BenchEnv, ServerProcess, emit, machine_info, setup_info, target
 
 TURNS = 600
 PREFORK_TURNS = 16
@@ -79,29 +78,13 @@ KEY = "sk-bench-local"
 HYPHA = str(Path(sys.executable).with_name("hypha"))
 
 
-class Provider:
+class Provider(ServerProcess):
     """The slow local provider, a process of its own (its threads do not share the
     driver's or the worker's interpreter)."""
 
     def __init__(self, delay: float) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.fakes.llm_server", "--port", "0", "--delay",
-             str(delay), "--text", "ok"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-
-    def stats(self) -> dict[str, int]:
-        with urllib.request.urlopen(f"{self.url}/_stats", timeout=5) as reply:
-            doc: dict[str, int] = json.loads(reply.read())
-        return doc
-
-    def close(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        super().__init__([sys.executable, "-m", "tests.fakes.llm_server", "--port", "0",
+                          "--delay", str(delay), "--text", "ok"])
 
 
 class ProfileEnv(BenchEnv):

@@ -52,6 +52,7 @@ from bench._harness import (
     PG_ADMIN_URL,
     ROOT,
     BenchEnv,
+    ServerProcess,
     _finish,
     interleaved,
     machine_info,
@@ -112,29 +113,11 @@ def serve(delay: float) -> None:
     server.serve_forever()
 
 
-class Server:
+class Server(ServerProcess):
     """:func:`serve` in a process of its own (its threads do not share this one's GIL)."""
 
     def __init__(self, delay: float) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "bench.langgraph", "--serve",
-                                      str(delay)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-
-    def stats(self) -> dict[str, int]:
-        import urllib.request
-
-        with urllib.request.urlopen(f"{self.url}_stats", timeout=5) as reply:
-            doc: dict[str, int] = json.loads(reply.read())
-        return doc
-
-    def close(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        super().__init__([sys.executable, "-m", "bench.langgraph", "--serve", str(delay)])
 
 
 # -- the environment -----------------------------------------------------------------------
