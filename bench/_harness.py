@@ -111,6 +111,15 @@ class ServerProcess:
             self.proc.wait(5)
 
 
+class ModelServer(ServerProcess):
+    """The local model server (``tests/fakes/llm_server``: OpenAI's and Anthropic's wire
+    protocols) answering every request after ``delay`` s with the text ``ok``."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__([sys.executable, "-m", "tests.fakes.llm_server", "--port", "0",
+                          "--delay", str(delay), "--text", "ok"])
+
+
 class BenchEnv:
     """Context manager owning the Redis db, the PostgreSQL db and the worker process."""
 

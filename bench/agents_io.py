@@ -60,7 +60,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._harness import ROOT, BenchEnv, ServerProcess, emit, machine_info, setup_info, target
+from bench._harness import ROOT, BenchEnv, ModelServer, emit, machine_info, setup_info, target
 
 TURNS = 600
 PREFORK_TURNS = 16
@@ -78,13 +78,9 @@ KEY = "sk-bench-local"
 HYPHA = str(Path(sys.executable).with_name("hypha"))
 
 
-class Provider(ServerProcess):
-    """The slow local provider, a process of its own (its threads do not share the
-    driver's or the worker's interpreter)."""
-
-    def __init__(self, delay: float) -> None:
-        super().__init__([sys.executable, "-m", "tests.fakes.llm_server", "--port", "0",
-                          "--delay", str(delay), "--text", "ok"])
+#: The slow local provider, a process of its own (its threads do not share the driver's or
+#: the worker's interpreter).
+Provider = ModelServer
 
 
 class ProfileEnv(BenchEnv):

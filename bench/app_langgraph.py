@@ -3,13 +3,15 @@
 the io worker with ``--app bench.app_langgraph:hypha``), so both know them.
 
 * ``lg_linear20``: :func:`bench.anchor_langgraph.linear_builder`, 20 nodes in a row;
-* ``lg_send100``: ``Send("wait", i)`` for ``WIDTH`` (100) branches, each one HTTP GET to
-  ``BENCH_LG_IO_URL`` (a local server answering after 200 ms), then ``merge``; the
-  ``wait`` node is routed to ``hypha.io`` (the io worker's thread pool).
+* ``lg_send100``: ``Send("wait", i)`` for ``WIDTH`` (100) branches, each one chat
+  completion request to ``BENCH_LG_IO_URL`` (the local model server, answering after
+  200 ms), then ``merge``; the ``wait`` node is routed to ``hypha.io`` (the io worker's
+  thread pool).
 """
 
 from __future__ import annotations
 
+import json
 import operator
 import os
 import urllib.request
@@ -28,10 +30,17 @@ class SendState(TypedDict, total=False):
     total: int
 
 
+_ASK = json.dumps({"model": "bench", "messages": [{"role": "user", "content": "wait"}]})
+
+
 def wait(_: Any) -> dict[str, list[int]]:
-    """One request that the server answers after its delay (the node's I/O)."""
-    with urllib.request.urlopen(os.environ["BENCH_LG_IO_URL"], timeout=30) as reply:
-        reply.read()
+    """One chat completion that the model server answers after its delay (the node's
+    I/O), over plain HTTP (no SDK in the node: both sides pay the same)."""
+    request = urllib.request.Request(
+        os.environ["BENCH_LG_IO_URL"] + "/v1/chat/completions", data=_ASK.encode(),
+        headers={"Content-Type": "application/json", "Authorization": "Bearer sk-bench"})
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        json.loads(reply.read())
     return {"ok": [1]}
 
 

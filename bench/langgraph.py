@@ -8,8 +8,9 @@ One environment (:class:`LangGraphEnv`): a claimed Redis database, a fresh Postg
 database for hypha's store, a private PostgreSQL database for LangGraph's
 ``PostgresSaver``, and two workers importing ``bench.app_langgraph`` (where the graphs are
 ``distribute`` d): the harness's ``celery worker -P prefork -c 2`` (coordinator, nodes)
-and one ``hypha worker --profile io`` (threads, ``hypha.agents,hypha.io``). A local HTTP
-server (a process of its own) answers every GET after ``DELAY`` (0.2 s).
+and one ``hypha worker --profile io`` (threads, ``hypha.agents,hypha.io``). The local
+model server (``tests/fakes/llm_server``, a process of its own: :class:`ModelServer`)
+answers every request after ``DELAY`` (0.2 s).
 
 * ``linear``: :func:`bench.anchor_langgraph.linear_builder` (20 nodes in a row, each
   adding 1). LangGraph: ``invoke`` with ``PostgresSaver``, ``durability="sync"`` (a step's
@@ -18,7 +19,8 @@ server (a process of its own) answers every GET after ``DELAY`` (0.2 s).
   floor: hypha's own ``bench_linear20`` (``bench/app.py``). Warm-ups, then the sides
   interleaved ``REPEATS`` times, each invoke a new thread. Per step = wall time / 20.
   Target ``langgraph_linear_per_step_ratio`` (hypha / LangGraph sync) <= 2.0.
-* ``send``: ``Send("wait", i)`` x 100, each node one GET to the server (200 ms), then
+* ``send``: ``Send("wait", i)`` x 100, each node one chat completion request to the
+  model server (200 ms, plain HTTP), then
   ``merge``. LangGraph: ``invoke`` in this process on its default executor (a thread pool
   of ``min(32, CPUs + 4)`` threads: ``max_concurrency`` unset), without a checkpointer
   and with ``PostgresSaver`` (sync); hypha: ``lg_send100`` with ``wait`` routed to
@@ -29,18 +31,15 @@ server (a process of its own) answers every GET after ``DELAY`` (0.2 s).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,7 @@ from bench._harness import (
     PG_ADMIN_URL,
     ROOT,
     BenchEnv,
-    ServerProcess,
+    ModelServer,
     _finish,
     interleaved,
     machine_info,
@@ -71,53 +70,6 @@ SEND_REPEATS = int(os.environ.get("BENCH_LG_SEND_REPEATS", "3"))
 WARMUP = 2
 TARGET_LINEAR = 2.0
 TARGET_SEND = 0.5
-
-
-# -- the slow server -----------------------------------------------------------------------
-class _Slow(BaseHTTPRequestHandler):
-    delay = DELAY
-    lock = threading.Lock()
-    stats = {"in_flight": 0, "max_in_flight": 0, "served": 0}
-
-    def do_GET(self) -> None:
-        if self.path == "/_stats":
-            self._answer(json.dumps(self.stats).encode())
-            return
-        with self.lock:
-            self.stats["in_flight"] += 1
-            self.stats["max_in_flight"] = max(self.stats["max_in_flight"],
-                                              self.stats["in_flight"])
-        time.sleep(self.delay)
-        with self.lock:
-            self.stats["in_flight"] -= 1
-            self.stats["served"] += 1
-        self._answer(b"ok")
-
-    def _answer(self, body: bytes) -> None:
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
-
-def serve(delay: float) -> None:
-    """``--serve``: answer every GET after ``delay`` s; print the URL, serve until killed."""
-    _Slow.delay = delay
-    ThreadingHTTPServer.request_queue_size = 1024  # 100 connects at once
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
-    server.daemon_threads = True
-    print(f"http://127.0.0.1:{server.server_address[1]}/", flush=True)
-    server.serve_forever()
-
-
-class Server(ServerProcess):
-    """:func:`serve` in a process of its own (its threads do not share this one's GIL)."""
-
-    def __init__(self, delay: float) -> None:
-        super().__init__([sys.executable, "-m", "bench.langgraph", "--serve", str(delay)])
 
 
 # -- the environment -----------------------------------------------------------------------
@@ -245,7 +197,7 @@ def _linear(env: LangGraphEnv, saver: Any) -> dict[str, Any]:
             "targets": [target("langgraph_linear_per_step_ratio", ratio, "<=", TARGET_LINEAR)]}
 
 
-def _send(env: LangGraphEnv, saver: Any, server: Server) -> dict[str, Any]:
+def _send(env: LangGraphEnv, saver: Any, server: ModelServer) -> dict[str, Any]:
     from bench.anchor_langgraph import Variant
     from bench.app_langgraph import send_builder
 
@@ -275,7 +227,7 @@ def _send(env: LangGraphEnv, saver: Any, server: Server) -> dict[str, Any]:
             "targets": [target("langgraph_send100_io_wall_ratio", ratio, "<=", TARGET_SEND)]}
 
 
-def bench(env: LangGraphEnv, server: Server) -> dict[str, Any]:
+def bench(env: LangGraphEnv, server: ModelServer) -> dict[str, Any]:
     from langgraph.checkpoint.postgres import PostgresSaver
 
     from bench.anchor_langgraph import versions
@@ -292,12 +244,8 @@ def bench(env: LangGraphEnv, server: Server) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--serve", type=float, help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.serve is not None:
-        serve(args.serve)
-        return 0
-    server = Server(DELAY)
+    p.parse_args(argv)
+    server = ModelServer(DELAY)
     os.environ["BENCH_LG_IO_URL"] = server.url  # the workers' and this process's nodes
     t0 = time.monotonic()
     try:
