@@ -231,7 +231,7 @@ class DistributedGraph:
         from langgraph.types import Interrupt
 
         snap = Snapshot.of(view["state"]["lg"])
-        return [Interrupt(value=self.engine.codec.decode(i["value"]), id=i["id"])
+        return [Interrupt(value=self.engine.codec.decode(i.value), id=i.id)
                 for i in snap.interrupts]
 
     def publish(self, run_id: str, entry: list[Any]) -> None:

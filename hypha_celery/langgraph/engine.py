@@ -35,6 +35,40 @@ from hypha_celery.langgraph.codec import Codec
 _NS = ""
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedTask:
+    """A task LangGraph prepared for the next superstep: its id, its node and its path
+    (``(PULL, node)`` or ``(PUSH, index)``: what prepares it again on a worker)."""
+
+    id: str
+    name: str
+    path: tuple[Any, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "path": list(self.path)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PreparedTask:
+        return cls(data["id"], data["name"], tuple(data["path"]))
+
+
+@dataclass(frozen=True, slots=True)
+class RaisedInterrupt:
+    """An ``interrupt()`` a task raised: the task, LangGraph's interrupt id and its value
+    (JSON, as the codec wrote it)."""
+
+    task_id: str
+    id: str
+    value: Any
+
+    def to_json(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "id": self.id, "value": self.value}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RaisedInterrupt:
+        return cls(data["task_id"], data["id"], data["value"])
+
+
 @dataclass(slots=True)
 class Snapshot:
     """A thread's position, as a run's state keeps it (JSON, see :meth:`to_json`): the
@@ -45,12 +79,13 @@ class Snapshot:
     checkpoint: Any
     metadata: Any
     writes: list[list[Any]] = field(default_factory=list)
-    tasks: list[dict[str, Any]] = field(default_factory=list)
-    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    tasks: list[PreparedTask] = field(default_factory=list)
+    interrupts: list[RaisedInterrupt] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"checkpoint": self.checkpoint, "metadata": self.metadata,
-                "writes": self.writes, "tasks": self.tasks, "interrupts": self.interrupts}
+                "writes": self.writes, "tasks": [t.to_json() for t in self.tasks],
+                "interrupts": [i.to_json() for i in self.interrupts]}
 
     def dumps(self) -> str:
         """As a run's state and events keep it: one JSON string (a value the runtime copies
@@ -65,14 +100,15 @@ class Snapshot:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Snapshot:
         return cls(data["checkpoint"], data["metadata"], list(data.get("writes") or []),
-                   list(data.get("tasks") or []), list(data.get("interrupts") or []))
+                   [PreparedTask.from_json(t) for t in data.get("tasks") or []],
+                   [RaisedInterrupt.from_json(i) for i in data.get("interrupts") or []])
 
     def done(self) -> set[str]:
         """Tasks with writes of their own (not only an interrupt)."""
         return {w[0] for w in self.writes if w[1] != "__interrupt__"}
 
     def interrupted(self) -> set[str]:
-        return {i["task_id"] for i in self.interrupts}
+        return {i.task_id for i in self.interrupts}
 
 
 @dataclass(slots=True)
@@ -87,17 +123,20 @@ class Step:
 @dataclass(slots=True)
 class TaskResult:
     """One task's end: its writes (``[channel, value]``, JSON), the interrupts it raised
-    (``{"id", "value"}``) and the stream chunks it made (``[mode, chunk]``: ``custom``,
-    ``messages``); or the error it raised."""
+    and the stream chunks it made (``[mode, chunk, id]``: ``custom``, ``messages``)."""
 
     writes: list[list[Any]] = field(default_factory=list)
-    interrupts: list[dict[str, Any]] = field(default_factory=list)
+    interrupts: list[RaisedInterrupt] = field(default_factory=list)
     chunks: list[list[Any]] = field(default_factory=list)
-    error: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"writes": self.writes, "interrupts": self.interrupts, "chunks": self.chunks,
-                "error": self.error}
+        return {"writes": self.writes, "interrupts": [i.to_json() for i in self.interrupts],
+                "chunks": self.chunks}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskResult:
+        return cls(data["writes"], [RaisedInterrupt.from_json(i) for i in data["interrupts"]],
+                   data["chunks"])
 
 
 class Engine:
@@ -149,7 +188,7 @@ class Engine:
                 if chunk is None:
                     continue
             chunks.append([mode, self.codec.encode(chunk, f"a {mode} chunk")])
-        return Step(self._read(saver, config, graph), chunks)
+        return Step(self._read(saver, config), chunks)
 
     def apply(self, snap: Snapshot, writes: Sequence[list[Any]], limit: int) -> Step:
         """The superstep ``snap`` prepared, ended with ``writes`` (``[task_id, channel,
@@ -163,16 +202,10 @@ class Engine:
         checkpoint = self.codec.decode(snap.checkpoint)
         metadata = self.codec.decode(snap.metadata)
         step = int(metadata.get("step", -1)) + 1
-        config = {"recursion_limit": limit, "configurable": {
-            "thread_id": "", "checkpoint_ns": _NS, "checkpoint_id": checkpoint["id"]}}
         channels, managed = lg.channels_from_checkpoint(self.compiled.channels, checkpoint)
-        id_bytes = binascii.unhexlify(checkpoint["id"].replace("-", ""))
-        null_version = lg.checkpoint_null_version(checkpoint)
-        ordered = [lg.prepare_single_task(
-            tuple(t["path"]), None, checkpoint=checkpoint, checkpoint_id_bytes=id_bytes,
-            checkpoint_null_version=null_version, pending_writes=[],
-            processes=self.compiled.nodes, channels=channels, managed=managed, config=config,
-            step=step, stop=step + limit + 1, for_execution=True) for t in snap.tasks]
+        ordered = [self._prepared(lg, t, checkpoint, [], channels, managed,
+                                  _config("", checkpoint, limit), step, limit)
+                   for t in snap.tasks]
         by_task = _by_task(writes)
         for task in ordered:
             task.writes.extend((c, self.codec.decode(v)) for c, v in by_task.get(task.id, ()))
@@ -180,8 +213,10 @@ class Engine:
                                   self.compiled.trigger_to_nodes)
         chunks = self._applied_chunks(lg, ordered, channels)
         made = lg.create_checkpoint(checkpoint, channels, step, updated_channels=updated)
-        return Step(self._snapshot(lg, made, {"source": "loop", "step": step, "parents": {}},
-                                   channels, managed, updated, limit), chunks)
+        metadata = {"source": "loop", "step": step, "parents": {}}
+        return Step(Snapshot(self._encoded(lg, made, channels), metadata, [],
+                             self._next_tasks(lg, made, metadata, [], channels, managed,
+                                              _config("", made, limit), updated)), chunks)
 
     def _applied_chunks(self, lg: Any, tasks: list[Any], channels: Any) -> list[list[Any]]:
         """The ``updates`` chunk of each task with writes, then the ``values`` chunk, as
@@ -197,9 +232,10 @@ class Engine:
             chunks.append(["values", self.codec.encode(chunk, "a values chunk")])
         return chunks
 
-    def _snapshot(self, lg: Any, checkpoint: Any, metadata: dict[str, Any], channels: Any,
-                  managed: Any, updated: set[str], limit: int) -> Snapshot:
-        """``checkpoint`` as a snapshot: its delta channels whole, its next tasks."""
+    def _encoded(self, lg: Any, checkpoint: Any, channels: Any) -> dict[str, Any]:
+        """``checkpoint`` as JSON, each delta channel whole (LangGraph keeps only its
+        writes in a checkpoint and replays its ancestors' to read it): a snapshot stands
+        alone. A barrier's set is kept as a tagged set."""
         enc = self.codec.encode
         values = dict(checkpoint["channel_values"])
         for k, spec in self.compiled.channels.items():
@@ -207,56 +243,43 @@ class Engine:
                     and channels[k].is_available():
                 values[k] = channels[k].get()
         rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-        encoded = {**enc(rest, "the checkpoint"),
-                   "channel_values": {k: enc(v, f"channel {k!r}", sets=self._barrier(k))
-                                      for k, v in values.items()}}
-        step = int(metadata["step"]) + 1
-        config = {"recursion_limit": limit, "configurable": {
-            "thread_id": "", "checkpoint_ns": _NS, "checkpoint_id": checkpoint["id"]}}
+        return {**enc(rest, "the checkpoint"),
+                "channel_values": {k: enc(v, f"channel {k!r}", sets=self._barrier(k))
+                                   for k, v in values.items()}}
+
+    def _next_tasks(self, lg: Any, checkpoint: Any, metadata: Any, pending: list[Any],
+                    channels: Any, managed: Any, config: Any,
+                    updated: set[str] | None) -> list[PreparedTask]:
+        """The tasks LangGraph prepares at ``checkpoint`` (what its ``get_state`` shows as
+        ``tasks``), in its order."""
+        step = int(metadata.get("step", -1)) + 1
         tasks = lg.prepare_next_tasks(
-            checkpoint, [], self.compiled.nodes, channels, managed, config, step, step + 1,
-            for_execution=False, trigger_to_nodes=self.compiled.trigger_to_nodes,
+            checkpoint, pending, self.compiled.nodes, channels, managed, config, step,
+            step + 1, for_execution=False, trigger_to_nodes=self.compiled.trigger_to_nodes,
             updated_channels=updated)
-        return Snapshot(encoded, enc(metadata, "metadata"), [],
-                        [{"id": t.id, "name": t.name, "path": list(t.path[:2])}
-                         for t in tasks.values()], [])
+        return [PreparedTask(t.id, t.name, tuple(t.path[:2])) for t in tasks.values()]
 
     def _on(self, saver: Any) -> Any:
         """The compiled graph with ``saver`` as its checkpointer."""
         return self.compiled.copy(update={"checkpointer": saver})
 
-    def _read(self, saver: Any, config: dict[str, Any], graph: Any) -> Snapshot:
+    def _read(self, saver: Any, config: dict[str, Any]) -> Snapshot:
+        """The newest position ``saver`` holds for the thread."""
+        lg = langgraph_task_api()
         tup = saver.get_tuple(config)
         enc = self.codec.encode
-        checkpoint = {k: v for k, v in tup.checkpoint.items() if k != "channel_values"}
-        lg = langgraph_task_api()
         channels, managed = lg.channels_from_checkpoint(self.compiled.channels, tup.checkpoint,
                                                         saver=saver, config=tup.config)
-        values = {**tup.checkpoint["channel_values"], **self._deltas(tup, channels)}
-        encoded = {**enc(checkpoint, "the checkpoint"),
-                   "channel_values": {k: enc(v, f"channel {k!r}", sets=self._barrier(k))
-                                      for k, v in values.items()}}
         pending = list(tup.pending_writes or [])
-        interrupts = [{"task_id": t, "id": i.id, "value": enc(i.value, "an interrupt")}
+        interrupts = [RaisedInterrupt(t, i.id, enc(i.value, "an interrupt"))
                       for t, c, raised in pending if c == "__interrupt__" for i in raised]
         writes = [[t, c, enc(v, f"a write of task {t} to channel {c!r}")]
                   for t, c, v in pending]
-        return Snapshot(encoded, enc(tup.metadata, "metadata"), writes,
-                        self._next_tasks(lg, tup, pending, channels, managed), interrupts)
-
-    def _next_tasks(self, lg: Any, tup: Any, pending: list[Any], channels: Any,
-                    managed: Any) -> list[dict[str, Any]]:
-        """The tasks LangGraph's loop prepared at the checkpoint ``tup`` (what its
-        ``get_state`` shows as ``tasks``), in its order: ``{"id", "name", "path"}``."""
-        step = int(tup.metadata.get("step", -1)) + 1
         updated = tup.checkpoint.get("updated_channels")
-        tasks = lg.prepare_next_tasks(
-            tup.checkpoint, pending, self.compiled.nodes, channels, managed, tup.config,
-            step, step + 1, for_execution=False,
-            trigger_to_nodes=self.compiled.trigger_to_nodes,
-            updated_channels=None if updated is None else set(updated))
-        return [{"id": t.id, "name": t.name, "path": list(t.path[:2])}
-                for t in tasks.values()]
+        tasks = self._next_tasks(lg, tup.checkpoint, tup.metadata, pending, channels, managed,
+                                 tup.config, None if updated is None else set(updated))
+        return Snapshot(self._encoded(lg, tup.checkpoint, channels),
+                        enc(tup.metadata, "metadata"), writes, tasks, interrupts)
 
     def _barrier(self, channel: str) -> bool:
         """Whether ``channel`` is one of LangGraph's barriers (its value: a set)."""
@@ -267,14 +290,6 @@ class Engine:
 
         spec = self.compiled.channels.get(channel)
         return isinstance(spec, NamedBarrierValue | NamedBarrierValueAfterFinish)
-
-    def _deltas(self, tup: Any, channels: Any) -> dict[str, Any]:
-        """The whole value of each delta channel (LangGraph keeps only their writes in a
-        checkpoint and replays its ancestors' to read one): a snapshot stands alone."""
-        lg = langgraph_task_api()
-        names = [k for k, spec in self.compiled.channels.items()
-                 if isinstance(spec, lg.DeltaChannel) and k in tup.checkpoint["channel_versions"]]
-        return {k: channels[k].get() for k in names if channels[k].is_available()}
 
     def state(self, thread: str, snaps: Sequence[Snapshot]) -> tuple[Any, Any]:
         """LangGraph's ``StateSnapshot`` of the newest of ``snaps`` and the history of all
@@ -302,8 +317,8 @@ class Engine:
 
         out: dict[str, list[Any]] = {}
         for i in snap.interrupts:
-            out.setdefault(i["task_id"], []).append(
-                Interrupt(value=self.codec.decode(i["value"]), id=i["id"]))
+            out.setdefault(i.task_id, []).append(
+                Interrupt(value=self.codec.decode(i.value), id=i.id))
         return out
 
     # -- a worker's part -------------------------------------------------------------------
@@ -317,43 +332,39 @@ class Engine:
         chunk, id]``, the id ``<task id>:<n>``). Only this task is prepared (by its path),
         so a superstep of N tasks costs each of them what one costs."""
         lg = langgraph_task_api()
-        found = [t for t in snap.tasks if t["id"] == task_id]
+        found = [t for t in snap.tasks if t.id == task_id]
         if not found:
-            return TaskResult(error={"type": "LookupError",
-                                     "message": f"task {task_id} is not in this superstep"})
+            raise LookupError(f"task {task_id} is not in this superstep")
         chunks = _Chunks(task_id, live)
-        task = self._prepare(lg, thread, snap, found[0], limit, resumed, resume, chunks,
-                             messages)
-        if task is None or task.id != task_id:
-            return TaskResult(error={"type": "LookupError",
-                                     "message": f"task {task_id} did not prepare again"})
-        return self._run(lg, task, chunks)
-
-    def _prepare(self, lg: Any, thread: str, snap: Snapshot, found: dict[str, Any],
-                 limit: int, resumed: bool, resume: Any, chunks: _Chunks,
-                 messages: bool) -> Any:
-        """The executable task at ``found``'s path (its ``custom`` and, with
-        ``messages``, its ``messages`` chunks kept in ``chunks``)."""
         checkpoint = self.codec.decode(snap.checkpoint)
-        pending = [(t, c, self.codec.decode(v)) for t, c, v in snap.writes
-                   if t != found["id"]]
+        pending = [(t, c, self.codec.decode(v)) for t, c, v in snap.writes if t != task_id]
         if resumed:
             pending.append((lg.NULL_TASK_ID, lg.RESUME, resume))
         runtime = lg.DEFAULT_RUNTIME.override(stream_writer=lambda c: chunks.add(
             "custom", self.codec.encode(c, "a custom chunk")))
-        step = int(self.codec.decode(snap.metadata).get("step", -1)) + 1
-        config = {"recursion_limit": limit, "configurable": {
-            "thread_id": thread, "checkpoint_ns": _NS, "checkpoint_id": checkpoint["id"],
-            lg.CONFIG_KEY_RUNTIME: runtime}}
+        config = _config(thread, checkpoint, limit)
+        config["configurable"][lg.CONFIG_KEY_RUNTIME] = runtime
         channels, managed = lg.channels_from_checkpoint(self.compiled.channels, checkpoint)
+        step = int(self.codec.decode(snap.metadata).get("step", -1)) + 1
+        task = self._prepared(lg, found[0], checkpoint, pending, channels, managed, config,
+                              step, limit,
+                              self._messages_manager(lg, chunks) if messages else None)
+        if task is None or task.id != task_id:
+            raise LookupError(f"task {task_id} did not prepare again")
+        return self._run(lg, task, chunks)
+
+    def _prepared(self, lg: Any, found: PreparedTask, checkpoint: Any, pending: list[Any],
+                  channels: Any, managed: Any, config: Any, step: int, limit: int,
+                  manager: Any = None) -> Any:
+        """The executable task at ``found``'s path (LangGraph's ``prepare_single_task``):
+        only that task, whatever the width of its superstep."""
         return lg.prepare_single_task(
-            tuple(found["path"]), None, checkpoint=checkpoint,
+            found.path, None, checkpoint=checkpoint,
             checkpoint_id_bytes=binascii.unhexlify(checkpoint["id"].replace("-", "")),
             checkpoint_null_version=lg.checkpoint_null_version(checkpoint),
             pending_writes=pending, processes=self.compiled.nodes, channels=channels,
             managed=managed, config=config, step=step, stop=step + limit + 1,
-            for_execution=True,
-            manager=self._messages_manager(lg, chunks) if messages else None)
+            for_execution=True, manager=manager)
 
     def _messages_manager(self, lg: Any, chunks: _Chunks) -> Any:
         """A callback run manager whose handler is LangGraph's own for ``messages``: the
@@ -377,7 +388,7 @@ class Engine:
             else:
                 lg.run_with_retry(once, ())
         except lg.GraphInterrupt as exc:
-            found = [{"id": i.id, "value": self.codec.encode(i.value, "an interrupt")}
+            found = [RaisedInterrupt(task.id, i.id, self.codec.encode(i.value, "an interrupt"))
                      for i in (exc.args[0] if exc.args else ())]
             return TaskResult(interrupts=found, chunks=chunks.made)
         except Exception as exc:
@@ -405,6 +416,12 @@ class _Chunks:
         self.made.append(entry)
         if self.live is not None:
             self.live(entry)
+
+
+def _config(thread: str, checkpoint: Any, limit: int) -> dict[str, Any]:
+    """The run config a task is prepared with, at ``checkpoint``."""
+    return {"recursion_limit": limit, "configurable": {
+        "thread_id": thread, "checkpoint_ns": _NS, "checkpoint_id": checkpoint["id"]}}
 
 
 def _plain(meta: Any) -> dict[str, Any]:
@@ -473,5 +490,5 @@ def _update_chunk(chunk: Any) -> Any:
     return {k: v for k, v in chunk.items() if k != "__metadata__"}
 
 
-__all__ = ["Engine", "Snapshot", "Step", "TaskResult", "async_nodes", "node_retry_policies",
-           "retryable"]
+__all__ = ["Engine", "PreparedTask", "RaisedInterrupt", "Snapshot", "Step", "TaskResult",
+           "async_nodes", "node_retry_policies", "retryable"]

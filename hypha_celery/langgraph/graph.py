@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from hypha_celery.errors import GraphSpecError
@@ -72,6 +73,30 @@ def node_ids(names: list[str]) -> dict[str, str]:
         taken.add(node_id)
         out[name] = node_id
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class TaskCall:
+    """What a LangGraph node's hypha node is asked to do (its input): run the prepared
+    task ``id``; ``solo``: it is the superstep's only task left, so it also ends the
+    superstep; ``resumed``: its ``interrupt()`` returns ``resume`` now."""
+
+    id: str
+    solo: bool = False
+    resumed: bool = False
+    resume: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id}
+        if self.solo:
+            out["solo"] = True
+        if self.resumed:
+            out["resume"] = self.resume
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskCall:
+        return cls(data["id"], bool(data.get("solo")), "resume" in data, data.get("resume"))
 
 
 class Mapping_:
@@ -130,22 +155,20 @@ class Mapping_:
     def _task(self, name: str, state: dict[str, Any], task_input: Any,
               run_id: str) -> dict[str, Any]:
         snap = Snapshot.of(state["lg"])
-        resumed = "resume" in task_input
+        call = TaskCall.from_json(task_input)
         publish = self.live
 
         def live(entry: list[Any]) -> None:
             if publish is not None:
                 publish(run_id, entry)
 
-        result = self.engine.run_task(state["thread"], snap, task_input["id"], state["limit"],
-                                      task_input.get("resume"), resumed,
+        result = self.engine.run_task(state["thread"], snap, call.id, state["limit"],
+                                      call.resume, call.resumed,
                                       messages="messages" in (state.get("modes") or ()),
                                       live=live if publish is not None else None)
-        if result.error is not None:
-            raise LookupError(result.error["message"])
-        if not task_input.get("solo"):
-            return {"task": task_input["id"], "result": result.to_json()}
-        return self._joined(state, snap, {task_input["id"]: result})
+        if not call.solo:
+            return {"task": call.id, "result": result.to_json()}
+        return self._joined(state, snap, {call.id: result})
 
     def _join(self, state: dict[str, Any], outcomes: list[Outcome]) -> dict[str, Any]:
         snap = Snapshot.of(state["lg"])
@@ -153,7 +176,7 @@ class Mapping_:
         for o in outcomes:
             value: dict[str, Any] = dict(o.value or {})
             r = value["result"]
-            results[str(value["task"])] = TaskResult(r["writes"], r["interrupts"], r["chunks"])
+            results[str(value["task"])] = TaskResult.from_json(r)
         return self._joined(state, snap, results)
 
     def _joined(self, state: dict[str, Any], snap: Snapshot,
@@ -166,9 +189,9 @@ class Mapping_:
                   if w[0] not in results or (w[0] not in done_now and w[1] != "__interrupt__")]
         for task_id, r in results.items():
             writes += [[task_id, c, v] for c, v in r.writes]
-        interrupts = [i for i in snap.interrupts if i["task_id"] not in results]
-        interrupts += [{"task_id": t, **i} for t, r in results.items() for i in r.interrupts]
-        if interrupts or {t["id"] for t in snap.tasks} - {w[0] for w in writes}:
+        interrupts = [i for i in snap.interrupts if i.task_id not in results]
+        interrupts += [i for r in results.values() for i in r.interrupts]
+        if interrupts or {t.id for t in snap.tasks} - {w[0] for w in writes}:
             kept = Snapshot(snap.checkpoint, snap.metadata, writes, snap.tasks, interrupts)
             return {"lg": kept.dumps(), "chunks": custom}
         step = self.engine.apply(snap, writes, state["limit"])
@@ -191,24 +214,27 @@ class Mapping_:
             return Fail(f"Recursion limit of {state['limit']} reached without hitting a stop "
                         "condition. You can increase the limit by setting the "
                         "`recursion_limit` config key.", RECURSION_LIMIT)
-        pending = {t["id"] for t in snap.tasks} - snap.done()
-        return self._dispatch(snap, pending, {})
+        pending = {t.id for t in snap.tasks} - snap.done()
+        return self._dispatch(snap, pending)
 
     def _interrupted(self, ctx: Context, snap: Snapshot) -> Any:
         review = _review_for(ctx, snap)
         if review is None or review.get("status") == "pending":
-            return Review(INTERRUPT, subject={"interrupts": snap.interrupts})
+            return Review(INTERRUPT, subject={"interrupts": [i.to_json()
+                                                             for i in snap.interrupts]})
         if review.get("status") != "approved":
             return Fail(f"the interrupt was {review.get('status')}", "review_rejected")
         note = json.loads(review.get("note") or "{}")
-        return self._dispatch(snap, snap.interrupted(), {"resume": note.get("resume")})
+        return self._dispatch(snap, snap.interrupted(), True, note.get("resume"))
 
-    def _dispatch(self, snap: Snapshot, ids: set[str], extra: dict[str, Any]) -> Any:
-        tasks = [t for t in snap.tasks if t["id"] in ids]
+    def _dispatch(self, snap: Snapshot, ids: set[str], resumed: bool = False,
+                  resume: Any = None) -> Any:
+        tasks = [t for t in snap.tasks if t.id in ids]
         if len(tasks) == 1 and not (snap.interrupted() - ids):
             t = tasks[0]
-            return Next(self.ids[t["name"]], {"id": t["id"], "solo": True, **extra})
-        return FanOut([Next(self.ids[t["name"]], {"id": t["id"], **extra}) for t in tasks],
+            return Next(self.ids[t.name], TaskCall(t.id, True, resumed, resume).to_json())
+        return FanOut([Next(self.ids[t.name], TaskCall(t.id, False, resumed, resume).to_json())
+                       for t in tasks],
                       reducer=JOIN)
 
 
@@ -225,7 +251,7 @@ def hypha_retry(policy: Any) -> RetryPolicy:
 
 def _review_for(ctx: Context, snap: Snapshot) -> dict[str, Any] | None:
     """The review asked for the interrupts ``snap`` holds, if there is one."""
-    ids = sorted(i["id"] for i in snap.interrupts)
+    ids = sorted(i.id for i in snap.interrupts)
     for review in reversed(list(ctx.reviews.values())):
         subject = review.get("subject")
         if isinstance(subject, dict) and sorted(
@@ -239,5 +265,5 @@ def _last_values(chunks: list[list[Any]], before: Any) -> Any:
     return values[-1] if values else before
 
 
-__all__ = ["BEGIN", "INTERRUPT", "JOIN", "RECURSION_LIMIT", "LiveFn", "Mapping_", "hypha_retry",
-           "node_ids"]
+__all__ = ["BEGIN", "INTERRUPT", "JOIN", "RECURSION_LIMIT", "LiveFn", "Mapping_", "TaskCall",
+           "hypha_retry", "node_ids"]
