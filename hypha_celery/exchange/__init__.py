@@ -14,6 +14,7 @@ from hypha_celery.exchange._jsonl import (
     Parsed,
     dump_line,
     export_jsonl,
+    import_file,
     import_parsed,
     parse_jsonl,
     read_file,
@@ -30,6 +31,7 @@ __all__ = [
     # importing
     "MAX_LINE_BYTES",
     "Parsed",
+    "import_file",
     "import_parsed",
     "parse_jsonl",
     "read_file",

@@ -22,6 +22,8 @@ import hashlib
 import itertools
 import json
 import os
+import stat
+import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -30,11 +32,14 @@ from operator import attrgetter, itemgetter
 from typing import IO, Any
 
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
+from pydantic_core import to_json as _to_json
 
 from hypha_celery.errors import (
     ChecksumMismatch,
     DerivedFieldMismatch,
     EmptyImport,
+    ImportFormatError,
     ImportSourceMissing,
     InvalidRun,
     MalformedLine,
@@ -44,9 +49,12 @@ from hypha_celery.errors import (
 from hypha_celery.events import Event
 from hypha_celery.events.envelope import (
     DERIVED_FIELDS,
+    KINDS,
+    Row,
     bodies,
     canonical,
     derive,
+    deriver,
 )
 from hypha_celery.events.fold import View, apply_event, new_view
 from hypha_celery.events.payloads import parse_payload
@@ -68,6 +76,8 @@ from hypha_celery.store import (
     export_rows,
     gc_paused,
 )
+from hypha_celery.store.imports import ImportStream
+from hypha_celery.store.rows import json_data
 
 _derived = attrgetter(*DERIVED_FIELDS)
 _stored = attrgetter("run_id", "seq", "type", "timestamp", "payload", "idempotency_key")
@@ -75,10 +85,14 @@ _stored = attrgetter("run_id", "seq", "type", "timestamp", "payload", "idempoten
 _derived_fields = itemgetter(*DERIVED_FIELDS)
 _stored_fields = itemgetter("run_id", "seq", "type", "timestamp", "payload", "idempotency_key")
 _fold_fields = itemgetter("type", "timestamp", "payload", "idempotency_key")
+_type_of = attrgetter("type")
+_fields_of = attrgetter("__dict__")  # an envelope's fields (pydantic's layout)
 _SUFFIX_HEAD = b',"checksum":"sha256:'
 _HEX = 64
 _SUFFIX = len(_SUFFIX_HEAD) + _HEX + 2  # ,"checksum":"sha256:<hex>"}
 _CHUNK = 1000  # lines per write
+_STEP = 1023  # a streamed run's events are checked and sent every _STEP + 1 of them ...
+_SEND = 2048  # ... and rows sent to the stream this many at a time
 #: Longest line an import reads (bytes, newline included): four times the default bound of
 #: a run's input (``HYPHA_MAX_INPUT_BYTES``), which ``run.created`` carries. A longer line
 #: is refused as it is read (``MalformedLine``), never held whole.
@@ -93,6 +107,7 @@ Progress = Callable[[int, int], None]
 #: Event types the store's import projects into rows of their own (sessions): their
 #: payloads must validate (the fast fold reads passive kinds without looking).
 _PROJECTED = frozenset({"session.created", "session.updated", "session.closed"})
+_LOOKED_AT = _PROJECTED | {"run.created"}  # and a run.created after a run's first event
 
 
 def _digest(body: dict[str, Any]) -> str:
@@ -214,9 +229,21 @@ def parse_jsonl(lines: Iterable[str | bytes], source: str = "<input>", *,
     ignored; any problem raises an :class:`~hypha_celery.errors.ImportFormatError`
     naming the line (``first_lineno`` is the first one's number), so a bad input imports
     nothing."""
+    return _parse(lines, source, first_lineno, None)
+
+
+def _parse(lines: Iterable[str | bytes], source: str, first_lineno: int,
+           stream: _Streamed | None) -> Parsed:
+    """:func:`parse_jsonl`; with a ``stream``, each run's events are also checked and
+    sent to it as they are read (:class:`_Streamed`), and when it commits, the runs are
+    not checked again. When the stream's ``sums`` is a list, each line's stated checksum
+    goes there instead of being checked (:class:`_LineSums` checks them all at the end:
+    an error raised meanwhile may not be the first one; the caller reads the input again
+    the classic way)."""
     parsed = Parsed(source)
     events = parsed.events
     linenos = parsed.linenos
+    checks_out = _line_checks_out if stream is None else stream.checks_out()
     runs: dict[str, _Run] = {}
     run, last = _Run(""), None  # the run of the line before (none yet)
     with _kept():
@@ -229,7 +256,7 @@ def parse_jsonl(lines: Iterable[str | bytes], source: str = "<input>", *,
                 event = _parse_line(line, source, lineno)  # the error, or the slow way
             else:
                 stated = event.checksum
-                if stated is None or not _line_checks_out(line, stated):
+                if stated is None or not checks_out(line, stated):
                     event = _parse_line(line, source, lineno)
                 elif len(event.__pydantic_fields_set__) == _ALL_SET:
                     _share(event, "__pydantic_fields_set__", _ALL_FIELDS)
@@ -242,18 +269,28 @@ def parse_jsonl(lines: Iterable[str | bytes], source: str = "<input>", *,
                 run.next = seq + 1
                 run.events.append(event)
                 run.linenos.append(lineno)
-            else:
+                if stream is not None and (seq == 1 or not seq & _STEP):
+                    stream.step(run)
+            else:  # out of order (the stream drops a run that is)
                 first = run.take(event, lineno)
                 if first:
                     raise InvalidRun(f"{source}:{lineno}: duplicate event seq {seq} of run "
                                      f"{run_id} (first on line {first})")
             events.append(event)
             linenos.append(lineno)
-        if not events:
-            raise EmptyImport(f"{source}: no events")
-        for run_id, run in runs.items():
-            parsed.views[run_id] = run.checked(parsed.where)
+        _checked(parsed, runs, stream)
     return parsed
+
+
+def _checked(parsed: Parsed, runs: Mapping[str, _Run], stream: _Streamed | None) -> None:
+    """The end of :func:`_parse`: an input with events, its runs checked in order of
+    appearance (unless a stream checked them all and committed), their folds kept."""
+    if not parsed.events:
+        raise EmptyImport(f"{parsed.source}: no events")
+    if stream is not None and stream.commit(parsed, runs):
+        return
+    for run_id, run in runs.items():
+        parsed.views[run_id] = run.checked(parsed.where)
 
 
 @contextmanager
@@ -320,28 +357,236 @@ class _Run:
 
 def _checked_in_order(run_id: str, evs: list[Event]) -> View | None:
     """The fold of one run's events, numbered 1..n in order, if they pass what
-    :func:`check_run` and :func:`_check_derived` check of them (``run.created`` first,
-    each folds, no idempotency key longer than ``IDEM_MAX``, the derived fields are what
-    their events give), else ``None``. The payloads of the kinds the store's import
-    projects into rows of their own are validated; the fold reads the others trusted, as
-    it reads the store's (a payload it cannot read fails the fold: ``None``)."""
-    fields = [event.__dict__ for event in evs]  # an envelope's fields (pydantic's layout)
-    if fields[0]["type"] != "run.created":
-        return None
-    view = new_view(run_id)
+    :func:`check_run` and :func:`_check_derived` check of them (:class:`_InOrder`),
+    else ``None``."""
+    check = _InOrder(run_id)
+    return check.view if check.passes(evs) else None
+
+
+class _InOrder:
+    """What :func:`check_run` and :func:`_check_derived` check of one run's events
+    numbered 1..n in order, a slice at a time (``run.created`` first, each folds, no
+    idempotency key longer than ``IDEM_MAX``, the derived fields are what their events
+    give), in a tight loop. The payloads of the kinds the store's import projects into
+    rows of their own are validated; the fold reads the others trusted, as it reads the
+    store's (a payload it cannot read fails the fold). The derived fields take the run's
+    owner and graph from ``run.created``: a run with another ``run.created`` (which
+    would change them) is left to those two functions."""
+
+    __slots__ = ("derive", "done", "view")
+
+    def __init__(self, run_id: str) -> None:
+        self.view = new_view(run_id)
+        self.derive: Callable[[Row], tuple[Any, ...]] | None = None
+        self.done = 0  # events checked so far
+
+    def passes(self, evs: list[Event]) -> bool:
+        """Whether ``evs[self.done:]`` (the run's events that came since the last call)
+        pass; a failed check leaves the object spent."""
+        fields = [event.__dict__ for event in evs[self.done:]]  # pydantic's layout
+        if not fields:
+            return True
+        view = self.view
+        try:
+            if self.done == 0 and not _folds_first(view, fields[0]):
+                return False
+            kinds = list(map(_fold_fields, fields))
+            for kind, ts, payload, idem in kinds[self.done == 0:]:
+                if kind in _LOOKED_AT:
+                    if kind == "run.created":
+                        return False
+                    parse_payload(kind, payload)  # the import reads their fields
+                apply_event(view, kind, payload, ts)
+                if idem is not None and len(idem) > IDEM_MAX:
+                    return False
+            derive = self.derive = self.derive or deriver(view)
+            if list(map(derive, map(_stored_fields, fields))) != list(map(_derived_fields,
+                                                                          fields)):
+                return False
+        except Exception:  # check_run raises it in its turn
+            return False
+        self.done = len(evs)
+        return True
+
+
+def _folds_first(view: View, fields: dict[str, Any]) -> bool:
+    """Fold a run's first event into ``view``: whether it is a ``run.created`` that folds,
+    with an idempotency key of at most ``IDEM_MAX`` characters."""
+    kind, ts, payload, idem = _fold_fields(fields)
+    if kind != "run.created" or (idem is not None and len(idem) > IDEM_MAX):
+        return False
+    apply_event(view, kind, payload, ts)
+    return True
+
+
+class _Streamed:
+    """An input's events sent to an :class:`ImportStream` as they are read: each run's
+    new events are checked (:class:`_InOrder`) when the run's next one starts, and every
+    ``_STEP + 1`` events of a long run; then their rows go to the stream, ``_SEND`` at a
+    time. :meth:`commit` (once every line is read and passed) ends the runs and commits.
+
+    Only an input whose runs come one after another, each numbered 1..n in order and
+    passing the in-order checks, is streamed: anything else (an event out of order, a run
+    that comes back after another, a check that fails, a run the store has, a store that
+    refuses) drops the stream (rolled back, nothing written) and the input is checked and
+    imported the classic way, which raises what is wrong in its turn."""
+
+    __slots__ = ("check", "committed", "ended", "helper", "kinds", "live", "rows", "run",
+                 "runs", "sessions", "stream", "streamed", "sums", "views")
+
+    def __init__(self, stream: ImportStream, helper: _LineSums | None = None) -> None:
+        self.stream = stream
+        self.helper = helper  # the lines' checksums, computed by a child process
+        self.sums: list[str] | None = None  # the checksums the lines state, when deferred
+        self.live = not stream.given_up
+        self.run: _Run | None = None  # the run being read
+        self.check = _InOrder("")
+        self.rows: list[tuple[Any, ...]] = []  # to send
+        self.runs: list[str] = []  # the runs of the rows to send (until the stream opens)
+        self.ended: list[tuple[str, View]] = []  # runs read to the end: their closed folds
+        self.views: dict[str, View] = {}
+        self.sessions: list[Event] = []  # events that write session rows, in log order
+        self.kinds: set[str] = set()
+        self.streamed = 0  # events checked and sent (or to send)
+        self.committed: ImportResult | None = None  # what it wrote, once committed
+
+    def step(self, run: _Run) -> None:
+        """``run`` has a new event in order: at its first, the run before is ended; its
+        events so far are checked and sent."""
+        if not self.live:
+            return
+        if run is not self.run:
+            if len(run.events) != 1:  # a run that comes back after another
+                self.drop()
+                return
+            self._end_run()
+            self.run, self.check = run, _InOrder(run.run_id)
+            if not 0 < len(run.run_id) <= RUN_ID_MAX:
+                self.drop()
+                return
+            self.runs.append(run.run_id)
+        self._check()
+
+    def _check(self) -> None:
+        """Check the current run's events since the last check and make their rows."""
+        run, check = self.run, self.check
+        if run is None or not self.live:
+            return
+        if run.next is None:  # an event came out of order
+            self.drop()
+            return
+        new = run.events[check.done:]
+        if not check.passes(run.events):
+            self.drop()
+            return
+        try:
+            self.rows += _rows(new)
+        except Exception:  # the classic import raises it in its turn
+            self.drop()
+            return
+        kinds = set(map(_type_of, new))
+        self.kinds |= kinds
+        if kinds & _PROJECTED:
+            self.sessions += [event for event in new if event.type in _PROJECTED]
+        self.streamed += len(new)
+        if len(self.rows) >= _SEND:
+            self._send()
+
+    def _end_run(self) -> None:
+        """Check the rest of the current run and close its fold (:func:`close_run`)."""
+        run = self.run
+        if run is None:
+            return
+        self._check()
+        if not self.live:
+            return
+        try:
+            view = close_run(self.check.view, run.events)
+        except Exception:  # check_run raises it in its turn
+            self.drop()
+            return
+        self.ended.append((run.run_id, view))
+        self.views[run.run_id] = view
+
+    def _send(self) -> None:
+        if self.runs and not self.stream.open(self.runs):
+            self.drop()
+            return
+        self.runs = []
+        if not self.stream.send(self.rows):
+            self.drop()
+            return
+        self.rows = []
+
+    def drop(self) -> None:
+        """Give the stream up: the classic way reads and imports the input."""
+        if self.live:
+            self.live = False
+            self.stream.abort()
+            self.rows, self.ended, self.sessions = [], [], []
+
+    def defer_sums(self) -> None:
+        """Leave the checksums of the (unsigned) lines to :attr:`helper`, when there is
+        one: each line's stated checksum is kept in :attr:`sums` and compared with the
+        helper's at the end (:meth:`commit`)."""
+        if self.helper is not None:
+            self.sums = []
+
+    def checks_out(self) -> Callable[[str | bytes, str], bool]:
+        """:func:`_line_checks_out`, or when the checksums are deferred, a function that
+        keeps the stated one for :meth:`commit` (and says yes)."""
+        sums = self.sums
+        if sums is None:
+            return _line_checks_out
+
+        def deferred(line: str | bytes, stated: str) -> bool:
+            sums.append(stated)
+            return True
+
+        return deferred
+
+    def close_helper(self) -> None:
+        if self.helper is not None:
+            self.helper.close()
+
+    def commit(self, parsed: Parsed, runs: Mapping[str, _Run]) -> bool:
+        """At the end of a read input (every line passed): end the last run, send the
+        rest, commit; then ``parsed.views`` are the runs' folds. Whether it committed
+        (else nothing was written). Deferred checksums are compared first: a line whose
+        stated checksum is not its own raises :class:`_ReadAgain` (nothing written)."""
+        if self.sums is not None and (self.helper is None or self.helper.sums() != self.sums):
+            self.drop()
+            raise _ReadAgain
+        self._end_run()
+        if self.live and (self.streamed != len(parsed.events) or len(self.views) != len(runs)):
+            self.drop()  # a run came back after another, in order
+        if not self.kinds <= KINDS:  # UnknownEventKind, from the classic way
+            self.drop()
+        if self.live:
+            self._send()
+        if not self.live or not self.stream.commit(self.ended, self.sessions):
+            self.drop()
+            return False
+        self.live = False
+        self.committed = ImportResult(runs=len(self.ended), events=self.streamed, present=0)
+        parsed.views = self.views
+        return True
+
+
+def _rows(evs: list[Event]) -> list[tuple[Any, ...]]:
+    """The stored rows ``(run_id, seq, kind, ts, data, idem)`` of events, ``data`` as
+    :func:`json_data` encodes it (the payloads hold JSON values only, parsed from JSON),
+    here as UTF-8 bytes (what :func:`event_copy` sends): pydantic's serializer's text
+    when it is ASCII with finite numbers only, else :func:`json_text`'s."""
+    stored = list(map(_stored_fields, map(_fields_of, evs)))
     try:
-        for kind, ts, payload, idem in map(_fold_fields, fields):
-            if kind in _PROJECTED:  # the import reads their fields: validated here
-                parse_payload(kind, payload)
-            apply_event(view, kind, payload, ts)
-            if idem is not None and len(idem) > IDEM_MAX:
-                return None
-        if list(derive(map(_stored_fields, fields), view)) != list(map(_derived_fields,
-                                                                       fields)):
-            return None
-    except Exception:  # check_run raises it in its turn
-        return None
-    return view
+        texts = [_to_json(payload) for _, _, _, _, payload, _ in stored]
+    except PydanticSerializationError:  # a lone surrogate: one at a time
+        texts = [json_data(payload).encode() for _, _, _, _, payload, _ in stored]
+    return [(run_id, seq, kind, ts,
+             text if text.isascii() and b"NaN" not in text and b"Infinity" not in text
+             else json_data(payload).encode(), idem)
+            for (run_id, seq, kind, ts, payload, idem), text in zip(stored, texts, strict=True)]
 
 
 def read_jsonl(lines: Iterable[str | bytes], source: str = "<input>") -> list[Event]:
@@ -361,17 +606,120 @@ def read_file(path: str, *, key: bytes | None = None, verify: bool = False,
     (``ValueError``). With no key and no ``verify``, an unsigned file is read by its
     checksums, and so is a signed one (its signatures unchecked).
     ``progress(lines, bytes)`` is called as lines are read (every 1,024, and at the end)."""
+    return _read_path(path, _policy(key, verify, allow_unsigned), progress, None)
+
+
+def import_file(store: EventStore, path: str, *, key: bytes | None = None,
+                verify: bool = False, allow_unsigned: bool = False,
+                progress: Progress | None = None) -> ImportResult:
+    """:func:`read_file` then :func:`import_parsed`: the same checks, the same outcome
+    and errors (a bad line, a conflict: nothing written), in less time. On PostgreSQL the
+    events of an input of runs the store does not have (an export into another store)
+    are written while the lines after them are read, in the one transaction, committed
+    once the whole input passed (:class:`_Streamed`), and the checksums of an unsigned
+    file's lines are computed meanwhile by a child process (:class:`_LineSums`); any
+    other input is read, then imported. An input that fails is read again the classic
+    way (:func:`read_file`), which raises its first error."""
+    policy = _policy(key, verify, allow_unsigned)
+    stream = _Streamed(ImportStream(store))
+    if stream.live:
+        stream.helper = _LineSums.start(path)
+    try:
+        parsed = _read_path(path, policy, progress, stream if stream.live else None)
+    except (ImportFormatError, _ReadAgain):
+        if stream.sums is None:
+            raise
+        parsed = _read_path(path, policy, None, None)  # its first error, or the slow way
+    finally:
+        stream.drop()  # rolls back, unless it committed
+        stream.close_helper()
+    if stream.committed is not None:
+        return stream.committed
+    return import_parsed(store, parsed)
+
+
+class _ReadAgain(Exception):
+    """Deferred checksums did not all match: the input is read again the classic way."""
+
+
+#: What :class:`_LineSums`' child process runs: for each line of the file ``argv[1]``
+#: (at most ``argv[2]`` bytes; a longer one ends the list) that is not blank, the
+#: checksum :func:`_line_checks_out` would compare with the stated one, or ``-`` for a
+#: line not as :func:`dump_line` writes it; one a line, in order.
+_SUMS_CODE = """
+import hashlib, sys
+head, limit, sha, out = b',"checksum":"sha256:', int(sys.argv[2]), hashlib.sha256, []
+size = len(head) + 66
+with open(sys.argv[1], "rb") as file:
+    while line := file.readline(limit + 1):
+        if len(line) > limit:
+            break
+        raw = line.rstrip()
+        if not raw:
+            continue
+        ok = raw[-size:-66] == head and raw[-2:] == b'"}'
+        out.append("sha256:" + sha(raw[:-size] + b"}").hexdigest() if ok else "-")
+sys.stdout.write("\\n".join(out))
+"""
+
+
+class _LineSums:
+    """The checksums of a file's lines (:func:`_line_checks_out`'s), computed by a child
+    process (this Python, isolated, hashlib only) while this one parses the lines: the
+    hashing (a tenth of the parse) runs on another core. The file is read twice (from the
+    page cache); a child that cannot start or fails gives no sums (then the input is read
+    again the classic way)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes] | None) -> None:
+        self._proc = proc
+
+    @classmethod
+    def start(cls, path: str) -> _LineSums | None:
+        """The child for the file at ``path``, if it is a regular file (a pipe's lines are
+        read once) and the child starts."""
+        try:
+            if not stat.S_ISREG(os.stat(path).st_mode):
+                return None
+            return cls(subprocess.Popen(  # this Python, our code, a path argument
+                [sys.executable, "-I", "-S", "-c", _SUMS_CODE, path, str(MAX_LINE_BYTES)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+        except (OSError, ValueError):
+            return None
+
+    def sums(self) -> list[str] | None:
+        """The checksums, one per non-blank line in order (waits for the child)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return None
+        out, _ = proc.communicate()
+        if proc.returncode != 0:
+            return None
+        return out.decode().split("\n") if out else []
+
+    def close(self) -> None:
+        """Stop the child, if it still runs."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.kill()
+            proc.communicate()
+
+
+def _policy(key: bytes | None, verify: bool, allow_unsigned: bool) -> _Policy:
     if verify and allow_unsigned:
         raise ValueError("read_file: verify=True and allow_unsigned=True contradict "
                          "each other")
     if key is None and (verify or os.environ.get(KEY_ENV)):
         key = export_key()
-    policy = _Policy(key, allow_unsigned)
+    return _Policy(key, allow_unsigned)
+
+
+def _read_path(path: str, policy: _Policy, progress: Progress | None,
+               stream: _Streamed | None) -> Parsed:
     if path == "-":
-        return _read(sys.stdin.buffer, "<stdin>", policy, progress)
+        return _read(sys.stdin.buffer, "<stdin>", policy, progress, stream)
     try:
         with open(path, "rb") as file:
-            return _read(file, path, policy, progress)
+            return _read(file, path, policy, progress, stream)
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         raise ImportSourceMissing(f"{path}: cannot read it: {exc.strerror}") from None
 
@@ -410,8 +758,8 @@ class _Policy:
     allow_unsigned: bool
 
 
-def _read(file: IO[bytes], source: str, policy: _Policy, progress: Progress | None = None,
-          ) -> Parsed:
+def _read(file: IO[bytes], source: str, policy: _Policy, progress: Progress | None,
+          stream: _Streamed | None) -> Parsed:
     lines = bounded_lines(file, source)
     if progress is not None:
         lines = _reported(lines, progress)
@@ -423,11 +771,15 @@ def _read(file: IO[bytes], source: str, policy: _Policy, progress: Progress | No
                 f"{source}:1: not a signed export, and an export key is configured: sign "
                 "it (`hypha export --sign`) or accept unsigned files explicitly "
                 "(`hypha import --allow-unsigned`, read_file(allow_unsigned=True))")
-        return parse_jsonl(itertools.chain([first], lines), source)
+        if stream is not None:
+            stream.defer_sums()
+        return _parse(itertools.chain([first], lines), source, 1, stream)
+    if stream is not None:
+        stream.close_helper()
     if key is None:
-        return parse_jsonl(unsigned(lines), source, first_lineno=2)
-    return parse_jsonl(Verifier(key, source).lines(itertools.chain([first], lines)), source,
-                       first_lineno=2)
+        return _parse(unsigned(lines), source, 2, stream)
+    return _parse(Verifier(key, source).lines(itertools.chain([first], lines)), source, 2,
+                  stream)
 
 
 def import_parsed(store: EventStore, parsed: Parsed) -> ImportResult:

@@ -1,10 +1,12 @@
 """Importing events (an export of this or another store) in one transaction: the plan
 per run, the checks of a run's events (:func:`check_run`), the comparison with what the
-store has, the bulk write."""
+store has, the bulk write; and :class:`ImportStream`, the same transaction written while
+its input is still being read (PostgreSQL)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass
 from itertools import groupby
 from operator import attrgetter, itemgetter
@@ -27,12 +29,13 @@ from hypha_celery.events.payloads import (
 )
 from hypha_celery.events.view import View
 from hypha_celery.jsontypes import JsonObject
-from hypha_celery.store.engine import Engines
+from hypha_celery.store.engine import Engines, driver_call, driver_sql, dumps
 from hypha_celery.store.projection import columns_of, doc_of
 from hypha_celery.store.rows import (
     IN_CHUNK,
     EventRow,
     chunks,
+    event_copy,
     event_rows,
     insert_rows,
     json_data,
@@ -46,6 +49,15 @@ RUN_ID_MAX = 64  # hypha_runs.run_id
 IDEM_MAX = 200  # hypha_events.idem
 _HELD_KEYS = "SELECT run_id, seq, idem FROM hypha_events WHERE idem"
 _PG_HELD_KEYS = _HELD_KEYS + " IN (SELECT json_array_elements_text(%s::json)) LIMIT 1"
+_PG_ANY_RUN = "SELECT run_id FROM hypha_runs WHERE run_id = ANY(%s) LIMIT 1"
+# the rows of new runs, by binary COPY (what ``runs.insert()`` writes: ``doc`` as the
+# engine's JSON text)
+_RUN_COLUMNS = ("run_id", "seq", "graph_id", "status", "user_id", "session_id", "lane",
+                "waiting", "deadline", "idempotency_key", "created_at", "updated_at", "doc")
+_COPY_RUNS = f"COPY hypha_runs ({', '.join(_RUN_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+_COPY_RUN_TYPES = ["text", "int4", "text", "text", "text", "text", "text", "text", "float8",
+                   "text", "float8", "float8", "text"]
+_FLOAT_COLUMNS = frozenset({"deadline", "created_at", "updated_at"})
 _row_fields = itemgetter("run_id", "seq", "type", "timestamp", "payload", "idempotency_key")
 _fields = attrgetter("__dict__")  # an envelope's fields (pydantic's layout)
 _by_seq = attrgetter("seq")
@@ -147,20 +159,27 @@ def _import_write(conn: Connection, plans: list[_RunImport],
             continue
         view = plan.view
         if plan.new_run:
-            # the key stays in the events and the projection document, but is not
-            # claimed in this store's unique column
-            new_runs.append({"run_id": plan.run_id, "seq": view["seq"], "doc": doc_of(view),
-                             **columns_of(view), "idempotency_key": None})
+            new_runs.append(_new_run(plan.run_id, view))
         else:
             cols = {k: v for k, v in columns_of(view).items() if k != "idempotency_key"}
             conn.execute(runs.update().where(runs.c.run_id == plan.run_id).values(
                 seq=view["seq"], doc=doc_of(view), **cols))
         todo.append(plan.events[plan.start:])
-    if new_runs:
+    if new_runs and conn.dialect.name == "postgresql":
+        _copy_runs(conn, new_runs)
+    elif new_runs:
         conn.execute(runs.insert(), new_runs)
     if todo:
         insert_rows(conn, _rows(todo, encode))
         _project_sessions(conn, [e for evs in todo for e in evs if e.type in _SESSION_KINDS])
+
+
+def _new_run(run_id: str, view: View) -> dict[str, Any]:
+    """The ``hypha_runs`` row of an imported run the store does not have: the run's
+    idempotency key stays in its events and its projection document, but is not claimed
+    in this store's unique column."""
+    return {"run_id": run_id, "seq": view["seq"], "doc": doc_of(view), **columns_of(view),
+            "idempotency_key": None}
 
 
 def _rows(todo: list[list[Event]], encode: Callable[[Any], str],
@@ -174,6 +193,8 @@ def _rows(todo: list[list[Event]], encode: Callable[[Any], str],
 
 
 _SESSION_KINDS = frozenset({"session.created", "session.updated", "session.closed"})
+#: Event types whose import writes session rows (:func:`_project_sessions`).
+SESSION_KINDS = _SESSION_KINDS
 
 
 def _project_sessions(conn: Connection, evs: list[Event]) -> None:
@@ -387,3 +408,109 @@ def _key_twice(plans: list[_RunImport], where: Where) -> None:
                 raise ImportConflict(ev.id, f"{_at(where, ev)}event {ev.id} has the "
                                      f"idempotency key {key!r} of event {owner[key].id}")
             owner[key] = ev
+
+
+class _Abandoned(Exception):
+    """Rolls an :class:`ImportStream`'s transaction back."""
+
+
+class ImportStream:
+    """One import's transaction written while its input is still being read (PostgreSQL
+    only): the events go to the server by one COPY, batch by batch (:meth:`send`), as
+    the caller reads and checks the lines after them, so the server takes the rows in on
+    its own core meanwhile; :meth:`commit` adds the run rows and the session rows and
+    commits. The caller sends only what :meth:`Imports.import_events` would write of an
+    input of runs the store does not have (checked events, ``seq`` 1..n, data encoded).
+
+    It is for runs the store does not have: :meth:`open` gives up when the store has one
+    of the first ones; a later run the store has (its events or its row), an idempotency
+    key held twice (in the input or by a stored event) fail the COPY or the run rows'
+    insert on the tables' unique constraints. Whatever fails, the transaction is rolled
+    back and the stream is :attr:`given_up` (no exception): the caller then imports the
+    classic way (:meth:`Imports.import_events`), which compares, names a conflict, or
+    writes the rest of a run the store has fewer events of. Nothing is visible to others
+    before :meth:`commit`; :meth:`abort` rolls back."""
+
+    def __init__(self, store: Imports) -> None:
+        self._store = store
+        self._tx = ExitStack()  # the connection and its transaction
+        self._copy = ExitStack()  # the COPY (closed before the transaction's other statements)
+        self._conn: Connection | None = None
+        self._send: Callable[[Iterable[tuple[Any, ...]]], None] | None = None
+        self.given_up = store.dialect != "postgresql"
+
+    def open(self, run_ids: list[str]) -> bool:
+        """Begin the transaction and the COPY, unless the store has one of ``run_ids``
+        (the runs of the first batch): then give up. Whether it is open."""
+        if self.given_up:
+            return False
+        try:
+            self._store.ensure_schema()
+            conn = self._conn = self._tx.enter_context(self._store.engine.connect())
+            self._tx.enter_context(conn.begin())
+            if driver_sql(conn, _PG_ANY_RUN, (run_ids,)).rows:
+                raise _Abandoned
+            self._send = self._copy.enter_context(event_copy(conn))
+        except Exception:  # the classic import will say what it is
+            self.abort()
+            return False
+        return True
+
+    def send(self, rows: Iterable[tuple[Any, ...]]) -> bool:
+        """COPY ``rows`` ``(run_id, seq, kind, ts, data, idem)`` (``data`` JSON text);
+        whether the stream is still on."""
+        if self.given_up or self._send is None:
+            return False
+        try:
+            self._send(rows)
+        except Exception:  # the classic import will say what it is
+            self.abort()
+            return False
+        return True
+
+    def commit(self, ended: list[tuple[str, View]], sessions: list[Event]) -> bool:
+        """End the COPY, insert the rows of the runs ``ended`` (``(run_id, view)``, the
+        views closed by :func:`close_run`) and project the ``sessions`` events (in log
+        order), commit. Whether it committed (else it gave up: nothing written)."""
+        if self.given_up or self._conn is None:
+            return False
+        conn = self._conn
+        try:
+            self._copy.close()
+            _copy_runs(conn, [_new_run(run_id, view) for run_id, view in ended])
+            _project_sessions(conn, sessions)
+            self._tx.close()
+        except Exception:  # the classic import will say what it is
+            self.abort()
+            return False
+        return True
+
+    def abort(self) -> None:
+        """Roll back (the COPY cancelled); the stream has given up."""
+        self.given_up = True
+        self._send = None
+        for stack in (self._copy, self._tx):
+            with suppress(Exception):  # rolled back, or the connection dropped
+                stack.__exit__(_Abandoned, _Abandoned(), None)
+
+
+def _copy_runs(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert the rows of new runs (:func:`_new_run`) by one COPY (PostgreSQL): what
+    ``conn.execute(runs.insert(), rows)`` writes, a few times faster."""
+    def copy_rows(cursor: Any) -> None:
+        with cursor.copy(_COPY_RUNS) as copy:
+            copy.set_types(_COPY_RUN_TYPES)
+            for row in rows:
+                copy.write_row([_run_value(name, row[name]) for name in _RUN_COLUMNS])
+
+    driver_call(conn, _COPY_RUNS, None, copy_rows)
+
+
+def _run_value(name: str, value: Any) -> Any:
+    """A run row's value as its COPY sends it: ``doc`` as JSON text, numbers of the
+    float columns as floats."""
+    if name == "doc":
+        return dumps(value)
+    if value is not None and name in _FLOAT_COLUMNS:
+        return float(value)
+    return value

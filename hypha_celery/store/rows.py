@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from operator import itemgetter
 from typing import Any, TypeVar
@@ -33,6 +33,7 @@ json_text = prebuilt(json.JSONEncoder(allow_nan=False, separators=(",", ":"),
 _COPY_EVENTS = ("COPY hypha_events (run_id, seq, kind, ts, data, idem) FROM STDIN "
                 "(FORMAT BINARY)")
 _COPY_TYPES = ["text", "int4", "text", "float8", "text", "text"]
+_COPY_BYTES_TYPES = ["text", "int4", "text", "float8", "bytea", "text"]  # data as bytes
 _INSERT_EVENTS = "INSERT INTO hypha_events (run_id, seq, kind, ts, data, idem) VALUES "
 # stored rows ``(run_id, seq, kind, ts, data, idem)``; ``data`` read as text on PostgreSQL
 RUN_ROWS = "SELECT run_id, seq, kind, ts, data{}, idem FROM hypha_events"
@@ -111,6 +112,27 @@ def insert_rows(conn: Connection, rows: Iterable[tuple[Any, ...]]) -> None:
                 copy.write_row(row)
 
     driver_call(conn, _COPY_EVENTS, None, copy_rows)
+
+
+@contextmanager
+def event_copy(conn: Connection) -> Iterator[Callable[[Iterable[tuple[Any, ...]]], None]]:
+    """A COPY of event rows kept open across the caller's work (PostgreSQL): yields
+    ``send(rows)``, which writes rows ``(run_id, seq, kind, ts, data, idem)``, ``data``
+    JSON text as UTF-8 bytes (sent as they are: the server reads a binary COPY's json
+    field as text, and the bytes skip a decode and an encode), as :func:`insert_rows`
+    does; the COPY ends when the block does (cancelled when it raises). The server takes
+    the rows in as they come, while the caller goes on. A driver error is the driver's
+    (the caller rolls back)."""
+    driver: Any = conn.connection.driver_connection
+    with driver.cursor() as cursor, cursor.copy(_COPY_EVENTS) as copy:
+        copy.set_types(_COPY_BYTES_TYPES)
+        write = copy.write_row
+
+        def send(rows: Iterable[tuple[Any, ...]]) -> None:
+            for row in rows:
+                write(row)
+
+        yield send
 
 
 def run_rows(conn: Connection, params: tuple[str, int, int], select: str = RUN_ROWS,
