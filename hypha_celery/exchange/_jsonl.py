@@ -442,7 +442,7 @@ class _Streamed:
         self.run: _Run | None = None  # the run being read
         self.check = _InOrder("")
         self.rows: list[tuple[Any, ...]] = []  # to send
-        self.runs: list[str] = []  # the runs of the rows to send (until the stream opens)
+        self.runs: list[str] | None = []  # the runs read until the stream opens (then None)
         self.ended: list[tuple[str, View]] = []  # runs read to the end: their closed folds
         self.views: dict[str, View] = {}
         self.sessions: list[Event] = []  # events that write session rows, in log order
@@ -464,7 +464,8 @@ class _Streamed:
             if not 0 < len(run.run_id) <= RUN_ID_MAX:
                 self.drop()
                 return
-            self.runs.append(run.run_id)
+            if self.runs is not None:
+                self.runs.append(run.run_id)
         self._check()
 
     def _check(self) -> None:
@@ -509,10 +510,13 @@ class _Streamed:
         self.views[run.run_id] = view
 
     def _send(self) -> None:
-        if self.runs and not self.stream.open(self.runs):
-            self.drop()
-            return
-        self.runs = []
+        """Send the rows made; the first time, open the stream (the store must have none
+        of the runs so far; later ones meet the tables' unique constraints)."""
+        if self.runs is not None:
+            if not self.stream.open(self.runs):
+                self.drop()
+                return
+            self.runs = None
         if not self.stream.send(self.rows):
             self.drop()
             return
@@ -554,7 +558,8 @@ class _Streamed:
         rest, commit; then ``parsed.views`` are the runs' folds. Whether it committed
         (else nothing was written). Deferred checksums are compared first: a line whose
         stated checksum is not its own raises :class:`_ReadAgain` (nothing written)."""
-        if self.sums is not None and (self.helper is None or self.helper.sums() != self.sums):
+        if self.sums is not None and (self.helper is None
+                                      or self.helper.output() != "\n".join(self.sums).encode()):
             self.drop()
             raise _ReadAgain
         self._end_run()
@@ -686,15 +691,15 @@ class _LineSums:
         except (OSError, ValueError):
             return None
 
-    def sums(self) -> list[str] | None:
-        """The checksums, one per non-blank line in order (waits for the child)."""
+    def output(self) -> bytes | None:
+        """The checksums, one per non-blank line in order, one a line (waits for the
+        child). None when the child failed. (Compared with the stated ones joined the same
+        way: a checksum holds no newline, so equal texts are equal lists.)"""
         proc, self._proc = self._proc, None
         if proc is None:
             return None
         out, _ = proc.communicate()
-        if proc.returncode != 0:
-            return None
-        return out.decode().split("\n") if out else []
+        return out if proc.returncode == 0 else None
 
     def close(self) -> None:
         """Stop the child, if it still runs."""

@@ -5,6 +5,7 @@ its input is still being read (PostgreSQL)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass
@@ -438,16 +439,34 @@ class ImportStream:
         self._conn: Connection | None = None
         self._send: Callable[[Iterable[tuple[Any, ...]]], None] | None = None
         self.given_up = store.dialect != "postgresql"
+        self._connecting: threading.Thread | None = None
+        if not self.given_up:  # a new connection takes tens of ms: meanwhile, the caller reads
+            self._connecting = threading.Thread(target=self._connect, daemon=True,
+                                                name="hypha-import-connect")
+            self._connecting.start()
 
-    def open(self, run_ids: list[str]) -> bool:
-        """Begin the transaction and the COPY, unless the store has one of ``run_ids``
-        (the runs of the first batch): then give up. Whether it is open."""
-        if self.given_up:
-            return False
+    def _connect(self) -> None:
+        """Check out a connection and begin the transaction (in a thread of its own)."""
         try:
             self._store.ensure_schema()
-            conn = self._conn = self._tx.enter_context(self._store.engine.connect())
+            conn = self._tx.enter_context(self._store.engine.connect())
             self._tx.enter_context(conn.begin())
+            self._conn = conn
+        except Exception:  # the classic import will say what it is
+            self._conn = None
+
+    def open(self, run_ids: list[str]) -> bool:
+        """Begin the COPY in the transaction, unless the store has one of ``run_ids``
+        (the runs of the first batch): then give up. Whether it is open (once: a COPY
+        takes the connection until :meth:`commit`)."""
+        if self._send is not None:
+            raise RuntimeError("ImportStream.open: the stream is open already")
+        self._connected()
+        conn = self._conn
+        if self.given_up or conn is None:
+            self.abort()
+            return False
+        try:
             if driver_sql(conn, _PG_ANY_RUN, (run_ids,)).rows:
                 raise _Abandoned
             self._send = self._copy.enter_context(event_copy(conn))
@@ -455,6 +474,12 @@ class ImportStream:
             self.abort()
             return False
         return True
+
+    def _connected(self) -> None:
+        """Wait for :meth:`_connect`."""
+        thread, self._connecting = self._connecting, None
+        if thread is not None:
+            thread.join()
 
     def send(self, rows: Iterable[tuple[Any, ...]]) -> bool:
         """COPY ``rows`` ``(run_id, seq, kind, ts, data, idem)`` (``data`` JSON text);
@@ -487,6 +512,7 @@ class ImportStream:
 
     def abort(self) -> None:
         """Roll back (the COPY cancelled); the stream has given up."""
+        self._connected()
         self.given_up = True
         self._send = None
         for stack in (self._copy, self._tx):

@@ -49,10 +49,16 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def streams(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """What the import streams did: ``"sent"`` per batch sent, ``"committed"``,
-    ``"rolled back"``."""
+    """What the import streams did: ``"opened"``, ``"sent"`` per batch sent,
+    ``"committed"``, ``"rolled back"``."""
     done: list[str] = []
-    send, commit, abort = ImportStream.send, ImportStream.commit, ImportStream.abort
+    opens, send, commit, abort = (ImportStream.open, ImportStream.send, ImportStream.commit,
+                                  ImportStream.abort)
+
+    def opened(self: ImportStream, run_ids: list[str]) -> bool:
+        ok = opens(self, run_ids)
+        done.append("opened" if ok else "refused")
+        return ok
 
     def sent(self: ImportStream, rows: Any) -> bool:
         ok = send(self, rows)
@@ -69,6 +75,7 @@ def streams(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             done.append("rolled back")
         abort(self)
 
+    monkeypatch.setattr(ImportStream, "open", opened)
     monkeypatch.setattr(ImportStream, "send", sent)
     monkeypatch.setattr(ImportStream, "commit", committed)
     monkeypatch.setattr(ImportStream, "abort", aborted)
@@ -118,8 +125,9 @@ def test_round_trip_is_lossless(store: EventStore, fresh: EventStore, tmp_path: 
     text = export_text(store, ids)
     done = import_file(fresh, write(tmp_path, text))
     assert done == ImportResult(runs=3, events=len(text.splitlines()), present=0)
-    if fresh.dialect == "postgresql":  # streamed, in many batches
+    if fresh.dialect == "postgresql":  # streamed, in many batches, one COPY
         assert streams.count("sent") > 10 and streams[-1] == "committed"
+        assert streams.count("opened") == 1 and streams[0] == "opened"
     else:
         assert streams == []
     streams.clear()
