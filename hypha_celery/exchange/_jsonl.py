@@ -76,7 +76,7 @@ from hypha_celery.store import (
     export_rows,
     gc_paused,
 )
-from hypha_celery.store.imports import ImportStream
+from hypha_celery.store.imports import ImportStream, close_fold
 from hypha_celery.store.rows import json_data
 
 _derived = attrgetter(*DERIVED_FIELDS)
@@ -243,7 +243,7 @@ def _parse(lines: Iterable[str | bytes], source: str, first_lineno: int,
     parsed = Parsed(source)
     events = parsed.events
     linenos = parsed.linenos
-    checks_out = _line_checks_out if stream is None else stream.checks_out()
+    checks_out = _line_checks_out if stream is None else stream.start(parsed)
     runs: dict[str, _Run] = {}
     run, last = _Run(""), None  # the run of the line before (none yet)
     with _kept():
@@ -285,7 +285,7 @@ def _parse(lines: Iterable[str | bytes], source: str, first_lineno: int,
 def _checked(parsed: Parsed, runs: Mapping[str, _Run], stream: _Streamed | None) -> None:
     """The end of :func:`_parse`: an input with events, its runs checked in order of
     appearance (unless a stream checked them all and committed), their folds kept."""
-    if not parsed.events:
+    if not parsed.events and (stream is None or not stream.seen):
         raise EmptyImport(f"{parsed.source}: no events")
     if stream is not None and stream.commit(parsed, runs):
         return
@@ -373,12 +373,13 @@ class _InOrder:
     owner and graph from ``run.created``: a run with another ``run.created`` (which
     would change them) is left to those two functions."""
 
-    __slots__ = ("derive", "done", "view")
+    __slots__ = ("count", "derive", "done", "view")
 
     def __init__(self, run_id: str) -> None:
         self.view = new_view(run_id)
         self.derive: Callable[[Row], tuple[Any, ...]] | None = None
-        self.done = 0  # events checked so far
+        self.done = 0  # the events of the caller's list checked so far
+        self.count = 0  # the run's events checked so far
 
     def passes(self, evs: list[Event]) -> bool:
         """Whether ``evs[self.done:]`` (the run's events that came since the last call)
@@ -387,11 +388,12 @@ class _InOrder:
         if not fields:
             return True
         view = self.view
+        first = self.count == 0
         try:
-            if self.done == 0 and not _folds_first(view, fields[0]):
+            if first and not _folds_first(view, fields[0]):
                 return False
             kinds = list(map(_fold_fields, fields))
-            for kind, ts, payload, idem in kinds[self.done == 0:]:
+            for kind, ts, payload, idem in kinds[first:]:
                 if kind in _LOOKED_AT:
                     if kind == "run.created":
                         return False
@@ -406,6 +408,7 @@ class _InOrder:
         except Exception:  # check_run raises it in its turn
             return False
         self.done = len(evs)
+        self.count += len(fields)
         return True
 
 
@@ -429,17 +432,27 @@ class _Streamed:
     passing the in-order checks, is streamed: anything else (an event out of order, a run
     that comes back after another, a check that fails, a run the store has, a store that
     refuses) drops the stream (rolled back, nothing written) and the input is checked and
-    imported the classic way, which raises what is wrong in its turn."""
+    imported the classic way, which raises what is wrong in its turn.
 
-    __slots__ = ("check", "committed", "ended", "helper", "kinds", "live", "rows", "run",
-                 "runs", "sessions", "stream", "streamed", "sums", "views")
+    When the lines' checksums are deferred (:meth:`defer_sums`: a regular file, read again
+    if need be), the stream is *lean*: the events checked and sent are not kept (a few
+    hundred MB less for a large export: less to allocate and free), and giving up raises
+    :class:`_ReadAgain` at once: the file is read again the classic way."""
+
+    __slots__ = ("check", "committed", "ended", "first", "helper", "kinds", "lean", "live",
+                 "parsed", "rows", "run", "runs", "seen", "sessions", "stream", "streamed",
+                 "sums", "views")
 
     def __init__(self, stream: ImportStream, helper: _LineSums | None = None) -> None:
         self.stream = stream
         self.helper = helper  # the lines' checksums, computed by a child process
         self.sums: list[str] | None = None  # the checksums the lines state, when deferred
+        self.lean = False  # the events checked and sent are not kept
         self.live = not stream.given_up
+        self.parsed = Parsed("")  # the input read
+        self.seen = 0  # events of the input read and not kept (lean)
         self.run: _Run | None = None  # the run being read
+        self.first: Event | None = None  # its first event
         self.check = _InOrder("")
         self.rows: list[tuple[Any, ...]] = []  # to send
         self.runs: list[str] | None = []  # the runs read until the stream opens (then None)
@@ -450,95 +463,19 @@ class _Streamed:
         self.streamed = 0  # events checked and sent (or to send)
         self.committed: ImportResult | None = None  # what it wrote, once committed
 
-    def step(self, run: _Run) -> None:
-        """``run`` has a new event in order: at its first, the run before is ended; its
-        events so far are checked and sent."""
-        if not self.live:
-            return
-        if run is not self.run:
-            if len(run.events) != 1:  # a run that comes back after another
-                self.drop()
-                return
-            self._end_run()
-            self.run, self.check = run, _InOrder(run.run_id)
-            if not 0 < len(run.run_id) <= RUN_ID_MAX:
-                self.drop()
-                return
-            if self.runs is not None:
-                self.runs.append(run.run_id)
-        self._check()
-
-    def _check(self) -> None:
-        """Check the current run's events since the last check and make their rows."""
-        run, check = self.run, self.check
-        if run is None or not self.live:
-            return
-        if run.next is None:  # an event came out of order
-            self.drop()
-            return
-        new = run.events[check.done:]
-        if not check.passes(run.events):
-            self.drop()
-            return
-        try:
-            self.rows += _rows(new)
-        except Exception:  # the classic import raises it in its turn
-            self.drop()
-            return
-        kinds = set(map(_type_of, new))
-        self.kinds |= kinds
-        if kinds & _PROJECTED:
-            self.sessions += [event for event in new if event.type in _PROJECTED]
-        self.streamed += len(new)
-        if len(self.rows) >= _SEND:
-            self._send()
-
-    def _end_run(self) -> None:
-        """Check the rest of the current run and close its fold (:func:`close_run`)."""
-        run = self.run
-        if run is None:
-            return
-        self._check()
-        if not self.live:
-            return
-        try:
-            view = close_run(self.check.view, run.events)
-        except Exception:  # check_run raises it in its turn
-            self.drop()
-            return
-        self.ended.append((run.run_id, view))
-        self.views[run.run_id] = view
-
-    def _send(self) -> None:
-        """Send the rows made; the first time, open the stream (the store must have none
-        of the runs so far; later ones meet the tables' unique constraints)."""
-        if self.runs is not None:
-            if not self.stream.open(self.runs):
-                self.drop()
-                return
-            self.runs = None
-        if not self.stream.send(self.rows):
-            self.drop()
-            return
-        self.rows = []
-
-    def drop(self) -> None:
-        """Give the stream up: the classic way reads and imports the input."""
-        if self.live:
-            self.live = False
-            self.stream.abort()
-            self.rows, self.ended, self.sessions = [], [], []
-
     def defer_sums(self) -> None:
         """Leave the checksums of the (unsigned) lines to :attr:`helper`, when there is
         one: each line's stated checksum is kept in :attr:`sums` and compared with the
-        helper's at the end (:meth:`commit`)."""
+        helper's at the end (:meth:`commit`); the stream is lean."""
         if self.helper is not None:
             self.sums = []
+            self.lean = True
 
-    def checks_out(self) -> Callable[[str | bytes, str], bool]:
-        """:func:`_line_checks_out`, or when the checksums are deferred, a function that
-        keeps the stated one for :meth:`commit` (and says yes)."""
+    def start(self, parsed: Parsed) -> Callable[[str | bytes, str], bool]:
+        """Read into ``parsed``; returns the check of a line's stated checksum:
+        :func:`_line_checks_out`, or when the checksums are deferred, a function that keeps
+        the stated one for :meth:`commit` (and says yes)."""
+        self.parsed = parsed
         sums = self.sums
         if sums is None:
             return _line_checks_out
@@ -548,6 +485,99 @@ class _Streamed:
             return True
 
         return deferred
+
+    def step(self, run: _Run) -> None:
+        """``run`` has a new event in order: at its first, the run before is ended; its
+        events so far are checked and sent."""
+        if not self.live:
+            return
+        if run is not self.run:
+            if run.next != 2:  # not its first event: a run that comes back after another
+                self._give_up()
+                return
+            self._end_run()
+            self.run, self.check, self.first = run, _InOrder(run.run_id), run.events[0]
+            if not 0 < len(run.run_id) <= RUN_ID_MAX:
+                self._give_up()
+                return
+            if self.runs is not None:
+                self.runs.append(run.run_id)
+        self._check()
+        if self.lean:  # the input's events so far are checked and sent (or the run's)
+            parsed = self.parsed
+            self.seen += len(parsed.events)
+            parsed.events.clear()
+            parsed.linenos.clear()
+
+    def _check(self) -> None:
+        """Check the current run's events since the last check and make their rows."""
+        run, check = self.run, self.check
+        if run is None or not self.live:
+            return
+        if run.next is None:  # an event came out of order
+            self._give_up()
+            return
+        new = run.events[check.done:]
+        if not check.passes(run.events):
+            self._give_up()
+            return
+        try:
+            self.rows += _rows(new)
+        except Exception:  # the classic import raises it in its turn
+            self._give_up()
+            return
+        kinds = set(map(_type_of, new))
+        self.kinds |= kinds
+        if kinds & _PROJECTED:
+            self.sessions += [event for event in new if event.type in _PROJECTED]
+        self.streamed += len(new)
+        if self.lean:
+            del run.events[:], run.linenos[:]
+            check.done = 0
+        if len(self.rows) >= _SEND:
+            self._send()
+
+    def _end_run(self) -> None:
+        """Check the rest of the current run and close its fold (:func:`close_fold`)."""
+        run, first = self.run, self.first
+        if run is None or first is None:
+            return
+        self._check()
+        if not self.live:
+            return
+        try:
+            view = close_fold(self.check.view, self.check.count, first)
+        except Exception:  # check_run raises it in its turn
+            self._give_up()
+            return
+        self.ended.append((run.run_id, view))
+        self.views[run.run_id] = view
+
+    def _send(self) -> None:
+        """Send the rows made; the first time, open the stream (the store must have none
+        of the runs so far; later ones meet the tables' unique constraints)."""
+        if self.runs is not None:
+            if not self.stream.open(self.runs):
+                self._give_up()
+                return
+            self.runs = None
+        if not self.stream.send(self.rows):
+            self._give_up()
+            return
+        self.rows = []
+
+    def _give_up(self) -> None:
+        """:meth:`drop`; a lean stream raises :class:`_ReadAgain`."""
+        self.drop()
+        if self.lean:
+            raise _ReadAgain
+
+    def drop(self) -> None:
+        """Give the stream up: the classic way reads and imports the input."""
+        if self.live:
+            self.live = False
+            self.stream.abort()
+            self.rows, self.ended, self.sessions = [], [], []
 
     def close_helper(self) -> None:
         if self.helper is not None:
@@ -560,17 +590,17 @@ class _Streamed:
         stated checksum is not its own raises :class:`_ReadAgain` (nothing written)."""
         if self.sums is not None and (self.helper is None
                                       or self.helper.output() != "\n".join(self.sums).encode()):
-            self.drop()
-            raise _ReadAgain
+            self._give_up()
         self._end_run()
-        if self.live and (self.streamed != len(parsed.events) or len(self.views) != len(runs)):
-            self.drop()  # a run came back after another, in order
-        if not self.kinds <= KINDS:  # UnknownEventKind, from the classic way
-            self.drop()
+        read = self.seen + len(parsed.events)
+        if self.live and (self.streamed != read or len(self.views) != len(runs)):
+            self._give_up()  # a run came back after another, in order
+        if self.live and not self.kinds <= KINDS:  # UnknownEventKind, from the classic way
+            self._give_up()
         if self.live:
             self._send()
         if not self.live or not self.stream.commit(self.ended, self.sessions):
-            self.drop()
+            self._give_up()
             return False
         self.live = False
         self.committed = ImportResult(runs=len(self.ended), events=self.streamed, present=0)

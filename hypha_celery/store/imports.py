@@ -319,8 +319,13 @@ def close_run(view: View, evs: list[Event], where: Where = None) -> View:
     """The end of :func:`check_run`, for a caller that folded the events into ``view``
     one at a time with its checks (numbered 1..n, ``run.created`` first, each folds, no
     idempotency key longer than ``IDEM_MAX``): ``seq`` set, the columns checked."""
-    view["seq"] = len(evs)
-    _check_columns(view, where, evs[0])
+    return close_fold(view, len(evs), evs[0], where)
+
+
+def close_fold(view: View, count: int, first: Event, where: Where = None) -> View:
+    """:func:`close_run` of a run of ``count`` events whose first is ``first``."""
+    view["seq"] = count
+    _check_columns(view, where, first)
     return view
 
 

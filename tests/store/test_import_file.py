@@ -7,6 +7,8 @@ result, or the same error (type and message) with nothing written."""
 from __future__ import annotations
 
 import json
+import os
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -305,3 +307,18 @@ def test_the_sessions_of_a_streamed_import(source: Hypha, target: Hypha, tmp_pat
     assert sessions._sessions(target, ann) == sessions._sessions(source, ann)
     assert import_file(target.store, path).events == 0
     assert sessions._sessions(target, ann) == sessions._sessions(source, ann)
+
+
+def test_a_pipe_is_read_once(store: EventStore, fresh: EventStore, tmp_path: Path) -> None:
+    """A named pipe (``hypha import <(...)``) is not read twice: no child process reads
+    its lines, and a stream that gives up does not read it again."""
+    ids = [make_run(store), make_run(store)]
+    text = export_text(store, ids)
+    pipe = tmp_path / "runs.jsonl"
+    os.mkfifo(pipe)
+    writer = threading.Thread(target=pipe.write_text, args=(text,))
+    writer.start()
+    done = import_file(fresh, str(pipe))
+    writer.join()
+    assert (done.runs, done.events, done.present) == (2, len(text.splitlines()), 0)
+    assert export_text(fresh, ids) == text
