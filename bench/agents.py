@@ -32,7 +32,11 @@ one JSON object (also written to ``bench/results/agents_<name>.json``).
   the same machine's ``time.time()``): client -> ``agent.turn.started`` (admission, the
   pump message, claim, pre_turn), ``started -> agent.turn.completed`` (stream, seal,
   decide, record), completed -> ``ask`` returned (commit, wake-up, result read); and
-  PostgreSQL transactions per ask (``pg_stat_database``, client + worker).
+  PostgreSQL transactions per ask (``pg_stat_database``, client + worker). Then, on the
+  constant session's agent, where the CPU goes (``cpu_ms``): ``--asks`` asks alone and as
+  many raw round trips alone, each with the CPU milliseconds per call of this client
+  process, the worker (main process and pool children), PostgreSQL's backends of the
+  bench database and the Redis server (server-wide).
 """
 
 from __future__ import annotations
@@ -419,8 +423,39 @@ def _phase(env: AgentEnv, series: Series, n: int, count_xacts: bool) -> dict[str
                ratio_overhead_p95_to_raw_p95=round(over["p95"] / base["p95"], 2),
                doc_bytes_at_end=_doc_bytes(h, series.name),
                raw_samples_ms=[round(x, 2) for x in raw])
-    if count_xacts:
+    if count_xacts:  # the constant session's phase: its agent can take more asks
         out["pg_transactions_per_ask"] = round((_pg_xacts(h) - x0) / n, 1)
+        out["cpu_ms"] = {"per_ask": _cpu(env, series.ask, n), "per_raw_round_trip": _cpu(
+            env, lambda: add.delay(1, 1).get(timeout=30), n)}
+    return out
+
+
+def _cpu(env: AgentEnv, call: Any, n: int) -> dict[str, float]:
+    """CPU milliseconds per ``call()`` (``n`` of them, nothing else between): this client
+    process, the worker (main process and pool children), PostgreSQL's backends of the
+    bench database and the Redis server (server-wide)."""
+    import psutil
+
+    from bench.agents_io import ServiceCpu
+
+    assert env.worker is not None
+    worker = psutil.Process(env.worker.pid)
+
+    def worker_cpu() -> float:
+        procs = [worker, *worker.children(recursive=True)]
+        return sum(t.user + t.system for t in (p.cpu_times() for p in procs))
+
+    services = ServiceCpu(env.hypha)
+    services.start()
+    w0, c0 = worker_cpu(), time.process_time()
+    for _ in range(n):
+        call()
+    client, work = time.process_time() - c0, worker_cpu() - w0
+    found = services.stop(n)
+    out = {"client": round(client * 1000 / n, 3), "worker": round(work * 1000 / n, 3),
+           "postgresql": found["postgresql_cpu_ms_per_turn"],
+           "redis_server_wide": found["redis_cpu_ms_per_turn_server_wide"]}
+    out["total"] = round(sum(out.values()), 3)
     return out
 
 
@@ -444,6 +479,7 @@ def bench_turn(env: AgentEnv, n: int) -> dict[str, Any]:
         "constant_session_raw_celery_round_trip_ms": constant["raw_celery_round_trip_ms"],
         "constant_session_ratio_p50": constant["ratio_overhead_p50_to_raw_p50"],
         "pg_transactions_per_ask": constant["pg_transactions_per_ask"],
+        "cpu_ms_constant_session": constant["cpu_ms"],
         "mock": {"backend": "MockBackend: one scripted `result` event per turn, all "
                             f"{WARMUP + n} scripts given at start (the stored doc shrinks "
                             "as they are consumed)", **mock},
