@@ -1,7 +1,8 @@
 """Runs in and out of the store as JSONL: one sealed event envelope per line.
 
 ``export_jsonl`` / ``write_jsonl`` write; ``read_file`` / ``parse_jsonl`` read and check a
-whole input (a bad line imports nothing); ``import_parsed`` writes it in one transaction.
+whole input (a bad line imports nothing); ``import_parsed`` writes it in one transaction;
+``import_file`` does both (on PostgreSQL, the write overlapping the read; the same outcome).
 A line is the envelope's canonical JSON with ``"checksum":"sha256:<hex>"`` last; every
 run's events must be numbered 1..n, start with ``run.created`` and fold into a
 projection. A signed export (``key=export_key()``, the key of ``$HYPHA_EXPORT_KEY``) adds

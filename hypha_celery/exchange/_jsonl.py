@@ -7,12 +7,40 @@ spaces: :func:`hypha_celery.events.envelope.canonical`) without its ``checksum``
 canonical JSON, so ``checksum == Event.sealed().checksum`` and anyone can check a line
 by hashing it with its checksum member removed.
 
-``hypha import`` reads the whole input with :func:`parse_jsonl` before anything is
-written: every line must be an envelope of a known type whose checksum matches; every
-run's events must be numbered 1..n, start with ``run.created``, fold into a projection,
-and carry the derived fields (``id``, ``correlation_id``, ``causation_id``, ...) their
-events give. Then :meth:`EventStore.import_events` writes it in one transaction. Every
+An import checks the whole input: every line must be an envelope of a known type whose
+checksum matches; every run's events must be numbered 1..n, start with ``run.created``,
+fold into a projection, and carry the derived fields (``id``, ``correlation_id``,
+``causation_id``, ...) their events give. The classic way, :func:`read_file` (or
+:func:`parse_jsonl`) then :func:`import_parsed`, reads and checks it all before anything
+is written, then :meth:`EventStore.import_events` writes it in one transaction. Every
 refusal is an :class:`~hypha_celery.errors.ImportFormatError` naming ``FILE:LINE``.
+
+:func:`import_file` does the same in one call, faster on PostgreSQL, where the write would
+otherwise wait for the whole parse (the server idle meanwhile) and then the parse for the
+write. Its trade-offs:
+
+* **The write overlaps the parse** (:class:`_Streamed`, :class:`ImportStream`): each run's
+  events are checked as they are read (the in-order checks, a slice at a time) and their
+  rows go to the server by one COPY, in one transaction, while the next lines are parsed;
+  the server takes them in on the other core. It is committed only once every line has
+  passed. Only inputs of new runs, one after another and in ``seq`` order (what an export
+  into another store is), are streamed: the store must have none of the first runs, and a
+  later run it has, or an idempotency key held twice, fails the COPY on the tables' unique
+  constraints. Anything else (a line out of order, a run that comes back, any check or
+  statement that fails) rolls the transaction back and imports the classic way, which
+  compares, names the conflict and raises what is wrong, in the classic order: the same
+  outcome, errors and all, only later. So nothing is written before the whole input is
+  checked, and a bad input still writes nothing; the cost is a transaction that holds its
+  rows (uncommitted) while the file is read, and work thrown away when it falls back.
+* **Checksums by a child process** (:class:`_LineSums`): for a regular, unsigned file a
+  child process (this Python, isolated, hashlib only) reads the file again and hashes each
+  line while this one parses; the checksums the lines state are compared with its list at
+  the end (a tenth of the parse moves to another core). A mismatch, or any error meanwhile
+  (whose line may not be the first bad one), reads the file again the classic way, which
+  raises the first error. A signed file keeps its checksums inline (the verification is
+  inline anyway); a pipe or standard input is read once.
+* **Lean**: while checksums are deferred, the events checked and sent are not kept (the
+  classic way keeps them all: a few hundred MB for a large export).
 """
 
 from __future__ import annotations
