@@ -685,7 +685,7 @@ def import_file(store: EventStore, path: str, *, key: bytes | None = None,
     way (:func:`read_file`), which raises its first error."""
     policy = _policy(key, verify, allow_unsigned)
     stream = _Streamed(ImportStream(store))
-    if stream.live:
+    if stream.live and path != "-":  # standard input is read once
         stream.helper = _LineSums.start(path)
     try:
         parsed = _read_path(path, policy, progress, stream if stream.live else None)

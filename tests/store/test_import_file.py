@@ -6,8 +6,10 @@ result, or the same error (type and message) with nothing written."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -321,4 +323,17 @@ def test_a_pipe_is_read_once(store: EventStore, fresh: EventStore, tmp_path: Pat
     done = import_file(fresh, str(pipe))
     writer.join()
     assert (done.runs, done.events, done.present) == (2, len(text.splitlines()), 0)
+    assert export_text(fresh, ids) == text
+
+
+def test_standard_input_is_read_once(store: EventStore, fresh: EventStore, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``-`` is standard input, even beside a file named ``-``."""
+    ids = [make_run(store)]
+    text = export_text(store, ids)
+    monkeypatch.chdir(tmp_path)
+    Path("-").write_text("not json\n")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    done = import_file(fresh, "-")
+    assert (done.runs, done.events) == (1, len(text.splitlines()))
     assert export_text(fresh, ids) == text
