@@ -431,11 +431,17 @@ class Agents:
         atx.after_commit(lambda: telemetry.rich(("mailbox", "queued"), atx.name, depth=depth))
 
     def _wake(self, atx: AgentTx) -> None:
-        """Hand an idle agent to a worker (after commit)."""
+        """Hand an idle agent to a worker: on PostgreSQL the pump message is published
+        right before the commit, the agent's row still locked, so the worker that takes
+        it waits on that lock for this commit and the message travels while the commit
+        flushes (a commit that then fails leaves a wake whose token the row does not
+        hold: the worker drops it); elsewhere after the commit (SQLite's busy wait
+        sleeps a millisecond or more)."""
         token = machine.wake(atx.doc)
         if token is not None:
             name, incarnation = atx.name, atx.incarnation
-            atx.after_commit(lambda: self._publish(name, incarnation, token))
+            publish = atx.before_commit if atx.tx.dialect == "postgresql" else atx.after_commit
+            publish(lambda: self._publish(name, incarnation, token))
 
     def _interrupt(self, atx: AgentTx) -> None:
         """Ask the owner to end the active turn ``interrupted``; fence its stream."""

@@ -72,6 +72,9 @@ class AgentTx:
     def after_commit(self, fn: Callable[[], None]) -> None:
         self.tx.after_commit(fn)
 
+    def before_commit(self, fn: Callable[[], None]) -> None:
+        self.tx.before_commit(fn)
+
     def write_control(self, value: str | None) -> None:
         self.control = self._control = value
 

@@ -101,6 +101,7 @@ class Tx(LaneRows, SessionRows):
         self._expected: dict[str, int] = {}  # optimistic writes: run_id -> seq read
         self._rows: list[dict[str, Any]] = []
         self._after: list[Callable[[], None]] = []
+        self._before: list[Callable[[], None]] = []
 
     @property
     def dialect(self) -> str:
@@ -181,6 +182,12 @@ class Tx(LaneRows, SessionRows):
     def after_commit(self, fn: Callable[[], None]) -> None:
         self._after.append(fn)
 
+    def before_commit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` once this transaction's writes are sent, its locks still held, right
+        before the commit; if it raises, the transaction rolls back. For a message whose
+        consumer waits on one of those locks: it travels while the commit flushes."""
+        self._before.append(fn)
+
     # -- commit ----------------------------------------------------------
     def _flush(self) -> None:
         for run_id in self._new:
@@ -243,6 +250,8 @@ class Transactions(Engines):
                 tx = Tx(conn, self.dialect, self.owner)
                 yield tx
                 tx._flush()
+                for fn in tx._before:
+                    fn()
         except IntegrityError as exc:
             raise StoreConflict(f"concurrent append lost a race: {exc.orig}") from None
         _run_all(tx._after)

@@ -166,3 +166,46 @@ def test_after_commit_runs_only_after_commit(store: EventStore) -> None:
         tx.after_commit(lambda: seen.append(len(store.events(run_id))))
         assert seen == []
     assert seen == [3]
+
+
+def test_before_commit_runs_with_the_writes_sent_and_the_lock_held(pg_url: str) -> None:
+    store = EventStore(pg_url)
+    store.migrate()
+    try:
+        run_id = new_run(store)
+        seen: list[str] = []
+
+        def check() -> None:  # another connection: the row still locked, nothing visible
+            with store.engine.connect() as other:
+                other.exec_driver_sql("SET lock_timeout = '50ms'")
+                with pytest.raises(sa.exc.OperationalError):
+                    other.exec_driver_sql(
+                        "SELECT 1 FROM hypha_runs WHERE run_id = %s FOR UPDATE", (run_id,))
+            seen.append("locked")
+
+        with store.transaction() as tx:
+            tx.lock(run_id)
+            tx.append(run_id, "node.execution.started", started("b"))
+            tx.before_commit(check)
+            tx.after_commit(lambda: seen.append("committed"))
+            tx.before_commit(lambda: seen.append(f"{tx._rows[-1]['seq']} sent"))
+        assert seen == ["locked", "3 sent", "committed"]
+        assert len(store.events(run_id)) == 3
+    finally:
+        store.dispose()
+
+
+def test_before_commit_that_raises_rolls_back(store: EventStore) -> None:
+    run_id = new_run(store)
+    after: list[int] = []
+
+    def refuse() -> None:
+        raise RuntimeError("the message could not be sent")
+
+    with pytest.raises(RuntimeError), store.transaction() as tx:
+        tx.lock(run_id)
+        tx.append(run_id, "node.execution.started", started("c"))
+        tx.before_commit(refuse)
+        tx.after_commit(lambda: after.append(1))
+    assert after == []
+    assert len(store.events(run_id)) == 2
