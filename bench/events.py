@@ -18,9 +18,12 @@ worker: the store alone, through its public API.
   and the same one-statement append, the machine's ceiling, with our ratio to it; the
   driver's own locked one-event transaction (``BEGIN``, the row lock, one statement
   inserting the event and updating the row, ``COMMIT``: four round trips, the floor of
-  ``tx.lock`` + ``tx.append``); and, when installed, ``pgbench`` (PostgreSQL's C client)
-  running the one-statement append with 1 and 16 clients. Target (issue 27): the
-  transaction API costs at most 1.5 x the raw one-statement append
+  ``tx.lock`` + ``tx.append``); the same transaction in the fewest round trips any
+  read-then-write takes (two: ``BEGIN`` with the lock, the write with ``COMMIT``,
+  client-side binding; ``fewest_round_trips_cost_over_raw_append``: what no transaction
+  that reads before it writes can beat on this machine); and, when installed,
+  ``pgbench`` (PostgreSQL's C client) running the one-statement append with 1 and 16
+  clients. Target (issue 27): the transaction API costs at most 1.5 x the raw one-statement append
   (``transaction_api_cost_over_raw_append``); its cost over the driver's own locked
   transaction is reported beside it.
 * **project**: the ``HISTORY``-event run folded into its projection, ``REPEATS`` times:
@@ -254,6 +257,12 @@ def _raw_pg(store: EventStore, count: int) -> dict[str, float]:
         for _ in range(count // 2):
             _raw_locked(conn, run_id, data)
         out["locked_transaction_per_s"] = round(count // 2 / (time.perf_counter() - t0))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        t0 = time.perf_counter()
+        for _ in range(count // 2):
+            _raw_two_trips(conn, run_id, data)
+        out["two_round_trip_transaction_per_s"] = round(
+            count // 2 / (time.perf_counter() - t0))
     return out
 
 
@@ -273,6 +282,21 @@ def _raw_locked(conn: Any, run_id: str, data: str) -> None:
         now = time.time()
         cur.execute(_RAW_WRITE, (run_id, seq, now, data, seq, now, run_id), prepare=True)
     conn.commit()
+
+
+def _raw_two_trips(conn: Any, run_id: str, data: str) -> None:
+    """The same transaction in the fewest round trips a read-then-write takes, two:
+    ``BEGIN; SELECT ... FOR UPDATE`` and ``WITH ... UPDATE ...; COMMIT``, each one query
+    of two statements (psycopg's client-side binding; nothing prepared on the server).
+    The floor of any transaction that reads its row before it writes."""
+    from psycopg import ClientCursor
+
+    with ClientCursor(conn) as cur:
+        cur.execute("BEGIN; " + _RAW_LOCK, (run_id,))
+        cur.nextset()
+        seq = cur.fetchone()[1] + 1
+        now = time.time()
+        cur.execute(_RAW_WRITE + "; COMMIT", (run_id, seq, now, data, seq, now, run_id))
 
 
 # the store's statement with pgbench's variables and literals in place of its parameters
@@ -424,7 +448,10 @@ def _backend(name: str, url: str, fresh_url: str, tmp: Path) -> dict[str, Any]:
                     "transaction_api_cost_over_raw_append": round(
                         raw["one_statement_append_per_s"] / locked, 3),
                     "transaction_api_cost_over_raw_locked_transaction": round(
-                        raw["locked_transaction_per_s"] / locked, 3)} if raw else {})},
+                        raw["locked_transaction_per_s"] / locked, 3),
+                    "fewest_round_trips_cost_over_raw_append": round(
+                        raw["one_statement_append_per_s"]
+                        / raw["two_round_trip_transaction_per_s"], 3)} if raw else {})},
             "project": {"events": HISTORY, **project},
             "exchange": exchange}
 
