@@ -38,7 +38,7 @@ from hypha_celery.cli.follow import LiveLines
 from hypha_celery.cli.follow import follow as follow_events
 from hypha_celery.cli.loading import embedded_settings, load_app
 from hypha_celery.cli.passthrough import PassThroughCommand, celery_worker
-from hypha_celery.cli.progress import Progress, Ticker, read_counts
+from hypha_celery.cli.progress import Progress, read_counts
 from hypha_celery.cli.selection import parse_session, parse_since
 from hypha_celery.cli.status import status_json, status_lines
 from hypha_celery.cli.timeline import timeline, use_colour
@@ -47,7 +47,7 @@ from hypha_celery.cli.worker import POOLS, PROFILES, parse_queues, worker_argv
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.errors import HyphaError
 from hypha_celery.events import Event
-from hypha_celery.exchange import KEY_ENV, export_jsonl, export_key, import_parsed, read_file
+from hypha_celery.exchange import KEY_ENV, export_jsonl, export_key, import_file
 from hypha_celery.jsontypes import JsonObject
 from hypha_celery.live import LiveItem, run_topic
 from hypha_celery.store import STORE_ERRORS, display_url, store_error
@@ -361,20 +361,17 @@ def import_(file: str, verify: bool, allow_unsigned: bool, as_json: bool,
             app_spec: str | None) -> None:
     """Import a JSONL export (FILE, or - for stdin) in one transaction.
 
-    The whole file is checked first (JSON, event types, checksums, complete runs, and,
-    when $HYPHA_EXPORT_KEY is set, the signatures: an unsigned file is then refused
-    unless --allow-unsigned): a bad line imports nothing. Events the store already has
-    are skipped, so importing twice adds nothing; a different event under the same id
-    is refused."""
+    The whole file is checked before anything is committed (JSON, event types,
+    checksums, complete runs, and, when $HYPHA_EXPORT_KEY is set, the signatures: an
+    unsigned file is then refused unless --allow-unsigned): a bad line imports nothing.
+    Events the store already has are skipped, so importing twice adds nothing; a
+    different event under the same id is refused."""
     operator_only("import")  # it writes runs of any user
     if verify and allow_unsigned:
         raise click.UsageError("--verify and --allow-unsigned contradict each other")
-    with Progress("import: reading", read_counts(file)) as progress:
-        parsed = read_file(file, verify=verify, allow_unsigned=allow_unsigned,
+    with opened(app_spec) as hypha, Progress("import", read_counts(file)) as progress:
+        done = import_file(hypha.store, file, verify=verify, allow_unsigned=allow_unsigned,
                            progress=progress)
-    with opened(app_spec) as hypha, \
-            Ticker(f"import: writing {len(parsed.events):,} events in one transaction"):
-        done = import_parsed(hypha.store, parsed)
     if as_json:
         click.echo(json.dumps({"runs": done.runs, "events": done.events,
                                "present": done.present}))
