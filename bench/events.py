@@ -78,6 +78,7 @@ from hypha_celery.runtime import lifecycle
 from hypha_celery.store import EventStore
 from hypha_celery.store.events import _PG_APPEND  # the statement EventStore.append runs
 from hypha_celery.store.projection import PG_BY_ID
+from hypha_celery.store.schema import events, runs, sessions
 
 HISTORY = int(os.environ.get("BENCH_EVENTS_HISTORY", "100000"))
 SIGNED_ROUNDS = 3
@@ -92,6 +93,9 @@ TARGETS = {"append_batched_events_per_s": (">=", 20_000.0),
            "project_100k_history_s": ("<=", 1.0),
            "export_events_per_s": (">=", 50_000.0),
            "import_events_per_s": (">=", 100_000.0)}
+#: SQLite's own import target (issue 5's; the 100,000/s of issue 27 is PostgreSQL's, the
+#: store it measures): its writes run on this process's core, beside the parse.
+SQLITE_TARGETS = {**TARGETS, "import_events_per_s": (">=", 50_000.0)}
 
 ANSWER = ("The retrieved passage discusses the operational limits of the system and the "
            "expected latency of each step.")
@@ -374,7 +378,7 @@ def _exchange(store: EventStore, fresh: EventStore, path: Path) -> dict[str, Any
         export_jsonl(fresh, out)
     identical = copy.read_bytes() == path.read_bytes()
     assert identical, "export -> import -> export changed the file"
-    signed = _signed(store, path, count, import_s - parse_s)
+    signed = _signed(store, fresh, path, count)
     return {"runs": runs, "events": count, "file_mb": round(path.stat().st_size / 2**20, 1),
             "signed": signed,
             "export_s": round(export_s, 3), "export_events_per_s": round(count / export_s),
@@ -385,16 +389,18 @@ def _exchange(store: EventStore, fresh: EventStore, path: Path) -> dict[str, Any
             "reexport_identical": identical}
 
 
-def _signed(store: EventStore, path: Path, count: int, write_s: float) -> dict[str, Any]:
+def _signed(store: EventStore, fresh: EventStore, path: Path, count: int
+            ) -> dict[str, Any]:
     """``hypha export --sign`` and ``hypha import --verify`` against their unsigned
     counterparts, interleaved ``SIGNED_ROUNDS`` times (the best time of each: a shared
-    host's noise is larger than signing's cost): the exports of the same store, and the
-    parse and check of each file; an import's write is the unsigned import's (the same
-    events: the parsed inputs are identical, checked here)."""
+    host's noise is larger than signing's cost): the exports of the same store, the parse
+    and check of each file (informational), and each file's whole import
+    (:func:`import_file`) into ``fresh``, emptied before each."""
     key = b"bench-signing-key-0123456789"
     plain, signed = path.with_suffix(".plain.jsonl"), path.with_suffix(".signed.jsonl")
     times: dict[str, list[float]] = {"export": [], "export_signed": [], "parse": [],
-                                     "parse_verified": []}
+                                     "parse_verified": [], "import": [],
+                                     "import_verified": []}
     for _ in range(SIGNED_ROUNDS):
         for name, file, with_key in (("export", plain, None), ("export_signed", signed, key)):
             t0 = time.perf_counter()
@@ -406,13 +412,30 @@ def _signed(store: EventStore, path: Path, count: int, write_s: float) -> dict[s
             parsed = read_file(str(file), key=with_key, verify=with_key is not None)
             times[name].append(time.perf_counter() - t0)
             assert len(parsed.events) == count
+        for name, file, with_key in (("import", plain, None), ("import_verified", signed, key)):
+            _emptied(fresh)
+            t0 = time.perf_counter()
+            done = import_file(fresh, str(file), key=with_key, verify=with_key is not None)
+            times[name].append(time.perf_counter() - t0)
+            assert done.events == count, done
     best = {name: min(values) for name, values in times.items()}
     return {"rounds": SIGNED_ROUNDS, "best_s": {k: round(v, 3) for k, v in best.items()},
             "export_events_per_s": round(count / best["export_signed"]),
             "export_ratio_to_unsigned": round(best["export"] / best["export_signed"], 3),
-            "import_events_per_s": round(count / (best["parse_verified"] + write_s)),
-            "import_ratio_to_unsigned": round((best["parse"] + write_s)
-                                              / (best["parse_verified"] + write_s), 3)}
+            "parse_ratio_to_unsigned": round(best["parse"] / best["parse_verified"], 3),
+            "import_events_per_s": round(count / best["import_verified"]),
+            "import_ratio_to_unsigned": round(best["import"] / best["import_verified"], 3)}
+
+
+def _emptied(store: EventStore) -> None:
+    """Every table an import writes emptied (the next import finds nothing present)."""
+    names = ", ".join(t.name for t in (events, runs, sessions))
+    with store.engine.begin() as conn:
+        if store.dialect == "postgresql":
+            conn.exec_driver_sql(f"TRUNCATE {names}")
+        else:
+            for table in (events, sessions, runs):
+                conn.execute(table.delete())
 
 
 def _backend(name: str, url: str, fresh_url: str, tmp: Path) -> dict[str, Any]:
@@ -467,7 +490,8 @@ def _targets(name: str, data: dict[str, Any]) -> list[dict[str, Any]]:
     api = ([target(f"{name}_transaction_api_cost_over_raw_append",
                    one["transaction_api_cost_over_raw_append"], "<=", 1.5)]
            if "raw_driver" in one else [])
-    return [*(target(f"{name}_{key}", values[key], *TARGETS[key]) for key in TARGETS), *api,
+    limits = SQLITE_TARGETS if name == "sqlite" else TARGETS
+    return [*(target(f"{name}_{key}", values[key], *limits[key]) for key in limits), *api,
             target(f"{name}_signed_export_ratio_to_unsigned",
                    signed["export_ratio_to_unsigned"], ">=", 0.8),
             target(f"{name}_verified_import_ratio_to_unsigned",
