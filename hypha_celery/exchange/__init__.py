@@ -15,7 +15,6 @@ from hypha_celery.exchange._jsonl import (
     Parsed,
     dump_line,
     export_jsonl,
-    import_file,
     import_parsed,
     parse_jsonl,
     read_file,
@@ -23,6 +22,7 @@ from hypha_celery.exchange._jsonl import (
     write_jsonl,
 )
 from hypha_celery.exchange._signing import KEY_ENV, export_key
+from hypha_celery.exchange._stream import import_file
 
 __all__ = [
     # exporting

@@ -24,6 +24,7 @@ from hypha_celery.errors import ImportConflict
 from hypha_celery.events import Event
 from hypha_celery.exchange import (
     _jsonl,
+    _stream,
     dump_line,
     export_jsonl,
     import_file,
@@ -48,7 +49,7 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Runs checked every 2 events and rows sent one at a time: a small file streams many
     batches before its end (a later bad line must still roll them back)."""
     monkeypatch.setattr(_jsonl, "_STEP", 1)
-    monkeypatch.setattr(_jsonl, "_SEND", 1)
+    monkeypatch.setattr(_stream, "_SEND", 1)
 
 
 @pytest.fixture
