@@ -26,8 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make ``bench`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __package__ in (None, ""):  # run as a script: ``bench`` importable, its files not (a
+    # bench/langgraph.py would hide the langgraph package)
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from bench._harness import run_bench, target
 from hypha_celery.guards import MAX_EXPRESSION_CHARS, evaluate, parse

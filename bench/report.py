@@ -25,8 +25,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a script: make ``bench`` importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __package__ in (None, ""):  # run as a script: ``bench`` importable, its files not (a
+    # bench/langgraph.py would hide the langgraph package)
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "performance.md"
