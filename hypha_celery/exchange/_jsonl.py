@@ -508,7 +508,7 @@ def _read(file: IO[bytes], source: str, policy: _Policy, progress: Progress | No
             stream.defer_sums()
         return _parse(itertools.chain([first], lines), source, 1, stream)
     if stream is not None:
-        stream.close_helper()
+        stream.defer_sums(signed=True)
     if key is None:
         return _parse(unsigned(lines), source, 2, stream)
     return _parse(Verifier(key, source).lines(itertools.chain([first], lines)), source, 2,

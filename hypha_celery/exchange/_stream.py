@@ -16,13 +16,14 @@ meanwhile) and then the parse for the write. Its trade-offs:
   outcome, errors and all, only later. So nothing is written before the whole input is
   checked, and a bad input still writes nothing; the cost is a transaction that holds its
   rows (uncommitted) while the file is read, and work thrown away when it falls back.
-* **Checksums by a child process** (:class:`_LineSums`): for a regular, unsigned file a
-  child process (this Python, isolated, hashlib only) reads the file again and hashes each
+* **Checksums by a child process** (:class:`_LineSums`): for a regular file a child
+  process (this Python, isolated, hashlib only) reads the file again and hashes each
   line while this one parses; the checksums the lines state are compared with its list at
   the end (a tenth of the parse moves to another core). A mismatch, or any error meanwhile
   (whose line may not be the first bad one), reads the file again the classic way, which
-  raises the first error. A signed file keeps its checksums inline (the verification is
-  inline anyway); a pipe or standard input is read once.
+  raises the first error. Of a signed file, the child hashes the event lines without
+  their ``mac`` (as the verifier hands them to the parse), and the signatures are still
+  verified here, as the lines are read; a pipe or standard input is read once.
 * **Lean**: while checksums are deferred, the events checked and sent are not kept (the
   classic way keeps them all: a few hundred MB for a large export).
 """
@@ -72,7 +73,7 @@ def import_file(store: EventStore, path: str, *, key: bytes | None = None,
     and errors (a bad line, a conflict: nothing written), in less time. On PostgreSQL the
     events of an input of runs the store does not have (an export into another store)
     are written while the lines after them are read, in the one transaction, committed
-    once the whole input passed (:class:`_Streamed`), and the checksums of an unsigned
+    once the whole input passed (:class:`_Streamed`), and the checksums of a regular
     file's lines are computed meanwhile by a child process (:class:`_LineSums`); any
     other input is read, then imported. An input that fails is read again the classic
     way (:func:`read_file`), which raises its first error."""
@@ -101,11 +102,13 @@ class _ReadAgain(Exception):
 #: What :class:`_LineSums`' child process runs: for each line of the file ``argv[1]``
 #: (at most ``argv[2]`` bytes; a longer one ends the list) that is not blank, the
 #: checksum :func:`_line_checks_out` would compare with the stated one, or ``-`` for a
-#: line not as :func:`dump_line` writes it; one a line, in order.
+#: line not as :func:`dump_line` writes it; one a line, in order. A signed line's ``mac``
+#: member (last) is left out first, as the verifier leaves it out (a signed file's header
+#: and trailer give ``-``).
 _SUMS_CODE = """
 import hashlib, sys
 head, limit, sha, out = b',"checksum":"sha256:', int(sys.argv[2]), hashlib.sha256, []
-size = len(head) + 66
+size, mac = len(head) + 66, b',"mac":"'
 with open(sys.argv[1], "rb") as file:
     while line := file.readline(limit + 1):
         if len(line) > limit:
@@ -113,6 +116,8 @@ with open(sys.argv[1], "rb") as file:
         raw = line.rstrip()
         if not raw:
             continue
+        if raw[-74:-66] == mac and raw[-2:] == b'"}':
+            raw = raw[:-74] + b"}"
         ok = raw[-size:-66] == head and raw[-2:] == b'"}'
         out.append("sha256:" + sha(raw[:-size] + b"}").hexdigest() if ok else "-")
 sys.stdout.write("\\n".join(out))
@@ -142,15 +147,19 @@ class _LineSums:
         except (OSError, ValueError):
             return None
 
-    def output(self) -> bytes | None:
+    def output(self, signed: bool = False) -> bytes | None:
         """The checksums, one per non-blank line in order, one a line (waits for the
-        child). None when the child failed. (Compared with the stated ones joined the same
-        way: a checksum holds no newline, so equal texts are equal lists.)"""
+        child); of a ``signed`` file, its event lines' only (the first line, its header,
+        and the last, its trailer, left out). None when the child failed. (Compared with
+        the stated ones joined the same way: a checksum holds no newline, so equal texts
+        are equal lists.)"""
         proc, self._proc = self._proc, None
         if proc is None:
             return None
         out, _ = proc.communicate()
-        return out if proc.returncode == 0 else None
+        if proc.returncode != 0:
+            return None
+        return b"\n".join(out.split(b"\n")[1:-1]) if signed else out
 
     def close(self) -> None:
         """Stop the child, if it still runs."""
@@ -180,13 +189,14 @@ class _Streamed:
     :class:`_ReadAgain` at once: the file is read again the classic way."""
 
     __slots__ = ("check", "committed", "ended", "first", "helper", "kinds", "lean", "live",
-                 "parsed", "rows", "run", "runs", "seen", "sessions", "stream", "streamed",
-                 "sums", "views")
+                 "parsed", "rows", "run", "runs", "seen", "sessions", "signed", "stream",
+                 "streamed", "sums", "views")
 
     def __init__(self, stream: ImportStream, helper: _LineSums | None = None) -> None:
         self.stream = stream
         self.helper = helper  # the lines' checksums, computed by a child process
         self.sums: list[str] | None = None  # the checksums the lines state, when deferred
+        self.signed = False  # the deferred checksums are a signed file's
         self.lean = False  # the events checked and sent are not kept
         self.live = not stream.given_up
         self.parsed = Parsed("")  # the input read
@@ -203,13 +213,16 @@ class _Streamed:
         self.streamed = 0  # events checked and sent (or to send)
         self.committed: ImportResult | None = None  # what it wrote, once committed
 
-    def defer_sums(self) -> None:
-        """Leave the checksums of the (unsigned) lines to :attr:`helper`, when there is
-        one: each line's stated checksum is kept in :attr:`sums` and compared with the
-        helper's at the end (:meth:`commit`); the stream is lean."""
+    def defer_sums(self, signed: bool = False) -> None:
+        """Leave the checksums of the lines (of a ``signed`` file: its event lines, their
+        ``mac`` left out; the signatures are still verified as the lines are read) to
+        :attr:`helper`, when there is one: each line's stated checksum is kept in
+        :attr:`sums` and compared with the helper's at the end (:meth:`commit`); the
+        stream is lean."""
         if self.helper is not None:
             self.sums = []
             self.lean = True
+            self.signed = signed
 
     def start(self, parsed: Parsed) -> Callable[[str | bytes, str], bool]:
         """Read into ``parsed``; returns the check of a line's stated checksum:
@@ -328,8 +341,8 @@ class _Streamed:
         rest, commit; then ``parsed.views`` are the runs' folds. Whether it committed
         (else nothing was written). Deferred checksums are compared first: a line whose
         stated checksum is not its own raises :class:`_ReadAgain` (nothing written)."""
-        if self.sums is not None and (self.helper is None
-                                      or self.helper.output() != "\n".join(self.sums).encode()):
+        if self.sums is not None and (self.helper is None or self.helper.output(self.signed)
+                                      != "\n".join(self.sums).encode()):
             self._give_up()
         self._end_run()
         read = self.seen + len(parsed.events)

@@ -31,6 +31,7 @@ from hypha_celery.exchange import (
     import_parsed,
     read_file,
 )
+from hypha_celery.exchange._signing import Signer
 from hypha_celery.store import EventStore, ImportResult
 from hypha_celery.store.imports import ImportStream
 from tests.conftest import migrated
@@ -280,6 +281,52 @@ def test_signed_files(store: EventStore, fresh: EventStore, tmp_path: Path) -> N
     done = import_file(fresh, str(path), key=key, verify=True)
     assert (done.runs, done.present) == (2, 0)
     assert export_text(fresh, ids) == export_text(store, ids)
+
+
+def test_a_signed_file_whose_line_states_a_wrong_checksum(store: EventStore,
+                                                          fresh: EventStore,
+                                                          tmp_path: Path) -> None:
+    """A signer that signed a line whose checksum is wrong: the signatures verify, the
+    child's checksum of that line (its ``mac`` left out) differs, so the file is read
+    again the classic way, which names the line; nothing is written."""
+    ids = [make_run(store), make_run(store)]
+    key = b"a test key of some length"
+    plain = io.StringIO()
+    export_jsonl(store, plain, ids)
+    lines = plain.getvalue().splitlines()
+    head, _, digest = lines[3].rpartition('"sha256:')
+    lines[3] = f'{head}"sha256:{"0" * len(digest[:-2])}"}}'
+    signer = Signer(key)
+    signed = [signer.header(), *(signer.line(line) for line in lines), signer.trailer(2)]
+    path = write(tmp_path, "\n".join(signed) + "\n")
+    kind, message = refused_alike(fresh, path, key=key, verify=True)
+    assert kind == "ChecksumMismatch" and ":5:" in message
+
+
+def test_a_signed_file_leaves_its_checksums_to_the_child(store: EventStore, fresh: EventStore,
+                                                        tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = [make_run(store), make_run(store)]
+    key = b"a test key of some length"
+    path = tmp_path / "signed.jsonl"
+    with path.open("w") as out:
+        export_jsonl(store, out, ids, key=key)
+    events = len(path.read_text().splitlines()) - 2  # the header and the trailer
+    asked: list[bool] = []
+    output = _stream._LineSums.output
+
+    def spy(self: Any, signed: bool = False) -> bytes | None:
+        asked.append(signed)
+        found = output(self, signed)
+        assert found is not None
+        assert found.count(b"sha256:") == events
+        return found
+
+    monkeypatch.setattr(_stream._LineSums, "output", spy)
+    done = import_file(fresh, str(path), key=key, verify=True)
+    assert done == ImportResult(runs=2, events=events, present=0)
+    if fresh.dialect == "postgresql":  # streamed: the child's sums compared
+        assert asked == [True]
 
 
 @pytest.fixture
