@@ -53,12 +53,14 @@ _PG_HELD_KEYS = _HELD_KEYS + " IN (SELECT json_array_elements_text(%s::json)) LI
 _PG_ANY_RUN = "SELECT run_id FROM hypha_runs WHERE run_id = ANY(%s) LIMIT 1"
 # the rows of new runs, by binary COPY (what ``runs.insert()`` writes: ``doc`` as the
 # engine's JSON text)
-_RUN_COLUMNS = ("run_id", "seq", "graph_id", "status", "user_id", "session_id", "lane",
-                "waiting", "deadline", "idempotency_key", "created_at", "updated_at", "doc")
+_RUN_COPY = (("run_id", "text"), ("seq", "int4"), ("graph_id", "text"), ("status", "text"),
+             ("user_id", "text"), ("session_id", "text"), ("lane", "text"),
+             ("waiting", "text"), ("deadline", "float8"), ("idempotency_key", "text"),
+             ("created_at", "float8"), ("updated_at", "float8"), ("doc", "text"))
+_RUN_COLUMNS = tuple(name for name, _ in _RUN_COPY)
 _COPY_RUNS = f"COPY hypha_runs ({', '.join(_RUN_COLUMNS)}) FROM STDIN (FORMAT BINARY)"
-_COPY_RUN_TYPES = ["text", "int4", "text", "text", "text", "text", "text", "text", "float8",
-                   "text", "float8", "float8", "text"]
-_FLOAT_COLUMNS = frozenset({"deadline", "created_at", "updated_at"})
+_COPY_RUN_TYPES = [kind for _, kind in _RUN_COPY]
+_FLOAT_COLUMNS = frozenset(name for name, kind in _RUN_COPY if kind == "float8")
 _row_fields = itemgetter("run_id", "seq", "type", "timestamp", "payload", "idempotency_key")
 _fields = attrgetter("__dict__")  # an envelope's fields (pydantic's layout)
 _by_seq = attrgetter("seq")
@@ -194,6 +196,7 @@ def _rows(todo: list[list[Event]], encode: Callable[[Any], str],
 
 
 _SESSION_KINDS = frozenset({"session.created", "session.updated", "session.closed"})
+
 
 def _project_sessions(conn: Connection, evs: list[Event]) -> None:
     """The session rows as the imported session events leave them, in log order: a
