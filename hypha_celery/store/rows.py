@@ -124,15 +124,26 @@ def event_copy(conn: Connection) -> Iterator[Callable[[Iterable[tuple[Any, ...]]
     the rows in as they come, while the caller goes on. A driver error is the driver's
     (the caller rolls back)."""
     driver: Any = conn.connection.driver_connection
-    with driver.cursor() as cursor, cursor.copy(_COPY_EVENTS) as copy:
-        copy.set_types(_COPY_BYTES_TYPES)
-        write = copy.write_row
+    with driver.cursor() as cursor:
+        _bytes_as_bytea(cursor)
+        with cursor.copy(_COPY_EVENTS) as copy:
+            copy.set_types(_COPY_BYTES_TYPES)
+            write = copy.write_row
 
-        def send(rows: Iterable[tuple[Any, ...]]) -> None:
-            for row in rows:
-                write(row)
+            def send(rows: Iterable[tuple[Any, ...]]) -> None:
+                for row in rows:
+                    write(row)
 
-        yield send
+            yield send
+
+
+def _bytes_as_bytea(cursor: Any) -> None:
+    """``bytes`` dumped as ``bytea`` by the driver's own dumper (its C one, when built) on
+    this cursor: the one it finds for ``bytea`` is the DB-API ``Binary`` wrapper's, in
+    Python, which costs a call per row."""
+    from psycopg.types.string import BytesBinaryDumper
+
+    cursor.adapters.register_dumper(bytes, BytesBinaryDumper)
 
 
 def run_rows(conn: Connection, params: tuple[str, int, int], select: str = RUN_ROWS,
