@@ -82,12 +82,14 @@ def open_stream(request: LLMRequest, *, key: str, base_url: str | None,
 def _sdk_args(api: str, body: dict[str, Any]) -> dict[str, Any]:
     """The SDK's arguments for ``body``: the body itself goes as ``extra_body`` (merged
     last, over the typed arguments). The SDK walks typed arguments against its
-    TypedDicts before sending (about 0.2 ms per history message, 4 ms for 20), which
-    changes nothing in the plain JSON built here. Chat Completions requires ``messages``
-    among the typed arguments: an empty list, replaced by the body's."""
-    args: dict[str, Any] = {"model": body["model"], "stream": True,
-                            "extra_body": {k: v for k, v in body.items() if k != "model"}}
+    TypedDicts before sending (about 0.2 ms per history message, 4 ms for 20; 75 us for
+    ``model`` alone, whose type is a union with a literal of every model name, hashed at
+    each step), which changes nothing in the plain JSON built here. Chat Completions
+    requires ``model`` and ``messages`` among the typed arguments: the model, and an empty
+    list replaced by the body's; the Responses API requires neither."""
+    args: dict[str, Any] = {"stream": True, "extra_body": body}
     if api == "chat":
+        args["model"] = body["model"]
         args["messages"] = []
     return args
 
