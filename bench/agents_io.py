@@ -73,7 +73,10 @@ CLIENTS = 1200
 CLIENTS_DELAY = 10.0
 TARGET_CLIENTS_IN_FLIGHT = 1000
 TARGET_CLIENTS_ENDED_S = 15.0
-WARMUP = 4
+#: Warm-up turns per worker, queued at once: 16 threads, so each of the SDK client cache's
+#: ``SHARDS`` (8) thread groups has its client built before the clock starts, as the raw
+#: side's one client is (a client built in the burst costs its TLS context, ~6 ms).
+WARMUP = 16
 AGENTS_QUEUE = "hypha.agents"
 KEY = "sk-bench-local"
 HYPHA = str(Path(sys.executable).with_name("hypha"))
