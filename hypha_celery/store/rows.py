@@ -33,7 +33,8 @@ json_text = prebuilt(json.JSONEncoder(allow_nan=False, separators=(",", ":"),
 _COPY_EVENTS = ("COPY hypha_events (run_id, seq, kind, ts, data, idem) FROM STDIN "
                 "(FORMAT BINARY)")
 _COPY_TYPES = ["text", "int4", "text", "float8", "text", "text"]
-_COPY_BYTES_TYPES = ["text", "int4", "text", "float8", "bytea", "text"]  # data as bytes
+_DATA = 4  # the ``data`` column's place
+_COPY_BYTES_TYPES = [*_COPY_TYPES[:_DATA], "bytea", *_COPY_TYPES[_DATA + 1:]]  # data as bytes
 _INSERT_EVENTS = "INSERT INTO hypha_events (run_id, seq, kind, ts, data, idem) VALUES "
 # stored rows ``(run_id, seq, kind, ts, data, idem)``; ``data`` read as text on PostgreSQL
 RUN_ROWS = "SELECT run_id, seq, kind, ts, data{}, idem FROM hypha_events"
