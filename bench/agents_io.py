@@ -30,8 +30,10 @@ Beside them, in the same run (issue 27):
   Redis's (the server process: server-wide);
 * **clients asking while the workers consume** (``--clients`` 1,200, ``--clients-delay``):
   that many idle agents are told one prompt each at the same moment by four client
-  processes while the io workers consume. Targets: peak in flight >= 1,000 and all ended
-  within 15 s.
+  processes (fewer when PostgreSQL's ``max_connections`` cannot hold their pools beside
+  the workers': 100, the default, holds two; a client process that fails ends the bench)
+  while the io workers consume. Targets: peak in flight >= 1,000 and all ended within
+  15 s.
 
 Reported per profile: ``peak_in_flight`` (the provider's own count of requests it was
 answering at once: the number of turns waiting on the model together), the seconds from
@@ -433,6 +435,41 @@ def raw_burst(mode: str, calls: int, delay: float) -> dict[str, Any]:
 
 # -- clients asking while the workers consume ----------------------------------------------
 CLIENT_PROCESSES = 4
+#: PostgreSQL connections a process of ours may hold (``store/engine.py``: ``POOL_SIZE`` 15
+#: plus ``UNFLUSHED_POOL_SIZE`` 12; operations.md "Sizing"), and a margin for the bench's
+#: own and the server's other sessions.
+PROCESS_CONNECTIONS = 27
+CONNECTION_MARGIN = 10
+
+
+def _client_processes(h: Any, workers: int) -> tuple[int, int]:
+    """(client processes, the server's ``max_connections``): ``CLIENT_PROCESSES``, fewer
+    when the workers' and clients' pools would not fit the server's connections (each
+    client only tells: its main pool, 15); at least 1."""
+    import sqlalchemy as sa
+
+    with h.store.engine.connect() as conn:
+        limit = int(conn.execute(sa.text("SHOW max_connections")).scalar_one())
+        used, ours = conn.execute(sa.text(
+            "SELECT count(*), count(*) FILTER (WHERE datname = current_database()) "
+            "FROM pg_stat_activity")).one()
+    more = max(0, workers * PROCESS_CONNECTIONS - int(ours))  # the workers may open yet
+    room = limit - int(used) - more - CONNECTION_MARGIN
+    return max(1, min(CLIENT_PROCESSES, room // 15)), limit
+
+
+def _watching(procs: list[subprocess.Popen[bytes]],
+              ended: Callable[[], tuple[int, int]]) -> Callable[[], tuple[int, int]]:
+    """``ended``, failing at once when a client process failed (its asks are lost: the
+    burst would never end)."""
+    def check() -> tuple[int, int]:
+        failed = [p.returncode for p in procs if p.poll() not in (None, 0)]
+        if failed:
+            raise RuntimeError(f"a client process failed (exit {failed[0]}): see its "
+                               "stderr above")
+        return ended()
+
+    return check
 
 
 def _start_agents(h: Any, provider: Provider, n: int, prefix: str) -> None:
@@ -459,8 +496,8 @@ def client_main(prefix: str, first: int, last: int, at: float) -> None:
     h.close()
 
 
-def _clients(prefix: str, n: int, at: float) -> list[subprocess.Popen[bytes]]:
-    step = -(-n // CLIENT_PROCESSES)
+def _clients(prefix: str, n: int, at: float, processes: int) -> list[subprocess.Popen[bytes]]:
+    step = -(-n // processes)
     path = os.pathsep.join(x for x in (str(ROOT), os.environ.get("PYTHONPATH")) if x)
     env = dict(os.environ, PYTHONPATH=path)
     return [subprocess.Popen([sys.executable, __file__, "--client", prefix, str(a),
@@ -470,7 +507,9 @@ def _clients(prefix: str, n: int, at: float) -> list[subprocess.Popen[bytes]]:
 
 def measure_clients(clients: int, delay: float, workers: int) -> dict[str, Any]:
     """``clients`` agents started (idle), then told one prompt each at the same moment by
-    ``CLIENT_PROCESSES`` client processes while ``workers`` io workers consume."""
+    ``CLIENT_PROCESSES`` client processes (fewer where PostgreSQL's ``max_connections``
+    would not hold their pools beside the workers') while ``workers`` io workers
+    consume."""
     os.environ["OPENAI_API_KEY"] = KEY
     provider = Provider(delay)
     try:
@@ -483,19 +522,21 @@ def measure_clients(clients: int, delay: float, workers: int) -> dict[str, Any]:
             _start_agents(h, provider, clients, "cl")
             services = ServiceCpu(h)
             at = time.time() + 3.0  # the client processes import and connect first
-            procs = _clients("cl", clients, at)
+            processes, max_connections = _client_processes(h, workers)
+            procs = _clients("cl", clients, at, processes)
             time.sleep(max(0.0, at - time.time()))
             services.start()
             cpu0 = env.cpu_seconds()
             seen = watch_burst(env, provider, clients, delay,
-                               lambda: _ended(h, WARMUP * workers))
+                               _watching(procs, lambda: _ended(h, WARMUP * workers)))
             cpu = env.cpu_seconds() - cpu0
             service_cpu = services.stop(clients)
             for proc in procs:
                 proc.wait(60)
             served = provider.stats()
             return {"workers": workers, "clients": clients,
-                    "client_processes": CLIENT_PROCESSES, "provider_delay_s": delay,
+                    "client_processes": processes,
+                    "postgresql_max_connections": max_connections, "provider_delay_s": delay,
                     "worker_cpu_ms_per_turn": round(cpu * 1000 / clients, 2),
                     **service_cpu,
                     "peak_in_flight": served["max_in_flight"],
