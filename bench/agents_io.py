@@ -651,8 +651,12 @@ def report_section(result: dict[str, Any]) -> str:
     ]
     clients = result.get("clients")
     if clients:
-        lines += ["", f"**{clients['clients']} clients at once** ({clients['client_processes']} "
-                  "client processes telling one prompt each to idle agents while "
+        procs = clients["client_processes"]
+        limit = clients.get("postgresql_max_connections")
+        fit = f", as many as PostgreSQL's max_connections ({limit}) holds" if limit else ""
+        lines += ["", f"**{clients['clients']} clients at once** ({procs} client "
+                  f"process{'es' if procs != 1 else ''}{fit}, telling one prompt each to "
+                  "idle agents while "
                   f"{clients['workers']} io workers consume; provider delay "
                   f"{clients['provider_delay_s']} s): peak {clients['peak_in_flight']} in "
                   f"flight, all ended {clients['all_ended_s_after_asks']} s after the asks; "
