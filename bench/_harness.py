@@ -43,9 +43,37 @@ MARKER_KEY = "hypha-bench:db"  # no TTL: marks leftovers of a bench whose claim 
 PG_ADMIN_URL = _env("BENCH_PG_ADMIN_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 
 
+def new_token() -> str:
+    """A bench's claim: ``bench:<host>:<pid>:<random>``, so a later bench on this host can
+    tell that the process holding a claim has exited (:func:`_holder_gone`)."""
+    return f"bench:{platform.node()}:{os.getpid()}:{uuid.uuid4().hex}"
+
+
+#: Deletes the claim only if it still holds the value read (another bench may have taken it).
+_DELETE_IF = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
+              "return redis.call('del', KEYS[1]) end return 0")
+
+
+def _holder_gone(held: bytes | None) -> bool:
+    """Whether ``held`` is the claim of a bench process of this host that has exited (a
+    killed bench: its claim would otherwise block the database for ``CLAIM_TTL``)."""
+    parts = (held or b"").decode("utf-8", "replace").split(":")
+    if len(parts) != 4 or parts[0] != "bench" or parts[1] != platform.node():
+        return False
+    if not parts[2].isdigit():
+        return False
+    try:
+        os.kill(int(parts[2]), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
+
+
 def _claim_redis(token: str) -> str:
     """``BENCH_REDIS_URL`` (flushed: the caller said so), else the first empty candidate
-    database, claimed."""
+    database (or one a bench of this host left behind when it was killed), claimed."""
     import redis
 
     explicit = os.environ.get("BENCH_REDIS_URL", "").strip()
@@ -56,6 +84,9 @@ def _claim_redis(token: str) -> str:
         url = f"{REDIS_BASE}/{db}"
         client = redis.Redis.from_url(url)
         try:
+            held = client.get(CLAIM_KEY)
+            if _holder_gone(held):
+                client.eval(_DELETE_IF, 1, CLAIM_KEY, held)
             ours = client.exists(MARKER_KEY) and not client.exists(CLAIM_KEY)
             if (client.dbsize() == 0 or ours) and client.set(CLAIM_KEY, token, nx=True,
                                                              ex=CLAIM_TTL):
@@ -131,7 +162,7 @@ class BenchEnv:
 
     def __init__(self, *, profile_dir: str | None = None) -> None:
         self.redis_url = ""
-        self.token = f"bench-{uuid.uuid4().hex}"
+        self.token = new_token()
         self.db_name = f"hypha_bench_{uuid.uuid4().hex[:10]}"
         base, _, _ = PG_ADMIN_URL.rpartition("/")
         self.store_url = f"{base}/{self.db_name}"
