@@ -58,16 +58,14 @@ def _holder_gone(held: bytes | None) -> bool:
     """Whether ``held`` is the claim of a bench process of this host that has exited (a
     killed bench: its claim would otherwise block the database for ``CLAIM_TTL``)."""
     parts = (held or b"").decode("utf-8", "replace").split(":")
-    if len(parts) != 4 or parts[0] != "bench" or parts[1] != platform.node():
-        return False
-    if not parts[2].isdigit():
+    if len(parts) != 4 or parts[:2] != ["bench", platform.node()] or not parts[2].isdigit():
         return False
     try:
         os.kill(int(parts[2]), 0)
     except ProcessLookupError:
         return True
     except PermissionError:  # alive, another user's
-        return False
+        pass
     return False
 
 

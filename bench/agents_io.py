@@ -435,27 +435,26 @@ def raw_burst(mode: str, calls: int, delay: float) -> dict[str, Any]:
 
 # -- clients asking while the workers consume ----------------------------------------------
 CLIENT_PROCESSES = 4
-#: PostgreSQL connections a process of ours may hold (``store/engine.py``: ``POOL_SIZE`` 15
-#: plus ``UNFLUSHED_POOL_SIZE`` 12; operations.md "Sizing"), and a margin for the bench's
-#: own and the server's other sessions.
-PROCESS_CONNECTIONS = 27
+#: A margin of PostgreSQL connections for the bench's own and the server's other sessions.
 CONNECTION_MARGIN = 10
 
 
 def _client_processes(h: Any, workers: int) -> tuple[int, int]:
     """(client processes, the server's ``max_connections``): ``CLIENT_PROCESSES``, fewer
-    when the workers' and clients' pools would not fit the server's connections (each
-    client only tells: its main pool, 15); at least 1."""
+    when the workers' pools (both, operations.md "Sizing") and the clients' would not fit
+    the server's connections (a client only tells: its main pool); at least 1."""
     import sqlalchemy as sa
+
+    from hypha_celery.store.engine import POOL_SIZE, UNFLUSHED_POOL_SIZE
 
     with h.store.engine.connect() as conn:
         limit = int(conn.execute(sa.text("SHOW max_connections")).scalar_one())
         used, ours = conn.execute(sa.text(
             "SELECT count(*), count(*) FILTER (WHERE datname = current_database()) "
             "FROM pg_stat_activity")).one()
-    more = max(0, workers * PROCESS_CONNECTIONS - int(ours))  # the workers may open yet
+    more = max(0, workers * (POOL_SIZE + UNFLUSHED_POOL_SIZE) - int(ours))  # may open yet
     room = limit - int(used) - more - CONNECTION_MARGIN
-    return max(1, min(CLIENT_PROCESSES, room // 15)), limit
+    return max(1, min(CLIENT_PROCESSES, room // POOL_SIZE)), limit
 
 
 def _watching(procs: list[subprocess.Popen[bytes]],
@@ -521,8 +520,8 @@ def measure_clients(clients: int, delay: float, workers: int) -> dict[str, Any]:
             _wait_ended(h, WARMUP * workers, 120)
             _start_agents(h, provider, clients, "cl")
             services = ServiceCpu(h)
-            at = time.time() + 3.0  # the client processes import and connect first
             processes, max_connections = _client_processes(h, workers)
+            at = time.time() + 3.0  # the client processes import and connect first
             procs = _clients("cl", clients, at, processes)
             time.sleep(max(0.0, at - time.time()))
             services.start()
