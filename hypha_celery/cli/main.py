@@ -43,7 +43,14 @@ from hypha_celery.cli.selection import parse_session, parse_since
 from hypha_celery.cli.status import status_json, status_lines
 from hypha_celery.cli.timeline import timeline, use_colour
 from hypha_celery.cli.up import COMMANDS as UP_COMMANDS
-from hypha_celery.cli.worker import POOLS, PROFILES, parse_queues, worker_argv
+from hypha_celery.cli.worker import (
+    POOLS,
+    PROFILES,
+    parse_queues,
+    profile,
+    tune_gc,
+    worker_argv,
+)
 from hypha_celery.client.hypha import Hypha
 from hypha_celery.errors import HyphaError
 from hypha_celery.events import Event
@@ -414,6 +421,8 @@ def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | Non
     if dry_run:
         click.echo(f"celery {shlex.join(argv)}")
         return
+    if pool is None or pool == "threads":  # the profile's thread pool, as measured
+        tune_gc(profile(hypha, profile_name).gc_threshold)
     hypha.celery.worker_main(argv)
 
 

@@ -15,6 +15,7 @@ An explicit ``--queues``, ``--pool`` or ``--concurrency`` overrides the profile'
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import uuid
 from collections.abc import Sequence
@@ -32,6 +33,12 @@ PROFILES = ("default", "io", "cpu")
 IO_CONCURRENCY = 500
 #: What the ``io`` profile consumes.
 IO_QUEUES = (AGENTS_QUEUE, IO_QUEUE)
+#: The ``io`` profile's garbage-collector thresholds (``gc.set_threshold``): a young
+#: collection after 50,000 net container allocations instead of 700. Hundreds of turns
+#: in flight keep many young objects alive, which every young collection walks again;
+#: measured on ``bench/agents_io.py``'s burst, about 0.4 ms of worker CPU less per turn.
+#: The cost: cyclic garbage lives longer (a few MB at most).
+IO_GC_THRESHOLD = (50_000, 20, 20)
 
 
 #: The settings a profile file may set: name -> the ``celery worker`` option it becomes.
@@ -54,6 +61,9 @@ class Profile:
     prefetch_multiplier: int | None = None
     max_tasks_per_child: int | None = None
     max_memory_per_child: int | None = None
+    #: ``gc.set_threshold`` for the worker process, after ``gc.freeze()`` of what the app
+    #: loaded (None: Python's defaults).
+    gc_threshold: tuple[int, int, int] | None = None
 
     def celery_options(self) -> list[str]:
         """The profile as ``celery worker`` options (what ``python -m workers NAME``
@@ -148,7 +158,8 @@ def parse_queues(value: str | None) -> list[str] | None:
 
 def profile(hypha: Hypha, name: str) -> Profile:
     if name == "io":
-        return Profile("threads", IO_CONCURRENCY, list(IO_QUEUES))
+        return Profile("threads", IO_CONCURRENCY, list(IO_QUEUES),
+                       gc_threshold=IO_GC_THRESHOLD)
     if name == "cpu":
         return Profile("prefork", None, sorted(hypha.queues() - set(IO_QUEUES)))
     if name == "default":
@@ -162,6 +173,17 @@ def profile(hypha: Hypha, name: str) -> Profile:
         return chosen
     raise SetupError(f"--profile must be one of {', '.join(PROFILES)} or a profile file "
                      f"(workers/llm.py), got {name!r}")
+
+
+def tune_gc(threshold: tuple[int, int, int] | None) -> None:
+    """Before the worker starts: what the process loaded moves to the permanent
+    generation (``gc.freeze``: never walked again), and the thresholds become
+    ``threshold``. None: nothing changes."""
+    if threshold is None:
+        return
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*threshold)
 
 
 def worker_argv(

@@ -73,3 +73,31 @@ def test_first_unknown_reads_values_as_values() -> None:
     assert first_unknown(["--concurrency", "-1", "--", "--anything"], known) is None
     assert first_unknown(["--hostname=a", "--hostnme", "b"], known) == "--hostnme"
     assert first_unknown(["-B", "-z"], known) == "-z"
+
+
+@pytest.mark.parametrize(("args", "tuned"), [
+    (("--profile", "io"), True),
+    (("--profile", "io", "--pool", "prefork"), False),
+    (("--profile", "cpu"), False),
+])
+def test_the_io_profile_tunes_the_garbage_collector_before_the_worker_starts(
+        monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], tuned: bool) -> None:
+    import gc
+
+    from celery import Celery
+
+    from hypha_celery.cli.worker import IO_GC_THRESHOLD
+
+    seen: list[tuple[tuple[int, ...], int]] = []
+    monkeypatch.setattr(Celery, "worker_main", lambda self, argv: seen.append(
+        (gc.get_threshold(), gc.get_freeze_count())))
+    before = gc.get_threshold()
+    try:
+        result = invoke("worker", "--app", APP, *args, HYPHA_BROKER_URL=BROKER)
+        assert result.exit_code == 0, result.output
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
+    [(threshold, frozen)] = seen
+    assert (threshold == IO_GC_THRESHOLD and frozen > 0) is tuned
+    assert (threshold == before) is not tuned
