@@ -15,6 +15,9 @@ loudly against a library version that changed it:
   tracing sink's processor goes first among a provider's;
 - prometheus_client's value class (:func:`use_multiprocess_values`): chosen when the
   library is first imported, chosen again once multiprocess mode is set;
+- httpx2's HTTP transport's connection pool (:func:`use_network_backend`): the SDK
+  clients' transport does its network I/O through hypha's streams, which a model call's
+  cancel token can shut down (:mod:`hypha_celery.backends.llm.cancel`);
 - LangGraph's Pregel algorithm (:func:`langgraph_task_api`): a worker of a distributed
   LangGraph graph prepares and runs one task of a superstep (the ``langgraph`` extra pins
   the minor version; ``tests/langgraph/test_internals.py``).
@@ -38,7 +41,7 @@ from hypha_celery.errors import PrivateApiChanged
 
 __all__ = ["CONSUMER_ATTRIBUTES", "CONSUMER_HOOKS", "LangGraphTaskApi", "check_celery_consumer",
            "consumer_steps_without", "langgraph_task_api", "put_span_processor_first",
-           "use_multiprocess_values"]
+           "use_multiprocess_values", "use_network_backend"]
 
 #: The consumer hooks ``HyphaConsumer`` overrides, with the parameters it passes on.
 CONSUMER_HOOKS: dict[str, tuple[str, ...]] = {
@@ -80,6 +83,19 @@ def consumer_steps_without(consumer: type[Consumer], suffix: str) -> list[str]:
         raise PrivateApiChanged(f"celery's consumer steps have no single {suffix!r} step "
                                 f"({steps}): hypha_celery.runtime.consumer needs updating")
     return kept
+
+
+def use_network_backend(transport: Any, backend: Any) -> None:
+    """Make ``transport`` (an ``httpx2.HTTPTransport`` without a proxy) open its
+    connections through ``backend`` (an ``httpcore2.NetworkBackend``). httpx2 builds the
+    transport's ``httpcore2.ConnectionPool`` itself and takes no backend: this sets the
+    pool's private ``_network_backend``, which its connections are built with. Raises
+    :class:`PrivateApiChanged` when the pool has no such attribute."""
+    pool = getattr(transport, "_pool", None)
+    if not hasattr(pool, "_network_backend"):
+        raise PrivateApiChanged("httpx2's HTTPTransport has no _pool._network_backend: "
+                                "hypha_celery.backends.llm.cancel needs updating")
+    pool._network_backend = backend  # type: ignore[union-attr]
 
 
 def put_span_processor_first(provider: Any, processor: Any) -> bool:

@@ -84,3 +84,13 @@ def test_no_other_module_reaches_into_a_librarys_internals() -> None:
                     (node.attr if isinstance(node, ast.Attribute) else node.id) in PRIVATE_NAMES:
                 found.append(f"{path.name}: {ast.unparse(node)}")
     assert found == []
+
+
+def test_httpx2s_transport_opens_its_connections_through_the_backend_given() -> None:
+    from hypha_celery.backends.llm import cancel
+
+    made = cancel.transport()
+    assert type(made._pool._network_backend).__name__ == "_Backend"
+    made.close()
+    with pytest.raises(PrivateApiChanged, match="_network_backend"):
+        private.use_network_backend(object(), object())

@@ -48,6 +48,7 @@ from hypha_celery.agents.machine import AgentStep
 from hypha_celery.agents.rows import AgentTx
 from hypha_celery.agents.runtime import AgentRuntime, new_token
 from hypha_celery.agents.stream import Attempt, run_attempt
+from hypha_celery.agents.watch import Deadline
 from hypha_celery.backends import Backend, BackendError, BackendEvent, Response, TurnError
 from hypha_celery.errors import AgentNotFound, Overloaded
 from hypha_celery.events import payloads as ev
@@ -443,8 +444,9 @@ class Owner:
                 if cur.same(atx.doc.current):
                     atx.doc.session = session
 
-        def watching(on_stop: Callable[[], None]) -> AbstractContextManager[None]:
-            return self.rt.watch.turn(self.name, self.incarnation, ref, on_stop)
+        def watching(on_stop: Callable[[], None], deadline: Deadline | None
+                     ) -> AbstractContextManager[None]:
+            return self.rt.watch.turn(self.name, self.incarnation, ref, on_stop, deadline)
 
         backend = self.rt.new_backend(self.doc.backend, emit=self._tool_events(cur))
         attempt = Attempt(self.agent(), backend, self.name, self.doc.session, prompt, state,

@@ -6,9 +6,11 @@ running turn while the stream runs (:meth:`Watch.turn`). Every ``POLL_S`` the th
 the store, in one query, which watched turns must end: a turn whose ``control`` names it
 (an interrupt) or whose agent is gone or replaced (a stop) has its ``on_stop`` called, on
 a short-lived thread of its own (it cancels the backend's request, which may take a
-moment). Every ``lease_interval`` it writes the heartbeat of all owned agents in one
-statement. So a process running 500 turns costs one poll and one heartbeat write per
-tick, not 500 of each.
+moment). A turn registered with a :class:`Deadline` (its watchdog, when the stream runs on
+the task's own thread) has the deadline's ``on_passed`` called the same way at the first
+tick past it (at most ``POLL_S`` late). Every ``lease_interval`` it writes the heartbeat
+of all owned agents in one statement. So a process running 500 turns costs one poll and
+one heartbeat write per tick, not 500 of each.
 
 The thread starts with the first registration in a process (again after a fork) and
 exits once nothing has been registered for ``IDLE_EXIT_S``
@@ -34,11 +36,20 @@ POLL_S = 0.05
 Key = tuple[str, str]  # (name, incarnation)
 
 
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    """Call ``on_passed`` once ``time.monotonic()`` reaches ``at``."""
+
+    at: float
+    on_passed: Callable[[], None]
+
+
 @dataclass
 class _Turn:
     key: Key
     ref: str
     on_stop: Callable[[], None]
+    deadline: Deadline | None = None
     fired: bool = False
 
 
@@ -64,11 +75,12 @@ class Watch(Watcher):
         with self.registered("owners", (name, incarnation)):
             yield
 
-    def turn(self, name: str, incarnation: str, ref: str,
-             on_stop: Callable[[], None]) -> AbstractContextManager[None]:
+    def turn(self, name: str, incarnation: str, ref: str, on_stop: Callable[[], None],
+             deadline: Deadline | None = None) -> AbstractContextManager[None]:
         """Call ``on_stop`` (once, from another thread) if turn ``ref`` is interrupted or
-        its agent stopped while the block runs."""
-        return self.registered("turns", _Turn((name, incarnation), ref, on_stop))
+        its agent stopped while the block runs, or ``deadline.on_passed`` once it passed
+        (whichever comes first)."""
+        return self.registered("turns", _Turn((name, incarnation), ref, on_stop, deadline))
 
     @property
     def watched(self) -> tuple[int, int]:
@@ -76,7 +88,8 @@ class Watch(Watcher):
         return self.count("owners"), self.count("turns")
 
     def tick(self, now: float, tables: dict[str, list[object]]) -> None:
-        turns = [t for t in tables["turns"] if isinstance(t, _Turn) and not t.fired]
+        turns = [t for t in tables["turns"] if isinstance(t, _Turn) and not t.fired
+                 and not _passed(t, now)]
         if turns:
             _safe(lambda: self._poll(turns))
         if self._next_beat is None:
@@ -95,6 +108,15 @@ class Watch(Watcher):
                 fire(t.on_stop, "hypha-agent-stop")
 
 
+def _passed(turn: _Turn, now: float) -> bool:
+    """Fire ``turn``'s deadline if it passed; whether it did."""
+    if turn.deadline is None or now < turn.deadline.at:
+        return False
+    turn.fired = True
+    fire(turn.deadline.on_passed, "hypha-agent-timeout")
+    return True
+
+
 def _safe(fn: Callable[[], object]) -> None:
     try:
         fn()
@@ -102,4 +124,4 @@ def _safe(fn: Callable[[], object]) -> None:
         log.warning("hypha agent watch: %s", type(exc).__name__)
 
 
-__all__ = ["IDLE_EXIT_S", "POLL_S", "Watch"]
+__all__ = ["IDLE_EXIT_S", "POLL_S", "Deadline", "Watch"]

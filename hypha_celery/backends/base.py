@@ -44,6 +44,13 @@ class Backend(ABC):
     #: prompt rebuild; a turn whose worker dies mid-stream ends ``task_crashed`` with the
     #: session as it was before (one store write less per turn).
     durable_dispatch: ClassVar[bool] = True
+    #: True: ``cancel()`` from another thread makes a ``prompt`` or a stream blocked on
+    #: the provider return promptly (the hosted backends, through
+    #: :mod:`~hypha_celery.backends.llm.cancel`); with ``durable_dispatch`` False the
+    #: runtime then consumes the stream on the turn's own thread, the watchdog and
+    #: interrupts reaching it through ``cancel``. False (the default): the stream runs on
+    #: a thread of its own, which a stuck stream may keep while the turn moves on.
+    cancel_unblocks: ClassVar[bool] = False
 
     @abstractmethod
     def start_session(self, opts: JsonObject) -> Session:

@@ -75,6 +75,7 @@ from hypha_celery.backends.base import Backend, Checkpoint, Session
 from hypha_celery.backends.error import BackendError
 from hypha_celery.backends.event import BackendEvent
 from hypha_celery.backends.llm import errors
+from hypha_celery.backends.llm.cancel import CancelToken
 from hypha_celery.backends.llm.client import BackendServices
 from hypha_celery.backends.llm.keys import check_env_name, resolve_key
 from hypha_celery.backends.llm.ratelimit import Slot
@@ -120,6 +121,7 @@ class HostedBackend(Backend):
     #: The provider keeps nothing: the dispatched session is the stored history plus the
     #: prompt (and a compaction, redone if a worker dies mid-stream).
     durable_dispatch: ClassVar[bool] = False
+    cancel_unblocks: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -271,6 +273,8 @@ class _Turn:
         self._lock = threading.Lock()
         self._stream: LLMStream | None = None
         self._cancelled = False
+        #: Reaches this turn's network I/O while it is blocked (see ``llm.cancel``).
+        self._token = CancelToken()
         #: Tool rounds this turn may run itself (0: the application answers tool calls).
         self.rounds = 0
 
@@ -301,7 +305,13 @@ class _Turn:
         """One model call: its events; returns its result."""
         slot, stream = self._open()
         with slot, stream:
-            yield from stream
+            events = iter(stream)
+            while True:
+                with self._token.held():  # a cancel reaches a read waiting for a chunk
+                    event = next(events, None)
+                if event is None:
+                    break
+                yield event
         result = stream.result
         if result is None:  # the stream returned without its terminal event
             raise errors.incomplete_stream(self._module.VENDOR)
@@ -338,10 +348,13 @@ class _Turn:
             key, self._key = self._key, None
             if self._cancelled or key is None:
                 raise errors.cancelled(vendor)
-        slot, _ = self._services.admit(vendor, key, self._request)
+        with self._token.held():  # a cancel ends a wait for the rate limit
+            slot, _ = self._services.admit(vendor, key, self._request)
         try:
-            stream = self._module.open_stream(self._request, key=key, base_url=self._base_url,
-                                              timeout=self._timeout)
+            with self._token.held():  # a cancel reaches the wait for the response
+                stream = self._module.open_stream(self._request, key=key,
+                                                  base_url=self._base_url,
+                                                  timeout=self._timeout)
         except BaseException as exc:
             slot.release()
             if isinstance(exc, BackendError):
@@ -360,6 +373,7 @@ class _Turn:
             self._cancelled = True
             self._key = self._turn_key = None
             stream = self._stream
+        self._token.cancel()
         if stream is not None:
             stream.close()
 

@@ -168,3 +168,51 @@ def test_a_cancel_kills_the_whole_process_group(hypha: Hypha) -> None:
         return found
 
     wait_until(lambda: not orphans(), 5, "the process group to be gone")
+
+
+class Recording(OpenAIBackend):
+    """``OpenAIBackend`` noting the thread its prompts run on."""
+
+    threads: ClassVar[list[str]] = []
+
+    def prompt(self, session: dict[str, Any], prompt: str,
+               checkpoint: Any = None) -> tuple[Iterator[BackendEvent], dict[str, Any]]:
+        Recording.threads.append(threading.current_thread().name)
+        return super().prompt(session, prompt, checkpoint)
+
+
+def test_an_http_turn_streams_on_the_tasks_own_thread(
+        hypha: Hypha, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hosted backend's cancel reaches a blocked call (``cancel_unblocks``): no thread of
+    its own per turn; any other backend still gets one."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    Recording.threads.clear()
+    with FakeLLM() as fake:
+        hypha.agents.start(Keeper, name="r", backend=Recording, model="gpt-test",
+                           base_url=fake.openai_url)
+        hypha.agents.ask("r", "go", timeout=10)
+    assert Recording.threads and not Recording.threads[0].startswith("hypha-agent-")
+    hypha.agents.start(Keeper, name="b", backend=Blocking, watchdog_ms=300)
+    with pytest.raises(TurnFailed, match="timeout"):
+        hypha.agents.ask("b", "go", timeout=10)
+    assert Recording.cancel_unblocks and not Blocking.cancel_unblocks
+
+
+@pytest.mark.parametrize("how", ["watchdog", "interrupt"])
+def test_a_turn_waiting_for_the_providers_response_ends_at_once(
+        hypha: Hypha, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """The provider answers only after 5 s: the watchdog (300 ms) or an interrupt ends the
+    turn long before, though it runs on the task's own thread."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeLLM(default=Reply.text("late", delay_s=5)) as fake:
+        options = {"watchdog_ms": 300} if how == "watchdog" else {}
+        hypha.agents.start(Keeper, name="w", backend=OpenAIBackend, model="gpt-test",
+                           base_url=fake.openai_url, **options)
+        began = time.monotonic()
+        ref = hypha.agents.tell("w", "go")
+        wait_until(lambda: fake.requests, what="the request to reach the provider")
+        if how == "interrupt":
+            assert hypha.agents.interrupt_request("w", ref) == "accepted"
+        reason = "timeout" if how == "watchdog" else "interrupted"
+        wait_until(lambda: _outcomes(hypha, "w") == [["error", reason]], 4)
+        assert time.monotonic() - began < 3

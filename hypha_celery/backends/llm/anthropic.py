@@ -29,7 +29,7 @@ import anthropic
 
 from hypha_celery.backends.error import BackendError
 from hypha_celery.backends.event import BackendEvent
-from hypha_celery.backends.llm import errors, ref
+from hypha_celery.backends.llm import cancel, errors, ref
 from hypha_celery.backends.llm.sdk import ClientCache
 from hypha_celery.backends.llm.sse import open_raw
 from hypha_celery.backends.llm.stream import LLMStream
@@ -46,8 +46,9 @@ _USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
 
 
 def _build(key: str, base_url: str | None, timeout: float) -> anthropic.Anthropic:
-    return anthropic.Anthropic(api_key=key, base_url=base_url, timeout=timeout,
-                               max_retries=0)
+    http = anthropic.DefaultHttpxClient(transport=cancel.transport())
+    return cancel.closing(anthropic.Anthropic(api_key=key, base_url=base_url, timeout=timeout,
+                                              max_retries=0, http_client=http), http)
 
 
 _clients = ClientCache(_build)

@@ -27,7 +27,7 @@ import openai
 
 from hypha_celery.backends.error import BackendError
 from hypha_celery.backends.event import BackendEvent
-from hypha_celery.backends.llm import errors, ref
+from hypha_celery.backends.llm import cancel, errors, ref
 from hypha_celery.backends.llm.sdk import ClientCache
 from hypha_celery.backends.llm.sse import open_raw
 from hypha_celery.backends.llm.stream import LLMStream
@@ -48,7 +48,9 @@ _APIS = ("responses", "chat")
 
 
 def _build(key: str, base_url: str | None, timeout: float) -> openai.OpenAI:
-    return openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
+    http = openai.DefaultHttpxClient(transport=cancel.transport())
+    return cancel.closing(openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout,
+                                        max_retries=0, http_client=http), http)
 
 
 _clients = ClientCache(_build)

@@ -61,6 +61,7 @@ from typing import Annotated, Any
 from pydantic import PlainSerializer, TypeAdapter
 
 from hypha_celery.backends.error import BackendError
+from hypha_celery.backends.llm import cancel
 from hypha_celery.middleware._process import on_fork
 
 __all__ = ["FREE", "NO_LIMITS", "SLOT_LEASE_S", "Limit", "Limiter", "LimiterStats",
@@ -186,6 +187,12 @@ class Slot:
 FREE = Slot(None, "", "", 0.0)
 
 
+def _cancelled(key: str) -> BackendError:
+    """A wait for room or a slot ended by the call's cancel (``llm.cancel``)."""
+    return BackendError(key.partition(":")[0], "cancelled", False,
+                        message="the call was cancelled while it waited for its rate limit")
+
+
 class Limiter:
     """The interface, and the loop shared by its implementations: a subclass decides
     (:meth:`decide`: seconds to wait, 0 when granted) and stores pauses (:meth:`pause`)."""
@@ -233,7 +240,8 @@ class Limiter:
                                    message=f"rate limit of {key}: no room within "
                                            f"{max_wait:g}s (next in {wait:.3f}s)")
             waited = True
-            time.sleep(wait)
+            if cancel.pause(wait):
+                raise _cancelled(key)
 
     def hold(self, key: str, max_wait: float = 60.0) -> Slot:
         """One of ``key``'s concurrent slots (its limit's ``concurrency``), waiting for a
@@ -253,6 +261,8 @@ class Limiter:
                                    message=f"concurrency limit of {key}: all {limit} slots "
                                            f"busy for {max_wait:g}s")
             self._await_release(key, min(poll, left))
+            if cancel.requested():
+                raise _cancelled(key)
             poll, waited = min(poll * 2, _MAX_POLL_S), True
         spent = time.monotonic() - began if waited else 0.0
         self._count(slots_granted=1, slots_waited=int(waited), slot_wait_seconds=spent)
@@ -267,8 +277,9 @@ class Limiter:
         raise NotImplementedError
 
     def _await_release(self, key: str, seconds: float) -> None:
-        """Wait up to ``seconds`` for a slot of ``key`` to be released (or just sleep)."""
-        time.sleep(seconds)
+        """Wait up to ``seconds`` for a slot of ``key`` to be released (or just sleep;
+        less when the call is cancelled)."""
+        cancel.pause(seconds)
 
     def _release_slot(self, key: str, token: str) -> None:
         raise NotImplementedError
