@@ -21,18 +21,18 @@ log = logging.getLogger(__name__)
 
 
 def finish(atx: AgentTx, rt: AgentRuntime, request: Request, outcome: RequestOutcome) -> None:
-    """Record the one outcome of a request: the ask's answer, the tell's cached result
-    (bounded), the completion (through the outbox, sent after commit)."""
+    """Record the one outcome of a request: the ask's answer, and its asker woken after
+    commit (the only waiter on a request: a tell's result is polled), the tell's cached
+    result (bounded), the completion (through the outbox, sent after commit)."""
     ref, origin, out = request.ref, request.origin, outcome.to_json()
     if origin is Origin.ASK:
         atx.answer(ref, out)
+        atx.after_commit(lambda: rt.notifier.publish(ref_channel(ref)))
     elif origin is Origin.TELL:
         limits = atx.doc.limits
         nbytes = lanes.json_size({"ref": ref, "outcome": out})
         table.put_result(atx.tx, atx.incarnation, ref, out, nbytes, limits.max_tell_results,
                          limits.max_tell_result_bytes)
-    if origin.external:
-        atx.after_commit(lambda: rt.notifier.publish(ref_channel(ref)))
     target = request.completion
     if target is not None:
         message = Completion(atx.name, ref, out)
