@@ -48,7 +48,7 @@ from hypha_celery.cli.worker import (
     PROFILES,
     parse_queues,
     profile,
-    tune_gc,
+    tune,
     worker_argv,
 )
 from hypha_celery.client.hypha import Hypha
@@ -422,7 +422,7 @@ def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | Non
         click.echo(f"celery {shlex.join(argv)}")
         return
     if pool is None or pool == "threads":  # the profile's thread pool, as measured
-        tune_gc(profile(hypha, profile_name).gc_threshold)
+        tune(profile(hypha, profile_name))
     hypha.celery.worker_main(argv)
 
 

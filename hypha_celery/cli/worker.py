@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import sys
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +40,12 @@ IO_QUEUES = (AGENTS_QUEUE, IO_QUEUE)
 #: measured on ``bench/agents_io.py``'s burst, about 0.4 ms of worker CPU less per turn.
 #: The cost: cyclic garbage lives longer (a few MB at most).
 IO_GC_THRESHOLD = (50_000, 20, 20)
+#: The ``io`` profile's GIL switch interval (``sys.setswitchinterval``), 10 x Python's 5 ms:
+#: each thread waiting for the GIL wakes up once per interval to ask for it, so with
+#: hundreds of threads the default costs a storm of wake-ups (measured: about 0.4 ms of
+#: worker CPU less per turn in the burst; 20 ms and 200 ms gained nothing). The cost: a
+#: thread running Python without I/O may hold the others up to 50 ms at a time.
+IO_SWITCH_INTERVAL = 0.05
 
 
 #: The settings a profile file may set: name -> the ``celery worker`` option it becomes.
@@ -62,8 +69,9 @@ class Profile:
     max_tasks_per_child: int | None = None
     max_memory_per_child: int | None = None
     #: ``gc.set_threshold`` for the worker process, after ``gc.freeze()`` of what the app
-    #: loaded (None: Python's defaults).
+    #: loaded, and ``sys.setswitchinterval`` (None: Python's defaults).
     gc_threshold: tuple[int, int, int] | None = None
+    switch_interval: float | None = None
 
     def celery_options(self) -> list[str]:
         """The profile as ``celery worker`` options (what ``python -m workers NAME``
@@ -159,7 +167,7 @@ def parse_queues(value: str | None) -> list[str] | None:
 def profile(hypha: Hypha, name: str) -> Profile:
     if name == "io":
         return Profile("threads", IO_CONCURRENCY, list(IO_QUEUES),
-                       gc_threshold=IO_GC_THRESHOLD)
+                       gc_threshold=IO_GC_THRESHOLD, switch_interval=IO_SWITCH_INTERVAL)
     if name == "cpu":
         return Profile("prefork", None, sorted(hypha.queues() - set(IO_QUEUES)))
     if name == "default":
@@ -175,15 +183,17 @@ def profile(hypha: Hypha, name: str) -> Profile:
                      f"(workers/llm.py), got {name!r}")
 
 
-def tune_gc(threshold: tuple[int, int, int] | None) -> None:
-    """Before the worker starts: what the process loaded moves to the permanent
-    generation (``gc.freeze``: never walked again), and the thresholds become
-    ``threshold``. None: nothing changes."""
-    if threshold is None:
-        return
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*threshold)
+def tune(chosen: Profile) -> None:
+    """Before the worker starts, the interpreter as ``chosen`` says: with a
+    ``gc_threshold``, what the process loaded moves to the permanent generation
+    (``gc.freeze``: never walked again) and the thresholds become it; with a
+    ``switch_interval``, the GIL's. None: Python's defaults stay."""
+    if chosen.gc_threshold is not None:
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(*chosen.gc_threshold)
+    if chosen.switch_interval is not None:
+        sys.setswitchinterval(chosen.switch_interval)
 
 
 def worker_argv(

@@ -80,24 +80,27 @@ def test_first_unknown_reads_values_as_values() -> None:
     (("--profile", "io", "--pool", "prefork"), False),
     (("--profile", "cpu"), False),
 ])
-def test_the_io_profile_tunes_the_garbage_collector_before_the_worker_starts(
+def test_the_io_profile_tunes_the_interpreter_before_the_worker_starts(
         monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...], tuned: bool) -> None:
     import gc
+    import sys
 
     from celery import Celery
 
-    from hypha_celery.cli.worker import IO_GC_THRESHOLD
+    from hypha_celery.cli.worker import IO_GC_THRESHOLD, IO_SWITCH_INTERVAL
 
-    seen: list[tuple[tuple[int, ...], int]] = []
+    seen: list[tuple[tuple[int, ...], int, float]] = []
     monkeypatch.setattr(Celery, "worker_main", lambda self, argv: seen.append(
-        (gc.get_threshold(), gc.get_freeze_count())))
-    before = gc.get_threshold()
+        (gc.get_threshold(), gc.get_freeze_count(), sys.getswitchinterval())))
+    before, interval = gc.get_threshold(), sys.getswitchinterval()
     try:
         result = invoke("worker", "--app", APP, *args, HYPHA_BROKER_URL=BROKER)
         assert result.exit_code == 0, result.output
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
-    [(threshold, frozen)] = seen
-    assert (threshold == IO_GC_THRESHOLD and frozen > 0) is tuned
-    assert (threshold == before) is not tuned
+        sys.setswitchinterval(interval)
+    [(threshold, frozen, switch)] = seen
+    io_switch = abs(switch - IO_SWITCH_INTERVAL) < 1e-6
+    assert (threshold == IO_GC_THRESHOLD and frozen > 0 and io_switch) is tuned
+    assert (threshold == before and abs(switch - interval) < 1e-6) is not tuned
