@@ -231,6 +231,14 @@ class Attempt:
             self._stopped.set()
             return True
 
+    def interrupt(self) -> None:
+        """:meth:`abort` as an interrupt or a stop ends it."""
+        self.abort(TurnError("interrupted"))
+
+    def time_out(self) -> None:
+        """:meth:`abort` as its watchdog ends it."""
+        self.abort(TurnError("timeout", {"watchdog_ms": self.limits.watchdog_ms}))
+
     def abort(self, outcome: TurnError) -> bool:
         """:meth:`stop`, then cancel the provider's request (the backend's ``cancel``,
         from this thread)."""
@@ -275,55 +283,41 @@ def run_attempt(attempt: Attempt, watching: Watching,
     backend whose dispatch changes nothing held elsewhere (``durable_dispatch = False``,
     the HTTP backends) is not saved mid-stream; with ``cancel_unblocks`` it is consumed on
     this thread (see the module)."""
-    backend = attempt.backend
-    if backend.cancel_unblocks and not backend.durable_dispatch:
-        return _run_here(attempt, watching)
     started = monotonic_ms()
     deadline = time.monotonic() + attempt.limits.watchdog_ms / 1000.0
+    backend = attempt.backend
+    if backend.cancel_unblocks and not backend.durable_dispatch:
+        _run_here(attempt, watching, deadline)
+        attempt.duration_ms = monotonic_ms() - started
+        return attempt
     thread = threading.Thread(target=attempt.run, name=f"hypha-agent-{attempt.name}",
                               daemon=True)
-
-    def interrupted() -> None:
-        attempt.abort(TurnError("interrupted"))
-
-    with watching(interrupted, None):
+    with watching(attempt.interrupt, None):
         thread.start()
         wait, saved = SAVE_AFTER_S, not attempt.backend.durable_dispatch
         while not attempt.wait(_until(deadline, None if saved else wait)):
             if time.monotonic() >= deadline:
-                attempt.abort(TurnError("timeout", {"watchdog_ms": attempt.limits.watchdog_ms}))
+                attempt.time_out()
                 break
             if not saved:
                 try:
                     saved = attempt.save_dispatched(save)
                 except BaseException:  # the agent is gone (stopped, replaced): end it here
-                    attempt.abort(TurnError("interrupted"))
+                    attempt.interrupt()
                     raise
                 wait = min(wait * 2, 0.1)  # prompt has not returned: look again later
     attempt.duration_ms = monotonic_ms() - started
     return attempt
 
 
-def _run_here(attempt: Attempt, watching: Watching) -> Attempt:
+def _run_here(attempt: Attempt, watching: Watching, deadline: float) -> None:
     """Consume ``attempt`` on this thread; the watch thread aborts it at an interrupt, a
-    stop or its watchdog's deadline (the backend's ``cancel`` ends the stream)."""
-    started = monotonic_ms()
-    watchdog_ms = attempt.limits.watchdog_ms
-
-    def interrupted() -> None:
-        attempt.abort(TurnError("interrupted"))
-
-    def timed_out() -> None:
-        attempt.abort(TurnError("timeout", {"watchdog_ms": watchdog_ms}))
-
-    deadline = Deadline(time.monotonic() + watchdog_ms / 1000.0, timed_out)
-    with watching(interrupted, deadline):
+    stop or ``deadline`` (the backend's ``cancel`` ends the stream)."""
+    with watching(attempt.interrupt, Deadline(deadline, attempt.time_out)):
         try:
             attempt.run()
         except Exception as exc:  # as a consumer thread's death: the turn crashed
             attempt.stop(TurnError("task_crashed", {"exception": type(exc).__name__}))
-    attempt.duration_ms = monotonic_ms() - started
-    return attempt
 
 
 def _until(deadline: float, save_in: float | None) -> float:

@@ -88,8 +88,12 @@ class Watch(Watcher):
         return self.count("owners"), self.count("turns")
 
     def tick(self, now: float, tables: dict[str, list[object]]) -> None:
-        turns = [t for t in tables["turns"] if isinstance(t, _Turn) and not t.fired
-                 and not _passed(t, now)]
+        turns = [t for t in tables["turns"] if isinstance(t, _Turn) and not t.fired]
+        for t in turns:
+            if t.deadline is not None and now >= t.deadline.at:
+                t.fired = True
+                fire(t.deadline.on_passed, "hypha-agent-timeout")
+        turns = [t for t in turns if not t.fired]
         if turns:
             _safe(lambda: self._poll(turns))
         if self._next_beat is None:
@@ -106,15 +110,6 @@ class Watch(Watcher):
             if (*t.key, t.ref) in ending:
                 t.fired = True
                 fire(t.on_stop, "hypha-agent-stop")
-
-
-def _passed(turn: _Turn, now: float) -> bool:
-    """Fire ``turn``'s deadline if it passed; whether it did."""
-    if turn.deadline is None or now < turn.deadline.at:
-        return False
-    turn.fired = True
-    fire(turn.deadline.on_passed, "hypha-agent-timeout")
-    return True
 
 
 def _safe(fn: Callable[[], object]) -> None:

@@ -272,8 +272,8 @@ class _Turn:
         self._timeout = timeout
         self._lock = threading.Lock()
         self._stream: LLMStream | None = None
-        self._cancelled = False
-        #: Reaches this turn's network I/O while it is blocked (see ``llm.cancel``).
+        #: Cancelled with the turn; reaches its network I/O while it is blocked (see
+        #: ``llm.cancel``).
         self._token = CancelToken()
         #: Tool rounds this turn may run itself (0: the application answers tool calls).
         self.rounds = 0
@@ -346,22 +346,21 @@ class _Turn:
         vendor = self._module.VENDOR
         with self._lock:
             key, self._key = self._key, None
-            if self._cancelled or key is None:
+            if self._token.cancelled or key is None:
                 raise errors.cancelled(vendor)
-        with self._token.held():  # a cancel ends a wait for the rate limit
+        with self._token.held():  # a cancel ends a wait for the rate limit or the response
             slot, _ = self._services.admit(vendor, key, self._request)
-        try:
-            with self._token.held():  # a cancel reaches the wait for the response
+            try:
                 stream = self._module.open_stream(self._request, key=key,
                                                   base_url=self._base_url,
                                                   timeout=self._timeout)
-        except BaseException as exc:
-            slot.release()
-            if isinstance(exc, BackendError):
-                self._services.report(vendor, key, exc)
-            raise
+            except BaseException as exc:
+                slot.release()
+                if isinstance(exc, BackendError):
+                    self._services.report(vendor, key, exc)
+                raise
         with self._lock:
-            if not self._cancelled:
+            if not self._token.cancelled:
                 self._stream = stream
                 return slot, stream
         stream.close()
@@ -369,11 +368,10 @@ class _Turn:
         raise errors.cancelled(vendor)
 
     def cancel(self) -> None:
-        with self._lock:
-            self._cancelled = True
+        with self._lock:  # _open either sees the cancel or hands over its stream
+            self._token.cancel()
             self._key = self._turn_key = None
             stream = self._stream
-        self._token.cancel()
         if stream is not None:
             stream.close()
 

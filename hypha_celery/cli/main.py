@@ -48,6 +48,7 @@ from hypha_celery.cli.worker import (
     PROFILES,
     parse_queues,
     profile,
+    require_broker,
     tune,
     worker_argv,
 )
@@ -416,13 +417,14 @@ def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | Non
     to `celery worker`, e.g. --hostname (an option neither knows is refused)."""
     operator_only("a worker")
     hypha = load_app(app_spec)
+    require_broker(hypha)
+    chosen = profile(hypha, profile_name)  # resolved once (a profile file is run once)
     argv = worker_argv(hypha, queues=parse_queues(queues), pool=pool, concurrency=concurrency,
-                       loglevel=loglevel.upper(), extra=celery_args, profile_name=profile_name)
+                       loglevel=loglevel.upper(), extra=celery_args, profile_name=chosen)
     if dry_run:
         click.echo(f"celery {shlex.join(argv)}")
         return
-    if pool is None or pool == "threads":  # the profile's thread pool, as measured
-        tune(profile(hypha, profile_name))
+    tune(chosen, pool or chosen.pool)
     hypha.celery.worker_main(argv)
 
 

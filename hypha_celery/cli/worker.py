@@ -183,11 +183,14 @@ def profile(hypha: Hypha, name: str) -> Profile:
                      f"(workers/llm.py), got {name!r}")
 
 
-def tune(chosen: Profile) -> None:
-    """Before the worker starts, the interpreter as ``chosen`` says: with a
-    ``gc_threshold``, what the process loaded moves to the permanent generation
-    (``gc.freeze``: never walked again) and the thresholds become it; with a
-    ``switch_interval``, the GIL's. None: Python's defaults stay."""
+def tune(chosen: Profile, pool: str) -> None:
+    """Before a worker on ``pool`` starts, the interpreter as ``chosen`` says, for its
+    thread pool only (what was measured): with a ``gc_threshold``, what the process loaded
+    moves to the permanent generation (``gc.freeze``: never walked again) and the
+    thresholds become it; with a ``switch_interval``, the GIL's. None: Python's defaults
+    stay."""
+    if pool != "threads":
+        return
     if chosen.gc_threshold is not None:
         gc.collect()
         gc.freeze()
@@ -196,19 +199,26 @@ def tune(chosen: Profile) -> None:
         sys.setswitchinterval(chosen.switch_interval)
 
 
-def worker_argv(
-    hypha: Hypha, *, queues: Sequence[str] | None = None, pool: str | None = None,
-    concurrency: int | None = None, loglevel: str = "INFO", extra: Sequence[str] = (),
-    profile_name: str = "default",
-) -> list[str]:
-    """Arguments for ``hypha.celery.worker_main``: the profile's pool, concurrency and
-    queues (``default``: every queue of the app: coordinator, nodes, effects, agents, io
-    and any node's own queue), task events on (``-E``) so Flower shows the tasks."""
+def require_broker(hypha: Hypha) -> None:
+    """A worker needs a broker: the embedded default has none (:class:`SetupError`)."""
     if hypha.settings.embedded:
         raise SetupError("hypha worker needs a broker: set HYPHA_BROKER_URL (e.g. "
                          "redis://127.0.0.1:6379/0); without one the embedded worker runs "
                          "inside the process that starts the run")
-    chosen = profile(hypha, profile_name)
+
+
+def worker_argv(
+    hypha: Hypha, *, queues: Sequence[str] | None = None, pool: str | None = None,
+    concurrency: int | None = None, loglevel: str = "INFO", extra: Sequence[str] = (),
+    profile_name: str | Profile = "default",
+) -> list[str]:
+    """Arguments for ``hypha.celery.worker_main``: the profile's (a name, or one already
+    resolved by :func:`profile`) pool, concurrency and queues (``default``: every queue of
+    the app: coordinator, nodes, effects, agents, io and any node's own queue), task
+    events on (``-E``) so Flower shows the tasks."""
+    require_broker(hypha)
+    chosen = profile_name if isinstance(profile_name, Profile) \
+        else profile(hypha, profile_name)
     pool = pool or chosen.pool
     if pool not in POOLS:
         raise SetupError(f"--pool must be one of {', '.join(POOLS)}, got {pool!r}")

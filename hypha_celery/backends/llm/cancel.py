@@ -91,7 +91,7 @@ class _Held:
         self._previous: CancelToken | None = None
 
     def __enter__(self) -> None:
-        self._previous = getattr(_local, "token", None)
+        self._previous = _current()
         _local.token = self._token
 
     def __exit__(self, *_: object) -> None:
@@ -125,23 +125,20 @@ class _Stream:
         self._inner = inner
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        token: CancelToken | None = getattr(_local, "token", None)
-        if token is None:
-            return bytes(self._inner.read(max_bytes, timeout))
-        token._enter(self, "ReadError")
-        try:
-            return bytes(self._inner.read(max_bytes, timeout))
-        finally:
-            token._leave()
+        return bytes(self._io("ReadError", self._inner.read, max_bytes, timeout))
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        token: CancelToken | None = getattr(_local, "token", None)
+        self._io("WriteError", self._inner.write, buffer, timeout)
+
+    def _io(self, error: str, call: Any, *args: Any) -> Any:
+        """``call(*args)``, registered with the calling thread's token (if it holds one):
+        a cancel meanwhile shuts this stream down; one before it raises ``error``."""
+        token = _current()
         if token is None:
-            self._inner.write(buffer, timeout)
-            return
-        token._enter(self, "WriteError")
+            return call(*args)
+        token._enter(self, error)
         try:
-            self._inner.write(buffer, timeout)
+            return call(*args)
         finally:
             token._leave()
 
@@ -181,16 +178,22 @@ class _Backend:
         self._inner.sleep(seconds)
 
 
+def _current() -> CancelToken | None:
+    """The token the calling thread holds, if any."""
+    token: CancelToken | None = getattr(_local, "token", None)
+    return token
+
+
 def requested() -> bool:
     """Whether the token this thread holds (if any) was cancelled."""
-    token: CancelToken | None = getattr(_local, "token", None)
+    token = _current()
     return token is not None and token.cancelled
 
 
 def pause(seconds: float) -> bool:
     """Sleep ``seconds``, less when the token this thread holds is cancelled (a wait for
     a rate limit); True when it was."""
-    token: CancelToken | None = getattr(_local, "token", None)
+    token = _current()
     if token is None:
         time.sleep(seconds)
         return False
@@ -198,8 +201,7 @@ def pause(seconds: float) -> bool:
 
 
 def _refuse_if_cancelled() -> None:
-    token: CancelToken | None = getattr(_local, "token", None)
-    if token is not None and token.cancelled:
+    if requested():
         raise _error("ConnectError")
 
 
