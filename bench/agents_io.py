@@ -33,7 +33,12 @@ Beside them, in the same run (issue 27):
   processes (fewer when PostgreSQL's ``max_connections`` cannot hold their pools beside
   the workers': 100, the default, holds two; a client process that fails ends the bench)
   while the io workers consume. Targets: peak in flight >= 1,000 and all ended within
-  15 s.
+  15 s. Beside it, the machine's own ceiling for that burst: the raw SDK making the same
+  number of calls at once against the same provider and delay, from one process, with
+  a connection pool that holds them all (the SDK's default holds 1,000): the sync client
+  with a thread per call and ``AsyncOpenAI`` (``raw_sdk_same_calls``). Nothing hypha
+  adds (the clients' tells, the broker, the store) is in it: no deployment on the machine
+  ends the burst sooner than it.
 
 Reported per profile: ``peak_in_flight`` (the provider's own count of requests it was
 answering at once: the number of turns waiting on the model together), the seconds from
@@ -393,11 +398,27 @@ def _own_cpu() -> float:
     return t.user + t.system
 
 
-def raw_burst(mode: str, calls: int, delay: float) -> dict[str, Any]:
+def _raw_http(sync: bool, connections: int | None) -> dict[str, Any]:
+    """The SDK client's own HTTP client (its defaults) unless ``connections`` is given:
+    then one whose pool holds that many (the SDK's default pool holds 1,000 connections,
+    a cap of its own on the calls in flight)."""
+    import httpx
+    import openai
+
+    if connections is None:
+        return {}
+    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=100)
+    http = openai.DefaultHttpxClient if sync else openai.DefaultAsyncHttpxClient
+    return {"http_client": http(limits=limits)}
+
+
+def raw_burst(mode: str, calls: int, delay: float,
+              connections: int | None = None) -> dict[str, Any]:
     """``calls`` chat calls at once from this process through the official ``openai`` SDK
     (``threads``: the sync client, one thread per call, as an io worker's pool runs them;
     ``async``: ``AsyncOpenAI`` on one event loop): this process's CPU per call, the
-    provider's peak in flight and the time until the last call ended."""
+    provider's peak in flight and the time until the last call ended. ``connections``:
+    the client's pool size (default: the SDK's, 1,000)."""
     import asyncio
 
     import openai
@@ -406,14 +427,16 @@ def raw_burst(mode: str, calls: int, delay: float) -> dict[str, Any]:
     try:
         base = f"{provider.url}/v1"
         if mode == "threads":
-            client: Any = openai.OpenAI(api_key=KEY, base_url=base, max_retries=0)
+            client: Any = openai.OpenAI(api_key=KEY, base_url=base, max_retries=0,
+                                        **_raw_http(True, connections))
             for _ in range(WARMUP):
                 _raw_call_sync(client)
             cpu0, t0 = _own_cpu(), time.monotonic()
             with ThreadPoolExecutor(calls) as pool:
                 list(pool.map(lambda _: _raw_call_sync(client), range(calls)))
         else:
-            aclient: Any = openai.AsyncOpenAI(api_key=KEY, base_url=base, max_retries=0)
+            aclient: Any = openai.AsyncOpenAI(api_key=KEY, base_url=base, max_retries=0,
+                                              **_raw_http(False, connections))
 
             async def burst(n: int) -> None:
                 await asyncio.gather(*(_raw_call_async(aclient) for _ in range(n)))
@@ -571,7 +594,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--raw-calls", type=int, default=0,
                         help="calls at once on the raw SDK side (default: --turns)")
     parser.add_argument("--only", choices=("io", "default", "clients", "raw-threads",
-                                           "raw-async"), help=argparse.SUPPRESS)
+                                           "raw-async", "raw-clients-threads",
+                                           "raw-clients-async"), help=argparse.SUPPRESS)
     if argv[:1] == ["--client"]:
         client_main(argv[1], int(argv[2]), int(argv[3]), float(argv[4]))
         return 0
@@ -579,6 +603,10 @@ def main(argv: list[str]) -> int:
     if args.only in ("raw-threads", "raw-async"):
         print(json.dumps(raw_burst(args.only.removeprefix("raw-"),
                                    args.raw_calls or args.turns, args.delay)))
+        return 0
+    if args.only in ("raw-clients-threads", "raw-clients-async"):
+        print(json.dumps(raw_burst(args.only.removeprefix("raw-clients-"), args.clients,
+                                   args.clients_delay, connections=args.clients)))
         return 0
     if args.only == "clients":
         print(json.dumps(measure_clients(args.clients, args.clients_delay, args.io_workers)))
@@ -606,6 +634,8 @@ def main(argv: list[str]) -> int:
                              TARGET_CPU_RATIO)]
     if args.clients:
         clients = measured("clients", argv)
+        clients["raw_sdk_same_calls"] = {
+            mode: measured(f"raw-clients-{mode}", argv) for mode in ("threads", "async")}
         doc["agents_io"]["clients"] = clients
         doc["targets"] += [
             target("agents_io_clients_peak_in_flight", clients["peak_in_flight"], ">=",
@@ -661,6 +691,15 @@ def report_section(result: dict[str, Any]) -> str:
                   f"flight, all ended {clients['all_ended_s_after_asks']} s after the asks; "
                   f"worker CPU {clients['worker_cpu_ms_per_turn']} ms, PostgreSQL "
                   f"{clients['postgresql_cpu_ms_per_turn']} ms per turn."]
+        raw = clients.get("raw_sdk_same_calls")
+        if raw:
+            lines[-1] += (
+                f" The raw SDK alone, the same {clients['clients']} calls at once from one "
+                "process (a connection pool holding them all), the machine's ceiling for "
+                f"this burst: all ended after {raw['threads']['all_ended_s']} s with a "
+                f"thread per call ({raw['threads']['cpu_ms_per_call']} ms CPU a call), "
+                f"{raw['async']['all_ended_s']} s with `AsyncOpenAI` "
+                f"({raw['async']['cpu_ms_per_call']} ms).")
     return "\n".join(lines)
 
 
