@@ -9,7 +9,7 @@ every request after ``--delay`` seconds (the OpenAI Responses stream). For each 
 in its own environment (a claimed Redis database, a fresh PostgreSQL database):
 
 1. ONE worker is started with ``hypha worker --app bench.app:hypha --profile P``
-   (``io``: threads, 500, ``hypha.agents,hypha.io``; ``default``: prefork, CPU count, every
+   (``io``: gevent, 500, ``hypha.agents,hypha.io``; ``default``: prefork, CPU count, every
    queue) and serves ``WARMUP`` turns (imports, the SDK client, connections);
 2. it stops consuming ``hypha.agents`` (``cancel_consumer``); ``--turns`` agents are
    started (``Relay``, ``OpenAIBackend`` pointed at the provider) and each is told one
@@ -20,6 +20,9 @@ in its own environment (a claimed Redis database, a fresh PostgreSQL database):
    turn ended.
 
 Beside them, in the same run (issue 27):
+
+* **the io profile on a thread pool** (``--only io-threads``: ``--pool threads``, the same
+  concurrency and tuning): what gevent's pool saves against threads;
 
 * **the raw SDK** (``--only raw-threads`` / ``raw-async``, a process of its own): as many
   chat calls at once through the official ``openai`` SDK, the sync client with a thread
@@ -98,16 +101,17 @@ class ProfileEnv(BenchEnv):
     """:class:`BenchEnv` whose workers are ``hypha worker --profile P`` (``workers`` of
     them, each its own process tree), started on demand."""
 
-    def __init__(self, profile: str, workers: int = 1) -> None:
+    def __init__(self, profile: str, workers: int = 1, pool: str | None = None) -> None:
         super().__init__()
         self.profile = profile
+        self.pool = pool
         self.nodes = [f"{self.db_name}-{i}" for i in range(workers)]
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def argv(self, node: str) -> list[str]:
         return [HYPHA, "worker", "--app", "bench.app:hypha", "--profile", self.profile,
                 "--loglevel", "WARNING", f"--hostname={node}@%h", "--without-gossip",
-                "--without-mingle"]
+                "--without-mingle", *(["--pool", self.pool] if self.pool else [])]
 
     def _start_worker(self) -> None:
         return None  # see start_workers
@@ -330,11 +334,14 @@ def watch_burst(env: ProfileEnv, provider: Provider, n: int, delay: float,
     return seen
 
 
-def measure(profile: str, turns: int, delay: float, workers: int) -> dict[str, Any]:
+def measure(profile: str, turns: int, delay: float, workers: int,
+            pool: str | None = None) -> dict[str, Any]:
+    """The burst on ``workers`` workers of ``profile`` (on ``pool``: the profile's if
+    None)."""
     os.environ["OPENAI_API_KEY"] = KEY  # start_session checks the key is there
     provider = Provider(delay)
     try:
-        with ProfileEnv(profile, workers) as env:
+        with ProfileEnv(profile, workers, pool) as env:
             h = env.hypha
             env.start_workers()
             env.wait_ready()
@@ -593,7 +600,8 @@ def main(argv: list[str]) -> int:
                         help="the provider's delay in the clients phase")
     parser.add_argument("--raw-calls", type=int, default=0,
                         help="calls at once on the raw SDK side (default: --turns)")
-    parser.add_argument("--only", choices=("io", "default", "clients", "raw-threads",
+    parser.add_argument("--only", choices=("io", "io-threads", "default", "clients",
+                                           "raw-threads",
                                            "raw-async", "raw-clients-threads",
                                            "raw-clients-async"), help=argparse.SUPPRESS)
     if argv[:1] == ["--client"]:
@@ -612,18 +620,21 @@ def main(argv: list[str]) -> int:
         print(json.dumps(measure_clients(args.clients, args.clients_delay, args.io_workers)))
         return 0
     if args.only:  # one profile, in a process of its own (bench.app reads its env once)
-        io = args.only == "io"
-        print(json.dumps(measure(args.only, args.turns if io else args.prefork_turns,
-                                 args.delay, args.io_workers if io else 1)))
+        io = args.only.startswith("io")
+        print(json.dumps(measure("io" if io else args.only,
+                                 args.turns if io else args.prefork_turns, args.delay,
+                                 args.io_workers if io else 1,
+                                 "threads" if args.only == "io-threads" else None)))
         return 0
     t0 = time.monotonic()
     doc: dict[str, Any] = {"machine": machine_info()}
     raw_threads = measured("raw-threads", argv)
     io = measured("io", argv)
+    io_threads = measured("io-threads", argv)
     raw_async = measured("raw-async", argv)
     default = measured("default", argv)
-    doc["agents_io"] = {"io": io, "default": default, "raw_sdk_threads": raw_threads,
-                        "raw_sdk_async": raw_async}
+    doc["agents_io"] = {"io": io, "io_on_threads": io_threads, "default": default,
+                        "raw_sdk_threads": raw_threads, "raw_sdk_async": raw_async}
     ratio = io["worker_cpu_ms_per_turn"] / raw_threads["cpu_ms_per_call"]
     doc["agents_io"]["cpu_ratio_turn_to_raw_threads"] = round(ratio, 2)
     doc["agents_io"]["cpu_ratio_turn_to_raw_async"] = round(
@@ -648,6 +659,17 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def _threads_rows(threads: dict[str, Any] | None) -> list[str]:
+    """The same burst on the ``io`` profile with ``--pool threads`` (gevent's pool against
+    a thread pool, the same tuning, in the same run)."""
+    if not threads:
+        return []
+    return [f"| hypha agent turn, `io` workers on `--pool threads` | "
+            f"{threads['worker_cpu_ms_per_turn']} | {threads['peak_in_flight']} | "
+            f"{threads['all_ended_s_after_worker_start']} s |",
+            f"| … PostgreSQL for it | {threads['postgresql_cpu_ms_per_turn']} | | |"]
+
+
 def report_section(result: dict[str, Any]) -> str:
     """Markdown for ``bench/report.py``: CPU per turn against the raw SDK, in flight."""
     io, default = result["io"], result["default"]
@@ -666,10 +688,11 @@ def report_section(result: dict[str, Any]) -> str:
         f"{threads['peak_in_flight']} | {threads['all_ended_s']} s |",
         f"| raw SDK, `AsyncOpenAI`, one event loop | {aio['cpu_ms_per_call']} | "
         f"{aio['peak_in_flight']} | {aio['all_ended_s']} s |",
-        f"| hypha agent turn, `io` workers | {io['worker_cpu_ms_per_turn']} | "
+        f"| hypha agent turn, `io` workers (gevent) | {io['worker_cpu_ms_per_turn']} | "
         f"{io['peak_in_flight']} | {io['all_ended_s_after_worker_start']} s |",
         f"| … PostgreSQL for it | {io['postgresql_cpu_ms_per_turn']} | | |",
         f"| … Redis for it (server-wide) | {io['redis_cpu_ms_per_turn_server_wide']} | | |",
+        *_threads_rows(result.get("io_on_threads")),
         f"| hypha, `default` profile (prefork, {default['turns']} turns) | "
         f"{default['worker_cpu_ms_per_turn']} | {default['peak_in_flight']} | "
         f"{default['all_ended_s_after_worker_start']} s |",

@@ -1,6 +1,6 @@
 """Graph-node model calls in flight at once on one machine: nodes that call a model
 (``Node(models=[...])``, routed to ``hypha.io``) served by ``hypha worker --profile io``
-(a thread pool) against the default prefork profile, in the same run.
+(gevent's pool) against the default prefork profile, in the same run.
 
     .venv/bin/python bench/graph_io.py [--runs 600] [--prefork-runs 16] [--delay 2]
 
@@ -9,7 +9,7 @@ own process) answers every request after ``--delay`` seconds; each run of ``benc
 (``bench/app.py``) is one node making one ``ctx.llm`` call. For each profile, in its own
 environment (a claimed Redis database, a fresh PostgreSQL database):
 
-* ``io``: ``--io-workers`` ``hypha worker --profile io`` processes (threads, 500 each,
+* ``io``: ``--io-workers`` ``hypha worker --profile io`` processes (gevent, 500 each,
   ``hypha.agents,hypha.io``) and one ``--profile cpu`` worker (prefork, the coordinator);
 * ``default``: one ``hypha worker --profile default`` (prefork, CPU count, every queue).
 

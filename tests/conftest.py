@@ -100,3 +100,15 @@ def migrated(url: str) -> Iterator[EventStore]:
     s.migrate()
     yield s
     s.dispose()
+
+
+@pytest.fixture(autouse=True)
+def _no_process_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``hypha worker`` on gevent's pool replaces its process (``os.execv``): invoked in
+    this one, it would replace the test run. A test that means it records it instead."""
+    from hypha_celery.cli import worker
+
+    def refuse(argv: list[str]) -> None:
+        raise AssertionError(f"a test would have replaced the test process: {argv[:3]}")
+
+    monkeypatch.setattr(worker, "replace_process", refuse)

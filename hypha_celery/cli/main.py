@@ -46,6 +46,7 @@ from hypha_celery.cli.up import COMMANDS as UP_COMMANDS
 from hypha_celery.cli.worker import (
     POOLS,
     PROFILES,
+    green,
     parse_queues,
     profile,
     require_broker,
@@ -396,13 +397,13 @@ def import_(file: str, verify: bool, allow_unsigned: bool, as_json: bool,
               "app's: coordinator, nodes, effects and nodes' own; never hypha.dead_letter)")
 @click.option("--profile", "profile_name", default="default", show_default=True,
               metavar="|".join(PROFILES) + "|FILE.py", help="io: hypha.agents + hypha.io on "
-              "500 threads; cpu: the other queues on prefork; default: every queue on "
+              "500 greenlets (gevent); cpu: the other queues on prefork; default: every queue on "
               "prefork; or a profile file (workers/llm.py)")
 @click.option("--pool", "-P", type=click.Choice(POOLS),
               help="overrides the profile's (default profile: prefork)")
 @click.option("--concurrency", "-c", type=click.IntRange(min=1),
-              help="worker processes / threads (default: the profile's: CPU count, "
-              "io: 500)")
+              help="worker processes / threads / greenlets (default: the profile's: CPU "
+              "count, io: 500)")
 @click.option("--loglevel", "-l", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
                                 case_sensitive=False))
@@ -423,6 +424,9 @@ def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | Non
                        loglevel=loglevel.upper(), extra=celery_args, profile_name=chosen)
     if dry_run:
         click.echo(f"celery {shlex.join(argv)}")
+        return
+    if (pool or chosen.pool) == "gevent":
+        green(app_spec, chosen, argv)  # this process patched anew, then the worker
         return
     tune(chosen, pool or chosen.pool)
     hypha.celery.worker_main(argv)

@@ -28,7 +28,7 @@ EFFECTS_QUEUE = "hypha.effects"
 #: Conversational agents' turns (hypha.agent.pump).
 AGENTS_QUEUE = "hypha.agents"
 #: Work that waits on the network (model-calling nodes): consumed by the ``io`` worker
-#: profile (a thread pool), see ``hypha worker --profile``.
+#: profile (gevent's pool), see ``hypha worker --profile``.
 IO_QUEUE = "hypha.io"
 AGENT_PUMP_TASK = "hypha.agent.pump"
 COORDINATOR_TASK = "hypha.coordinator"

@@ -193,7 +193,7 @@ def test_an_import_conflict_is_a_one_line_error(demo_run: DemoRun, tmp_path: Pat
     (["export", "--since", "last tuesday"], 2, "Invalid value for '--since'"),
     (["export", "--run", "no-such-run"], 1, "no run 'no-such-run'"),
     (["worker", "--app", "examples.support:hypha"], 1, "needs a broker"),
-    (["worker", "--app", "examples.support:hypha", "--pool", "gevent"], 2, "--pool"),
+    (["worker", "--app", "examples.support:hypha", "--pool", "eventlet"], 2, "--pool"),
     (["frobnicate"], 2, "No such command 'frobnicate'"),
     (["status"], 2, "Missing argument 'RUN_ID'"),
 ])

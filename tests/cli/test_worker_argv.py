@@ -44,7 +44,7 @@ def test_options_and_pass_through(hypha: Hypha) -> None:
 
 def test_bad_options_and_the_embedded_default_are_refused(hypha: Hypha) -> None:
     with pytest.raises(SetupError, match="--pool"):
-        worker_argv(hypha, pool="gevent")
+        worker_argv(hypha, pool="eventlet")
     with pytest.raises(SetupError, match="--concurrency"):
         worker_argv(hypha, concurrency=0)
     embedded = _hypha(embedded=True)
@@ -59,9 +59,9 @@ def test_parse_queues() -> None:
     assert parse_queues("a, b,,c") == ["a", "b", "c"]
 
 
-def test_the_io_profile_runs_agents_and_io_on_500_threads(hypha: Hypha) -> None:
+def test_the_io_profile_runs_agents_and_io_on_500_greenlets(hypha: Hypha) -> None:
     argv = worker_argv(hypha, profile_name="io")
-    assert argv == ["worker", "--pool=threads", "--queues=hypha.agents,hypha.io",
+    assert argv == ["worker", "--pool=gevent", "--queues=hypha.agents,hypha.io",
                     "--task-events", "--loglevel=INFO", "--concurrency=500"]
     tuned = worker_argv(hypha, profile_name="io", concurrency=50, queues=["hypha.io"])
     assert "--concurrency=50" in tuned and "--queues=hypha.io" in tuned

@@ -7,7 +7,8 @@ or renamed one fails (exit status != 0):
 * ``hypha ...``: hypha's own command line runs for real (loads the app, checks its options,
   builds Celery's argv); where it would start Celery (``Celery.start`` /
   ``worker_main``), Celery parses that argv with ``--help`` last instead, which refuses an
-  unknown option before it prints the help;
+  unknown option before it prints the help; a gevent worker's patched process (the io
+  profile) runs here, unpatched;
 * ``hypha console ...``: run with ``--dry-run`` added (the console checks its options and
   settings, the tokens and the cookie key, says what it would serve and exits); were it
   to serve anyway, uvicorn's ``run`` refuses;
@@ -65,6 +66,21 @@ def _flower_parses_only() -> None:
     command.Flower = no_server
 
 
+def _green_in_place() -> None:
+    """A gevent worker (the io profile) replaces its process by one that patches first
+    and runs :func:`~hypha_celery.cli.worker.green_main`: here that program runs in this
+    process, unpatched, so its argv is parsed as it would be (and Celery's, dry)."""
+    from hypha_celery.cli import worker
+
+    def run_here(argv: list[str]) -> None:
+        if argv[1:3] != ["-c", worker.GREEN_BOOT]:
+            raise SystemExit(f"dryrun: an unexpected program replaces hypha: {argv[:3]!r}")
+        sys.argv = ["-c", *argv[3:]]
+        worker.green_main()
+
+    worker.replace_process = run_here
+
+
 def _never_serve() -> None:
     import uvicorn
 
@@ -83,6 +99,7 @@ def main(argv: list[str]) -> None:
             args = [*args, "--dry-run"]
         from hypha_celery.cli.main import cli
 
+        _green_in_place()
         cli.main(args=args, prog_name="hypha")
     elif prog == "celery":
         from celery.bin.celery import main as celery_main

@@ -1,5 +1,6 @@
-"""``hypha worker --profile io``: one real worker process (a thread pool) runs many agent
-turns against a slow local model server at once, instead of one per process."""
+"""``hypha worker --profile io``: one real worker process (gevent's pool, a greenlet per
+turn) runs many agent turns against a slow local model server at once, instead of one
+per process; the watchdog and an interrupt still end a turn waiting on the provider."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ DELAY = 2.0
 
 @contextmanager
 def io_worker(backends: Backends, client: Hypha, log: Path) -> Iterator[psutil.Process]:
-    """``hypha worker --profile io`` (its defaults: threads, 500, hypha.agents + hypha.io)."""
+    """``hypha worker --profile io`` (its defaults: gevent, 500, hypha.agents + hypha.io)."""
     name = f"io{uuid.uuid4().hex[:10]}@{socket.gethostname()}"
     with log.open("ab") as out:
         proc = subprocess.Popen(
@@ -97,7 +98,44 @@ def test_the_io_profile_overlaps_many_agent_turns_in_one_process(
             # one process, the turns in flight together: far from TURNS x DELAY
             assert fake.stats()["max_in_flight"] >= TURNS * 0.75, fake.stats()
             assert elapsed < TURNS * DELAY / 4, elapsed
-            # a pool thread and a stream thread per turn, plus a fixed few
-            assert threads <= 2 * TURNS + 40, threads
+            # greenlets, not threads: a fixed few, whatever the turns in flight
+            assert threads <= 20, threads
+            assert "gevent" in " ".join(worker.cmdline())  # the patched process
+    finally:
+        close_client(client)
+
+
+@pytest.mark.parametrize("how", ["watchdog", "interrupt"])
+def test_a_turn_waiting_on_the_provider_in_a_gevent_worker_ends_at_once(
+        backends: Backends, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        how: str) -> None:
+    """The provider answers only after 20 s: in the io worker (gevent's pool, the socket
+    waited on by a greenlet) the watchdog (3 s: a cold worker imports the SDK first) or an
+    interrupt ends the turn waiting on it long before."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-io-test")
+    client = Hypha(backends.settings())
+    client.store.migrate()
+    purge(backends.broker_url, sorted(client.queues()))
+    log = tmp_path / "io-worker.log"
+    try:
+        with FakeLLM(default=Reply.text("late", delay_s=20)) as fake, \
+                io_worker(backends, client, log):
+            options = {"watchdog_ms": 3000} if how == "watchdog" else {}
+            name = f"slow-{uuid.uuid4().hex[:8]}"
+            client.agents.start(Asker, name=name, backend=OpenAIBackend, model="gpt-test",
+                                base_url=fake.openai_url, **options)
+            began = time.monotonic()
+            ref = client.agents.tell(name, "hello")
+            if how == "interrupt":
+                wait_until(lambda: fake.requests, 30, "the request to reach the provider",
+                           lambda: log.read_text()[-3000:])
+                assert client.agents.interrupt_request(name, ref) == "accepted"
+            wait_until(lambda: client.agents.poll(name, ref).status != "pending", 30,
+                       "the turn to end", lambda: log.read_text()[-3000:])
+            assert time.monotonic() - began < 12
+            assert fake.requests  # the request was waiting on the provider
+            poll = client.agents.poll(name, ref)
+            reason = "timeout" if how == "watchdog" else "interrupted"
+            assert (poll.status, poll.reason) == ("error", reason), poll
     finally:
         close_client(client)

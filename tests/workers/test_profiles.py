@@ -41,14 +41,14 @@ def test_every_role_has_a_profile_and_each_loads() -> None:
         assert profile.queues and set(profile.queues) <= HYPHA_QUEUES, path
         consumed.extend(profile.queues)
     assert sorted(consumed) == sorted(HYPHA_QUEUES)  # every queue, each by one role
-    assert load_profile(WORKERS / "llm.py") == Profile("threads", 500, ["hypha.io"], 1)
-    assert load_profile(WORKERS / "agents.py") == Profile("threads", 500, ["hypha.agents"], 1)
+    assert load_profile(WORKERS / "llm.py") == Profile("gevent", 500, ["hypha.io"], 1)
+    assert load_profile(WORKERS / "agents.py") == Profile("gevent", 500, ["hypha.agents"], 1)
     assert load_profile(WORKERS / "effects.py") == Profile("prefork", None, ["hypha.effects"], 1)
 
 
 def test_hypha_worker_argv_from_a_profile_file(app: Hypha) -> None:
     argv = worker_argv(app, profile_name="workers/llm.py")
-    assert argv == ["worker", "--pool=threads", "--queues=hypha.io", "--task-events",
+    assert argv == ["worker", "--pool=gevent", "--queues=hypha.io", "--task-events",
                     "--loglevel=INFO", "--concurrency=500", "--prefetch-multiplier=1"]
     argv = worker_argv(app, profile_name="workers/coordinator.py", concurrency=2)
     assert argv == ["worker", "--pool=prefork", "--queues=hypha.coordinator", "--task-events",
@@ -61,7 +61,7 @@ def test_hypha_worker_argv_from_a_profile_file(app: Hypha) -> None:
 
 @pytest.mark.parametrize(("text", "problem"), [
     ("queues = ['hypha.io']\nworker_pol = 'threads'\n", "unknown setting 'worker_pol'"),
-    ("queues = ['hypha.io']\nworker_pool = 'gevent'\n", "worker_pool must be one of"),
+    ("queues = ['hypha.io']\nworker_pool = 'eventlet'\n", "worker_pool must be one of"),
     ("queues = ['hypha.io']\nworker_concurrency = '500'\n", "worker_concurrency must be"),
     ("queues = ['hypha.io']\nworker_prefetch_multiplier = 0\n",
      "worker_prefetch_multiplier must be"),
@@ -93,7 +93,7 @@ def test_unknown_queues_and_missing_files(app: Hypha, tmp_path: Path) -> None:
 
 def test_the_cli_error_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.py"
-    path.write_text("queues = ['hypha.io']\nworker_pool = 'gevent'\n")
+    path.write_text("queues = ['hypha.io']\nworker_pool = 'eventlet'\n")
     env = clean_env(HYPHA_BROKER_URL="redis://127.0.0.1:1/0",
                     HYPHA_RESULT_BACKEND="redis://127.0.0.1:1/0",
                     HYPHA_STORE_URL=f"sqlite:///{tmp_path / 'h.db'}")
@@ -106,7 +106,7 @@ def test_the_cli_error_is_one_line(tmp_path: Path) -> None:
 def test_python_m_workers_prints_the_celery_options() -> None:
     done = subprocess.run([sys.executable, "-m", "workers", "llm"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.split() == ["--pool=threads", "--queues=hypha.io", "--concurrency=500",
+    assert done.stdout.split() == ["--pool=gevent", "--queues=hypha.io", "--concurrency=500",
                                    "--prefetch-multiplier=1"]
     bad = subprocess.run([sys.executable, "-m", "workers", "nope"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
@@ -138,7 +138,7 @@ def test_a_plain_celery_worker_started_from_a_profile_consumes_exactly_its_queue
         stats = control.control.inspect(destination=[name], timeout=2.0).stats()[name]
         assert stats["pool"]["max-concurrency"] == 500
         assert stats["prefetch_count"] == 500  # concurrency × prefetch multiplier 1
-        assert stats["pool"]["implementation"] == "celery.concurrency.thread:TaskPool"
+        assert stats["pool"]["implementation"] == "celery.concurrency.gevent:TaskPool"
     finally:
         proc.terminate()
         try:
