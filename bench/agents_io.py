@@ -9,7 +9,7 @@ every request after ``--delay`` seconds (the OpenAI Responses stream). For each 
 in its own environment (a claimed Redis database, a fresh PostgreSQL database):
 
 1. ONE worker is started with ``hypha worker --app bench.app:hypha --profile P``
-   (``io``: gevent, 500, ``hypha.agents,hypha.io``; ``default``: prefork, CPU count, every
+   (``io``: gevent, 1,000, ``hypha.agents,hypha.io``; ``default``: prefork, CPU count, every
    queue) and serves ``WARMUP`` turns (imports, the SDK client, connections);
 2. it stops consuming ``hypha.agents`` (``cancel_consumer``); ``--turns`` agents are
    started (``Relay``, ``OpenAIBackend`` pointed at the provider) and each is told one

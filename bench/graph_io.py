@@ -9,7 +9,7 @@ own process) answers every request after ``--delay`` seconds; each run of ``benc
 (``bench/app.py``) is one node making one ``ctx.llm`` call. For each profile, in its own
 environment (a claimed Redis database, a fresh PostgreSQL database):
 
-* ``io``: ``--io-workers`` ``hypha worker --profile io`` processes (gevent, 500 each,
+* ``io``: ``--io-workers`` ``hypha worker --profile io`` processes (gevent, 1,000 each,
   ``hypha.agents,hypha.io``) and one ``--profile cpu`` worker (prefork, the coordinator);
 * ``default``: one ``hypha worker --profile default`` (prefork, CPU count, every queue).
 

@@ -14,6 +14,6 @@ bounded by its own timeout. Tasks ack late (at-least-once).
 queues = ["hypha.io"]
 worker_pool = "gevent"
 #: Model calls in flight per process.
-worker_concurrency = 500
+worker_concurrency = 1000
 #: 1: a call is long; a dying worker strands no prefetched messages.
 worker_prefetch_multiplier = 1

@@ -397,13 +397,13 @@ def import_(file: str, verify: bool, allow_unsigned: bool, as_json: bool,
               "app's: coordinator, nodes, effects and nodes' own; never hypha.dead_letter)")
 @click.option("--profile", "profile_name", default="default", show_default=True,
               metavar="|".join(PROFILES) + "|FILE.py", help="io: hypha.agents + hypha.io on "
-              "500 greenlets (gevent); cpu: the other queues on prefork; default: every queue on "
+              "1,000 greenlets (gevent); cpu: the other queues on prefork; default: every queue on "
               "prefork; or a profile file (workers/llm.py)")
 @click.option("--pool", "-P", type=click.Choice(POOLS),
               help="overrides the profile's (default profile: prefork)")
 @click.option("--concurrency", "-c", type=click.IntRange(min=1),
               help="worker processes / threads / greenlets (default: the profile's: CPU "
-              "count, io: 500)")
+              "count, io: 1000)")
 @click.option("--loglevel", "-l", default="INFO", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
                                 case_sensitive=False))

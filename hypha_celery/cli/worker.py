@@ -40,7 +40,11 @@ PROFILES = ("default", "io", "cpu")
 #: only where it waits on the network.
 IO_POOL = "gevent"
 #: Greenlets of the ``io`` profile: turns and model calls in flight per worker process.
-IO_CONCURRENCY = 500
+#: A waiting greenlet costs a few KB and no CPU: 1,000 (as many as the SDK clients'
+#: connection pools hold) let two processes keep 1,200 turns in flight where 2 x 500
+#: held 1,000 (``bench/agents_io.py``'s clients: all ended after 18 s instead of 24, the
+#: same worker CPU per turn). CPU, not greenlets, bounds a process.
+IO_CONCURRENCY = 1000
 #: What the ``io`` profile consumes.
 IO_QUEUES = (AGENTS_QUEUE, IO_QUEUE)
 #: The ``io`` profile's garbage-collector thresholds (``gc.set_threshold``): a young

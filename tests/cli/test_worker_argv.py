@@ -62,7 +62,7 @@ def test_parse_queues() -> None:
 def test_the_io_profile_runs_agents_and_io_on_500_greenlets(hypha: Hypha) -> None:
     argv = worker_argv(hypha, profile_name="io")
     assert argv == ["worker", "--pool=gevent", "--queues=hypha.agents,hypha.io",
-                    "--task-events", "--loglevel=INFO", "--concurrency=500"]
+                    "--task-events", "--loglevel=INFO", "--concurrency=1000"]
     tuned = worker_argv(hypha, profile_name="io", concurrency=50, queues=["hypha.io"])
     assert "--concurrency=50" in tuned and "--queues=hypha.io" in tuned
 

@@ -35,7 +35,7 @@ DELAY = 2.0
 
 @contextmanager
 def io_worker(backends: Backends, client: Hypha, log: Path) -> Iterator[psutil.Process]:
-    """``hypha worker --profile io`` (its defaults: gevent, 500, hypha.agents + hypha.io)."""
+    """``hypha worker --profile io`` (its defaults: gevent, 1000, hypha.agents + hypha.io)."""
     name = f"io{uuid.uuid4().hex[:10]}@{socket.gethostname()}"
     with log.open("ab") as out:
         proc = subprocess.Popen(

@@ -41,15 +41,15 @@ def test_every_role_has_a_profile_and_each_loads() -> None:
         assert profile.queues and set(profile.queues) <= HYPHA_QUEUES, path
         consumed.extend(profile.queues)
     assert sorted(consumed) == sorted(HYPHA_QUEUES)  # every queue, each by one role
-    assert load_profile(WORKERS / "llm.py") == Profile("gevent", 500, ["hypha.io"], 1)
-    assert load_profile(WORKERS / "agents.py") == Profile("gevent", 500, ["hypha.agents"], 1)
+    assert load_profile(WORKERS / "llm.py") == Profile("gevent", 1000, ["hypha.io"], 1)
+    assert load_profile(WORKERS / "agents.py") == Profile("gevent", 1000, ["hypha.agents"], 1)
     assert load_profile(WORKERS / "effects.py") == Profile("prefork", None, ["hypha.effects"], 1)
 
 
 def test_hypha_worker_argv_from_a_profile_file(app: Hypha) -> None:
     argv = worker_argv(app, profile_name="workers/llm.py")
     assert argv == ["worker", "--pool=gevent", "--queues=hypha.io", "--task-events",
-                    "--loglevel=INFO", "--concurrency=500", "--prefetch-multiplier=1"]
+                    "--loglevel=INFO", "--concurrency=1000", "--prefetch-multiplier=1"]
     argv = worker_argv(app, profile_name="workers/coordinator.py", concurrency=2)
     assert argv == ["worker", "--pool=prefork", "--queues=hypha.coordinator", "--task-events",
                     "--loglevel=INFO", "--concurrency=2", "--prefetch-multiplier=4"]
@@ -106,7 +106,7 @@ def test_the_cli_error_is_one_line(tmp_path: Path) -> None:
 def test_python_m_workers_prints_the_celery_options() -> None:
     done = subprocess.run([sys.executable, "-m", "workers", "llm"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60, check=True)
-    assert done.stdout.split() == ["--pool=gevent", "--queues=hypha.io", "--concurrency=500",
+    assert done.stdout.split() == ["--pool=gevent", "--queues=hypha.io", "--concurrency=1000",
                                    "--prefetch-multiplier=1"]
     bad = subprocess.run([sys.executable, "-m", "workers", "nope"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
@@ -136,8 +136,8 @@ def test_a_plain_celery_worker_started_from_a_profile_consumes_exactly_its_queue
         queues = wait_until(answered, 60, "the worker to answer", log.read_text)
         assert sorted(q["name"] for q in queues[name]) == ["hypha.io"]
         stats = control.control.inspect(destination=[name], timeout=2.0).stats()[name]
-        assert stats["pool"]["max-concurrency"] == 500
-        assert stats["prefetch_count"] == 500  # concurrency × prefetch multiplier 1
+        assert stats["pool"]["max-concurrency"] == 1000
+        assert stats["prefetch_count"] == 1000  # concurrency × prefetch multiplier 1
         assert stats["pool"]["implementation"] == "celery.concurrency.gevent:TaskPool"
     finally:
         proc.terminate()
