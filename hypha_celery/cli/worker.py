@@ -34,10 +34,10 @@ from hypha_celery.runtime.config import AGENTS_QUEUE, DEAD_LETTER_QUEUE, IO_QUEU
 POOLS = ("prefork", "threads", "solo", "gevent")
 PROFILES = ("default", "io", "cpu")
 #: The ``io`` profile's pool: gevent's, one thread and a greenlet per task. Measured on
-#: ``bench/agents_io.py``'s burst against the thread pool of the same size (the same
-#: tuning): about 15 % less worker CPU and 25 % less PostgreSQL CPU per turn, and more
-#: turns in flight at once, since no thread waits for the GIL: a turn gives the CPU up
-#: only where it waits on the network.
+#: ``bench/agents_io.py``'s burst against the thread pool (the same tuning): 1-15 % less
+#: worker CPU and 6-27 % less PostgreSQL CPU per turn in three runs, 7 threads instead of
+#: 551: no thread waits for the GIL, a turn gives the CPU up only where it waits on the
+#: network.
 IO_POOL = "gevent"
 #: Greenlets of the ``io`` profile: turns and model calls in flight per worker process.
 #: A waiting greenlet costs a few KB and no CPU: 1,000 (as many as the SDK clients'
