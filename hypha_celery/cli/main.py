@@ -46,11 +46,10 @@ from hypha_celery.cli.up import COMMANDS as UP_COMMANDS
 from hypha_celery.cli.worker import (
     POOLS,
     PROFILES,
-    green,
     parse_queues,
     profile,
     require_broker,
-    tune,
+    run_worker,
     worker_argv,
 )
 from hypha_celery.client.hypha import Hypha
@@ -425,11 +424,7 @@ def worker(app_spec: str, queues: str | None, profile_name: str, pool: str | Non
     if dry_run:
         click.echo(f"celery {shlex.join(argv)}")
         return
-    if (pool or chosen.pool) == "gevent":
-        green(app_spec, chosen, argv)  # this process patched anew, then the worker
-        return
-    tune(chosen, pool or chosen.pool)
-    hypha.celery.worker_main(argv)
+    run_worker(hypha, app_spec, chosen, pool or chosen.pool, argv)
 
 
 for _command in (*recovery.COMMANDS, *agents.COMMANDS, *rerun.COMMANDS, *views.COMMANDS,

@@ -219,20 +219,29 @@ GREEN_BOOT = ("from gevent import monkey; monkey.patch_all(); "
               "from hypha_celery.cli.worker import green_main; green_main()")
 
 
+def run_worker(hypha: Hypha, app_spec: str, chosen: Profile, pool: str,
+               argv: Sequence[str]) -> None:
+    """Start the worker of ``argv`` on ``pool``: tuned as ``chosen`` says, in this process;
+    on gevent's pool in this process made anew (:func:`green`)."""
+    if pool == "gevent":
+        green(app_spec, chosen, argv)
+        return
+    tune(chosen, pool)
+    hypha.celery.worker_main(list(argv))
+
+
 def green(app_spec: str, chosen: Profile, argv: Sequence[str]) -> None:
     """Start the worker of ``argv`` (gevent's pool) in this process made anew, patched
     before anything is imported, as ``celery worker -P gevent`` does: patching a process
     that already imported the app would leave its locks and thread-locals real ones. The
     process is replaced (``os.execv``: the same pid, for a supervisor's signals); it loads
-    the app again and runs ``argv`` with ``chosen``'s tuning."""
-    try:
-        importlib.import_module("gevent")
-    except ImportError as exc:
+    the app again and runs ``argv`` with ``chosen``'s collector tuning (the only tuning
+    gevent's pool takes)."""
+    if importlib.util.find_spec("gevent") is None:
         raise SetupError("a worker on gevent's pool (the io profile's) needs gevent: pip "
-                         "install 'hypha-celery[gevent]'") from exc
-    tuning = json.dumps({"gc_threshold": chosen.gc_threshold,
-                         "switch_interval": chosen.switch_interval})
-    replace_process([sys.executable, "-c", GREEN_BOOT, app_spec, tuning, *argv])
+                         "install 'hypha-celery[gevent]'")
+    threshold = json.dumps(chosen.gc_threshold)
+    replace_process([sys.executable, "-c", GREEN_BOOT, app_spec, threshold, *argv])
 
 
 def replace_process(argv: list[str]) -> None:
@@ -241,16 +250,14 @@ def replace_process(argv: list[str]) -> None:
 
 
 def green_main() -> None:
-    """The patched process of :func:`green`: ``sys.argv`` is ``-c APP TUNING ARGV...``."""
+    """The patched process of :func:`green`: ``sys.argv`` is ``-c APP GC_THRESHOLD
+    ARGV...`` (the threshold as JSON: a list of three, or null)."""
     from hypha_celery.cli.loading import load_app
 
-    app_spec, tuning, *argv = sys.argv[1:]
-    told = json.loads(tuning)
-    threshold = told["gc_threshold"]
+    app_spec, threshold, *argv = sys.argv[1:]
+    told = json.loads(threshold)
     hypha = load_app(app_spec)
-    tune(Profile("gevent", None, None, switch_interval=told["switch_interval"],
-                 gc_threshold=None if threshold is None else (
-                     int(threshold[0]), int(threshold[1]), int(threshold[2]))), "gevent")
+    tune(Profile("gevent", None, None, gc_threshold=tuple(told) if told else None), "gevent")
     hypha.celery.worker_main(argv)
 
 
