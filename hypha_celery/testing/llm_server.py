@@ -257,12 +257,19 @@ class FakeLLM:
         """Requests being answered now, the most at once so far, and answered in all
         (also served as ``GET /_stats``)."""
         with self._lock:
-            return {"in_flight": self._in_flight, "max_in_flight": self._max_in_flight,
-                    "served": self._served}
+            return self._counts()
 
-    def reset_stats(self) -> None:
+    def _counts(self) -> dict[str, int]:
+        return {"in_flight": self._in_flight, "max_in_flight": self._max_in_flight,
+                "served": self._served}
+
+    def reset_stats(self) -> dict[str, int]:
+        """Start counting afresh; returns the counts up to now (read and reset at once,
+        so a caller that has the answer sees the counters already reset)."""
         with self._lock:
+            seen = self._counts()
             self._max_in_flight, self._served = self._in_flight, 0
+            return seen
 
     def _handling(self, delta: int) -> None:
         with self._lock:
@@ -356,10 +363,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, _whole(route, reply, body))
 
     def do_GET(self) -> None:  # the server's counters; else a CLI's stray GET
+        fake = self.server.fake
         if self.path in ("/_stats", "/_stats/reset"):
-            self._json(200, self.server.fake.stats())
-            if self.path.endswith("/reset"):
-                self.server.fake.reset_stats()
+            self._json(200, fake.reset_stats() if self.path.endswith("/reset") else fake.stats())
             return
         self._json(404, {"error": {"message": "not found", "type": "not_found"}})
 
