@@ -42,6 +42,10 @@ Beside them, in the same run (issue 27):
   with a thread per call and ``AsyncOpenAI`` (``raw_sdk_same_calls``). Nothing hypha
   adds (the clients' tells, the broker, the store) is in it: no deployment on the machine
   ends the burst sooner than it.
+* **the moonshot** (``--moonshot-clients`` 2,400, ``--moonshot-delay`` 30 s): the same
+  with more clients and a provider slow enough that the first turns still wait when the
+  last asks arrive (on 2 cores they take about 20 s to arrive). Target: peak in flight
+  >= 2,000 (two io processes of 1,000 greenlets hold exactly that).
 
 Reported per profile: ``peak_in_flight`` (the provider's own count of requests it was
 answering at once: the number of turns waiting on the model together), the seconds from
@@ -83,6 +87,13 @@ CLIENTS = 1200
 CLIENTS_DELAY = 10.0
 TARGET_CLIENTS_IN_FLIGHT = 1000
 TARGET_CLIENTS_ENDED_S = 15.0
+#: Issue 27's moonshot: 2,000 turns waiting on the provider at once on this machine. The
+#: asks of 2,400 clients take longer to arrive on 2 cores than a 10 s answer, so the
+#: provider answers after 30 s (a long completion) and the first turns still wait when
+#: the last arrive.
+MOONSHOT_CLIENTS = 2400
+MOONSHOT_DELAY = 30.0
+TARGET_MOONSHOT_IN_FLIGHT = 2000
 #: Warm-up turns per worker, queued at once: 16 threads, so each of the SDK client cache's
 #: ``SHARDS`` (8) thread groups has its client built before the clock starts, as the raw
 #: side's one client is (a client built in the burst costs its TLS context, ~6 ms).
@@ -598,6 +609,10 @@ def main(argv: list[str]) -> int:
                              "consume (0: skip)")
     parser.add_argument("--clients-delay", type=float, default=CLIENTS_DELAY,
                         help="the provider's delay in the clients phase")
+    parser.add_argument("--moonshot-clients", type=int, default=MOONSHOT_CLIENTS,
+                        help="the moonshot: as --clients, more of them (0: skip)")
+    parser.add_argument("--moonshot-delay", type=float, default=MOONSHOT_DELAY,
+                        help="the provider's delay in the moonshot")
     parser.add_argument("--raw-calls", type=int, default=0,
                         help="calls at once on the raw SDK side (default: --turns)")
     parser.add_argument("--only", choices=("io", "io-threads", "default", "clients",
@@ -653,6 +668,12 @@ def main(argv: list[str]) -> int:
                    TARGET_CLIENTS_IN_FLIGHT),
             target("agents_io_clients_all_ended_s", clients["all_ended_s_after_asks"], "<=",
                    TARGET_CLIENTS_ENDED_S)]
+    if args.moonshot_clients:
+        moon = measured("clients", [*argv, "--clients", str(args.moonshot_clients),
+                                    "--clients-delay", str(args.moonshot_delay)])
+        doc["agents_io"]["moonshot"] = moon
+        doc["targets"].append(target("agents_io_moonshot_peak_in_flight",
+                                     moon["peak_in_flight"], ">=", TARGET_MOONSHOT_IN_FLIGHT))
     doc["all_pass"] = all(t["pass"] for t in doc["targets"])
     doc["duration_s"] = round(time.monotonic() - t0, 1)
     emit("agents_io", doc)
@@ -723,7 +744,24 @@ def report_section(result: dict[str, Any]) -> str:
                 f"thread per call ({raw['threads']['cpu_ms_per_call']} ms CPU a call), "
                 f"{raw['async']['all_ended_s']} s with `AsyncOpenAI` "
                 f"({raw['async']['cpu_ms_per_call']} ms).")
-    return "\n".join(lines)
+    return "\n".join(lines + _moonshot_lines(result.get("moonshot")))
+
+
+def _moonshot_lines(moon: dict[str, Any] | None) -> list[str]:
+    """The moonshot: more clients at once, a provider slow enough that the first turns
+    still wait when the last asks arrive."""
+    if not moon:
+        return []
+    return ["", f"**Moonshot: {moon['clients']} clients at once**, provider delay "
+            f"{moon['provider_delay_s']} s (the asks take longer than a 10 s answer to "
+            f"arrive on this machine), {moon['workers']} io workers: peak "
+            f"**{moon['peak_in_flight']}** in flight "
+            f"({moon['peak_at_s_after_asks']} s after the asks), "
+            f"{moon['completed']} completed, {moon['failed']} failed, all ended "
+            f"{moon['all_ended_s_after_asks']} s after the asks; worker CPU "
+            f"{moon['worker_cpu_ms_per_turn']} ms, PostgreSQL "
+            f"{moon['postgresql_cpu_ms_per_turn']} ms per turn; worker RSS at most "
+            f"{moon['worker_rss_mb_max']} MB."]
 
 
 if __name__ == "__main__":
