@@ -325,6 +325,9 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    # A buffered reply: a whole answer leaves when the handler returns (a stream flushes
+    # each frame), so a client holding its answer finds the request counted as served.
+    wbufsize = -1
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return None
