@@ -58,7 +58,9 @@ def test_worker_registers_graph_dot_node_task_names(any_stack: Stack) -> None:
 def test_fanout_edges_reach_the_reducer_in_declaration_order(any_stack: Stack) -> None:
     s = any_stack
     run = start(s, "itest", {"question": "why a double charge?",
-                             "edges": [["a", 0.3, False], ["b", 0.01, False],
+                             # a outlasts b by far: b waits for a free pool child
+                             # while the kickoff coordinator still holds one
+                             "edges": [["a", 1.5, False], ["b", 0.01, False],
                                        ["c", 0.1, False]]})
     result = s.wait(run)
     assert result["order"] == ["a", "b", "c"]
