@@ -731,10 +731,7 @@ def report_section(result: dict[str, Any]) -> str:
                   f"process{'es' if procs != 1 else ''}{fit}, telling one prompt each to "
                   "idle agents while "
                   f"{clients['workers']} io workers consume; provider delay "
-                  f"{clients['provider_delay_s']} s): peak {clients['peak_in_flight']} in "
-                  f"flight, all ended {clients['all_ended_s_after_asks']} s after the asks; "
-                  f"worker CPU {clients['worker_cpu_ms_per_turn']} ms, PostgreSQL "
-                  f"{clients['postgresql_cpu_ms_per_turn']} ms per turn."]
+                  f"{clients['provider_delay_s']} s): {_burst_outcome(clients)}."]
         raw = clients.get("raw_sdk_same_calls")
         if raw:
             lines[-1] += (
@@ -754,14 +751,17 @@ def _moonshot_lines(moon: dict[str, Any] | None) -> list[str]:
         return []
     return ["", f"**Moonshot: {moon['clients']} clients at once**, provider delay "
             f"{moon['provider_delay_s']} s (the asks take longer than a 10 s answer to "
-            f"arrive on this machine), {moon['workers']} io workers: peak "
-            f"**{moon['peak_in_flight']}** in flight "
-            f"({moon['peak_at_s_after_asks']} s after the asks), "
-            f"{moon['completed']} completed, {moon['failed']} failed, all ended "
-            f"{moon['all_ended_s_after_asks']} s after the asks; worker CPU "
-            f"{moon['worker_cpu_ms_per_turn']} ms, PostgreSQL "
-            f"{moon['postgresql_cpu_ms_per_turn']} ms per turn; worker RSS at most "
-            f"{moon['worker_rss_mb_max']} MB."]
+            f"arrive on this machine), {moon['workers']} io workers: "
+            f"{_burst_outcome(moon)}; {moon['completed']} completed, {moon['failed']} "
+            f"failed, worker RSS at most {moon['worker_rss_mb_max']} MB."]
+
+
+def _burst_outcome(burst: dict[str, Any]) -> str:
+    """What a clients burst came to: its peak, its end, its CPU per turn."""
+    return (f"peak {burst['peak_in_flight']} in flight, all ended "
+            f"{burst['all_ended_s_after_asks']} s after the asks; worker CPU "
+            f"{burst['worker_cpu_ms_per_turn']} ms, PostgreSQL "
+            f"{burst['postgresql_cpu_ms_per_turn']} ms per turn")
 
 
 if __name__ == "__main__":
