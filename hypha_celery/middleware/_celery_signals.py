@@ -16,7 +16,10 @@ Celery signal                              hook
 ``after_task_publish``                     ``after_publish(Publish)``
 ``celeryd_after_setup``                    the queues the worker consumes
                                            (:func:`consumed_queues`; before the pool
-                                           forks, so children know them)
+                                           forks, so children know them); and, before
+                                           it connects, a bound app's Redis broker
+                                           pools sized to a gevent or thread pool
+                                           (:func:`~._broker_pool.fit`)
 ========================================  ===============================================
 
 A pool child's signals carry no app: they reach the stacks of the child's current app
@@ -47,6 +50,7 @@ from celery.signals import (
     worker_shutdown,
 )
 
+from hypha_celery.middleware import _broker_pool
 from hypha_celery.middleware._hooks import Process, Publish
 from hypha_celery.middleware._stack import MiddlewareStack
 
@@ -123,6 +127,8 @@ def _connect_publish() -> None:
 def _remember_queues(sender: Any, instance: Any, **_: Any) -> None:
     app = instance.app
     set_consumed_queues(app, _worker_queues(app))
+    if stacks_of(app):  # a Hypha app's worker (another app's settings stay its own)
+        _broker_pool.fit(app, instance.pool_cls, instance.concurrency)
 
 
 celeryd_after_setup.connect(_remember_queues, weak=False)  # any worker, bound or not

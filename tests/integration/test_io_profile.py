@@ -17,12 +17,15 @@ from pathlib import Path
 
 import psutil
 import pytest
+import redis
 
 from hypha_celery import Hypha
 from hypha_celery.backends import OpenAIBackend
+from hypha_celery.runtime.config import IO_QUEUE
 from tests.cli.helpers import HYPHA
 from tests.fakes.llm_server import FakeLLM, Reply
 from tests.integration.agents_app import Asker
+from tests.integration.burst_app import END_AT
 from tests.integration.conftest import RedisDbs
 from tests.integration.helpers import REPO, Backends, clear_db, close_client, purge, wait_until
 
@@ -34,12 +37,13 @@ DELAY = 2.0
 
 
 @contextmanager
-def io_worker(backends: Backends, client: Hypha, log: Path) -> Iterator[psutil.Process]:
+def io_worker(backends: Backends, client: Hypha, log: Path, app: str = APP
+              ) -> Iterator[psutil.Process]:
     """``hypha worker --profile io`` (its defaults: gevent, 1000, hypha.agents + hypha.io)."""
     name = f"io{uuid.uuid4().hex[:10]}@{socket.gethostname()}"
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [HYPHA, "worker", "--app", APP, "--profile", "io", "--loglevel", "WARNING",
+            [HYPHA, "worker", "--app", app, "--profile", "io", "--loglevel", "WARNING",
              f"--hostname={name}", "--without-mingle", "--without-gossip"],
             cwd=REPO, env=backends.env(OPENAI_API_KEY="sk-io-test"), stdout=out,
             stderr=subprocess.STDOUT, start_new_session=True)
@@ -102,6 +106,38 @@ def test_the_io_profile_overlaps_many_agent_turns_in_one_process(
             assert threads <= 20, threads
             assert "gevent" in " ".join(worker.cmdline())  # the patched process
     finally:
+        close_client(client)
+
+
+BURST = 300
+
+
+def test_a_burst_of_tasks_ending_at_once_is_acknowledged_whole(
+        backends: Backends, tmp_path: Path) -> None:
+    """BURST tasks acknowledged late end at the same moment in one io worker: each acks
+    from its own greenlet at once, more than kombu's default ten broker connections; every
+    ack lands (none left in the broker's unacknowledged set, no ``Couldn't ack``)."""
+    client = Hypha(backends.settings())
+    purge(backends.broker_url, sorted(client.queues()))
+    broker = redis.Redis.from_url(backends.broker_url)
+    log = tmp_path / "io-worker.log"
+    try:
+        with io_worker(backends, client, log, app="tests.integration.burst_app:hypha"):
+            at = time.time() + 4.0
+            results = [client.celery.send_task(END_AT, args=(at,), queue=IO_QUEUE)
+                       for _ in range(BURST)]
+
+            def acked() -> bool:
+                return (all(r.ready() for r in results) and broker.hlen("unacked") == 0
+                        and broker.llen(IO_QUEUE) == 0)
+
+            wait_until(acked, 60, "every task to end and be acknowledged",
+                       lambda: f"unacked: {broker.hlen('unacked')}; "
+                               f"{log.read_text(errors='replace')[-3000:]}")
+            assert {r.get(timeout=5) for r in results} == {"ended"}
+        assert "Couldn't ack" not in log.read_text(errors="replace")
+    finally:
+        broker.close()
         close_client(client)
 
 
