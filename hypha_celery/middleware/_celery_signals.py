@@ -127,11 +127,16 @@ def _connect_publish() -> None:
 def _remember_queues(sender: Any, instance: Any, **_: Any) -> None:
     app = instance.app
     set_consumed_queues(app, _worker_queues(app))
+
+
+def _fit_broker_pool(sender: Any, instance: Any, **_: Any) -> None:
+    app = instance.app
     if stacks_of(app):  # a Hypha app's worker (another app's settings stay its own)
         _broker_pool.fit(app, instance.pool_cls, instance.concurrency)
 
 
 celeryd_after_setup.connect(_remember_queues, weak=False)  # any worker, bound or not
+celeryd_after_setup.connect(_fit_broker_pool, weak=False)
 
 
 def _worker_queues(app: Any) -> frozenset[str]:
