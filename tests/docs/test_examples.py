@@ -68,14 +68,44 @@ def test_example_runs_as_shown(example: CodeExample, eval_example: EvalExample,
     modules = page_modules(example)
     for name, source in modules.items():
         (example_dir / name).write_text(source)
-    if eval_example.update_examples:
-        eval_example.run_print_update(example)
-    else:
-        eval_example.run_print_check(example)
+    failure = run_block(example, eval_example)
+    if failure is not None:  # reported outside the ``except``: no chained traceback
+        pytest.fail(f"{example_id(example)} {failure}", pytrace=False)
     used = [source for name, source in modules.items() if f"import {name[:-3]}" in
             example.source or f"from {name[:-3]} import" in example.source]
     if "Hypha.from_env()" in "".join([example.source, *used]) and not is_module(example):
         assert (example_dir / ".hypha" / "hypha.db").exists()  # the embedded default
+
+
+def run_block(example: CodeExample, eval_example: EvalExample) -> str | None:
+    """Run ``example``; what it raised, told in the page's own lines, or None.
+
+    pytest-examples re-raises a block's exception with frames it builds through ctypes so
+    the traceback points into the page; on Python 3.11 pytest's report of such a frame
+    raises ``StopIteration`` inside ``traceback.extract_tb`` and the whole session stops
+    (INTERNALERROR). So the exception is told here, one ``page:line`` per frame, and the
+    test fails with that text; a mismatch of printed output (pytest's own ``Failed``, not
+    an ``Exception``) passes through unchanged.
+    """
+    try:
+        if eval_example.update_examples:
+            eval_example.run_print_update(example)
+        else:
+            eval_example.run_print_check(example)
+    except Exception as exc:  # a block that raises; pytest's outcomes are BaseExceptions
+        return describe_failure(exc, example.path)
+    return None
+
+
+def describe_failure(exc: BaseException, page: Path) -> str:
+    """``exc`` as ``raised Type: message``, then the block's frames as ``page:line``."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == str(page):
+            frames.append(f"  {page}:{tb.tb_lineno}")
+        tb = tb.tb_next
+    return "\n".join([f"raised {type(exc).__name__}: {exc}", *frames])
 
 
 def is_module(example: CodeExample) -> bool:
@@ -88,3 +118,13 @@ def test_the_docs_have_examples() -> None:
     """The search itself works: each page known to hold Python blocks is found."""
     found = {example.path.relative_to(ROOT).as_posix() for example in EXAMPLES}
     assert {"README.md", "docs/agents.md", "docs/traces.md", "docs/workflows.md"} <= found
+
+
+def test_a_block_that_raises_fails_its_test_with_the_page_lines(
+        tmp_path: Path, eval_example: EvalExample) -> None:
+    """A raising block is told by page and line; pytest's report never sees its frames."""
+    page = tmp_path / "page.md"
+    page.write_text("# A page\n\n```python\ndef f():\n    raise ValueError('told')\n\nf()\n```\n")
+    (example,) = find_examples(page)
+    told = run_block(example, eval_example)
+    assert told == f"raised ValueError: told\n  {page}:7\n  {page}:5"
