@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import sys
 import threading
 import time
 import uuid
@@ -320,6 +321,11 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 1024
     fake: FakeLLM
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return  # the client hung up before its answer left (its timeout, a cancel)
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -4,9 +4,13 @@ real HTTP to them, scripted replies, recorded requests, one server per test."""
 
 from __future__ import annotations
 
+import json
+import socket
+import struct
 import subprocess
 import sys
 import textwrap
+import time
 from typing import Any
 
 import anthropic
@@ -83,6 +87,24 @@ def test_routes_can_be_scripted_apart_and_reset(hypha_openai_server: OpenAIServe
         assert client.responses.create(model="m", input="x").output_text == "changed"
     server.reset()
     assert (server.requests, server.pending, server.default) == ([], 0, Reply.text("ok"))
+
+
+def test_a_client_that_hangs_up_before_its_answer_prints_nothing(
+        hypha_openai_server: OpenAIServer, capfd: pytest.CaptureFixture[str]) -> None:
+    """A client's timeout or cancel is not the server's error: no traceback on stderr."""
+    server = hypha_openai_server
+    server.script(Reply.text("too late", delay_s=0.3), Reply.text("too late", delay_s=0.3))
+    body = json.dumps({"model": "m", "messages": USER}).encode()
+    host, port = server.url.removeprefix("http://").split(":")
+    for served in (1, 2):  # the first write may still land in the kernel's buffer
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n"
+                         b"content-type: application/json\r\n"
+                         + f"content-length: {len(body)}\r\n\r\n".encode() + body)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        wait_until(lambda: server.stats()["served"] >= served, timeout=5)  # noqa: B023
+    time.sleep(0.3)  # the last answer flushed to its reset connection
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_env_points_the_sdks_built_without_arguments_at_the_servers(
