@@ -324,7 +324,8 @@ class _Server(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            return  # the client hung up before its answer left (its timeout, a cancel)
+            return  # the client hung up before its answer left (its timeout, a cancel):
+            # a whole answer's flush or a stream's frame, told nowhere else
         super().handle_error(request, client_address)
 
 
@@ -410,10 +411,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         fake = self.server.fake
         fake._streaming(+1)
-        try:
+        try:  # a client that closes the stream (a cancel) is the server's handle_error's
             self._write_frames(reply, frames)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client closed the stream: a cancellation, not a bug
         finally:
             fake._streaming(-1)
 
